@@ -1,0 +1,1 @@
+"""Pure domain logic. Never imports dagster (enforced by extraction_pipeline_tests/test_layering.py)."""

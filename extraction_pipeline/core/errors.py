@@ -1,0 +1,45 @@
+"""The project's exception hierarchy.
+
+Three families, as callers need to tell them apart:
+
+- ``ConfigError``: the user's setup is wrong (bad URL, missing file, unknown id). Fix and rerun.
+- ``ExtractionRuntimeError``: something failed while working. ``TransientError`` is worth a retry
+  (rate limit, 5xx, timeout, connection); ``PermanentError`` is not (bad request, auth, broken PDF).
+  Both keep the underlying exception in ``original``.
+- ``OutputParseError``: the model answered, but not with valid data even after one repair attempt.
+  It is permanent: asking again with the same prompt is not expected to help.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ExtractionError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class ConfigError(ExtractionError):
+    """Invalid configuration, arguments or input named by the user."""
+
+
+class ExtractionRuntimeError(ExtractionError):
+    """A failure while processing; ``original`` is the exception that caused it, if any."""
+
+    def __init__(self, message: str, *, original: BaseException | None = None, usage: Any = None) -> None:
+        super().__init__(message)
+        self.original = original
+        # Tokens already spent when the failure happened (a ledger ``Usage``), so cost is never lost.
+        self.usage = usage
+
+
+class TransientError(ExtractionRuntimeError):
+    """Worth retrying with backoff: the same request may succeed later."""
+
+
+class PermanentError(ExtractionRuntimeError):
+    """Retrying cannot help; the item is marked ``error``."""
+
+
+class OutputParseError(PermanentError):
+    """The model's output was not valid JSON for the schema, even after a repair attempt."""

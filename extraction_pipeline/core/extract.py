@@ -1,0 +1,99 @@
+"""Extraction of one batch item, with the ledger's guarantees.
+
+The order is what makes it safe: claim (pending -> extracting) before any LLM call; on a
+transient error release the item back to pending *before* raising for retry; on a permanent
+error mark it ``error`` and raise a non-retryable failure; on success complete it only if this
+run still holds it. A duplicate or late execution loses the claim and makes no LLM call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from extraction_pipeline.core.errors import PermanentError, TransientError
+from extraction_pipeline.core.fields import FIELD_NAMES
+from extraction_pipeline.core.grounding import VERIFIED, ground, normalize
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger import items as item_states
+from extraction_pipeline.core.ledger.items import Usage
+from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
+from extraction_pipeline.core.parsing import ParsedDocument
+from extraction_pipeline.core.prompts import build_messages
+
+
+@dataclass(frozen=True)
+class ExtractionOutcome:
+    """What happened to the item in this execution."""
+
+    status: str  # "completed" | "skipped"
+    reason: str = ""
+    model: str = ""
+    fields_found: int = 0
+    quotes_verified: int = 0
+    usage: Usage | None = None
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+def ground_output(raw_fields: dict[str, Any], parsed: ParsedDocument) -> dict[str, Any]:
+    """Attach a grounding verdict to every field the model returned."""
+    pages_norm = [normalize(text) for text in parsed.pages_text]
+    grounded: dict[str, Any] = {}
+    for name in dict.fromkeys([*FIELD_NAMES, *raw_fields]):
+        extracted = raw_fields.get(name)
+        value = getattr(extracted, "value", None)
+        quote = getattr(extracted, "quote", None)
+        verdict = ground(value, quote, pages_norm)
+        grounded[name] = {"value": value, "quote": quote, **verdict.as_dict()}
+    return grounded
+
+
+def extract_item(
+    ledger: Ledger,
+    *,
+    item_id: int,
+    run_id: str,
+    worker: str,
+    parsed: ParsedDocument,
+    llm: LLMConfig,
+    crashed_run_id: str | None = None,
+) -> ExtractionOutcome:
+    """Run the extraction for ``item_id`` if this execution wins the claim.
+
+    ``crashed_run_id``: when this run is Dagster's automatic retry of a run whose worker died,
+    the id of that run; the item it left ``extracting`` is taken over instead of skipped.
+    """
+    claimed = item_states.claim(ledger, item_id, run_id=run_id, worker=worker)
+    if not claimed and crashed_run_id:
+        claimed = item_states.take_over(ledger, item_id, dead_run_id=crashed_run_id, run_id=run_id, worker=worker)
+    if not claimed:
+        current = item_states.get_item(ledger, item_id)
+        state = current["status"] if current else "missing"
+        holder = f" by run {current['run_id']}" if current and current.get("run_id") else ""
+        return ExtractionOutcome("skipped", reason=f"item is {state}{holder}; not claimed, no LLM call")
+
+    try:
+        reply = complete_extraction(llm, build_messages(parsed.pages_text))
+    except TransientError as exc:
+        item_states.release(ledger, item_id, run_id=run_id, message=f"transient, will retry: {exc}", usage=exc.usage)
+        raise
+    except PermanentError as exc:
+        item_states.fail(ledger, item_id, run_id=run_id, message=str(exc), usage=exc.usage)
+        raise
+    except Exception as exc:
+        # An unexpected bug must not leave the item stuck in extracting.
+        item_states.fail(ledger, item_id, run_id=run_id, message=f"internal error: {type(exc).__name__}: {exc}")
+        raise PermanentError(f"internal error: {exc}", original=exc) from exc
+
+    grounded = ground_output(reply.output.fields, parsed)
+    result = {"model": reply.usage.model, "repaired": reply.repaired, "fields": grounded}
+    if not item_states.complete(ledger, item_id, run_id=run_id, result=result, usage=reply.usage):
+        return ExtractionOutcome("skipped", reason="item was no longer held by this run; result discarded")
+    return ExtractionOutcome(
+        "completed",
+        model=reply.usage.model,
+        fields_found=sum(1 for f in grounded.values() if f["value"] is not None),
+        quotes_verified=sum(1 for f in grounded.values() if f["status"] == VERIFIED),
+        usage=reply.usage,
+        result=result,
+    )

@@ -1,0 +1,11 @@
+"""The ledger: documents, batches and batch items, with the seeds' invariants.
+
+Workers never read-then-write: every state change is one conditional UPDATE naming the state it
+leaves (see ``items.py``), batch creation is idempotent through a UNIQUE key (``batches.py``), and
+progress is one grouped query (``queries.py``).
+"""
+
+from extraction_pipeline.core.ledger.database import Ledger, utcnow
+from extraction_pipeline.core.ledger.schema import ItemStatus, BatchStatus
+
+__all__ = ["Ledger", "ItemStatus", "BatchStatus", "utcnow"]

@@ -1,0 +1,148 @@
+"""Batches: idempotent creation and closing.
+
+Creation never reads before writing: the INSERT either wins the UNIQUE idempotency key or fails
+with an IntegrityError, after which the existing batch is returned. The batch and all its items
+are written in one transaction, so a batch that exists always has every item.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import exists, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from extraction_pipeline.core.errors import ConfigError
+from extraction_pipeline.core.ledger.database import Ledger, utcnow
+from extraction_pipeline.core.ledger.schema import (
+    ACTIVE_ITEM_STATUSES,
+    BatchOrigin,
+    BatchStatus,
+    ItemStatus,
+    batch_items,
+    batches,
+    documents,
+)
+
+BATCH_RUN_TAG = "extraction/batch"
+MAX_KEY_CHARS = 200
+
+
+@dataclass(frozen=True)
+class BatchRef:
+    id: int
+    created: bool
+
+
+def create_batch(
+    ledger: Ledger,
+    *,
+    idempotency_key: str,
+    project: str,
+    user: str,
+    document_ids: list[int],
+    origin: BatchOrigin = BatchOrigin.DISPATCH,
+    run_tag: tuple[str, str] | None = None,
+) -> BatchRef:
+    """Create a batch of one pending item per document, or return the batch that already has
+    this idempotency key (``created=False``). ``run_tag`` defaults to ``extraction/batch=<id>``."""
+    if not idempotency_key or len(idempotency_key) > MAX_KEY_CHARS:
+        raise ConfigError(f"idempotency key must be 1..{MAX_KEY_CHARS} characters")
+    unique_ids = list(dict.fromkeys(document_ids))
+    now = utcnow()
+    try:
+        with ledger.engine.begin() as conn:
+            _check_documents_exist(conn, unique_ids)
+            status = BatchStatus.OPEN if unique_ids else BatchStatus.COMPLETED
+            tag_key, tag_value = run_tag or (BATCH_RUN_TAG, "")
+            batch_id = conn.execute(
+                insert(batches)
+                .values(
+                    idempotency_key=idempotency_key,
+                    project=project,
+                    user=user,
+                    origin=origin,
+                    run_tag_key=tag_key,
+                    run_tag_value=tag_value,
+                    status=status,
+                    total_items=len(unique_ids),
+                    created_at=now,
+                    # An empty batch has nothing to wait for: it completes on creation.
+                    completed_at=None if unique_ids else now,
+                )
+                .returning(batches.c.id)
+            ).scalar_one()
+            if not tag_value:
+                conn.execute(update(batches).where(batches.c.id == batch_id).values(run_tag_value=str(batch_id)))
+            if unique_ids:
+                conn.execute(
+                    insert(batch_items),
+                    [
+                        {
+                            "batch_id": batch_id,
+                            "document_id": doc_id,
+                            "status": ItemStatus.PENDING,
+                            "attempts": 0,
+                            "created_at": now,
+                            "updated_at": now,
+                            "tokens_in": 0,
+                            "tokens_out": 0,
+                            "cost_usd": 0.0,
+                        }
+                        for doc_id in unique_ids
+                    ],
+                )
+        return BatchRef(id=batch_id, created=True)
+    except IntegrityError:
+        existing = find_batch_by_key(ledger, idempotency_key)
+        if existing is None:  # the conflict was not on the key (e.g. a bad document id)
+            raise
+        return BatchRef(id=existing, created=False)
+
+
+def _check_documents_exist(conn: Any, document_ids: list[int]) -> None:
+    if not document_ids:
+        return
+    found = set(conn.execute(select(documents.c.id).where(documents.c.id.in_(document_ids))).scalars())
+    missing = [doc_id for doc_id in document_ids if doc_id not in found]
+    if missing:
+        raise ConfigError(f"unknown document id(s): {', '.join(map(str, missing[:10]))}")
+
+
+def find_batch_by_key(ledger: Ledger, idempotency_key: str) -> int | None:
+    with ledger.engine.connect() as conn:
+        return conn.execute(
+            select(batches.c.id).where(batches.c.idempotency_key == idempotency_key)
+        ).scalar_one_or_none()
+
+
+def get_batch(ledger: Ledger, batch_id: int) -> dict[str, Any] | None:
+    with ledger.engine.connect() as conn:
+        row = conn.execute(select(batches).where(batches.c.id == batch_id)).mappings().first()
+    return dict(row) if row else None
+
+
+def open_batches(ledger: Ledger) -> list[dict[str, Any]]:
+    with ledger.engine.connect() as conn:
+        rows = conn.execute(select(batches).where(batches.c.status == BatchStatus.OPEN).order_by(batches.c.id))
+        return [dict(row) for row in rows.mappings()]
+
+
+def close_if_done(ledger: Ledger, batch_id: int) -> bool:
+    """open -> completed, only when no item is pending or extracting (checked in the same UPDATE)."""
+    still_active = exists().where(
+        batch_items.c.batch_id == batches.c.id, batch_items.c.status.in_(ACTIVE_ITEM_STATUSES)
+    )
+    statement = (
+        update(batches)
+        .where(batches.c.id == batch_id, batches.c.status == BatchStatus.OPEN, ~still_active)
+        .values(status=BatchStatus.COMPLETED, completed_at=utcnow())
+    )
+    with ledger.engine.begin() as conn:
+        return conn.execute(statement).rowcount == 1
+
+
+def set_export_path(ledger: Ledger, batch_id: int, path: str) -> None:
+    with ledger.engine.begin() as conn:
+        conn.execute(update(batches).where(batches.c.id == batch_id).values(export_path=path))

@@ -1,0 +1,79 @@
+"""Engine creation and the ``Ledger`` handle shared by every ledger module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, ProgrammingError
+
+from extraction_pipeline.core.errors import ConfigError
+from extraction_pipeline.core.ledger.schema import metadata
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def utcnow() -> datetime:
+    """Naive UTC: stored and compared the same way on SQLite and PostgreSQL."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets readers (progress, UI sensors) proceed while a worker writes; the busy timeout
+    # makes concurrent writers wait instead of failing with "database is locked".
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def create_ledger_engine(url: str) -> Engine:
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(f"invalid ledger database URL (EXTRACTION_DATABASE_URL): {exc}") from exc
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    if backend == "postgresql":
+        if parsed.drivername == "postgresql":
+            # SQLAlchemy 2.1 maps bare postgresql:// to psycopg 3, which we do not ship.
+            parsed = parsed.set(drivername="postgresql+psycopg2")
+        return create_engine(parsed, pool_pre_ping=True)
+    raise ConfigError(f"unsupported ledger database {backend!r}: use sqlite:/// or postgresql+psycopg2://")
+
+
+@dataclass
+class Ledger:
+    """A connection pool to the ledger database. Cheap to pass around; create once per process."""
+
+    engine: Engine
+
+    @classmethod
+    def connect(cls, url: str, *, create_schema: bool = True) -> Ledger:
+        ledger = cls(create_ledger_engine(url))
+        if create_schema:
+            ledger.create_schema()
+        return ledger
+
+    def create_schema(self) -> None:
+        """Create missing tables. Idempotent, and safe when several processes start at once."""
+        try:
+            metadata.create_all(self.engine, checkfirst=True)
+        except (IntegrityError, OperationalError, ProgrammingError):
+            # Another process created the same table between our check and our CREATE
+            # (PostgreSQL reports it as a duplicate type); the second pass sees it exists.
+            metadata.create_all(self.engine, checkfirst=True)
+
+    @property
+    def backend(self) -> str:
+        return self.engine.url.get_backend_name()
+
+    def dispose(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,192 @@
+"""The item state machine (DESIGN.md §5).
+
+    pending --claim--> extracting --complete--> completed
+       ^                   |
+       +---- release ------+ (transient error, before the error is raised for retry)
+                           +--- fail / sweep / reconcile ---> error
+
+Every transition is a single conditional UPDATE that names the state it leaves (and, for the
+transitions a worker makes, the run that holds the item). A transition that matches no row
+changes nothing and returns ``False``: a duplicate or late execution can never overwrite a
+finished item or steal one that is being worked on.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, select, update
+
+from extraction_pipeline.core.ledger.database import Ledger, utcnow
+from extraction_pipeline.core.ledger.schema import ItemStatus, batch_items
+
+MAX_MESSAGE_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Usage:
+    model: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+
+
+def _truncate(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE_CHARS else message[: MAX_MESSAGE_CHARS - 1] + "…"
+
+
+def _transition(ledger: Ledger, item_id: int, where: list[Any], values: dict[str, Any]) -> bool:
+    now = utcnow()
+    statement = (
+        update(batch_items)
+        .where(and_(batch_items.c.id == item_id, *where))
+        .values(updated_at=now, **values)
+    )
+    with ledger.engine.begin() as conn:
+        return conn.execute(statement).rowcount == 1
+
+
+def claim(ledger: Ledger, item_id: int, *, run_id: str, worker: str) -> bool:
+    """pending -> extracting. Only the caller that wins this update may call the LLM."""
+    now = utcnow()
+    return _transition(
+        ledger,
+        item_id,
+        [batch_items.c.status == ItemStatus.PENDING],
+        {
+            "status": ItemStatus.EXTRACTING,
+            "run_id": run_id,
+            "worker": worker,
+            "started_at": now,
+            "attempts": batch_items.c.attempts + 1,
+            "message": None,
+        },
+    )
+
+
+def take_over(ledger: Ledger, item_id: int, *, dead_run_id: str, run_id: str, worker: str) -> bool:
+    """extracting (held by a run whose worker died) -> extracting (held by its retry run).
+
+    Only Dagster's automatic retry of the crashed run calls this, naming the crashed run id,
+    so a healthy holder can never be displaced.
+    """
+    return _transition(
+        ledger,
+        item_id,
+        [batch_items.c.status == ItemStatus.EXTRACTING, batch_items.c.run_id == dead_run_id],
+        {
+            "run_id": run_id,
+            "worker": worker,
+            "started_at": utcnow(),
+            "attempts": batch_items.c.attempts + 1,
+            "message": f"taken over from run {dead_run_id}, whose worker died",
+        },
+    )
+
+
+def complete(ledger: Ledger, item_id: int, *, run_id: str, result: dict[str, Any], usage: Usage) -> bool:
+    """extracting (held by ``run_id``) -> completed, with the result and its cost."""
+    return _transition(
+        ledger,
+        item_id,
+        [batch_items.c.status == ItemStatus.EXTRACTING, batch_items.c.run_id == run_id],
+        {
+            "status": ItemStatus.COMPLETED,
+            "finished_at": utcnow(),
+            "result_json": json.dumps(result, ensure_ascii=False),
+            "model": usage.model,
+            "tokens_in": batch_items.c.tokens_in + usage.tokens_in,
+            "tokens_out": batch_items.c.tokens_out + usage.tokens_out,
+            "cost_usd": batch_items.c.cost_usd + usage.cost_usd,
+        },
+    )
+
+
+def release(ledger: Ledger, item_id: int, *, run_id: str, message: str, usage: Usage | None = None) -> bool:
+    """extracting -> pending after a transient error, *before* the error is raised for retry."""
+    values: dict[str, Any] = {"status": ItemStatus.PENDING, "message": _truncate(message)}
+    if usage is not None:
+        values.update(
+            tokens_in=batch_items.c.tokens_in + usage.tokens_in,
+            tokens_out=batch_items.c.tokens_out + usage.tokens_out,
+            cost_usd=batch_items.c.cost_usd + usage.cost_usd,
+        )
+    return _transition(
+        ledger,
+        item_id,
+        [batch_items.c.status == ItemStatus.EXTRACTING, batch_items.c.run_id == run_id],
+        values,
+    )
+
+
+def fail(
+    ledger: Ledger,
+    item_id: int,
+    *,
+    message: str,
+    from_status: ItemStatus = ItemStatus.EXTRACTING,
+    run_id: str | None = None,
+    usage: Usage | None = None,
+) -> bool:
+    """``from_status`` -> error with a message. Permanent: nothing retries an errored item."""
+    where: list[Any] = [batch_items.c.status == from_status]
+    if run_id is not None:
+        where.append(batch_items.c.run_id == run_id)
+    values: dict[str, Any] = {"status": ItemStatus.ERROR, "message": _truncate(message), "finished_at": utcnow()}
+    if usage is not None:
+        values.update(
+            model=usage.model,
+            tokens_in=batch_items.c.tokens_in + usage.tokens_in,
+            tokens_out=batch_items.c.tokens_out + usage.tokens_out,
+            cost_usd=batch_items.c.cost_usd + usage.cost_usd,
+        )
+    return _transition(ledger, item_id, where, values)
+
+
+def sweep_stale(ledger: Ledger, *, idle: timedelta, now: datetime | None = None) -> int:
+    """extracting -> error for items with no update for ``idle``. The clock is ``updated_at``
+    (when extraction last moved), never the batch's creation time, so queue time never counts."""
+    now = now or utcnow()
+    minutes = idle.total_seconds() / 60
+    statement = (
+        update(batch_items)
+        .where(batch_items.c.status == ItemStatus.EXTRACTING, batch_items.c.updated_at < now - idle)
+        .values(
+            status=ItemStatus.ERROR,
+            message=f"swept: extracting with no progress for over {minutes:g} min (worker presumed dead)",
+            finished_at=now,
+            updated_at=now,
+        )
+    )
+    with ledger.engine.begin() as conn:
+        return conn.execute(statement).rowcount
+
+
+def mark_dispatched(ledger: Ledger, item_ids: list[int]) -> None:
+    """Record that a run was requested for these pending items (bookkeeping, not a state change)."""
+    if not item_ids:
+        return
+    with ledger.engine.begin() as conn:
+        conn.execute(
+            update(batch_items)
+            .where(batch_items.c.id.in_(item_ids), batch_items.c.status == ItemStatus.PENDING)
+            .values(dispatched_at=utcnow())
+        )
+
+
+def get_item(ledger: Ledger, item_id: int) -> dict[str, Any] | None:
+    with ledger.engine.connect() as conn:
+        row = conn.execute(select(batch_items).where(batch_items.c.id == item_id)).mappings().first()
+    return dict(row) if row else None
+
+
+def find_item(ledger: Ledger, *, batch_id: int, document_id: int) -> dict[str, Any] | None:
+    statement = select(batch_items).where(
+        batch_items.c.batch_id == batch_id, batch_items.c.document_id == document_id
+    )
+    with ledger.engine.connect() as conn:
+        row = conn.execute(statement).mappings().first()
+    return dict(row) if row else None

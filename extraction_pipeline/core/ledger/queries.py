@@ -1,0 +1,144 @@
+"""Read-side queries: progress, item listings for dispatch/reconcile/export, and history."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+
+from extraction_pipeline.core.ledger.database import Ledger
+from extraction_pipeline.core.ledger.schema import ACTIVE_ITEM_STATUSES, ItemStatus, batch_items, batches, documents
+
+
+@dataclass(frozen=True)
+class Progress:
+    total: int
+    pending: int
+    extracting: int
+    completed: int
+    error: int
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+
+    @property
+    def done(self) -> int:
+        return self.completed + self.error
+
+    @property
+    def percent(self) -> float:
+        return 100.0 if self.total == 0 else round(100.0 * self.done / self.total, 1)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "percent": self.percent}
+
+
+def progress(ledger: Ledger, batch_id: int) -> Progress:
+    """Counts per status and summed usage, from one grouped query (workers never write totals)."""
+    statement = (
+        select(
+            batch_items.c.status,
+            func.count(),
+            func.coalesce(func.sum(batch_items.c.tokens_in), 0),
+            func.coalesce(func.sum(batch_items.c.tokens_out), 0),
+            func.coalesce(func.sum(batch_items.c.cost_usd), 0.0),
+        )
+        .where(batch_items.c.batch_id == batch_id)
+        .group_by(batch_items.c.status)
+    )
+    counts = {status.value: 0 for status in ItemStatus}
+    tokens_in = tokens_out = 0
+    cost = 0.0
+    with ledger.engine.connect() as conn:
+        for status, count, t_in, t_out, c in conn.execute(statement):
+            counts[status] = int(count)
+            tokens_in += int(t_in)
+            tokens_out += int(t_out)
+            cost += float(c)
+    return Progress(
+        total=sum(counts.values()),
+        pending=counts[ItemStatus.PENDING],
+        extracting=counts[ItemStatus.EXTRACTING],
+        completed=counts[ItemStatus.COMPLETED],
+        error=counts[ItemStatus.ERROR],
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        cost_usd=round(cost, 6),
+    )
+
+
+def _item_rows(
+    ledger: Ledger, *where: Any, limit: int | None = None, newest_first: bool = False
+) -> list[dict[str, Any]]:
+    statement = (
+        select(
+            batch_items,
+            documents.c.filename,
+            documents.c.project,
+            documents.c.sha256,
+            documents.c.pages,
+            documents.c.stored_path,
+            batches.c.user,
+            batches.c.origin,
+        )
+        .join(documents, documents.c.id == batch_items.c.document_id)
+        .join(batches, batches.c.id == batch_items.c.batch_id)
+        .where(*where)
+        .order_by(batch_items.c.id.desc() if newest_first else batch_items.c.id)
+    )
+    if limit is not None:
+        statement = statement.limit(limit)
+    with ledger.engine.connect() as conn:
+        return [dict(row) for row in conn.execute(statement).mappings()]
+
+
+def batch_item_rows(ledger: Ledger, batch_id: int) -> list[dict[str, Any]]:
+    return _item_rows(ledger, batch_items.c.batch_id == batch_id)
+
+
+def undispatched_items(ledger: Ledger, origin: str, limit: int) -> list[dict[str, Any]]:
+    """Pending items of open batches that no run has been requested for yet."""
+    return _item_rows(
+        ledger,
+        batch_items.c.status == ItemStatus.PENDING,
+        batch_items.c.dispatched_at.is_(None),
+        batches.c.origin == origin,
+        batches.c.status == "open",
+        limit=limit,
+    )
+
+
+def active_items(ledger: Ledger, batch_id: int) -> list[dict[str, Any]]:
+    return _item_rows(ledger, batch_items.c.batch_id == batch_id, batch_items.c.status.in_(ACTIVE_ITEM_STATUSES))
+
+
+def history(
+    ledger: Ledger,
+    *,
+    user: str | None = None,
+    status: str | None = None,
+    filename: str | None = None,
+    batch_id: int | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 200,
+) -> list[dict[str, Any]]:
+    """Items, newest first, filtered by user, status, filename substring, batch and creation date."""
+    where: list[Any] = []
+    if user is not None:
+        where.append(batches.c.user == user)
+    if status is not None:
+        where.append(batch_items.c.status == status)
+    if filename is not None:
+        # Parameterized LIKE; escape the user's wildcards so they match literally.
+        escaped = filename.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        where.append(documents.c.filename.ilike(f"%{escaped}%", escape="\\"))
+    if batch_id is not None:
+        where.append(batch_items.c.batch_id == batch_id)
+    if since is not None:
+        where.append(batch_items.c.created_at >= since)
+    if until is not None:
+        where.append(batch_items.c.created_at < until)
+    return _item_rows(ledger, *where, limit=limit, newest_first=True)

@@ -1,0 +1,119 @@
+"""Table definitions (SQLAlchemy Core). Timestamps are naive UTC on both SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+
+class ItemStatus(StrEnum):
+    PENDING = "pending"
+    EXTRACTING = "extracting"
+    COMPLETED = "completed"
+    ERROR = "error"
+
+
+ACTIVE_ITEM_STATUSES = (ItemStatus.PENDING.value, ItemStatus.EXTRACTING.value)
+TERMINAL_ITEM_STATUSES = (ItemStatus.COMPLETED.value, ItemStatus.ERROR.value)
+
+
+class BatchStatus(StrEnum):
+    OPEN = "open"
+    COMPLETED = "completed"
+
+
+class BatchOrigin(StrEnum):
+    """Who executes a batch's items: our dispatcher sensor, or the runs of a UI backfill/run."""
+
+    DISPATCH = "dispatch"
+    BACKFILL = "backfill"
+    RUN = "run"
+
+
+metadata = MetaData()
+
+documents = Table(
+    "documents",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("project", String(200), nullable=False),
+    Column("filename", String(500), nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("pages", Integer, nullable=False),
+    Column("stored_path", Text, nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    UniqueConstraint("project", "sha256", name="uq_documents_project_sha256"),
+)
+
+batches = Table(
+    "batches",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("idempotency_key", String(200), nullable=False, unique=True),
+    Column("project", String(200), nullable=False),
+    Column("user", String(200), nullable=False),
+    Column("origin", String(20), nullable=False),
+    # The Dagster run tag (key, value) shared by every run working on this batch; the aggregator
+    # uses it to find the batch's runs in one query when reconciling.
+    Column("run_tag_key", String(100), nullable=False),
+    Column("run_tag_value", String(200), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("total_items", Integer, nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Column("completed_at", DateTime, nullable=True),
+    Column("export_path", Text, nullable=True),
+)
+
+batch_items = Table(
+    "batch_items",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("batch_id", Integer, ForeignKey("batches.id"), nullable=False),
+    Column("document_id", Integer, ForeignKey("documents.id"), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("dispatched_at", DateTime, nullable=True),
+    Column("run_id", String(64), nullable=True),
+    Column("worker", String(200), nullable=True),
+    Column("message", Text, nullable=True),
+    Column("created_at", DateTime, nullable=False),
+    Column("started_at", DateTime, nullable=True),
+    Column("finished_at", DateTime, nullable=True),
+    Column("updated_at", DateTime, nullable=False),
+    Column("model", String(200), nullable=True),
+    Column("tokens_in", Integer, nullable=False, default=0),
+    Column("tokens_out", Integer, nullable=False, default=0),
+    Column("cost_usd", Float, nullable=False, default=0.0),
+    Column("result_json", Text, nullable=True),
+    UniqueConstraint("batch_id", "document_id", name="uq_items_batch_document"),
+)
+Index("ix_items_batch_status", batch_items.c.batch_id, batch_items.c.status)
+Index("ix_items_status_updated", batch_items.c.status, batch_items.c.updated_at)
+
+parsed_documents = Table(
+    "parsed_documents",
+    metadata,
+    # Content-addressed: the same bytes parsed by the same parser version are parsed once.
+    Column("sha256", String(64), primary_key=True),
+    Column("parser_version", String(100), primary_key=True),
+    Column("engine", String(100), nullable=False),
+    Column("pages", Integer, nullable=False),
+    Column("seconds", Float, nullable=False),
+    Column("pages_json", Text, nullable=False),
+    Column("created_at", DateTime, nullable=False),
+)

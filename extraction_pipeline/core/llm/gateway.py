@@ -1,0 +1,135 @@
+"""One structured-output call through litellm: JSON mode, pydantic validation, one repair attempt.
+
+litellm's own retries are disabled (``num_retries=0``, ``max_retries=0``): retry policy belongs to
+the orchestrator, which backs off with jitter and keeps the ledger honest between attempts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from extraction_pipeline.core.errors import OutputParseError
+from extraction_pipeline.core.fields import ExtractionOutput
+from extraction_pipeline.core.ledger.items import Usage
+from extraction_pipeline.core.llm.errors import classify
+from extraction_pipeline.core.llm.offline import OFFLINE_MODEL, OFFLINE_PROVIDER, register_offline_provider
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    model: str | None = None
+    api_base: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never printed
+    timeout_seconds: float = 120.0
+
+    @property
+    def effective_model(self) -> str:
+        return self.model or OFFLINE_MODEL
+
+    @property
+    def is_offline(self) -> bool:
+        return self.effective_model.startswith(f"{OFFLINE_PROVIDER}/")
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    output: ExtractionOutput
+    usage: Usage
+    repaired: bool
+
+
+def _import_litellm() -> Any:
+    # Offline, litellm otherwise tries to download its price map at import and retries for seconds.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def _parse(content: str | None) -> ExtractionOutput:
+    if not content:
+        raise ValueError("empty response")
+    fenced = _FENCE.match(content)
+    text = fenced.group(1) if fenced else content
+    return ExtractionOutput.model_validate(json.loads(text))
+
+
+def _usage_of(litellm: Any, response: Any, config: LLMConfig) -> Usage:
+    usage = getattr(response, "usage", None)
+    tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+    tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+    cost = 0.0
+    if not config.is_offline:
+        try:
+            cost = float(litellm.completion_cost(completion_response=response) or 0.0)
+        except Exception:  # unknown or local model: litellm has no price for it
+            cost = 0.0
+    return Usage(model=config.effective_model, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost)
+
+
+def _add(a: Usage, b: Usage) -> Usage:
+    return Usage(a.model, a.tokens_in + b.tokens_in, a.tokens_out + b.tokens_out, a.cost_usd + b.cost_usd)
+
+
+def complete_extraction(config: LLMConfig, messages: list[dict[str, str]]) -> LLMResult:
+    """Ask the model for an ``ExtractionOutput``. Raises TransientError / PermanentError /
+    OutputParseError (after one repair attempt)."""
+    litellm = _import_litellm()
+    if config.is_offline:
+        register_offline_provider()
+
+    def call(conversation: list[dict[str, str]]) -> Any:
+        kwargs: dict[str, Any] = {
+            "model": config.effective_model,
+            "messages": conversation,
+            "timeout": config.timeout_seconds,
+            "num_retries": 0,
+            "max_retries": 0,
+            "temperature": 0,
+        }
+        if not config.is_offline:
+            kwargs["response_format"] = {"type": "json_object"}
+        if config.api_base:
+            kwargs["api_base"] = config.api_base
+        if config.api_key:
+            kwargs["api_key"] = config.api_key
+        try:
+            return litellm.completion(**kwargs)
+        except Exception as exc:
+            raise classify(exc) from exc
+
+    response = call(messages)
+    usage = _usage_of(litellm, response, config)
+    content = response.choices[0].message.content
+    try:
+        return LLMResult(_parse(content), usage, repaired=False)
+    except (ValueError, ValidationError) as first_error:
+        repair = [
+            *messages,
+            {"role": "assistant", "content": content or ""},
+            {
+                "role": "user",
+                "content": f"Your answer was not valid ({str(first_error)[:300]}). "
+                "Reply with only the corrected JSON object matching the schema.",
+            },
+        ]
+        response = call(repair)
+        usage = _add(usage, _usage_of(litellm, response, config))
+        try:
+            return LLMResult(_parse(response.choices[0].message.content), usage, repaired=True)
+        except (ValueError, ValidationError) as second_error:
+            raise OutputParseError(
+                f"model output is not valid JSON for the schema after one repair: {str(second_error)[:300]}",
+                original=second_error,
+                usage=usage,
+            ) from second_error

@@ -1,0 +1,101 @@
+"""The built-in offline extractor: pattern-based, no network, no key.
+
+It lets the whole pipeline run on a fresh machine. It is registered as a litellm custom provider
+(``offline/pattern-v1``) so it travels the exact code path of a real model, and every value it
+returns is labelled with that model name in the ledger and the workbook.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from extraction_pipeline.core.fields import FIELD_NAMES
+
+OFFLINE_PROVIDER = "offline"
+OFFLINE_MODEL = f"{OFFLINE_PROVIDER}/pattern-v1"
+
+_NCT = re.compile(r"\bNCT\d{8}\b")
+_RANDOMIZED = re.compile(
+    r"\b(\d{1,3}(?:,\d{3})*|\d+)\s+(?:patients|participants|subjects|women|men|children|adults)\b"
+    r"[^.]{0,80}?\brandomi[sz]ed\b|\brandomi[sz]ed\b[^.]{0,40}?\b(\d{1,3}(?:,\d{3})*|\d+)\s+"
+    r"(?:patients|participants|subjects)\b",
+    re.IGNORECASE,
+)
+_EFFECT = re.compile(
+    r"\b(HR|OR|RR|hazard ratio|odds ratio|risk ratio|relative risk)\b[^0-9]{0,20}?"
+    r"(-?\d+(?:\.\d+)?)\s*[;,(\[]?\s*(?:95\s*%\s*(?:CI|confidence interval))[^0-9-]{0,5}"
+    r"(-?\d+(?:\.\d+)?)\s*(?:-|–|—|to|,)\s*(-?\d+(?:\.\d+)?)",
+    re.IGNORECASE,
+)
+_MEASURE_NAMES = {"hazard ratio": "HR", "odds ratio": "OR", "risk ratio": "RR", "relative risk": "RR"}
+_SENTENCE_END = re.compile(r"(?<=[.;])\s+(?=[A-Z(])")
+
+
+def _sentence_around(text: str, start: int, end: int) -> str:
+    """The sentence containing text[start:end], copied verbatim (line breaks kept as spaces)."""
+    left = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
+    right_match = _SENTENCE_END.search(text, end)
+    right = right_match.start() if right_match else len(text)
+    return re.sub(r"\s+", " ", text[left:right]).strip()
+
+
+_PAGE_MARKER = re.compile(r"^\[page \d+\]$", re.MULTILINE)
+
+
+def pattern_extract(document: str) -> dict[str, Any]:
+    """Return ``{"fields": {name: {"value", "quote"}}}`` for the patterns found in ``document``.
+
+    Quotes never span the prompt's ``[page N]`` markers: each pattern is searched page by page."""
+    fields: dict[str, dict[str, Any]] = {name: {"value": None, "quote": None} for name in FIELD_NAMES}
+    for page in _PAGE_MARKER.split(document):
+        for name, found in _extract_page(page).items():
+            if fields[name]["value"] is None:
+                fields[name] = found
+    return {"fields": fields}
+
+
+def _extract_page(document: str) -> dict[str, dict[str, Any]]:
+    fields: dict[str, dict[str, Any]] = {}
+    if match := _NCT.search(document):
+        fields["nct_number"] = {"value": match.group(0), "quote": _sentence_around(document, *match.span())}
+    if match := _RANDOMIZED.search(document):
+        number = int((match.group(1) or match.group(2)).replace(",", ""))
+        fields["randomized_n"] = {"value": number, "quote": _sentence_around(document, *match.span())}
+    if match := _EFFECT.search(document):
+        quote = _sentence_around(document, *match.span())
+        measure = match.group(1)
+        fields["effect_measure"] = {"value": _MEASURE_NAMES.get(measure.lower(), measure.upper()), "quote": quote}
+        for name, group in (("effect_estimate", 2), ("ci_lower", 3), ("ci_upper", 4)):
+            fields[name] = {"value": float(match.group(group)), "quote": quote}
+    return fields
+
+
+_registered = False
+
+
+def register_offline_provider() -> None:
+    """Register the offline extractor with litellm (idempotent, per process)."""
+    global _registered
+    if _registered:
+        return
+    import litellm
+    from litellm import CustomLLM, ModelResponse
+
+    from extraction_pipeline.core.prompts import document_from_messages
+
+    class OfflinePatternLLM(CustomLLM):  # type: ignore[misc]  # litellm ships no type stubs for it
+        def completion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> ModelResponse:
+            document = document_from_messages(messages)
+            content = json.dumps(pattern_extract(document))
+            return ModelResponse(
+                model=OFFLINE_MODEL,
+                choices=[{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                usage={"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            )
+
+    litellm.custom_provider_map = [
+        item for item in litellm.custom_provider_map if item["provider"] != OFFLINE_PROVIDER
+    ] + [{"provider": OFFLINE_PROVIDER, "custom_handler": OfflinePatternLLM()}]
+    _registered = True
