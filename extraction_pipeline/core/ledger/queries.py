@@ -142,3 +142,15 @@ def history(
     if until is not None:
         where.append(batch_items.c.created_at < until)
     return _item_rows(ledger, *where, limit=limit, newest_first=True)
+
+
+def unexported_batches(ledger: Ledger, limit: int = 100) -> list[int]:
+    """Completed batches whose workbook has not been written yet."""
+    statement = (
+        select(batches.c.id)
+        .where(batches.c.status == "completed", batches.c.export_path.is_(None))
+        .order_by(batches.c.id)
+        .limit(limit)
+    )
+    with ledger.engine.connect() as conn:
+        return list(conn.execute(statement).scalars())

@@ -1,0 +1,339 @@
+"""The `extraction-pipeline` command line.
+
+Read commands (`batch status`, `history`, `documents list`) take `--json`. Errors print one line
+on stderr and exit with status 2 (usage) or 1 (failure). Heavy libraries load only in the
+commands that need them, so `batch create` answers in well under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from extraction_pipeline.core.errors import ConfigError, ExtractionError
+from extraction_pipeline.core.settings import Settings, load_settings
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A one-line message for the user; ``code`` is the exit status."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _ledger(settings: Settings) -> Any:
+    from extraction_pipeline.core.ledger import Ledger
+
+    return Ledger.connect(settings.ledger_url)
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _date(text: str) -> datetime:
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a date like 2026-11-30 or 2026-11-30T08:00, got {text!r}") from None
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.instance import init_home
+
+    report = init_home(settings, {"pdf_parse": args.parse_slots, "llm": args.llm_slots})
+    print(f"home       {report.home}")
+    print(f"dagster    {report.home / 'dagster' / 'dagster.yaml'} ({report.dagster_yaml}, {report.storage} storage)")
+    print(f"ledger     {report.ledger_url}")
+    print("pools      " + ", ".join(f"{name}={limit}" for name, limit in report.pools.items()))
+    return 0
+
+
+def cmd_documents_add(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.core.documents import check_pdf_file, register_pdf, validate_project
+
+    validate_project(args.project)
+    paths = [Path(p) for p in args.pdfs]
+    for path in paths:  # check all first: a typo in the 10th file must not half-register a set
+        check_pdf_file(path)
+    ledger = _ledger(settings)
+    registered = [register_pdf(ledger, settings.documents_dir, args.project, path) for path in paths]
+    if args.json:
+        _print_json([doc.__dict__ for doc in registered])
+    else:
+        for doc in registered:
+            note = "" if doc.created else " (already registered)"
+            print(f"{doc.id}\t{doc.filename}\t{doc.pages} pages\t{doc.sha256[:12]}{note}")
+    return 0
+
+
+def cmd_documents_list(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.core.ledger.documents import documents_after
+
+    docs = [d for d in documents_after(_ledger(settings), 0, limit=100_000) if args.project in (None, d["project"])]
+    if args.json:
+        _print_json(docs)
+    else:
+        for doc in docs:
+            print(f"{doc['id']}\t{doc['project']}\t{doc['filename']}\t{doc['pages']} pages")
+    return 0
+
+
+def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.core.ledger.batches import create_batch
+    from extraction_pipeline.core.ledger.documents import documents_after
+    from extraction_pipeline.instance import require_initialized
+
+    require_initialized(settings)
+    ledger = _ledger(settings)
+    if args.documents:
+        doc_ids = args.documents
+    else:
+        doc_ids = [d["id"] for d in documents_after(ledger, 0, limit=1_000_000) if d["project"] == args.project]
+        if not doc_ids:
+            raise CliError(f"project {args.project!r} has no documents: add some with `documents add`")
+    ref = create_batch(
+        ledger, idempotency_key=args.idempotency_key, project=args.project, user=args.user, document_ids=doc_ids
+    )
+    if args.json:
+        _print_json({"batch_id": ref.id, "created": ref.created, "documents": len(doc_ids)})
+    else:
+        state = "created" if ref.created else "already exists (same idempotency key)"
+        print(f"batch {ref.id} {state}; {len(doc_ids)} document(s) queued for the batch_dispatcher sensor")
+    return 0
+
+
+def _bar(fraction: float, width: int = 30) -> str:
+    filled = int(round(fraction * width))
+    return "#" * filled + "-" * (width - filled)
+
+
+def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.core.ledger.batches import get_batch
+    from extraction_pipeline.core.ledger.queries import progress
+
+    ledger = _ledger(settings)
+    while True:
+        batch = get_batch(ledger, args.batch)
+        if batch is None:
+            raise CliError(f"unknown batch {args.batch}")
+        counts = progress(ledger, args.batch)
+        if args.json:
+            _print_json({"batch": batch, "progress": counts.as_dict()})
+        else:
+            line = (
+                f"batch {args.batch} [{_bar(counts.percent / 100)}] {counts.percent:5.1f}%  "
+                f"{counts.done}/{counts.total} done  pending {counts.pending}  extracting {counts.extracting}  "
+                f"completed {counts.completed}  error {counts.error}  {batch['status']}"
+            )
+            end = "\r" if args.watch and sys.stdout.isatty() and batch["status"] == "open" else "\n"
+            print(line, end=end, flush=True)
+        if not args.watch or batch["status"] != "open":
+            if args.watch and not args.json and batch.get("export_path"):
+                print(f"workbook: {batch['export_path']}")
+            return 0
+        time.sleep(args.interval)
+
+
+def cmd_batch_export(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.core.export import default_export_path, write_workbook
+
+    target = Path(args.output) if args.output else default_export_path(settings.exports_dir, args.batch)
+    if target.suffix.lower() != ".xlsx":
+        raise CliError(f"output must end in .xlsx: {target}", EXIT_USAGE)
+    path = write_workbook(_ledger(settings), args.batch, target)
+    print(path)
+    return 0
+
+
+HISTORY_COLUMNS = ("id", "batch_id", "user", "filename", "status", "attempts", "created_at", "message")
+
+
+def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.core.ledger.queries import history
+
+    rows = history(
+        _ledger(settings),
+        user=args.user,
+        status=args.status,
+        filename=args.filename,
+        batch_id=args.batch,
+        since=args.since,
+        until=args.until,
+        limit=args.limit,
+    )
+    if args.json:
+        _print_json([{k: row[k] for k in (*HISTORY_COLUMNS, "document_id", "run_id", "cost_usd")} for row in rows])
+    else:
+        print("\t".join(HISTORY_COLUMNS))
+        for row in rows:
+            print("\t".join("" if row[k] is None else str(row[k])[:80] for k in HISTORY_COLUMNS))
+    return 0
+
+
+def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.instance import DaemonProcess, require_initialized
+
+    require_initialized(settings)
+    daemon = DaemonProcess(settings, with_ui=True, port=args.port)
+    daemon.start()
+    print(f"Dagster UI on http://127.0.0.1:{args.port} (log: {daemon.log_path}); Ctrl-C stops it")
+    try:
+        while daemon.alive():
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        daemon.stop()
+    return 0
+
+
+def cmd_daemon(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.instance import DaemonProcess, require_initialized
+
+    require_initialized(settings)
+    daemon = DaemonProcess(settings)
+    daemon.start()
+    print(f"dagster-daemon running (log: {daemon.log_path}); Ctrl-C stops it")
+    try:
+        while daemon.alive():
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        daemon.stop()
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.demo import run_demo
+
+    summary = run_demo(settings, documents=args.documents, timeout_seconds=args.timeout)
+    if args.json:
+        _print_json(summary)
+    return 0 if summary["batch_status"] == "completed" else EXIT_FAILURE
+
+
+# ---------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="extraction-pipeline",
+        description="Extract source-grounded data from randomized-trial PDFs in batches, on Dagster. "
+        "Settings come from EXTRACTION_* environment variables (EXTRACTION_HOME, "
+        "EXTRACTION_DATABASE_URL, EXTRACTION_MODEL, EXTRACTION_API_BASE, EXTRACTION_API_KEY).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, func: Callable[[argparse.Namespace, Settings], int], help_text: str, target: Any = sub) -> argparse.ArgumentParser:
+        command = target.add_parser(name, help=help_text, description=help_text)
+        command.set_defaults(func=func)
+        return command
+
+    init = add("init", cmd_init, "Create or complete the instance home: ledger schema, dagster.yaml, pool limits (idempotent).")
+    init.add_argument("--parse-slots", type=_positive_int, default=2, help="pdf_parse pool limit (default 2)")
+    init.add_argument("--llm-slots", type=_positive_int, default=5, help="llm pool limit (default 5)")
+
+    demo = add("demo", cmd_demo, "Generate synthetic trial PDFs, run them as a batch through the Dagster daemon, write the workbook.")
+    demo.add_argument("--documents", type=_positive_int, default=5, help="number of synthetic PDFs (default 5)")
+    demo.add_argument("--timeout", type=_positive_int, default=600, help="seconds to wait for the batch (default 600)")
+    demo.add_argument("--json", action="store_true", help="also print the summary as JSON")
+
+    documents = add("documents", lambda a, s: 0, "Register and list PDFs.")
+    doc_sub = documents.add_subparsers(dest="documents_command", required=True, metavar="SUBCOMMAND")
+    doc_add = add("add", cmd_documents_add, "Register PDFs in a project (stores a copy; idempotent per content).", doc_sub)
+    doc_add.add_argument("project", help="project name (letters, digits, . _ -)")
+    doc_add.add_argument("pdfs", nargs="+", metavar="PDF", help="PDF files")
+    doc_add.add_argument("--json", action="store_true")
+    doc_list = add("list", cmd_documents_list, "List registered documents.", doc_sub)
+    doc_list.add_argument("--project")
+    doc_list.add_argument("--json", action="store_true")
+
+    batch = add("batch", lambda a, s: 0, "Create, watch and export batches.")
+    batch_sub = batch.add_subparsers(dest="batch_command", required=True, metavar="SUBCOMMAND")
+    create = add("create", cmd_batch_create, "Create a batch over a project's documents; the dispatcher sensor starts it.", batch_sub)
+    create.add_argument("project")
+    create.add_argument("--user", required=True, help="who launches it (run tag extraction/user, per-user limit)")
+    create.add_argument("--idempotency-key", required=True, help="same key = same batch, never a duplicate")
+    create.add_argument("--documents", type=_positive_int, nargs="+", metavar="ID", help="document ids (default: all of the project)")
+    create.add_argument("--json", action="store_true")
+    status = add("status", cmd_batch_status, "Progress of a batch; --watch shows a live progress bar until it closes.", batch_sub)
+    status.add_argument("batch", type=_positive_int)
+    status.add_argument("--watch", action="store_true")
+    status.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --watch")
+    status.add_argument("--json", action="store_true")
+    export = add("export", cmd_batch_export, "Write a batch's workbook (default: $EXTRACTION_HOME/exports/batch-N.xlsx).", batch_sub)
+    export.add_argument("batch", type=_positive_int)
+    export.add_argument("-o", "--output", help="target .xlsx file")
+
+    hist = add("history", cmd_history, "Items across batches, newest first, filtered by user, status, filename, batch, dates.")
+    hist.add_argument("--user")
+    hist.add_argument("--status", choices=["pending", "extracting", "completed", "error"])
+    hist.add_argument("--filename", help="substring of the filename")
+    hist.add_argument("--batch", type=_positive_int)
+    hist.add_argument("--since", type=_date, help="created at or after (UTC), e.g. 2026-11-30")
+    hist.add_argument("--until", type=_date, help="created before (UTC)")
+    hist.add_argument("--limit", type=_positive_int, default=200)
+    hist.add_argument("--json", action="store_true")
+
+    ui = add("ui", cmd_ui, "Open the Dagster UI (webserver + daemon) on this instance home.")
+    ui.add_argument("--port", type=_positive_int, default=3000)
+    add("daemon", cmd_daemon, "Run the Dagster daemon (sensors, run queue, monitoring) without the UI.")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings()
+    except Exception as exc:  # pydantic ValidationError: name the bad variable in one line
+        print(f"error: invalid EXTRACTION_* environment: {str(exc).splitlines()[0:3]}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args.func(args, settings))
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ExtractionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except SQLAlchemyError as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"error: ledger database: {first_line}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

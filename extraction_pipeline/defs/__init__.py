@@ -1,0 +1,1 @@
+"""Dagster wiring only: partitions, resources, assets, jobs, sensors. Business rules live in core."""

@@ -1,0 +1,121 @@
+"""Which batch item a run works on, whatever launched it.
+
+- runs from our dispatcher carry ``extraction/batch`` (CLI batches);
+- runs of a UI backfill carry ``dagster/backfill``: the backfill *is* the batch, created
+  idempotently (key ``backfill:<id>``) with one item per partition it targets;
+- a single materialization from the UI becomes a one-document batch keyed by its run id.
+
+The run is then tagged with batch, document, filename and user so the Runs page filters by them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+
+from extraction_pipeline.core.errors import ConfigError
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.batches import BATCH_RUN_TAG, create_batch, get_batch
+from extraction_pipeline.core.ledger.documents import document_id_from_partition, get_document
+from extraction_pipeline.core.ledger.items import find_item
+from extraction_pipeline.core.ledger.schema import BatchOrigin
+
+BACKFILL_TAG = "dagster/backfill"
+PARENT_RUN_TAG = "dagster/parent_run_id"
+USER_TAG = "extraction/user"
+ITEM_TAG = "extraction/item"
+DOCUMENT_TAG = "extraction/document"
+FILENAME_TAG = "extraction/filename"
+DEFAULT_UI_USER = "ui"
+
+
+@dataclass(frozen=True)
+class Binding:
+    batch_id: int
+    item: dict[str, Any]
+    document: dict[str, Any]
+
+
+def backfill_partition_keys(instance: dg.DagsterInstance, backfill_id: str, asset_graph: Any) -> list[str]:
+    """Every document partition a backfill targets (over all its assets, in order)."""
+    backfill = instance.get_backfill(backfill_id)
+    if backfill is None:
+        raise ConfigError(f"backfill {backfill_id} not found")
+    if backfill.is_asset_backfill:
+        data = backfill.get_asset_backfill_data(asset_graph)
+        keys: dict[str, None] = {}
+        for subset in data.target_subset.partitions_subsets_by_asset_key.values():
+            keys.update(dict.fromkeys(subset.get_partition_keys()))
+        return list(keys)
+    return list(backfill.partition_names or [])
+
+
+def ensure_backfill_batch(
+    ledger: Ledger, instance: dg.DagsterInstance, backfill_id: str, asset_graph: Any, user: str
+) -> int:
+    keys = backfill_partition_keys(instance, backfill_id, asset_graph)
+    doc_ids = [doc_id for key in keys if (doc_id := document_id_from_partition(key)) is not None]
+    projects = {doc["project"] for doc_id in doc_ids if (doc := get_document(ledger, doc_id))}
+    return create_batch(
+        ledger,
+        idempotency_key=f"backfill:{backfill_id}",
+        project=projects.pop() if len(projects) == 1 else "multiple",
+        user=user,
+        document_ids=doc_ids,
+        origin=BatchOrigin.BACKFILL,
+        run_tag=(BACKFILL_TAG, backfill_id),
+    ).id
+
+
+def bind_run(context: dg.AssetExecutionContext, ledger: Ledger) -> Binding:
+    """Find (or create) this run's batch item; raise dg.Failure with one clear line if impossible."""
+    key = context.partition_key
+    doc_id = document_id_from_partition(key)
+    document = get_document(ledger, doc_id) if doc_id is not None else None
+    if document is None or doc_id is None:
+        raise dg.Failure(f"partition {key!r} is not a registered document", allow_retries=False)
+    tags = context.run.tags
+    user = tags.get(USER_TAG) or DEFAULT_UI_USER
+    if BATCH_RUN_TAG in tags:
+        batch_id = int(tags[BATCH_RUN_TAG])
+    elif BACKFILL_TAG in tags:
+        batch_id = ensure_backfill_batch(
+            ledger, context.instance, tags[BACKFILL_TAG], context.repository_def.asset_graph, user
+        )
+    else:
+        batch_id = create_batch(
+            ledger,
+            idempotency_key=f"run:{context.run_id}",
+            project=document["project"],
+            user=user,
+            document_ids=[doc_id],
+            origin=BatchOrigin.RUN,
+        ).id
+    item = find_item(ledger, batch_id=batch_id, document_id=doc_id)
+    if item is None:
+        raise dg.Failure(f"document {key} is not part of batch {batch_id}", allow_retries=False)
+    batch = get_batch(ledger, batch_id)
+    run_tags = {
+        BATCH_RUN_TAG: str(batch_id),
+        ITEM_TAG: str(item["id"]),
+        DOCUMENT_TAG: key,
+        FILENAME_TAG: document["filename"][:200],
+        USER_TAG: batch["user"] if batch else user,
+    }
+    missing = {k: v for k, v in run_tags.items() if tags.get(k) != v}
+    if missing:
+        context.instance.add_run_tags(context.run_id, missing)
+    return Binding(batch_id=batch_id, item=item, document=document)
+
+
+def crashed_parent_run(context: dg.AssetExecutionContext) -> str | None:
+    """The parent run's id if this run retries a run that failed or was canceled (else None)."""
+    parent_id = context.run.tags.get(PARENT_RUN_TAG)
+    if not parent_id:
+        return None
+    parent = context.instance.get_run_by_id(parent_id)
+    if parent is None or parent.status not in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED):
+        return None
+    return parent_id

@@ -1,0 +1,57 @@
+"""Resources: the ledger database, the LLM endpoint, and the instance home's settings.
+
+Each is a ConfigurableResource fed from ``EXTRACTION_*`` environment variables (``dg.EnvVar``), so
+every run process resolves them from its own environment and the UI never shows a secret.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.llm.gateway import LLMConfig
+
+_LEDGERS: dict[str, Ledger] = {}
+
+
+class LedgerResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # dagster's generic base
+    """The ledger of documents, batches and items (SQLite file or PostgreSQL)."""
+
+    database_url: str
+
+    def ledger(self) -> Ledger:
+        # One engine (connection pool) per process and URL, created on first use.
+        if self.database_url not in _LEDGERS:
+            _LEDGERS[self.database_url] = Ledger.connect(self.database_url)
+        return _LEDGERS[self.database_url]
+
+
+class LLMResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """The model used for extraction: a litellm model string; empty means the offline extractor."""
+
+    model: str = ""
+    api_base: str = ""
+    api_key: str = ""
+    timeout_seconds: float = 120.0
+
+    def config(self) -> LLMConfig:
+        return LLMConfig(
+            model=self.model or None,
+            api_base=self.api_base or None,
+            api_key=self.api_key or None,
+            timeout_seconds=self.timeout_seconds,
+        )
+
+
+class PipelineSettingsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """Where exports land and how long the aggregator waits before judging stuck items."""
+
+    home: str
+    stale_minutes: float = 30.0
+    reconcile_grace_seconds: float = 30.0
+
+    @property
+    def exports_dir(self) -> Path:
+        return Path(self.home) / "exports"

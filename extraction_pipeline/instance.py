@@ -1,0 +1,158 @@
+"""The instance home on disk, and the Dagster processes that work on it.
+
+Layout of ``$EXTRACTION_HOME`` (default ``./.extraction_home``):
+
+    ledger.db        the ledger (unless EXTRACTION_DATABASE_URL points elsewhere)
+    documents/       stored copies of registered PDFs, named by sha256
+    exports/         one workbook per batch: batch-<id>.xlsx
+    dagster/         DAGSTER_HOME: dagster.yaml plus Dagster's own SQLite storage
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from extraction_pipeline.core.errors import ConfigError
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.settings import Settings
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_POOLS = {"pdf_parse": 2, "llm": 5}
+CODE_LOCATION_MODULE = "extraction_pipeline.definitions"
+
+
+@dataclass(frozen=True)
+class InitReport:
+    home: Path
+    dagster_yaml: str  # "written" | "kept"
+    storage: str  # "sqlite" | "postgres"
+    ledger_url: str
+    pools: dict[str, int]
+
+
+def _instance_template(storage: str) -> Path:
+    name = {"sqlite": "dagster.yaml", "postgres": "dagster.postgres.yaml"}.get(storage)
+    if name is None:
+        raise ConfigError(f"EXTRACTION_DAGSTER_STORAGE must be 'sqlite' or 'postgres', not {storage!r}")
+    path = PROJECT_ROOT / name
+    if not path.is_file():
+        raise ConfigError(f"instance template {path} is missing (run from a checkout of the project)")
+    if storage == "postgres" and not os.environ.get("DAGSTER_PG_URL"):
+        raise ConfigError("EXTRACTION_DAGSTER_STORAGE=postgres needs DAGSTER_PG_URL=postgresql+psycopg2://...")
+    return path
+
+
+def dagster_env(settings: Settings) -> dict[str, str]:
+    """Environment for every Dagster process of this home (daemon, webserver, runs)."""
+    env = dict(os.environ)
+    env["EXTRACTION_HOME"] = str(settings.home_dir)
+    env["DAGSTER_HOME"] = str(settings.dagster_home)
+    env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    return env
+
+
+def init_home(settings: Settings, pools: dict[str, int] | None = None) -> InitReport:
+    """Create (or complete) the instance home. Idempotent: safe to run any number of times."""
+    pools = {**DEFAULT_POOLS, **(pools or {})}
+    for name, limit in pools.items():
+        if limit < 1:
+            raise ConfigError(f"pool {name} limit must be at least 1, not {limit}")
+    storage = os.environ.get("EXTRACTION_DAGSTER_STORAGE", "sqlite")
+    template = _instance_template(storage)
+    for directory in (settings.home_dir, settings.dagster_home, settings.documents_dir, settings.exports_dir):
+        directory.mkdir(parents=True, exist_ok=True)
+    target = settings.dagster_home / "dagster.yaml"
+    if target.exists() and target.read_text() == template.read_text():
+        state = "kept"
+    else:
+        shutil.copyfile(template, target)
+        state = "written"
+    ledger = Ledger.connect(settings.ledger_url)
+    ledger.dispose()
+    _set_pool_limits(settings, pools)
+    return InitReport(settings.home_dir, state, storage, _redact(settings.ledger_url), pools)
+
+
+def _set_pool_limits(settings: Settings, pools: dict[str, int]) -> None:
+    from dagster import DagsterInstance  # lazy: 1.4 CPU-s
+
+    previous = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
+    try:
+        with DagsterInstance.get() as instance:
+            for name, limit in pools.items():
+                instance.event_log_storage.set_concurrency_slots(name, limit)
+    finally:
+        if previous is None:
+            os.environ.pop("DAGSTER_HOME", None)
+        else:
+            os.environ["DAGSTER_HOME"] = previous
+
+
+def _redact(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def require_initialized(settings: Settings) -> None:
+    if not (settings.dagster_home / "dagster.yaml").is_file():
+        raise ConfigError(f"{settings.home_dir} is not initialized: run `extraction-pipeline init` first")
+
+
+class DaemonProcess:
+    """A `dagster-daemon run` (or `dagster dev`) in its own session, stopped by process group."""
+
+    def __init__(self, settings: Settings, *, with_ui: bool = False, port: int = 3000, log_path: Path | None = None):
+        self.settings = settings
+        self.with_ui = with_ui
+        self.port = port
+        self.log_path = log_path or settings.home_dir / ("dagster-dev.log" if with_ui else "daemon.log")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> list[str]:
+        bin_dir = Path(sys.executable).parent
+        if self.with_ui:
+            return [str(bin_dir / "dagster"), "dev", "-m", CODE_LOCATION_MODULE, "-p", str(self.port), "-h", "127.0.0.1"]
+        return [str(bin_dir / "dagster-daemon"), "run", "-m", CODE_LOCATION_MODULE]
+
+    def start(self) -> DaemonProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        # A new session: `dagster dev` ignores SIGTERM sent to it alone, so we stop the group.
+        self.process = subprocess.Popen(
+            self.command(), env=dagster_env(self.settings), stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, cwd=self.settings.home_dir,
+        )
+        log.close()
+        return self
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, grace_seconds: float = 10.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        pgid = os.getpgid(self.process.pid)
+        os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_seconds
+        while time.monotonic() < deadline and self.process.poll() is None:
+            time.sleep(0.2)
+        try:
+            os.killpg(pgid, signal.SIGKILL)  # the group also holds code servers and run workers
+        except ProcessLookupError:
+            pass
+        self.process.wait(timeout=10)
+
+    def __enter__(self) -> DaemonProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
