@@ -1,0 +1,131 @@
+"""A loopback OpenAI-compatible chat-completions server for tests.
+
+Real HTTP, real litellm client: only the model is fake. Tests script it per request:
+``push(Reply(...))`` queues replies used first-in-first-out; when the queue is empty,
+``answer(messages)`` builds the reply (by default: an empty extraction).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from extraction_pipeline.core.prompts import document_from_messages
+
+
+@dataclass
+class Reply:
+    content: str | None = None  # assistant message content
+    status: int = 200  # non-200: an error body is sent
+    delay: float = 0.0  # seconds to wait before answering (timeouts)
+    error_message: str = ""  # message in the error body of a non-200 reply
+    tokens_in: int = 100
+    tokens_out: int = 20
+
+
+class FakeLLMServer:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.replies: deque[Reply] = deque()
+        self.answer: Callable[[list[dict[str, str]]], Reply] = lambda messages: Reply(json.dumps({"fields": {}}))
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def start(self) -> FakeLLMServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def push(self, *replies: Reply) -> None:
+        with self._lock:
+            self.replies.extend(replies)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.replies.clear()
+
+    def documents_requested(self) -> list[str]:
+        with self._lock:
+            return [document_from_messages(r["messages"]) for r in self.requests]
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            self.requests.append(body)
+            if self.replies:
+                return self.replies.popleft()
+        return self.answer(body.get("messages", []))
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+                    return
+                reply = fake._next_reply(body)
+                if reply.delay:
+                    time.sleep(reply.delay)
+                if reply.status != 200:
+                    self._send(reply.status, {"error": {"message": reply.error_message or f"fake error {reply.status}", "type": "fake"}})
+                    return
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-fake",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model", "fake-model"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": reply.content},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": reply.tokens_in,
+                            "completion_tokens": reply.tokens_out,
+                            "total_tokens": reply.tokens_in + reply.tokens_out,
+                        },
+                    },
+                )
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test, killed worker)
+
+        return Handler
+
+
+def extraction_json(fields: dict[str, tuple[Any, str | None]]) -> str:
+    """Build the model's JSON answer from {name: (value, quote)}."""
+    return json.dumps({"fields": {name: {"value": v, "quote": q} for name, (v, q) in fields.items()}})

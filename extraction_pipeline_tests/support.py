@@ -1,0 +1,21 @@
+"""Small helpers shared by tests (no fixtures here: see conftest.py)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.documents import insert_document
+
+
+def add_documents(ledger: Ledger, count: int, project: str = "p", start: int = 0) -> list[int]:
+    """Document rows without PDFs, for tests of the ledger alone."""
+    ids = []
+    for n in range(start, start + count):
+        digest = hashlib.sha256(f"{project}-{n}".encode()).hexdigest()
+        doc_id, _ = insert_document(
+            ledger, project=project, filename=f"paper-{n}.pdf", sha256=digest, size_bytes=1000, pages=3,
+            stored_path=f"/nonexistent/{digest}.pdf",
+        )
+        ids.append(doc_id)
+    return ids

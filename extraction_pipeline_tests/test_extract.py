@@ -1,0 +1,163 @@
+"""One item's extraction through litellm against the loopback fake server (real HTTP)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+
+import pytest
+
+from extraction_pipeline.core.errors import OutputParseError, PermanentError, TransientError
+from extraction_pipeline.core.extract import extract_item
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger import items as states
+from extraction_pipeline.core.ledger.batches import create_batch
+from extraction_pipeline.core.llm.gateway import LLMConfig
+from extraction_pipeline.core.parsing import ParsedDocument
+from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply, extraction_json
+from extraction_pipeline_tests.support import add_documents
+
+PAGES = [
+    "Trial registered as NCT01234567. A total of 412 patients were randomized to drug or placebo.",
+    "Death occurred less often with drug (hazard ratio 0.72; 95% CI 0.60 to 0.86).",
+]
+PARSED = ParsedDocument("sha", PAGES, "test", "test/1", 0.0, True)
+GOOD = extraction_json(
+    {
+        "nct_number": ("NCT01234567", "Trial registered as NCT01234567."),
+        "randomized_n": (412, "A total of 412 patients were randomized to drug or placebo."),
+        "effect_estimate": (0.72, "Death occurred less often with drug (hazard ratio 0.72; 95% CI 0.60 to 0.86)."),
+        "ci_lower": (0.61, "Death occurred less often with drug (hazard ratio 0.72; 95% CI 0.60 to 0.86)."),
+    }
+)
+
+
+def _item(ledger: Ledger) -> int:
+    [doc] = add_documents(ledger, 1)
+    create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc])
+    return 1
+
+
+def _config(fake: FakeLLMServer, timeout: float = 10) -> LLMConfig:
+    return LLMConfig(model="openai/fake-model", api_base=fake.api_base, api_key="sk-test-not-a-secret", timeout_seconds=timeout)
+
+
+def test_success_records_grounded_result_and_usage(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    item = _item(ledger)
+    fake_llm.push(Reply(GOOD, tokens_in=1200, tokens_out=80))
+    outcome = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    assert outcome.status == "completed"
+    fields = outcome.result["fields"]
+    assert (fields["nct_number"]["status"], fields["nct_number"]["page"]) == ("verified", 1)
+    assert (fields["effect_estimate"]["status"], fields["effect_estimate"]["page"]) == ("verified", 2)
+    assert (fields["ci_lower"]["status"], fields["ci_lower"]["reason"]) == ("unverified", "value not in quote")
+    assert fields["ci_upper"]["status"] == "not reported"
+    row = states.get_item(ledger, item)
+    assert row is not None
+    assert (row["status"], row["tokens_in"], row["tokens_out"], row["model"]) == ("completed", 1200, 80, "openai/fake-model")
+    assert json.loads(row["result_json"])["fields"]["randomized_n"]["value"] == 412
+    # The document went to the model inside <FULL_TEXT>, and the request was JSON mode.
+    [request] = fake_llm.requests
+    assert request["response_format"] == {"type": "json_object"}
+    assert "NCT01234567" in fake_llm.documents_requested()[0]
+
+
+def test_duplicate_execution_makes_no_llm_call(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    item = _item(ledger)
+    fake_llm.push(Reply(GOOD))
+    extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    late = extract_item(ledger, item_id=item, run_id="r2", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    assert late.status == "skipped" and "completed" in late.reason
+    assert len(fake_llm.requests) == 1
+
+
+def test_item_held_by_another_run_is_not_executed(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    item = _item(ledger)
+    assert states.claim(ledger, item, run_id="holder", worker="w")
+    outcome = extract_item(ledger, item_id=item, run_id="dup", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    assert outcome.status == "skipped" and "extracting by run holder" in outcome.reason
+    assert fake_llm.requests == []
+
+
+def _run_extraction(url: str, api_base: str, run_id: str, barrier: object, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    ledger = Ledger.connect(url, create_schema=False)
+    config = LLMConfig(model="openai/fake-model", api_base=api_base, api_key="sk-test", timeout_seconds=30)
+    barrier.wait()  # type: ignore[attr-defined]
+    outcome = extract_item(ledger, item_id=1, run_id=run_id, worker=run_id, parsed=PARSED, llm=config)
+    out.put(outcome.status)
+
+
+def test_concurrent_executions_from_two_processes_call_the_llm_once(
+    ledger: Ledger, ledger_url: str, fake_llm: FakeLLMServer
+) -> None:
+    _item(ledger)
+    fake_llm.answer = lambda messages: Reply(GOOD, delay=0.5)
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(3), ctx.Queue()
+    procs = [ctx.Process(target=_run_extraction, args=(ledger_url, fake_llm.api_base, f"run{i}", barrier, out)) for i in range(3)]
+    for proc in procs:
+        proc.start()
+    statuses = sorted(out.get(timeout=120) for _ in procs)
+    for proc in procs:
+        proc.join(timeout=30)
+    assert statuses == ["completed", "skipped", "skipped"]
+    assert len(fake_llm.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [Reply(status=429), Reply(status=500), Reply(status=503), Reply(GOOD, delay=3)],
+    ids=["429", "500", "503", "timeout"],
+)
+def test_transient_errors_release_the_item_then_raise(ledger: Ledger, fake_llm: FakeLLMServer, reply: Reply) -> None:
+    item = _item(ledger)
+    fake_llm.push(reply)
+    with pytest.raises(TransientError):
+        extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm, timeout=1))
+    row = states.get_item(ledger, item)
+    assert row is not None and row["status"] == "pending" and row["message"].startswith("transient, will retry")
+    # The retry (same run, next attempt) claims it again and succeeds.
+    fake_llm.push(Reply(GOOD))
+    outcome = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    assert outcome.status == "completed"
+    assert states.get_item(ledger, item)["attempts"] == 2  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(status=401, error_message="Incorrect API key provided"),
+        Reply(status=400, error_message="Invalid parameter: temperature"),
+        Reply(status=400, error_message="This model's maximum context length is 8192 tokens; context_length_exceeded"),
+    ],
+    ids=["auth", "bad-request", "context-window"],
+)
+def test_permanent_errors_mark_the_item_error(ledger: Ledger, fake_llm: FakeLLMServer, reply: Reply) -> None:
+    item = _item(ledger)
+    fake_llm.push(reply)
+    with pytest.raises(PermanentError):
+        extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    row = states.get_item(ledger, item)
+    assert row is not None and row["status"] == "error" and str(reply.status) in row["message"]
+    assert "sk-test-not-a-secret" not in row["message"]
+    assert len(fake_llm.requests) == 1  # permanent: never retried
+
+
+def test_malformed_json_is_repaired_once(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    item = _item(ledger)
+    fake_llm.push(Reply("{not json", tokens_in=50, tokens_out=5), Reply(f"```json\n{GOOD}\n```", tokens_in=60, tokens_out=7))
+    outcome = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    assert outcome.status == "completed" and outcome.result["repaired"] is True
+    assert len(fake_llm.requests) == 2
+    assert fake_llm.requests[1]["messages"][-1]["content"].startswith("Your answer was not valid")
+    assert states.get_item(ledger, item)["tokens_in"] == 110  # type: ignore[index]
+
+
+def test_output_still_invalid_after_repair_is_permanent(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    item = _item(ledger)
+    fake_llm.push(Reply("{not json", tokens_in=50), Reply('{"fields": "not an object"}', tokens_in=60))
+    with pytest.raises(OutputParseError):
+        extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    row = states.get_item(ledger, item)
+    assert row is not None and row["status"] == "error" and "after one repair" in row["message"]
+    assert row["tokens_in"] == 110  # tokens spent on failed output are still counted

@@ -1,0 +1,96 @@
+"""Batch invariants, on SQLite and PostgreSQL: idempotent creation, empty batches, closing."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import pytest
+
+from extraction_pipeline.core.errors import ConfigError
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger import items as states
+from extraction_pipeline.core.ledger.batches import close_if_done, create_batch, get_batch
+from extraction_pipeline.core.ledger.items import find_item
+from extraction_pipeline.core.ledger.queries import progress
+from extraction_pipeline.core.ledger.schema import batches
+from extraction_pipeline_tests.support import add_documents
+
+
+def _create_in_process(url: str, key: str, doc_ids: list[int], barrier: multiprocessing.synchronize.Barrier, out: multiprocessing.Queue) -> None:  # type: ignore[name-defined]
+    ledger = Ledger.connect(url, create_schema=False)
+    barrier.wait()  # all 20 processes insert at the same moment
+    ref = create_batch(ledger, idempotency_key=key, project="p", user="u", document_ids=doc_ids)
+    out.put((ref.id, ref.created))
+
+
+def test_twenty_concurrent_creations_make_one_batch(ledger: Ledger, ledger_url: str) -> None:
+    doc_ids = add_documents(ledger, 5)
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(20)
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_create_in_process, args=(ledger_url, "same-key", doc_ids, barrier, out)) for _ in range(20)]
+    for proc in procs:
+        proc.start()
+    results = [out.get(timeout=120) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=60)
+        assert proc.exitcode == 0
+    ids = {batch_id for batch_id, _ in results}
+    assert len(ids) == 1, results
+    assert sum(created for _, created in results) == 1
+    with ledger.engine.connect() as conn:
+        assert conn.execute(batches.select()).all().__len__() == 1
+    assert progress(ledger, ids.pop()).total == 5
+
+
+def test_same_key_returns_existing_batch_without_new_items(ledger: Ledger) -> None:
+    doc_ids = add_documents(ledger, 3)
+    first = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids)
+    again = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids[:1])
+    assert (first.created, again.created, again.id) == (True, False, first.id)
+    assert progress(ledger, first.id).total == 3
+
+
+def test_empty_batch_completes_immediately(ledger: Ledger) -> None:
+    ref = create_batch(ledger, idempotency_key="empty", project="p", user="u", document_ids=[])
+    batch = get_batch(ledger, ref.id)
+    assert batch is not None
+    assert batch["status"] == "completed" and batch["completed_at"] is not None
+    assert progress(ledger, ref.id).percent == 100.0
+
+
+def test_unknown_document_is_a_config_error_and_creates_nothing(ledger: Ledger) -> None:
+    with pytest.raises(ConfigError, match="unknown document id"):
+        create_batch(ledger, idempotency_key="bad", project="p", user="u", document_ids=[999])
+    with ledger.engine.connect() as conn:
+        assert conn.execute(batches.select()).all() == []
+
+
+def test_batch_closes_only_when_nothing_pending_or_extracting(ledger: Ledger) -> None:
+    a, b = add_documents(ledger, 2)
+    ref = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[a, b])
+    item_a, item_b = (find_item(ledger, batch_id=ref.id, document_id=d)["id"] for d in (a, b))  # type: ignore[index]
+    assert not close_if_done(ledger, ref.id)  # two pending
+    assert states.claim(ledger, item_a, run_id="r1", worker="w")
+    assert states.complete(ledger, item_a, run_id="r1", result={}, usage=states.Usage("m"))
+    assert not close_if_done(ledger, ref.id)  # one still pending
+    assert states.claim(ledger, item_b, run_id="r2", worker="w")
+    assert not close_if_done(ledger, ref.id)  # one extracting
+    assert states.fail(ledger, item_b, message="boom", run_id="r2")
+    assert close_if_done(ledger, ref.id)
+    batch = get_batch(ledger, ref.id)
+    assert batch is not None and batch["status"] == "completed" and batch["completed_at"] is not None
+    assert not close_if_done(ledger, ref.id)  # closing twice is a no-op that says so
+
+
+def test_progress_counts_by_status_in_one_query(ledger: Ledger) -> None:
+    ids = add_documents(ledger, 4)
+    ref = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=ids)
+    states.claim(ledger, 1, run_id="r", worker="w")
+    states.complete(ledger, 1, run_id="r", result={}, usage=states.Usage("m", 10, 5, 0.25))
+    states.claim(ledger, 2, run_id="r", worker="w")
+    states.claim(ledger, 3, run_id="r", worker="w")
+    states.fail(ledger, 3, message="x", run_id="r", usage=states.Usage("m", 7, 0, 0.5))
+    counts = progress(ledger, ref.id)
+    assert (counts.total, counts.pending, counts.extracting, counts.completed, counts.error) == (4, 1, 1, 1, 1)
+    assert (counts.tokens_in, counts.tokens_out, counts.cost_usd, counts.percent) == (17, 5, 0.75, 50.0)
