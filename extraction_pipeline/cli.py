@@ -141,7 +141,7 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
     while True:
         batch = get_batch(ledger, args.batch)
         if batch is None:
-            raise CliError(f"unknown batch {args.batch}")
+            raise CliError(f"unknown batch {args.batch}", EXIT_USAGE)
         counts = progress(ledger, args.batch)
         if args.json:
             _print_json({"batch": batch, "progress": counts.as_dict()})

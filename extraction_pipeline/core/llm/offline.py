@@ -30,7 +30,7 @@ _EFFECT = re.compile(
     re.IGNORECASE,
 )
 _MEASURE_NAMES = {"hazard ratio": "HR", "odds ratio": "OR", "risk ratio": "RR", "relative risk": "RR"}
-_SENTENCE_END = re.compile(r"(?<=[.;])\s+(?=[A-Z(])")
+_SENTENCE_END = re.compile(r"(?<=[.;])\s+(?=[A-Z0-9(])")
 
 
 def _sentence_around(text: str, start: int, end: int) -> str:

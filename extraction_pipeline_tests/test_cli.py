@@ -1,0 +1,160 @@
+"""The command line: real processes, a temporary instance home, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import openpyxl
+import pytest
+
+from extraction_pipeline.core.synthetic import make_trial, write_report
+
+COMMANDS = ["init", "demo", "documents", "batch", "history", "ui", "daemon"]
+
+
+def run_cli(home: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "EXTRACTION_HOME": str(home)}
+    env.pop("EXTRACTION_DATABASE_URL", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "extraction_pipeline.cli", *args], env=env, capture_output=True, text=True, timeout=120
+    )
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def one_line_error(result: subprocess.CompletedProcess[str], code: int, fragment: str) -> None:
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("home")
+    run_cli(path, "init", check=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def pdfs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    directory = tmp_path_factory.mktemp("pdfs")
+    return [write_report(make_trial(i), directory) for i in range(1, 4)]
+
+
+def test_help_documents_every_command(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "--help", check=True)
+    for command in COMMANDS:
+        assert command in result.stdout
+    for group, subcommands in {"documents": ["add", "list"], "batch": ["create", "status", "export"]}.items():
+        out = run_cli(tmp_path, group, "--help", check=True).stdout
+        assert all(sub in out for sub in subcommands)
+
+
+def test_init_is_idempotent_and_sets_pool_limits(tmp_path: Path) -> None:
+    first = run_cli(tmp_path, "init", "--llm-slots", "3", check=True).stdout
+    second = run_cli(tmp_path, "init", "--llm-slots", "3", check=True).stdout
+    assert "(written, sqlite storage)" in first and "(kept, sqlite storage)" in second
+    assert "pdf_parse=2, llm=3" in second
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster")}
+    probe = subprocess.run(
+        [sys.executable, "-c", "import dagster as dg\ni=dg.DagsterInstance.get()\n"
+         "print(i.event_log_storage.get_concurrency_info('llm').slot_count, "
+         "i.event_log_storage.get_concurrency_info('pdf_parse').slot_count)"],
+        env=env, capture_output=True, text=True, check=True,
+    )
+    assert probe.stdout.split() == ["3", "2"]
+
+
+def test_documents_add_registers_and_is_idempotent(home: Path, pdfs: list[Path]) -> None:
+    out = json.loads(run_cli(home, "documents", "add", "trials", *map(str, pdfs), "--json", check=True).stdout)
+    assert [d["pages"] for d in out] == [2, 2, 2] and all(d["created"] for d in out)
+    again = json.loads(run_cli(home, "documents", "add", "trials", str(pdfs[0]), "--json", check=True).stdout)
+    assert again[0]["id"] == out[0]["id"] and again[0]["created"] is False
+    listed = json.loads(run_cli(home, "documents", "list", "--project", "trials", "--json", check=True).stdout)
+    assert [d["filename"] for d in listed] == [p.name for p in pdfs]
+    # The stored copy is a snapshot: the batch survives the source file moving away.
+    assert all(Path(d["stored_path"]).is_file() for d in listed)
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "fragment"),
+    [
+        (["documents", "add", "trials", "/nonexistent/paper.pdf"], 2, "no such file"),
+        (["documents", "add", "bad name", "x.pdf"], 2, "invalid project name"),
+        (["batch", "status", "999"], 2, "unknown batch 999"),
+        (["batch", "export", "999"], 2, "unknown batch 999"),
+        (["batch", "create", "trials", "--user", "ann", "--idempotency-key", "k", "--documents", "999"], 2, "unknown document id(s): 999"),
+        (["batch", "create", "nothing-here", "--user", "ann", "--idempotency-key", "k2"], 1, "has no documents"),
+        (["batch", "export", "1", "-o", "out.csv"], 2, "must end in .xlsx"),
+    ],
+)
+def test_bad_input_gives_one_clear_line(home: Path, args: list[str], code: int, fragment: str) -> None:
+    one_line_error(run_cli(home, *args), code, fragment)
+
+
+def test_non_pdf_and_empty_files_are_rejected(home: Path, tmp_path: Path) -> None:
+    text = tmp_path / "notes.pdf"
+    text.write_text("just some text")
+    empty = tmp_path / "empty.pdf"
+    empty.write_bytes(b"")
+    truncated = tmp_path / "truncated.pdf"
+    truncated.write_bytes(b"%PDF-1.7\n1 0 obj\n<<")
+    one_line_error(run_cli(home, "documents", "add", "trials", str(text)), 2, "not a PDF")
+    one_line_error(run_cli(home, "documents", "add", "trials", str(empty)), 2, "file is empty")
+    one_line_error(run_cli(home, "documents", "add", "trials", str(truncated)), 2, "truncated.pdf")
+
+
+def test_argument_errors_exit_2(home: Path) -> None:
+    assert run_cli(home).returncode == 2
+    assert run_cli(home, "batch", "status", "abc").returncode == 2
+    assert run_cli(home, "history", "--since", "yesterday").returncode == 2
+
+
+def test_batch_create_before_init_says_so(tmp_path: Path) -> None:
+    one_line_error(
+        run_cli(tmp_path / "fresh", "batch", "create", "p", "--user", "u", "--idempotency-key", "k"), 2, "not initialized"
+    )
+
+
+def test_batch_create_status_history_export(home: Path, pdfs: list[Path], tmp_path: Path) -> None:
+    run_cli(home, "documents", "add", "trials", *map(str, pdfs), check=True)
+    created = json.loads(run_cli(home, "batch", "create", "trials", "--user", "ann", "--idempotency-key", "cli-1", "--json", check=True).stdout)
+    again = json.loads(run_cli(home, "batch", "create", "trials", "--user", "ann", "--idempotency-key", "cli-1", "--json", check=True).stdout)
+    assert created["created"] and not again["created"] and again["batch_id"] == created["batch_id"]
+    batch = str(created["batch_id"])
+    status = json.loads(run_cli(home, "batch", "status", batch, "--json", check=True).stdout)
+    assert status["progress"]["total"] == 3 and status["progress"]["pending"] == 3
+    assert "0/3 done" in run_cli(home, "batch", "status", batch, check=True).stdout
+
+    rows = json.loads(run_cli(home, "history", "--user", "ann", "--batch", batch, "--json", check=True).stdout)
+    assert len(rows) == 3 and {r["status"] for r in rows} == {"pending"}
+    assert json.loads(run_cli(home, "history", "--user", "nobody", "--json", check=True).stdout) == []
+    only = json.loads(run_cli(home, "history", "--filename", "trial-002", "--json", check=True).stdout)
+    assert {r["filename"] for r in only} == {"trial-002.pdf"}
+    assert json.loads(run_cli(home, "history", "--status", "completed", "--json", check=True).stdout) == []
+    assert json.loads(run_cli(home, "history", "--until", "2000-01-01", "--json", check=True).stdout) == []
+    assert len(json.loads(run_cli(home, "history", "--since", "2000-01-01", "--batch", batch, "--json", check=True).stdout)) == 3
+
+    target = tmp_path / "out.xlsx"
+    assert run_cli(home, "batch", "export", batch, "-o", str(target), check=True).stdout.strip() == str(target)
+    sheet = openpyxl.load_workbook(target)["Documents"]
+    assert sheet.max_row == 4  # header + one row per document
+    assert [c.value for c in sheet[2]][:3] == [1, "trial-001.pdf", "pending"]
+
+
+def test_batch_create_loads_no_heavy_library(home: Path) -> None:
+    """`batch create` must answer fast: it must not import dagster, litellm or pymupdf."""
+    code = (
+        "import sys\nfrom extraction_pipeline.cli import main\n"
+        "code = main(['batch', 'create', 'trials', '--user', 'u', '--idempotency-key', 'imports'])\n"
+        "heavy = [m for m in ('dagster', 'litellm', 'pymupdf', 'pandas', 'openpyxl') if m in sys.modules]\n"
+        "print(code, heavy)\n"
+    )
+    env = {**os.environ, "EXTRACTION_HOME": str(home)}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert result.stdout.strip().splitlines()[-1] == "0 []"

@@ -1,0 +1,46 @@
+"""Layering rule (DESIGN.md §4): `core` never imports dagster, directly or indirectly."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+CORE = Path(__file__).resolve().parent.parent / "extraction_pipeline" / "core"
+
+
+def _imported_modules(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_no_core_module_mentions_dagster_in_an_import() -> None:
+    offenders = {
+        str(path.relative_to(CORE)): sorted(m for m in _imported_modules(path) if m.split(".")[0].startswith("dagster"))
+        for path in CORE.rglob("*.py")
+    }
+    offenders = {path: mods for path, mods in offenders.items() if mods}
+    assert offenders == {}
+    assert len(list(CORE.rglob("*.py"))) > 10  # the scan really saw the package
+
+
+def test_importing_all_of_core_loads_no_dagster() -> None:
+    modules = sorted(
+        "extraction_pipeline.core." + ".".join(p.relative_to(CORE).with_suffix("").parts)
+        for p in CORE.rglob("*.py")
+        if p.name != "__init__.py"
+    )
+    code = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}: importlib.import_module(name)\n"
+        "leaked = sorted(m for m in sys.modules if m.split('.')[0].startswith('dagster'))\n"
+        "print(','.join(leaked))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == ""

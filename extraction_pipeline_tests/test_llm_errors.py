@@ -1,0 +1,67 @@
+"""Error classification, tested both ways on litellm's real exception types."""
+
+from __future__ import annotations
+
+import httpx
+import litellm
+import pytest
+
+from extraction_pipeline.core.errors import PermanentError, TransientError
+from extraction_pipeline.core.llm.errors import classify
+
+REQUEST = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+
+
+def _response(status: int) -> httpx.Response:
+    return httpx.Response(status, request=REQUEST)
+
+
+TRANSIENT = [
+    litellm.RateLimitError("slow down", llm_provider="openai", model="m"),
+    litellm.InternalServerError("boom", llm_provider="openai", model="m"),
+    litellm.ServiceUnavailableError("down", llm_provider="openai", model="m"),
+    litellm.BadGatewayError("gateway", llm_provider="openai", model="m"),
+    litellm.Timeout("timed out", model="m", llm_provider="openai"),
+    litellm.APIConnectionError("refused", llm_provider="openai", model="m"),
+    TimeoutError("socket timeout"),
+    ConnectionResetError("reset by peer"),
+]
+PERMANENT = [
+    litellm.AuthenticationError("bad key", llm_provider="openai", model="m"),
+    litellm.BadRequestError("bad request", model="m", llm_provider="openai"),
+    litellm.ContextWindowExceededError("too long", model="m", llm_provider="openai"),
+    litellm.NotFoundError("no such model", model="m", llm_provider="openai"),
+    litellm.PermissionDeniedError("denied", llm_provider="openai", model="m", response=_response(403)),
+    litellm.ContentPolicyViolationError("policy", model="m", llm_provider="openai"),
+    ValueError("a bug is not worth retrying"),
+]
+
+
+@pytest.mark.parametrize("exc", TRANSIENT, ids=lambda e: type(e).__name__)
+def test_transient(exc: Exception) -> None:
+    result = classify(exc)
+    assert isinstance(result, TransientError) and result.original is exc
+
+
+@pytest.mark.parametrize("exc", PERMANENT, ids=lambda e: type(e).__name__)
+def test_permanent(exc: Exception) -> None:
+    result = classify(exc)
+    assert isinstance(result, PermanentError) and not isinstance(result, TransientError)
+    assert result.original is exc
+
+
+def test_context_window_is_permanent_although_a_bad_request_subclass() -> None:
+    exc = litellm.ContextWindowExceededError("too long", model="m", llm_provider="openai")
+    assert isinstance(exc, litellm.BadRequestError)
+    assert isinstance(classify(exc), PermanentError)
+
+
+class _StatusError(Exception):
+    def __init__(self, status_code: int) -> None:
+        super().__init__(f"status {status_code}")
+        self.status_code = status_code
+
+
+@pytest.mark.parametrize(("status", "transient"), [(429, True), (502, True), (504, True), (400, False), (401, False), (422, False)])
+def test_unknown_exception_types_fall_back_to_the_status_code(status: int, transient: bool) -> None:
+    assert isinstance(classify(_StatusError(status)), TransientError) is transient
