@@ -38,7 +38,7 @@ def _parse_or_fail(context: dg.AssetExecutionContext, ledger: LedgerResource, do
         item_states.fail(ledger.ledger(), item_id, message=f"parse failed: {exc}", from_status=ItemStatus.PENDING)
         item_states.fail(
             ledger.ledger(), item_id, message=f"parse failed: {exc}", from_status=ItemStatus.EXTRACTING,
-            run_id=context.run_id,
+            run_id=context.run.run_id,
         )
         raise dg.Failure(f"parse failed: {exc}", allow_retries=False) from exc
 
@@ -93,7 +93,7 @@ def extracted_document(
         outcome = extract_item(
             db,
             item_id=item_id,
-            run_id=context.run_id,
+            run_id=context.run.run_id,
             worker=_worker_id(),
             parsed=parsed,
             llm=llm.config(),

@@ -87,7 +87,7 @@ def bind_run(context: dg.AssetExecutionContext, ledger: Ledger) -> Binding:
     else:
         batch_id = create_batch(
             ledger,
-            idempotency_key=f"run:{context.run_id}",
+            idempotency_key=f"run:{context.run.run_id}",
             project=document["project"],
             user=user,
             document_ids=[doc_id],
@@ -106,7 +106,7 @@ def bind_run(context: dg.AssetExecutionContext, ledger: Ledger) -> Binding:
     }
     missing = {k: v for k, v in run_tags.items() if tags.get(k) != v}
     if missing:
-        context.instance.add_run_tags(context.run_id, missing)
+        context.instance.add_run_tags(context.run.run_id, missing)
     return Binding(batch_id=batch_id, item=item, document=document)
 
 

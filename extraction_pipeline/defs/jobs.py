@@ -3,18 +3,15 @@
 import dagster as dg
 
 from extraction_pipeline.defs.assets import batch_workbook, extracted_document, parsed_document
-from extraction_pipeline.defs.partitions import batches_partitions, documents_partitions
 
 extract_documents_job = dg.define_asset_job(
     "extract_documents",
     selection=dg.AssetSelection.assets(parsed_document, extracted_document),
-    partitions_def=documents_partitions,
     description="Parse and extract one document of a batch (launched by the batch_dispatcher sensor).",
 )
 
 export_batch_job = dg.define_asset_job(
     "export_batch",
     selection=dg.AssetSelection.assets(batch_workbook),
-    partitions_def=batches_partitions,
     description="Write a closed batch's workbook (launched by the batch_aggregator sensor).",
 )

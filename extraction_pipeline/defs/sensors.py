@@ -5,7 +5,10 @@ for runs with deterministic run keys (so a repeated tick never launches a duplic
 """
 
 
+import inspect
 import time
+from collections.abc import Callable
+from typing import Any
 from collections import defaultdict
 from datetime import timedelta
 
@@ -35,7 +38,16 @@ DISPATCH_LOST_SECONDS = 300
 PARTITION_TAG = "dagster/partition"
 
 
-@dg.sensor(minimum_interval_seconds=10, default_status=dg.DefaultSensorStatus.RUNNING)
+def described_sensor(**kwargs: Any) -> Callable[[Callable[..., Any]], dg.SensorDefinition]:
+    """``@dg.sensor`` whose UI description is the function's docstring (Dagster ignores it)."""
+
+    def wrap(fn: Callable[..., Any]) -> dg.SensorDefinition:
+        return dg.sensor(name=fn.__name__, description=inspect.cleandoc(fn.__doc__ or ""), **kwargs)(fn)
+
+    return wrap
+
+
+@described_sensor(minimum_interval_seconds=10, default_status=dg.DefaultSensorStatus.RUNNING)
 def document_partitions_sensor(context: dg.SensorEvaluationContext, ledger: LedgerResource) -> dg.SensorResult:
     """Makes every registered PDF selectable in the UI (as a `documents` partition), so an analyst
     can launch a backfill over any set of documents. Cursor: the last document id published."""
@@ -50,7 +62,7 @@ def document_partitions_sensor(context: dg.SensorEvaluationContext, ledger: Ledg
     )
 
 
-@dg.sensor(
+@described_sensor(
     minimum_interval_seconds=5,
     default_status=dg.DefaultSensorStatus.RUNNING,
     job=extract_documents_job,
@@ -138,7 +150,7 @@ def _reconcile_batch(context: dg.SensorEvaluationContext, db, batch: dict, grace
     return failed
 
 
-@dg.sensor(
+@described_sensor(
     minimum_interval_seconds=10,
     default_status=dg.DefaultSensorStatus.RUNNING,
     job=export_batch_job,
