@@ -1,0 +1,263 @@
+"""End to end: a real `dagster dev` (webserver + daemon: sensors, run queue, run monitoring, run
+retries) on a temporary instance home, with the extraction model served by the loopback fake.
+
+Slow (a few minutes): each run is a real process that imports the code location.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import openpyxl
+import pytest
+
+from extraction_pipeline.core.documents import register_pdf
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.batches import create_batch, find_batch_by_key, get_batch
+from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.prompts import document_from_messages
+from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.core.synthetic import SyntheticTrial, make_trial, write_report
+from extraction_pipeline.demo import wait_for_batch
+from extraction_pipeline.instance import DaemonProcess, init_home
+from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply, extraction_json
+
+pytestmark = pytest.mark.e2e
+BATCH_TIMEOUT = 420
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    ledger: Ledger
+    fake: FakeLLMServer
+    daemon: DaemonProcess
+    port: int
+    instance: dg.DagsterInstance
+    trials: dict[str, SyntheticTrial]
+    hang_once: set[str]  # NCT numbers whose first request hangs (the worker gets killed)
+
+    def register(self, indices: range) -> list[int]:
+        ids = []
+        for index in indices:
+            trial = make_trial(index)
+            self.trials[trial.nct_number] = trial
+            path = write_report(trial, self.settings.home_dir / "incoming")
+            ids.append(register_pdf(self.ledger, self.settings.documents_dir, "e2e", path).id)
+        return ids
+
+    def graphql(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/graphql",
+            data=json.dumps({"query": query, "variables": variables}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.loads(response.read())  # type: ignore[no-any-return]
+
+
+def _fake_answer(stack_trials: dict[str, SyntheticTrial], hang_once: set[str]) -> Any:
+    def answer(messages: list[dict[str, str]]) -> Reply:
+        text = document_from_messages(messages)
+        trial = next(t for nct, t in stack_trials.items() if nct in text)
+        if trial.nct_number in hang_once:
+            hang_once.discard(trial.nct_number)
+            return Reply(status=500, delay=120)  # hangs until the worker is killed
+        registered = f"This trial was registered at ClinicalTrials.gov ({trial.nct_number})."
+        methods = (
+            f"A total of {trial.randomized_n} patients were randomized in a 1:1 ratio to {trial.drug} "
+            "or placebo at 42 centres."
+        )
+        return Reply(
+            extraction_json({"nct_number": (trial.nct_number, registered), "randomized_n": (trial.randomized_n, methods)}),
+            tokens_in=1500,
+            tokens_out=60,
+        )
+
+    return answer
+
+
+def _wait_until(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    home = tmp_path_factory.mktemp("e2e-home")
+    fake = FakeLLMServer().start()
+    port = _free_port()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("EXTRACTION_HOME", str(home))
+        env.delenv("EXTRACTION_DATABASE_URL", raising=False)
+        env.setenv("EXTRACTION_MODEL", "openai/fake-model")
+        env.setenv("EXTRACTION_API_BASE", fake.api_base)
+        env.setenv("EXTRACTION_API_KEY", "sk-e2e-secret-value")
+        env.setenv("EXTRACTION_RECONCILE_GRACE_SECONDS", "45")
+        settings = Settings()
+        init_home(settings)
+        env.setenv("DAGSTER_HOME", str(settings.dagster_home))
+        ledger = Ledger.connect(settings.ledger_url)
+        trials: dict[str, SyntheticTrial] = {}
+        hang_once: set[str] = set()
+        fake.answer = _fake_answer(trials, hang_once)
+        daemon = DaemonProcess(settings, with_ui=True, port=port).start()
+        instance = dg.DagsterInstance.get()
+        stack = Stack(settings, ledger, fake, daemon, port, instance, trials, hang_once)
+        try:
+            _wait_until(lambda: _server_up(port) or not daemon.alive(), 120, "the Dagster webserver")
+            assert daemon.alive(), daemon.log_path.read_text()[-3000:]
+            yield stack
+        finally:
+            daemon.stop()
+            instance.dispose()
+            fake.stop()
+            ledger.dispose()
+
+
+def _server_up(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _runs_for_batch(instance: dg.DagsterInstance, batch_id: int) -> list[dg.DagsterRun]:
+    return [r.dagster_run for r in instance.get_run_records(dg.RunsFilter(tags={"extraction/batch": str(batch_id)}))]
+
+
+def _assert_ledger_and_dagster_agree(stack: Stack, batch_id: int) -> None:
+    materialized = stack.instance.get_materialized_partitions(dg.AssetKey("extracted_document"))
+    runs = {run.run_id: run for run in _runs_for_batch(stack.instance, batch_id)}
+    for item in batch_item_rows(stack.ledger, batch_id):
+        key = f"doc-{item['document_id']}"
+        run = runs[item["run_id"]]
+        assert run.tags["dagster/partition"] == key and run.tags["extraction/item"] == str(item["id"])
+        if item["status"] == "completed":
+            assert run.status == dg.DagsterRunStatus.SUCCESS and key in materialized
+        else:
+            assert run.status in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+
+
+def test_cli_batch_runs_through_daemon_and_sensor_closes_it(stack: Stack) -> None:
+    doc_ids = stack.register(range(101, 106))
+    requests_before = len(stack.fake.requests)
+    batch_id = create_batch(stack.ledger, idempotency_key="e2e-cli", project="e2e", user="ann", document_ids=doc_ids).id
+    batch = wait_for_batch(stack.ledger, batch_id, timeout_seconds=BATCH_TIMEOUT, daemon=stack.daemon, quiet=True)
+    assert batch["status"] == "completed" and batch["completed_at"] is not None
+
+    items = batch_item_rows(stack.ledger, batch_id)
+    assert [i["status"] for i in items] == ["completed"] * 5
+    assert [i["attempts"] for i in items] == [1] * 5  # each executed exactly once
+    assert len(stack.fake.requests) - requests_before == 5
+    assert sum(i["tokens_in"] for i in items) == 7500
+
+    sheet = openpyxl.load_workbook(batch["export_path"])["Documents"]
+    header = [c.value for c in sheet[1]]
+    rows = [dict(zip(header, (c.value for c in row), strict=True)) for row in sheet.iter_rows(min_row=2)]
+    assert len(rows) == 5
+    for row in rows:
+        trial = next(t for t in stack.trials.values() if t.filename == row["filename"])
+        assert (row["nct_number"], row["randomized_n"]) == (trial.nct_number, trial.randomized_n)
+        assert (row["nct_number status"], row["randomized_n status"]) == ("verified", "verified")
+        assert row["model"] == "openai/fake-model" and row["status"] == "completed"
+
+    _assert_ledger_and_dagster_agree(stack, batch_id)
+    run = _runs_for_batch(stack.instance, batch_id)[0]
+    assert run.tags["extraction/user"] == "ann" and run.tags["extraction/filename"].startswith("trial-10")
+    # The API key reached the model but never the logs.
+    assert "sk-e2e-secret-value" not in stack.daemon.log_path.read_text()
+
+
+LAUNCH_BACKFILL = """
+mutation LaunchBackfill($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+  }
+}
+"""
+
+
+def test_ui_backfill_becomes_a_batch_that_the_sensor_closes(stack: Stack) -> None:
+    doc_ids = stack.register(range(201, 204))
+    keys = [f"doc-{doc_id}" for doc_id in doc_ids]
+    _wait_until(
+        lambda: set(keys) <= set(stack.instance.get_dynamic_partitions("documents")), 60, "the partition sensor"
+    )
+    # What the UI sends from the asset page: Materialize -> select partitions -> Launch backfill.
+    reply = stack.graphql(
+        LAUNCH_BACKFILL,
+        {
+            "params": {
+                "assetSelection": [{"path": ["parsed_document"]}, {"path": ["extracted_document"]}],
+                "partitionNames": keys,
+                "tags": [{"key": "extraction/user", "value": "bob"}],
+                "title": "e2e backfill",
+            }
+        },
+    )
+    result = reply["data"]["launchPartitionBackfill"]
+    assert result["__typename"] == "LaunchBackfillSuccess", reply
+    backfill_id = result["backfillId"]
+
+    batch_id = _wait_until(lambda: find_batch_by_key(stack.ledger, f"backfill:{backfill_id}"), 180, "the backfill's batch")
+    batch = wait_for_batch(stack.ledger, batch_id, timeout_seconds=BATCH_TIMEOUT, daemon=stack.daemon, quiet=True)
+    assert (batch["origin"], batch["user"], batch["total_items"]) == ("backfill", "bob", 3)
+    items = batch_item_rows(stack.ledger, batch_id)
+    assert sorted(i["document_id"] for i in items) == sorted(doc_ids)
+    assert {i["status"] for i in items} == {"completed"}
+    _assert_ledger_and_dagster_agree(stack, batch_id)
+    assert openpyxl.load_workbook(batch["export_path"])["Documents"].max_row == 4
+
+
+def test_killed_worker_ends_in_terminal_state_and_batch_closes(stack: Stack) -> None:
+    doc_ids = stack.register(range(301, 303))
+    victim_trial = make_trial(301)
+    stack.hang_once.add(victim_trial.nct_number)
+    batch_id = create_batch(stack.ledger, idempotency_key="e2e-kill", project="e2e", user="cy", document_ids=doc_ids).id
+
+    def victim_extracting() -> dict[str, Any] | None:
+        if victim_trial.nct_number in stack.hang_once:
+            return None  # the hanging request has not arrived yet
+        item = next(i for i in batch_item_rows(stack.ledger, batch_id) if i["document_id"] == doc_ids[0])
+        return item if item["status"] == "extracting" else None
+
+    item = _wait_until(victim_extracting, 240, "the victim's extraction to start")
+    killed_run = item["run_id"]
+    worker_pid = int(item["worker"].rsplit(":", 1)[1])
+    os.kill(worker_pid, signal.SIGKILL)
+
+    batch = wait_for_batch(stack.ledger, batch_id, timeout_seconds=BATCH_TIMEOUT, daemon=stack.daemon, quiet=True)
+    assert batch["status"] == "completed"
+    victim = next(i for i in batch_item_rows(stack.ledger, batch_id) if i["document_id"] == doc_ids[0])
+    assert victim["status"] in ("completed", "error")
+    assert killed_run in (victim["message"] or ""), victim["message"]
+    killed = stack.instance.get_run_by_id(killed_run)
+    assert killed is not None and killed.status == dg.DagsterRunStatus.FAILURE
+    other = next(i for i in batch_item_rows(stack.ledger, batch_id) if i["document_id"] == doc_ids[1])
+    assert other["status"] == "completed"
+    assert get_batch(stack.ledger, batch_id)["export_path"]  # type: ignore[index]
