@@ -129,7 +129,7 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _bar(fraction: float, width: int = 30) -> str:
-    filled = int(round(fraction * width))
+    filled = round(fraction * width)
     return "#" * filled + "-" * (width - filled)
 
 
@@ -251,23 +251,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, func: Callable[[argparse.Namespace, Settings], int], help_text: str, target: Any = sub) -> argparse.ArgumentParser:
-        command = target.add_parser(name, help=help_text, description=help_text)
+    def add(
+        name: str, func: Callable[[argparse.Namespace, Settings], int], help_text: str, target: Any = sub
+    ) -> argparse.ArgumentParser:
+        command: argparse.ArgumentParser = target.add_parser(name, help=help_text, description=help_text)
         command.set_defaults(func=func)
         return command
 
-    init = add("init", cmd_init, "Create or complete the instance home: ledger schema, dagster.yaml, pool limits (idempotent).")
+    init = add(
+        "init", cmd_init, "Create or complete the instance home: ledger schema, dagster.yaml, pool limits (idempotent)."
+    )
     init.add_argument("--parse-slots", type=_positive_int, default=2, help="pdf_parse pool limit (default 2)")
     init.add_argument("--llm-slots", type=_positive_int, default=5, help="llm pool limit (default 5)")
 
-    demo = add("demo", cmd_demo, "Generate synthetic trial PDFs, run them as a batch through the Dagster daemon, write the workbook.")
+    demo = add(
+        "demo",
+        cmd_demo,
+        "Generate synthetic trial PDFs, run them as a batch through the Dagster daemon, write the workbook.",
+    )
     demo.add_argument("--documents", type=_positive_int, default=5, help="number of synthetic PDFs (default 5)")
     demo.add_argument("--timeout", type=_positive_int, default=600, help="seconds to wait for the batch (default 600)")
     demo.add_argument("--json", action="store_true", help="also print the summary as JSON")
 
     documents = add("documents", lambda a, s: 0, "Register and list PDFs.")
     doc_sub = documents.add_subparsers(dest="documents_command", required=True, metavar="SUBCOMMAND")
-    doc_add = add("add", cmd_documents_add, "Register PDFs in a project (stores a copy; idempotent per content).", doc_sub)
+    doc_add = add(
+        "add", cmd_documents_add, "Register PDFs in a project (stores a copy; idempotent per content).", doc_sub
+    )
     doc_add.add_argument("project", help="project name (letters, digits, . _ -)")
     doc_add.add_argument("pdfs", nargs="+", metavar="PDF", help="PDF files")
     doc_add.add_argument("--json", action="store_true")
@@ -277,22 +287,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     batch = add("batch", lambda a, s: 0, "Create, watch and export batches.")
     batch_sub = batch.add_subparsers(dest="batch_command", required=True, metavar="SUBCOMMAND")
-    create = add("create", cmd_batch_create, "Create a batch over a project's documents; the dispatcher sensor starts it.", batch_sub)
+    create = add(
+        "create",
+        cmd_batch_create,
+        "Create a batch over a project's documents; the dispatcher sensor starts it.",
+        batch_sub,
+    )
     create.add_argument("project")
     create.add_argument("--user", required=True, help="who launches it (run tag extraction/user, per-user limit)")
     create.add_argument("--idempotency-key", required=True, help="same key = same batch, never a duplicate")
-    create.add_argument("--documents", type=_positive_int, nargs="+", metavar="ID", help="document ids (default: all of the project)")
+    create.add_argument(
+        "--documents", type=_positive_int, nargs="+", metavar="ID", help="document ids (default: all of the project)"
+    )
     create.add_argument("--json", action="store_true")
-    status = add("status", cmd_batch_status, "Progress of a batch; --watch shows a live progress bar until it closes.", batch_sub)
+    status = add(
+        "status", cmd_batch_status, "Progress of a batch; --watch shows a live progress bar until it closes.", batch_sub
+    )
     status.add_argument("batch", type=_positive_int)
     status.add_argument("--watch", action="store_true")
     status.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --watch")
     status.add_argument("--json", action="store_true")
-    export = add("export", cmd_batch_export, "Write a batch's workbook (default: $EXTRACTION_HOME/exports/batch-N.xlsx).", batch_sub)
+    export = add(
+        "export",
+        cmd_batch_export,
+        "Write a batch's workbook (default: $EXTRACTION_HOME/exports/batch-N.xlsx).",
+        batch_sub,
+    )
     export.add_argument("batch", type=_positive_int)
     export.add_argument("-o", "--output", help="target .xlsx file")
 
-    hist = add("history", cmd_history, "Items across batches, newest first, filtered by user, status, filename, batch, dates.")
+    hist = add(
+        "history", cmd_history, "Items across batches, newest first, filtered by user, status, filename, batch, dates."
+    )
     hist.add_argument("--user")
     hist.add_argument("--status", choices=["pending", "extracting", "completed", "error"])
     hist.add_argument("--filename", help="substring of the filename")

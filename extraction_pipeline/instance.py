@@ -10,6 +10,7 @@ Layout of ``$EXTRACTION_HOME`` (default ``./.extraction_home``):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -120,7 +121,16 @@ class DaemonProcess:
     def command(self) -> list[str]:
         bin_dir = Path(sys.executable).parent
         if self.with_ui:
-            return [str(bin_dir / "dagster"), "dev", "-m", CODE_LOCATION_MODULE, "-p", str(self.port), "-h", "127.0.0.1"]
+            return [
+                str(bin_dir / "dagster"),
+                "dev",
+                "-m",
+                CODE_LOCATION_MODULE,
+                "-p",
+                str(self.port),
+                "-h",
+                "127.0.0.1",
+            ]
         return [str(bin_dir / "dagster-daemon"), "run", "-m", CODE_LOCATION_MODULE]
 
     def start(self) -> DaemonProcess:
@@ -128,8 +138,12 @@ class DaemonProcess:
         log = self.log_path.open("ab")
         # A new session: `dagster dev` ignores SIGTERM sent to it alone, so we stop the group.
         self.process = subprocess.Popen(
-            self.command(), env=dagster_env(self.settings), stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, cwd=self.settings.home_dir,
+            self.command(),
+            env=dagster_env(self.settings),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=self.settings.home_dir,
         )
         log.close()
         return self
@@ -145,10 +159,8 @@ class DaemonProcess:
         deadline = time.monotonic() + grace_seconds
         while time.monotonic() < deadline and self.process.poll() is None:
             time.sleep(0.2)
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)  # the group also holds code servers and run workers
-        except ProcessLookupError:
-            pass
         self.process.wait(timeout=10)
 
     def __enter__(self) -> DaemonProcess:

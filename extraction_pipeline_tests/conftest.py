@@ -16,9 +16,7 @@ from extraction_pipeline_tests.fake_llm import FakeLLMServer
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-PG_ADMIN_URL = os.environ.get(
-    "EXTRACTION_TEST_PG_ADMIN_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
-)
+PG_ADMIN_URL = os.environ.get("EXTRACTION_TEST_PG_ADMIN_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres")
 
 
 def _pg_available() -> str | None:

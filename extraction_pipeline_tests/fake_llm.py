@@ -88,7 +88,10 @@ class FakeLLMServer:
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.status != 200:
-                    self._send(reply.status, {"error": {"message": reply.error_message or f"fake error {reply.status}", "type": "fake"}})
+                    self._send(
+                        reply.status,
+                        {"error": {"message": reply.error_message or f"fake error {reply.status}", "type": "fake"}},
+                    )
                     return
                 self._send(
                     200,

@@ -14,7 +14,12 @@ def add_documents(ledger: Ledger, count: int, project: str = "p", start: int = 0
     for n in range(start, start + count):
         digest = hashlib.sha256(f"{project}-{n}".encode()).hexdigest()
         doc_id, _ = insert_document(
-            ledger, project=project, filename=f"paper-{n}.pdf", sha256=digest, size_bytes=1000, pages=3,
+            ledger,
+            project=project,
+            filename=f"paper-{n}.pdf",
+            sha256=digest,
+            size_bytes=1000,
+            pages=3,
             stored_path=f"/nonexistent/{digest}.pdf",
         )
         ids.append(doc_id)

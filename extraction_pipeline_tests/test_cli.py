@@ -62,10 +62,17 @@ def test_init_is_idempotent_and_sets_pool_limits(tmp_path: Path) -> None:
     assert "pdf_parse=2, llm=3" in second
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster")}
     probe = subprocess.run(
-        [sys.executable, "-c", "import dagster as dg\ni=dg.DagsterInstance.get()\n"
-         "print(i.event_log_storage.get_concurrency_info('llm').slot_count, "
-         "i.event_log_storage.get_concurrency_info('pdf_parse').slot_count)"],
-        env=env, capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-c",
+            "import dagster as dg\ni=dg.DagsterInstance.get()\n"
+            "print(i.event_log_storage.get_concurrency_info('llm').slot_count, "
+            "i.event_log_storage.get_concurrency_info('pdf_parse').slot_count)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert probe.stdout.split() == ["3", "2"]
 
@@ -88,7 +95,11 @@ def test_documents_add_registers_and_is_idempotent(home: Path, pdfs: list[Path])
         (["documents", "add", "bad name", "x.pdf"], 2, "invalid project name"),
         (["batch", "status", "999"], 2, "unknown batch 999"),
         (["batch", "export", "999"], 2, "unknown batch 999"),
-        (["batch", "create", "trials", "--user", "ann", "--idempotency-key", "k", "--documents", "999"], 2, "unknown document id(s): 999"),
+        (
+            ["batch", "create", "trials", "--user", "ann", "--idempotency-key", "k", "--documents", "999"],
+            2,
+            "unknown document id(s): 999",
+        ),
         (["batch", "create", "nothing-here", "--user", "ann", "--idempotency-key", "k2"], 1, "has no documents"),
         (["batch", "export", "1", "-o", "out.csv"], 2, "must end in .xlsx"),
     ],
@@ -117,14 +128,24 @@ def test_argument_errors_exit_2(home: Path) -> None:
 
 def test_batch_create_before_init_says_so(tmp_path: Path) -> None:
     one_line_error(
-        run_cli(tmp_path / "fresh", "batch", "create", "p", "--user", "u", "--idempotency-key", "k"), 2, "not initialized"
+        run_cli(tmp_path / "fresh", "batch", "create", "p", "--user", "u", "--idempotency-key", "k"),
+        2,
+        "not initialized",
     )
 
 
 def test_batch_create_status_history_export(home: Path, pdfs: list[Path], tmp_path: Path) -> None:
     run_cli(home, "documents", "add", "trials", *map(str, pdfs), check=True)
-    created = json.loads(run_cli(home, "batch", "create", "trials", "--user", "ann", "--idempotency-key", "cli-1", "--json", check=True).stdout)
-    again = json.loads(run_cli(home, "batch", "create", "trials", "--user", "ann", "--idempotency-key", "cli-1", "--json", check=True).stdout)
+    created = json.loads(
+        run_cli(
+            home, "batch", "create", "trials", "--user", "ann", "--idempotency-key", "cli-1", "--json", check=True
+        ).stdout
+    )
+    again = json.loads(
+        run_cli(
+            home, "batch", "create", "trials", "--user", "ann", "--idempotency-key", "cli-1", "--json", check=True
+        ).stdout
+    )
     assert created["created"] and not again["created"] and again["batch_id"] == created["batch_id"]
     batch = str(created["batch_id"])
     status = json.loads(run_cli(home, "batch", "status", batch, "--json", check=True).stdout)
@@ -138,7 +159,12 @@ def test_batch_create_status_history_export(home: Path, pdfs: list[Path], tmp_pa
     assert {r["filename"] for r in only} == {"trial-002.pdf"}
     assert json.loads(run_cli(home, "history", "--status", "completed", "--json", check=True).stdout) == []
     assert json.loads(run_cli(home, "history", "--until", "2000-01-01", "--json", check=True).stdout) == []
-    assert len(json.loads(run_cli(home, "history", "--since", "2000-01-01", "--batch", batch, "--json", check=True).stdout)) == 3
+    assert (
+        len(
+            json.loads(run_cli(home, "history", "--since", "2000-01-01", "--batch", batch, "--json", check=True).stdout)
+        )
+        == 3
+    )
 
     target = tmp_path / "out.xlsx"
     assert run_cli(home, "batch", "export", batch, "-o", str(target), check=True).stdout.strip() == str(target)

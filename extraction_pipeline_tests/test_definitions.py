@@ -52,7 +52,10 @@ def _resources(ledger: Ledger, home: Path, fake: FakeLLMServer | None = None, gr
 
 
 def _register(ledger: Ledger, home: Path, count: int) -> list[int]:
-    return [register_pdf(ledger, home / "documents", "p", write_report(make_trial(i), home / "src")).id for i in range(1, count + 1)]
+    return [
+        register_pdf(ledger, home / "documents", "p", write_report(make_trial(i), home / "src")).id
+        for i in range(1, count + 1)
+    ]
 
 
 def _answer_from_trial(messages: list[dict[str, str]]) -> Reply:
@@ -68,7 +71,9 @@ def test_definitions_load_with_one_role_per_module() -> None:
     repo = defs.get_repository_def()
     assert {s.name for s in repo.sensor_defs} == {"document_partitions_sensor", "batch_dispatcher", "batch_aggregator"}
     assert {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()} == {
-        "parsed_document", "extracted_document", "batch_workbook",
+        "parsed_document",
+        "extracted_document",
+        "batch_workbook",
     }
     for asset in (parsed_document, extracted_document, batch_workbook):
         assert asset.descriptions_by_key[asset.key]  # every asset says what it means
@@ -76,18 +81,24 @@ def test_definitions_load_with_one_role_per_module() -> None:
         assert sensor.description
 
 
-def test_partition_sensor_publishes_new_documents_with_a_cursor(instance: dg.DagsterInstance, ledger: Ledger, home: Path) -> None:
+def test_partition_sensor_publishes_new_documents_with_a_cursor(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path
+) -> None:
     _register(ledger, home, 2)
     context = dg.build_sensor_context(instance=instance, resources=_resources(ledger, home))
     result = document_partitions_sensor(context)
     assert isinstance(result, dg.SensorResult) and result.cursor == "2"
     [request] = result.dynamic_partitions_requests or []
     assert list(request.partition_keys or []) == ["doc-1", "doc-2"]
-    again = document_partitions_sensor(dg.build_sensor_context(instance=instance, resources=_resources(ledger, home), cursor="2"))
+    again = document_partitions_sensor(
+        dg.build_sensor_context(instance=instance, resources=_resources(ledger, home), cursor="2")
+    )
     assert isinstance(again, dg.SensorResult) and not again.dynamic_partitions_requests
 
 
-def test_dispatcher_requests_one_tagged_run_per_item_once(instance: dg.DagsterInstance, ledger: Ledger, home: Path) -> None:
+def test_dispatcher_requests_one_tagged_run_per_item_once(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path
+) -> None:
     doc_ids = _register(ledger, home, 3)
     batch = create_batch(ledger, idempotency_key="k", project="p", user="ann", document_ids=doc_ids).id
     context = dg.build_sensor_context(instance=instance, resources=_resources(ledger, home))
@@ -97,8 +108,11 @@ def test_dispatcher_requests_one_tagged_run_per_item_once(instance: dg.DagsterIn
     assert [r.run_key for r in requests] == [f"batch-{batch}-item-{i}" for i in (1, 2, 3)]
     assert [r.partition_key for r in requests] == ["doc-1", "doc-2", "doc-3"]
     assert requests[0].tags == {
-        "extraction/batch": str(batch), "extraction/item": "1", "extraction/document": "doc-1",
-        "extraction/filename": "trial-001.pdf", "extraction/user": "ann",
+        "extraction/batch": str(batch),
+        "extraction/item": "1",
+        "extraction/document": "doc-1",
+        "extraction/filename": "trial-001.pdf",
+        "extraction/user": "ann",
     }
     second = batch_dispatcher(dg.build_sensor_context(instance=instance, resources=_resources(ledger, home)))
     assert isinstance(second, dg.SensorResult) and not second.run_requests
@@ -112,8 +126,11 @@ def test_materializing_a_dispatched_document_completes_its_item(
     instance.add_dynamic_partitions(documents_partitions.name, [partition_key(doc)])
     fake_llm.answer = _answer_from_trial
     result = dg.materialize(
-        [parsed_document, extracted_document], partition_key="doc-1", instance=instance,
-        resources=_resources(ledger, home, fake_llm), tags={"extraction/batch": str(batch), "extraction/user": "ann"},
+        [parsed_document, extracted_document],
+        partition_key="doc-1",
+        instance=instance,
+        resources=_resources(ledger, home, fake_llm),
+        tags={"extraction/batch": str(batch), "extraction/user": "ann"},
     )
     assert result.success
     [row] = batch_item_rows(ledger, batch)
@@ -127,8 +144,11 @@ def test_materializing_a_dispatched_document_completes_its_item(
     assert run is not None and run.tags["extraction/filename"] == "trial-001.pdf" and run.tags["extraction/item"] == "1"
     # Re-materializing the same document (a duplicate run) makes no LLM call and changes nothing.
     again = dg.materialize(
-        [parsed_document, extracted_document], partition_key="doc-1", instance=instance,
-        resources=_resources(ledger, home, fake_llm), tags={"extraction/batch": str(batch)},
+        [parsed_document, extracted_document],
+        partition_key="doc-1",
+        instance=instance,
+        resources=_resources(ledger, home, fake_llm),
+        tags={"extraction/batch": str(batch)},
     )
     assert again.success and len(fake_llm.requests) == 1
     assert batch_item_rows(ledger, batch)[0]["run_id"] == result.run_id
@@ -139,8 +159,12 @@ def test_single_ui_materialization_becomes_a_one_document_batch(
 ) -> None:
     _register(ledger, home, 1)
     instance.add_dynamic_partitions(documents_partitions.name, ["doc-1"])
-    result = dg.materialize([parsed_document, extracted_document], partition_key="doc-1", instance=instance,
-                            resources=_resources(ledger, home))
+    result = dg.materialize(
+        [parsed_document, extracted_document],
+        partition_key="doc-1",
+        instance=instance,
+        resources=_resources(ledger, home),
+    )
     assert result.success
     run = instance.get_run_by_id(result.run_id)
     assert run is not None
@@ -157,9 +181,14 @@ def test_permanent_llm_failure_fails_the_run_without_retry(
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
     instance.add_dynamic_partitions(documents_partitions.name, ["doc-1"])
     fake_llm.answer = lambda messages: Reply(status=401, error_message="invalid key")
-    result = dg.materialize([parsed_document, extracted_document], partition_key="doc-1", instance=instance,
-                            resources=_resources(ledger, home, fake_llm), tags={"extraction/batch": str(batch)},
-                            raise_on_error=False)
+    result = dg.materialize(
+        [parsed_document, extracted_document],
+        partition_key="doc-1",
+        instance=instance,
+        resources=_resources(ledger, home, fake_llm),
+        tags={"extraction/batch": str(batch)},
+        raise_on_error=False,
+    )
     assert not result.success
     assert len(fake_llm.requests) == 1  # RetryPolicy skipped: Failure(allow_retries=False)
     [row] = batch_item_rows(ledger, batch)
@@ -173,8 +202,14 @@ def test_broken_pdf_fails_only_its_document(instance: dg.DagsterInstance, ledger
     stored.write_bytes(stored.read_bytes()[:300])  # the stored copy gets damaged after registration
     instance.add_dynamic_partitions(documents_partitions.name, ["doc-1", "doc-2"])
     for key in ("doc-1", "doc-2"):
-        dg.materialize([parsed_document, extracted_document], partition_key=key, instance=instance,
-                       resources=_resources(ledger, home), tags={"extraction/batch": str(batch)}, raise_on_error=False)
+        dg.materialize(
+            [parsed_document, extracted_document],
+            partition_key=key,
+            instance=instance,
+            resources=_resources(ledger, home),
+            tags={"extraction/batch": str(batch)},
+            raise_on_error=False,
+        )
     first, second = batch_item_rows(ledger, batch)
     assert first["status"] == "error" and first["message"].startswith("parse failed")
     assert second["status"] == "completed"
@@ -216,7 +251,9 @@ def test_aggregator_fails_items_of_dead_runs_closes_batch_and_exports(
     assert rows[doc_ids[1]]["status"] == "error" and f"run {after_retries} ended FAILURE" in rows[doc_ids[1]]["message"]
     assert get_batch(ledger, batch)["status"] == "completed"  # type: ignore[index]
     assert isinstance(result, dg.SensorResult)
-    assert [(r.run_key, r.partition_key) for r in result.run_requests or []] == [(f"export-batch-{batch}", f"batch-{batch}")]
+    assert [(r.run_key, r.partition_key) for r in result.run_requests or []] == [
+        (f"export-batch-{batch}", f"batch-{batch}")
+    ]
     assert progress(ledger, batch).error == 2
 
 
@@ -238,7 +275,9 @@ def test_export_asset_writes_one_row_per_document(instance: dg.DagsterInstance, 
     doc_ids = _register(ledger, home, 2)
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids).id
     instance.add_dynamic_partitions("batches", [f"batch-{batch}"])
-    result = dg.materialize([batch_workbook], partition_key=f"batch-{batch}", instance=instance, resources=_resources(ledger, home))
+    result = dg.materialize(
+        [batch_workbook], partition_key=f"batch-{batch}", instance=instance, resources=_resources(ledger, home)
+    )
     path = Path(str(result.asset_materializations_for_node("batch_workbook")[0].metadata["path"].value))
     assert path == home / "exports" / f"batch-{batch}.xlsx" and path.is_file()
     assert get_batch(ledger, batch)["export_path"] == str(path)  # type: ignore[index]

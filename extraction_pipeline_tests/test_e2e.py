@@ -14,7 +14,6 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -85,7 +84,9 @@ def _fake_answer(stack_trials: dict[str, SyntheticTrial], hang_once: set[str]) -
             "or placebo at 42 centres."
         )
         return Reply(
-            extraction_json({"nct_number": (trial.nct_number, registered), "randomized_n": (trial.randomized_n, methods)}),
+            extraction_json(
+                {"nct_number": (trial.nct_number, registered), "randomized_n": (trial.randomized_n, methods)}
+            ),
             tokens_in=1500,
             tokens_out=60,
         )
@@ -224,7 +225,9 @@ def test_ui_backfill_becomes_a_batch_that_the_sensor_closes(stack: Stack) -> Non
     assert result["__typename"] == "LaunchBackfillSuccess", reply
     backfill_id = result["backfillId"]
 
-    batch_id = _wait_until(lambda: find_batch_by_key(stack.ledger, f"backfill:{backfill_id}"), 180, "the backfill's batch")
+    batch_id = _wait_until(
+        lambda: find_batch_by_key(stack.ledger, f"backfill:{backfill_id}"), 180, "the backfill's batch"
+    )
     batch = wait_for_batch(stack.ledger, batch_id, timeout_seconds=BATCH_TIMEOUT, daemon=stack.daemon, quiet=True)
     assert (batch["origin"], batch["user"], batch["total_items"]) == ("backfill", "bob", 3)
     items = batch_item_rows(stack.ledger, batch_id)

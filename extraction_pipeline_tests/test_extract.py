@@ -39,7 +39,9 @@ def _item(ledger: Ledger) -> int:
 
 
 def _config(fake: FakeLLMServer, timeout: float = 10) -> LLMConfig:
-    return LLMConfig(model="openai/fake-model", api_base=fake.api_base, api_key="sk-test-not-a-secret", timeout_seconds=timeout)
+    return LLMConfig(
+        model="openai/fake-model", api_base=fake.api_base, api_key="sk-test-not-a-secret", timeout_seconds=timeout
+    )
 
 
 def test_success_records_grounded_result_and_usage(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
@@ -54,7 +56,12 @@ def test_success_records_grounded_result_and_usage(ledger: Ledger, fake_llm: Fak
     assert fields["ci_upper"]["status"] == "not reported"
     row = states.get_item(ledger, item)
     assert row is not None
-    assert (row["status"], row["tokens_in"], row["tokens_out"], row["model"]) == ("completed", 1200, 80, "openai/fake-model")
+    assert (row["status"], row["tokens_in"], row["tokens_out"], row["model"]) == (
+        "completed",
+        1200,
+        80,
+        "openai/fake-model",
+    )
     assert json.loads(row["result_json"])["fields"]["randomized_n"]["value"] == 412
     # The document went to the model inside <FULL_TEXT>, and the request was JSON mode.
     [request] = fake_llm.requests
@@ -94,7 +101,10 @@ def test_concurrent_executions_from_two_processes_call_the_llm_once(
     fake_llm.answer = lambda messages: Reply(GOOD, delay=0.5)
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(3), ctx.Queue()
-    procs = [ctx.Process(target=_run_extraction, args=(ledger_url, fake_llm.api_base, f"run{i}", barrier, out)) for i in range(3)]
+    procs = [
+        ctx.Process(target=_run_extraction, args=(ledger_url, fake_llm.api_base, f"run{i}", barrier, out))
+        for i in range(3)
+    ]
     for proc in procs:
         proc.start()
     statuses = sorted(out.get(timeout=120) for _ in procs)
@@ -145,7 +155,9 @@ def test_permanent_errors_mark_the_item_error(ledger: Ledger, fake_llm: FakeLLMS
 
 def test_malformed_json_is_repaired_once(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
     item = _item(ledger)
-    fake_llm.push(Reply("{not json", tokens_in=50, tokens_out=5), Reply(f"```json\n{GOOD}\n```", tokens_in=60, tokens_out=7))
+    fake_llm.push(
+        Reply("{not json", tokens_in=50, tokens_out=5), Reply(f"```json\n{GOOD}\n```", tokens_in=60, tokens_out=7)
+    )
     outcome = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
     assert outcome.status == "completed" and outcome.result["repaired"] is True
     assert len(fake_llm.requests) == 2

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from extraction_pipeline.core.grounding import ground, normalize
 
-PAGES = [normalize("Intro page.\nNothing here."), normalize("The hazard ratio was 0.72 (95% CI 0.60\u20130.86) for de-\nath.")]
+PAGES = [
+    normalize("Intro page.\nNothing here."),
+    normalize("The hazard ratio was 0.72 (95% CI 0.60\u20130.86) for de-\nath."),
+]
 
 
 def test_verified_needs_quote_found_and_value_inside() -> None:

@@ -16,7 +16,9 @@ from extraction_pipeline.core.ledger.schema import batches
 from extraction_pipeline_tests.support import add_documents
 
 
-def _create_in_process(url: str, key: str, doc_ids: list[int], barrier: multiprocessing.synchronize.Barrier, out: multiprocessing.Queue) -> None:  # type: ignore[name-defined]
+def _create_in_process(
+    url: str, key: str, doc_ids: list[int], barrier: multiprocessing.synchronize.Barrier, out: multiprocessing.Queue
+) -> None:  # type: ignore[name-defined]
     ledger = Ledger.connect(url, create_schema=False)
     barrier.wait()  # all 20 processes insert at the same moment
     ref = create_batch(ledger, idempotency_key=key, project="p", user="u", document_ids=doc_ids)
@@ -28,7 +30,9 @@ def test_twenty_concurrent_creations_make_one_batch(ledger: Ledger, ledger_url: 
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(20)
     out = ctx.Queue()
-    procs = [ctx.Process(target=_create_in_process, args=(ledger_url, "same-key", doc_ids, barrier, out)) for _ in range(20)]
+    procs = [
+        ctx.Process(target=_create_in_process, args=(ledger_url, "same-key", doc_ids, barrier, out)) for _ in range(20)
+    ]
     for proc in procs:
         proc.start()
     results = [out.get(timeout=120) for _ in procs]

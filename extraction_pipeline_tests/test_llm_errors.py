@@ -62,6 +62,8 @@ class _StatusError(Exception):
         self.status_code = status_code
 
 
-@pytest.mark.parametrize(("status", "transient"), [(429, True), (502, True), (504, True), (400, False), (401, False), (422, False)])
+@pytest.mark.parametrize(
+    ("status", "transient"), [(429, True), (502, True), (504, True), (400, False), (401, False), (422, False)]
+)
 def test_unknown_exception_types_fall_back_to_the_status_code(status: int, transient: bool) -> None:
     assert isinstance(classify(_StatusError(status)), TransientError) is transient

@@ -10,12 +10,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.fields import FIELD_NAMES
 from extraction_pipeline.core.grounding import APPROXIMATE, UNVERIFIED, VERIFIED
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
-from extraction_pipeline.core.errors import ConfigError
 
 FIXED_COLUMNS = [
     "document_id",

@@ -58,11 +58,15 @@ def _parse_pages(path: Path) -> list[str]:
 def parse_document(ledger: Ledger, *, sha256: str, stored_path: str) -> ParsedDocument:
     """Return the parsed pages for this content, from the cache when present."""
     with ledger.engine.connect() as conn:
-        row = conn.execute(
-            select(parsed_documents).where(
-                parsed_documents.c.sha256 == sha256, parsed_documents.c.parser_version == PARSER_VERSION
+        row = (
+            conn.execute(
+                select(parsed_documents).where(
+                    parsed_documents.c.sha256 == sha256, parsed_documents.c.parser_version == PARSER_VERSION
+                )
             )
-        ).mappings().first()
+            .mappings()
+            .first()
+        )
     if row is not None:
         return ParsedDocument(sha256, json.loads(row["pages_json"]), row["engine"], PARSER_VERSION, 0.0, True)
 

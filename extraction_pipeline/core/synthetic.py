@@ -10,8 +10,16 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-CONDITIONS = ["heart failure", "type 2 diabetes", "COPD", "atrial fibrillation", "chronic kidney disease",
-              "major depression", "rheumatoid arthritis", "hypertension"]
+CONDITIONS = [
+    "heart failure",
+    "type 2 diabetes",
+    "COPD",
+    "atrial fibrillation",
+    "chronic kidney disease",
+    "major depression",
+    "rheumatoid arthritis",
+    "hypertension",
+]
 DRUGS = ["verunatide", "lomacitinib", "dapravastin", "sorelumab", "fentrazole", "bexicardin"]
 
 
@@ -32,7 +40,7 @@ class SyntheticTrial:
 
 
 def make_trial(index: int) -> SyntheticTrial:
-    rng = random.Random(index)
+    rng = random.Random(index)  # noqa: S311  (reproducible fake trials, not cryptography)
     hr = round(rng.uniform(0.55, 0.95), 2)
     return SyntheticTrial(
         index=index,
@@ -65,8 +73,7 @@ def report_pages(trial: SyntheticTrial, extra_text: str = "") -> list[str]:
         "Participants\n"
         f"Of the {trial.randomized_n} participants, {arm} were assigned to {trial.drug} and "
         f"{trial.randomized_n - arm} to placebo. Baseline characteristics were balanced.\n\n"
-        "Funding\nThe trial was funded by a public research council.\n"
-        + (f"\n{extra_text}\n" if extra_text else "")
+        "Funding\nThe trial was funded by a public research council.\n" + (f"\n{extra_text}\n" if extra_text else "")
     )
     return [page1, page2]
 

@@ -1,8 +1,8 @@
 """Assets: a document's parsed text, its grounded extraction, and a batch's workbook."""
 
-
 import os
 import socket
+from typing import Any
 
 import dagster as dg
 
@@ -30,14 +30,19 @@ def _worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _parse_or_fail(context: dg.AssetExecutionContext, ledger: LedgerResource, document: dict, item_id: int) -> ParsedDocument:
+def _parse_or_fail(
+    context: dg.AssetExecutionContext, ledger: LedgerResource, document: dict[str, Any], item_id: int
+) -> ParsedDocument:
     try:
         return parse_document(ledger.ledger(), sha256=document["sha256"], stored_path=document["stored_path"])
     except PermanentError as exc:
         # A broken PDF fails this document only, permanently; the rest of the batch goes on.
         item_states.fail(ledger.ledger(), item_id, message=f"parse failed: {exc}", from_status=ItemStatus.PENDING)
         item_states.fail(
-            ledger.ledger(), item_id, message=f"parse failed: {exc}", from_status=ItemStatus.EXTRACTING,
+            ledger.ledger(),
+            item_id,
+            message=f"parse failed: {exc}",
+            from_status=ItemStatus.EXTRACTING,
             run_id=context.run.run_id,
         )
         raise dg.Failure(f"parse failed: {exc}", allow_retries=False) from exc
@@ -49,7 +54,7 @@ def _parse_or_fail(context: dg.AssetExecutionContext, ledger: LedgerResource, do
     group_name="extraction",
     kinds={"pdf"},
 )
-def parsed_document(context: dg.AssetExecutionContext, ledger: LedgerResource) -> dg.MaterializeResult:
+def parsed_document(context: dg.AssetExecutionContext, ledger: LedgerResource) -> dg.MaterializeResult[None]:
     """The text of one registered trial PDF, page by page — what the extraction reads and what
     every quote is checked against. Parsed once per content (cached by sha256 + parser version)."""
     binding = bind_run(context, ledger.ledger())
@@ -80,7 +85,7 @@ def parsed_document(context: dg.AssetExecutionContext, ledger: LedgerResource) -
 )
 def extracted_document(
     context: dg.AssetExecutionContext, ledger: LedgerResource, llm: LLMResource
-) -> dg.MaterializeResult:
+) -> dg.MaterializeResult[None]:
     """The structured data of one trial (NCT number, randomized N, effect estimate with CI), each
     value with its verbatim quote, page and verification status, recorded on the batch item."""
     db = ledger.ledger()
@@ -126,7 +131,7 @@ def extracted_document(
 @dg.asset(partitions_def=batches_partitions, group_name="export", kinds={"excel"})
 def batch_workbook(
     context: dg.AssetExecutionContext, ledger: LedgerResource, settings: PipelineSettingsResource
-) -> dg.MaterializeResult:
+) -> dg.MaterializeResult[None]:
     """The Excel workbook an analyst downloads for one finished batch: one row per document with
     status, every field's value, quote, page and verification, error message, tokens and cost."""
     batch_id = batch_id_from_partition(context.partition_key)

@@ -4,25 +4,23 @@ The ledger is the source of truth; sensors only read it, apply core decisions, a
 for runs with deterministic run keys (so a repeated tick never launches a duplicate run).
 """
 
-
 import inspect
 import time
-from collections.abc import Callable
-from typing import Any
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import dagster as dg
 
+from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
-from extraction_pipeline.core.ledger import utcnow
 from extraction_pipeline.core.ledger.batches import BATCH_RUN_TAG, close_if_done, open_batches
 from extraction_pipeline.core.ledger.documents import documents_after, partition_key
-from extraction_pipeline.core.ledger.queries import active_items, unexported_batches, undispatched_items
+from extraction_pipeline.core.ledger.queries import active_items, undispatched_items, unexported_batches
 from extraction_pipeline.core.ledger.schema import BatchOrigin
 from extraction_pipeline.core.reconcile import RunInfo, judge_item
 from extraction_pipeline.defs.binding import (
-    BACKFILL_TAG,
     DOCUMENT_TAG,
     FILENAME_TAG,
     ITEM_TAG,
@@ -116,7 +114,7 @@ def _runs_by_document(instance: dg.DagsterInstance, tag: tuple[str, str]) -> dic
     return runs
 
 
-def _launcher_finished(instance: dg.DagsterInstance, batch: dict, item: dict, now: float) -> bool:
+def _launcher_finished(instance: dg.DagsterInstance, batch: dict[str, Any], item: dict[str, Any], now: float) -> bool:
     origin = batch["origin"]
     if origin == BatchOrigin.BACKFILL:
         backfill = instance.get_backfill(batch["run_tag_value"])
@@ -127,7 +125,7 @@ def _launcher_finished(instance: dg.DagsterInstance, batch: dict, item: dict, no
     return True
 
 
-def _reconcile_batch(context: dg.SensorEvaluationContext, db, batch: dict, grace: float) -> int:
+def _reconcile_batch(context: dg.SensorEvaluationContext, db: Ledger, batch: dict[str, Any], grace: float) -> int:
     items = active_items(db, batch["id"])
     if not items:
         return 0
@@ -144,7 +142,9 @@ def _reconcile_batch(context: dg.SensorEvaluationContext, db, batch: dict, grace
             grace_seconds=grace,
             launcher_finished=_launcher_finished(context.instance, batch, item, now),
         )
-        if verdict and item_states.fail(db, verdict.item_id, message=verdict.message, from_status=verdict.from_status):
+        if verdict and item_states.fail(
+            db, verdict.item_id, message=verdict.message, from_status=ItemStatus(verdict.from_status)
+        ):
             context.log.warning(f"item {verdict.item_id} -> error: {verdict.message}")
             failed += 1
     return failed

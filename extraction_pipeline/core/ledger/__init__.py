@@ -6,6 +6,6 @@ progress is one grouped query (``queries.py``).
 """
 
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
-from extraction_pipeline.core.ledger.schema import ItemStatus, BatchStatus
+from extraction_pipeline.core.ledger.schema import BatchStatus, ItemStatus
 
-__all__ = ["Ledger", "ItemStatus", "BatchStatus", "utcnow"]
+__all__ = ["BatchStatus", "ItemStatus", "Ledger", "utcnow"]

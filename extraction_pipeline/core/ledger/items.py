@@ -40,11 +40,7 @@ def _truncate(message: str) -> str:
 
 def _transition(ledger: Ledger, item_id: int, where: list[Any], values: dict[str, Any]) -> bool:
     now = utcnow()
-    statement = (
-        update(batch_items)
-        .where(and_(batch_items.c.id == item_id, *where))
-        .values(updated_at=now, **values)
-    )
+    statement = update(batch_items).where(and_(batch_items.c.id == item_id, *where)).values(updated_at=now, **values)
     with ledger.engine.begin() as conn:
         return conn.execute(statement).rowcount == 1
 
@@ -184,9 +180,7 @@ def get_item(ledger: Ledger, item_id: int) -> dict[str, Any] | None:
 
 
 def find_item(ledger: Ledger, *, batch_id: int, document_id: int) -> dict[str, Any] | None:
-    statement = select(batch_items).where(
-        batch_items.c.batch_id == batch_id, batch_items.c.document_id == document_id
-    )
+    statement = select(batch_items).where(batch_items.c.batch_id == batch_id, batch_items.c.document_id == document_id)
     with ledger.engine.connect() as conn:
         row = conn.execute(statement).mappings().first()
     return dict(row) if row else None

@@ -81,11 +81,12 @@ def register_offline_provider() -> None:
     if _registered:
         return
     import litellm
-    from litellm import CustomLLM, ModelResponse
+    from litellm.llms.custom_llm import CustomLLM
+    from litellm.types.utils import ModelResponse
 
     from extraction_pipeline.core.prompts import document_from_messages
 
-    class OfflinePatternLLM(CustomLLM):  # type: ignore[misc]  # litellm ships no type stubs for it
+    class OfflinePatternLLM(CustomLLM):
         def completion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> ModelResponse:
             document = document_from_messages(messages)
             content = json.dumps(pattern_extract(document))
