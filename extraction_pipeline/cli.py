@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -242,8 +242,15 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 # ---------------------------------------------------------------- parser
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """Argument errors as one line on stderr (exit 2), like every other error of this CLI."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="extraction-pipeline",
         description="Extract source-grounded data from randomized-trial PDFs in batches, on Dagster. "
         "Settings come from EXTRACTION_* environment variables (EXTRACTION_HOME, "

@@ -30,23 +30,33 @@ def _pg_available() -> str | None:
         return str(exc).splitlines()[0]
 
 
-@pytest.fixture(scope="session")
-def pg_database() -> Iterator[str]:
-    """A fresh PostgreSQL database for this test session (dropped afterwards)."""
+def _fresh_pg_database() -> Iterator[str]:
+    """Create a uniquely named database, yield its URL, drop it afterwards."""
     problem = _pg_available()
     if problem:
         if os.environ.get("CI"):
             pytest.fail(f"PostgreSQL is required in CI but unreachable: {problem}")
         pytest.skip(f"PostgreSQL unreachable: {problem}")
-    name = f"ep_test_{uuid.uuid4().hex[:10]}"
+    name = f"ep_test_{uuid.uuid4().hex[:10]}"  # generated here, never user input
     admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = admin.url.set(database=name).render_as_string(hide_password=False)
-    yield url
+    yield admin.url.set(database=name).render_as_string(hide_password=False)
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test session's ledger tests."""
+    yield from _fresh_pg_database()
+
+
+@pytest.fixture
+def pg_dagster_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for one test's Dagster storage."""
+    yield from _fresh_pg_database()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

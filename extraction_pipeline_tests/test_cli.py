@@ -120,10 +120,12 @@ def test_non_pdf_and_empty_files_are_rejected(home: Path, tmp_path: Path) -> Non
     one_line_error(run_cli(home, "documents", "add", "trials", str(truncated)), 2, "truncated.pdf")
 
 
-def test_argument_errors_exit_2(home: Path) -> None:
-    assert run_cli(home).returncode == 2
-    assert run_cli(home, "batch", "status", "abc").returncode == 2
-    assert run_cli(home, "history", "--since", "yesterday").returncode == 2
+def test_argument_errors_exit_2_with_one_line(home: Path) -> None:
+    one_line_error(run_cli(home), 2, "required: COMMAND")
+    one_line_error(run_cli(home, "batch", "status", "abc"), 2, "expected a positive integer, got 'abc'")
+    one_line_error(run_cli(home, "history", "--since", "yesterday"), 2, "expected a date")
+    one_line_error(run_cli(home, "batch", "create", "p"), 2, "--user")
+    one_line_error(run_cli(home, "history", "--status", "done"), 2, "invalid choice: 'done'")
 
 
 def test_batch_create_before_init_says_so(tmp_path: Path) -> None:
@@ -184,3 +186,46 @@ def test_batch_create_loads_no_heavy_library(home: Path) -> None:
     env = {**os.environ, "EXTRACTION_HOME": str(home)}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert result.stdout.strip().splitlines()[-1] == "0 []"
+
+
+def test_status_watch_follows_the_batch_until_it_closes(home: Path, pdfs: list[Path]) -> None:
+    from extraction_pipeline.core.ledger import Ledger
+    from extraction_pipeline.core.ledger import items as states
+    from extraction_pipeline.core.ledger.batches import close_if_done
+    from extraction_pipeline.core.ledger.queries import batch_item_rows
+
+    run_cli(home, "documents", "add", "trials", *map(str, pdfs), check=True)
+    created = run_cli(
+        home, "batch", "create", "trials", "--user", "w", "--idempotency-key", "watch", "--json", check=True
+    )
+    batch = json.loads(created.stdout)["batch_id"]
+    env = {**os.environ, "EXTRACTION_HOME": str(home)}
+    watcher = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "extraction_pipeline.cli",
+            "batch",
+            "status",
+            str(batch),
+            "--watch",
+            "--interval",
+            "0.2",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert watcher.stdout is not None
+    first = watcher.stdout.readline()  # the watcher is running and sees the batch open
+    assert "0/3 done" in first and first.rstrip().endswith("open")
+    ledger = Ledger.connect(f"sqlite:///{home / 'ledger.db'}")
+    for item in batch_item_rows(ledger, batch):
+        states.claim(ledger, item["id"], run_id="r", worker="w")
+        states.complete(ledger, item["id"], run_id="r", result={}, usage=states.Usage("m"))
+    assert close_if_done(ledger, batch)
+    out, _ = watcher.communicate(timeout=60)
+    assert watcher.returncode == 0
+    lines = out.strip().splitlines()
+    assert lines[-1].endswith("completed") and "3/3 done" in lines[-1] and "100.0%" in lines[-1]
+    assert "[##############################]" in lines[-1]

@@ -188,8 +188,13 @@ def test_cli_batch_runs_through_daemon_and_sensor_closes_it(stack: Stack) -> Non
     _assert_ledger_and_dagster_agree(stack, batch_id)
     run = _runs_for_batch(stack.instance, batch_id)[0]
     assert run.tags["extraction/user"] == "ann" and run.tags["extraction/filename"].startswith("trial-10")
-    # The API key reached the model but never the logs.
-    assert "sk-e2e-secret-value" not in stack.daemon.log_path.read_text()
+    # The API key reached the model but never any log, run record or file of the instance home.
+    leaks = [
+        path
+        for path in stack.settings.home_dir.rglob("*")
+        if path.is_file() and b"sk-e2e-secret-value" in path.read_bytes()
+    ]
+    assert leaks == []
 
 
 LAUNCH_BACKFILL = """

@@ -114,15 +114,19 @@ def _runs_by_document(instance: dg.DagsterInstance, tag: tuple[str, str]) -> dic
     return runs
 
 
-def _launcher_finished(instance: dg.DagsterInstance, batch: dict[str, Any], item: dict[str, Any], now: float) -> bool:
+def _launch_finished(instance: dg.DagsterInstance, batch: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
+    """Per item: will no further run be launched for it by whoever launches this batch?"""
     origin = batch["origin"]
     if origin == BatchOrigin.BACKFILL:
         backfill = instance.get_backfill(batch["run_tag_value"])
-        return backfill is None or backfill.status != dg.BulkActionStatus.REQUESTED
+        over = backfill is None or backfill.status != dg.BulkActionStatus.REQUESTED
+        return lambda item: over
     if origin == BatchOrigin.DISPATCH:
-        dispatched = item["dispatched_at"]
-        return dispatched is not None and (utcnow() - dispatched).total_seconds() > DISPATCH_LOST_SECONDS
-    return True
+        now = utcnow()
+        return lambda item: (
+            item["dispatched_at"] is not None and (now - item["dispatched_at"]).total_seconds() > DISPATCH_LOST_SECONDS
+        )
+    return lambda item: True
 
 
 def _reconcile_batch(context: dg.SensorEvaluationContext, db: Ledger, batch: dict[str, Any], grace: float) -> int:
@@ -131,6 +135,7 @@ def _reconcile_batch(context: dg.SensorEvaluationContext, db: Ledger, batch: dic
         return 0
     runs = _runs_by_document(context.instance, (batch["run_tag_key"], batch["run_tag_value"]))
     now = time.time()
+    launch_finished = _launch_finished(context.instance, batch)
     failed = 0
     for item in items:
         verdict = judge_item(
@@ -140,7 +145,7 @@ def _reconcile_batch(context: dg.SensorEvaluationContext, db: Ledger, batch: dic
             runs=runs.get(partition_key(item["document_id"]), []),
             now=now,
             grace_seconds=grace,
-            launcher_finished=_launcher_finished(context.instance, batch, item, now),
+            launcher_finished=launch_finished(item),
         )
         if verdict and item_states.fail(
             db, verdict.item_id, message=verdict.message, from_status=ItemStatus(verdict.from_status)

@@ -1,0 +1,51 @@
+"""Benchmark: wall time of `extraction-pipeline batch create` for a batch of N documents.
+
+The command is measured as a user runs it (a new process: interpreter start, imports, ledger
+insert of the batch and its N items). Prints configuration, core count and the median.
+
+    .venv/bin/python -m benchmarks.batch_create [--documents 100] [--repeats 7]   (from the repo root)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.instance import init_home
+from extraction_pipeline_tests.support import add_documents
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--documents", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "EXTRACTION_HOME": tmp}
+        env.pop("EXTRACTION_DATABASE_URL", None)
+        os.environ.update(env)
+        settings = Settings()
+        init_home(settings)
+        ledger = Ledger.connect(settings.ledger_url)
+        add_documents(ledger, args.documents, project="bench")
+        ledger.dispose()
+        command = [str(Path(sys.executable).parent / "extraction-pipeline"), "batch", "create", "bench", "--user", "u"]
+        times = []
+        for repeat in range(args.repeats):
+            started = time.perf_counter()
+            subprocess.run([*command, "--idempotency-key", f"bench-{repeat}"], env=env, check=True, capture_output=True)
+            times.append(time.perf_counter() - started)
+    print(f"batch create: {args.documents} documents, {args.repeats} repeats, SQLite ledger, cores={os.cpu_count()}")
+    print(f"median {statistics.median(times):.3f} s  min {min(times):.3f} s  max {max(times):.3f} s")
+
+
+if __name__ == "__main__":
+    main()
