@@ -32,7 +32,7 @@ def main() -> None:
         env = {**os.environ, "EXTRACTION_HOME": tmp}
         env.pop("EXTRACTION_DATABASE_URL", None)
         os.environ.update(env)
-        settings = Settings()
+        settings = Settings.from_env()
         init_home(settings)
         ledger = Ledger.connect(settings.ledger_url)
         add_documents(ledger, args.documents, project="bench")

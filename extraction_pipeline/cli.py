@@ -346,8 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = load_settings()
-    except Exception as exc:  # pydantic ValidationError: name the bad variable in one line
-        print(f"error: invalid EXTRACTION_* environment: {str(exc).splitlines()[0:3]}", file=sys.stderr)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
         return int(args.func(args, settings))

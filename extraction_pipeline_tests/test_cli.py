@@ -229,3 +229,11 @@ def test_status_watch_follows_the_batch_until_it_closes(home: Path, pdfs: list[P
     lines = out.strip().splitlines()
     assert lines[-1].endswith("completed") and "3/3 done" in lines[-1] and "100.0%" in lines[-1]
     assert "[##############################]" in lines[-1]
+
+
+def test_bad_environment_is_one_line(home: Path) -> None:
+    env = {**os.environ, "EXTRACTION_HOME": str(home), "EXTRACTION_STALE_MINUTES": "later"}
+    result = subprocess.run(
+        [sys.executable, "-m", "extraction_pipeline.cli", "history"], env=env, capture_output=True, text=True
+    )
+    one_line_error(result, 2, "EXTRACTION_STALE_MINUTES must be a number")

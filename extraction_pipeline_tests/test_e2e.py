@@ -116,7 +116,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         env.setenv("EXTRACTION_API_BASE", fake.api_base)
         env.setenv("EXTRACTION_API_KEY", "sk-e2e-secret-value")
         env.setenv("EXTRACTION_RECONCILE_GRACE_SECONDS", "45")
-        settings = Settings()
+        settings = Settings.from_env()
         init_home(settings)
         env.setenv("DAGSTER_HOME", str(settings.dagster_home))
         ledger = Ledger.connect(settings.ledger_url)

@@ -25,7 +25,7 @@ def test_init_and_materialize_on_postgres(
     monkeypatch.setenv("EXTRACTION_DATABASE_URL", pg_database)
     monkeypatch.setenv("EXTRACTION_DAGSTER_STORAGE", "postgres")
     monkeypatch.setenv("DAGSTER_PG_URL", pg_dagster_database)
-    settings = Settings()
+    settings = Settings.from_env()
     report = init_home(settings)
     assert report.storage == "postgres"
     assert "storage:\n  postgres:" in (settings.dagster_home / "dagster.yaml").read_text()

@@ -1,34 +1,69 @@
 """Runtime settings, all from environment variables prefixed ``EXTRACTION_``.
 
 One place resolves where the instance home, the ledger and the exports live, so the CLI, the
-Dagster code server and every run process agree on them.
+Dagster code server and every run process agree on them. Deliberately a plain dataclass read
+from ``os.environ`` (not pydantic-settings): every CLI call pays for this import, and
+``batch create`` must answer in well under a second.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from extraction_pipeline.core.errors import ConfigError
 
+PREFIX = "EXTRACTION_"
 DEFAULT_HOME = Path(".extraction_home")
 
 
-class Settings(BaseSettings):
-    """Environment-driven settings. Secrets are ``SecretStr`` so they never print."""
+def _text(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(PREFIX + name, "").strip()
+    return value or None
 
-    model_config = SettingsConfigDict(env_prefix="EXTRACTION_", extra="ignore")
 
-    home: Path = Field(default=DEFAULT_HOME, description="Instance home: ledger, documents, exports.")
-    database_url: str | None = Field(default=None, description="Ledger URL; SQLite under home if unset.")
-    model: str | None = Field(default=None, description="litellm model string; offline extractor if unset.")
+def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float, strict: bool) -> float:
+    raw = _text(env, name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{PREFIX}{name} must be a number, got {raw!r}") from None
+    if value < minimum or (strict and value == minimum):
+        relation = ">" if strict else ">="
+        raise ConfigError(f"{PREFIX}{name} must be {relation} {minimum:g}, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Environment-driven settings. ``api_key`` never appears in ``repr``."""
+
+    home: Path = DEFAULT_HOME
+    database_url: str | None = None  # ledger URL; SQLite under home if unset
+    model: str | None = None  # litellm model string; offline extractor if unset
     api_base: str | None = None
-    api_key: SecretStr | None = None
-    llm_timeout_seconds: float = Field(default=120.0, gt=0)
-    stale_minutes: float = Field(default=30.0, gt=0, description="Extracting this long without update = stale.")
-    reconcile_grace_seconds: float = Field(
-        default=30.0, ge=0, description="Wait after a run fails before judging its item (run retries)."
-    )
+    api_key: str | None = field(default=None, repr=False)
+    llm_timeout_seconds: float = 120.0
+    stale_minutes: float = 30.0  # extracting this long without an update = stale
+    reconcile_grace_seconds: float = 30.0  # wait after a run fails before judging its item
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        return cls(
+            home=Path(_text(env, "HOME") or DEFAULT_HOME),
+            database_url=_text(env, "DATABASE_URL"),
+            model=_text(env, "MODEL"),
+            api_base=_text(env, "API_BASE"),
+            api_key=_text(env, "API_KEY"),
+            llm_timeout_seconds=_number(env, "LLM_TIMEOUT_SECONDS", 120.0, minimum=0, strict=True),
+            stale_minutes=_number(env, "STALE_MINUTES", 30.0, minimum=0, strict=True),
+            reconcile_grace_seconds=_number(env, "RECONCILE_GRACE_SECONDS", 30.0, minimum=0, strict=False),
+        )
 
     @property
     def home_dir(self) -> Path:
@@ -54,4 +89,4 @@ class Settings(BaseSettings):
 
 
 def load_settings() -> Settings:
-    return Settings()
+    return Settings.from_env()
