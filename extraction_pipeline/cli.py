@@ -196,13 +196,13 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
+def _run_in_foreground(settings: Settings, *, with_ui: bool, port: int = 3000) -> int:
     from extraction_pipeline.instance import DaemonProcess, require_initialized
 
     require_initialized(settings)
-    daemon = DaemonProcess(settings, with_ui=True, port=args.port)
-    daemon.start()
-    print(f"Dagster UI on http://127.0.0.1:{args.port} (log: {daemon.log_path}); Ctrl-C stops it")
+    daemon = DaemonProcess(settings, with_ui=with_ui, port=port).start()
+    what = f"Dagster UI on http://127.0.0.1:{port}" if with_ui else "dagster-daemon running"
+    print(f"{what} (log: {daemon.log_path}); Ctrl-C stops it", flush=True)
     try:
         while daemon.alive():
             time.sleep(1)
@@ -211,23 +211,14 @@ def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         daemon.stop()
     return 0
+
+
+def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
+    return _run_in_foreground(settings, with_ui=True, port=args.port)
 
 
 def cmd_daemon(args: argparse.Namespace, settings: Settings) -> int:
-    from extraction_pipeline.instance import DaemonProcess, require_initialized
-
-    require_initialized(settings)
-    daemon = DaemonProcess(settings)
-    daemon.start()
-    print(f"dagster-daemon running (log: {daemon.log_path}); Ctrl-C stops it")
-    try:
-        while daemon.alive():
-            time.sleep(1)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        daemon.stop()
-    return 0
+    return _run_in_foreground(settings, with_ui=False)
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:

@@ -237,3 +237,33 @@ def test_bad_environment_is_one_line(home: Path) -> None:
         [sys.executable, "-m", "extraction_pipeline.cli", "history"], env=env, capture_output=True, text=True
     )
     one_line_error(result, 2, "EXTRACTION_STALE_MINUTES must be a number")
+
+
+def test_daemon_command_runs_on_the_home_until_interrupted(home: Path) -> None:
+    env = {**os.environ, "EXTRACTION_HOME": str(home)}
+    command = [sys.executable, "-m", "extraction_pipeline.cli", "daemon"]
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as proc:
+        _interrupt_when_heartbeating(proc, home)
+
+
+def _interrupt_when_heartbeating(proc: subprocess.Popen[str], home: Path) -> None:
+    import signal
+    import time
+
+    import dagster as dg
+
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("dagster-daemon running (log: ")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("DAGSTER_HOME", str(home / "dagster"))
+            with dg.DagsterInstance.get() as instance:
+                deadline = time.monotonic() + 90
+                while not instance.get_daemon_heartbeats() and time.monotonic() < deadline:
+                    time.sleep(1)
+                assert "SENSOR" in instance.get_daemon_heartbeats()  # it runs our sensors on this home
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
