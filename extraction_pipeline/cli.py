@@ -12,7 +12,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -53,11 +53,25 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _date(text: str) -> datetime:
+def _non_negative_float(text: str) -> float:
     try:
-        return datetime.fromisoformat(text)
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def _date(text: str) -> datetime:
+    """An ISO date/time; with an offset it is converted to UTC, without one it is taken as UTC."""
+    try:
+        value = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a date like 2026-11-30 or 2026-11-30T08:00, got {text!r}") from None
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value
 
 
 # ---------------------------------------------------------------- commands
@@ -303,7 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     status.add_argument("batch", type=_positive_int)
     status.add_argument("--watch", action="store_true")
-    status.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --watch")
+    status.add_argument(
+        "--interval", type=_non_negative_float, default=2.0, help="seconds between refreshes with --watch"
+    )
     status.add_argument("--json", action="store_true")
     export = add(
         "export",
@@ -354,6 +370,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SQLAlchemyError as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"error: ledger database: {first_line}", file=sys.stderr)
+        return EXIT_FAILURE
+    except OSError as exc:  # unwritable export target, full disk, missing directory...
+        print(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         return 130

@@ -267,3 +267,59 @@ def _interrupt_when_heartbeating(proc: subprocess.Popen[str], home: Path) -> Non
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_more_bad_input_gives_one_line(home: Path, pdfs: list[Path], tmp_path: Path) -> None:
+    env_bad_url = {"EXTRACTION_DATABASE_URL": "postgresql://user:pw@host:notaport/db"}
+    result = subprocess.run(
+        [sys.executable, "-m", "extraction_pipeline.cli", "history"],
+        env={**os.environ, "EXTRACTION_HOME": str(home), **env_bad_url},
+        capture_output=True,
+        text=True,
+    )
+    one_line_error(result, 2, "invalid ledger database URL")
+    one_line_error(run_cli(home, "batch", "status", "1", "--watch", "--interval", "-1"), 2, "expected a number >= 0")
+    directory = tmp_path / "taken.xlsx"
+    directory.mkdir()
+    run_cli(home, "documents", "add", "trials", *map(str, pdfs), check=True)
+    created = run_cli(
+        home, "batch", "create", "trials", "--user", "x", "--idempotency-key", "dir", "--json", check=True
+    )
+    batch = str(json.loads(created.stdout)["batch_id"])
+    one_line_error(run_cli(home, "batch", "export", batch, "-o", str(directory)), 1, "taken.xlsx")
+    assert [p.name for p in tmp_path.iterdir()] == ["taken.xlsx"]  # no partial file left behind
+
+
+def test_history_dates_with_an_offset_are_converted_to_utc(home: Path, pdfs: list[Path]) -> None:
+    from datetime import UTC, datetime, timedelta, timezone
+
+    run_cli(home, "documents", "add", "trials", *map(str, pdfs), check=True)
+    run_cli(home, "batch", "create", "trials", "--user", "tz", "--idempotency-key", "tz", check=True)
+    five_hours_east = timezone(timedelta(hours=5))
+    an_hour_ago = (datetime.now(UTC) - timedelta(hours=1)).astimezone(five_hours_east).isoformat()
+    rows = json.loads(run_cli(home, "history", "--user", "tz", "--since", an_hour_ago, "--json", check=True).stdout)
+    assert len(rows) == 3
+    later = (datetime.now(UTC) + timedelta(hours=1)).astimezone(five_hours_east).isoformat()
+    assert json.loads(run_cli(home, "history", "--user", "tz", "--since", later, "--json", check=True).stdout) == []
+
+
+def test_workbook_never_turns_document_text_into_formulas(tmp_path: Path) -> None:
+    from extraction_pipeline.core.export import write_workbook
+    from extraction_pipeline.core.ledger import Ledger
+    from extraction_pipeline.core.ledger import items as states
+    from extraction_pipeline.core.ledger.batches import create_batch
+    from extraction_pipeline_tests.support import add_documents
+
+    ledger = Ledger.connect(f"sqlite:///{tmp_path / 'l.db'}")
+    [doc] = add_documents(ledger, 1)
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
+    evil = '=HYPERLINK("http://evil.example","click")'
+    states.claim(ledger, 1, run_id="r", worker="w")
+    result = {"fields": {"nct_number": {"value": evil, "quote": "+cmd|' /C calc'!A0", "status": "unverified"}}}
+    states.complete(ledger, 1, run_id="r", result=result, usage=states.Usage("m"))
+    path = write_workbook(ledger, batch, tmp_path / "out.xlsx")
+    sheet = openpyxl.load_workbook(path)["Documents"]
+    header = [c.value for c in sheet[1]]
+    cells = {name: sheet.cell(row=2, column=header.index(name) + 1) for name in ("nct_number", "nct_number quote")}
+    assert cells["nct_number"].value == evil and cells["nct_number"].data_type == "s"
+    assert cells["nct_number quote"].data_type == "s"

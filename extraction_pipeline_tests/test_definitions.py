@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,14 +12,16 @@ import dagster as dg
 import pytest
 
 from extraction_pipeline.core.documents import register_pdf
-from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.documents import partition_key
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
+from extraction_pipeline.core.ledger.schema import BatchOrigin, batch_items, documents
 from extraction_pipeline.core.synthetic import make_trial, report_pages, write_report
 from extraction_pipeline.definitions import defs
 from extraction_pipeline.defs.assets import batch_workbook, extracted_document, parsed_document
+from extraction_pipeline.defs.jobs import export_batch_job
 from extraction_pipeline.defs.partitions import documents_partitions
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 from extraction_pipeline.defs.sensors import batch_aggregator, batch_dispatcher, document_partitions_sensor
@@ -49,6 +52,13 @@ def _resources(ledger: Ledger, home: Path, fake: FakeLLMServer | None = None, gr
         "llm": llm,
         "settings": PipelineSettingsResource(home=str(home), reconcile_grace_seconds=grace),
     }
+
+
+def _batch_tags(ledger: Ledger, batch_id: int) -> dict[str, str]:
+    """The tags the dispatcher puts on a batch's runs."""
+    batch = get_batch(ledger, batch_id)
+    assert batch is not None
+    return {"extraction/batch": str(batch_id), "extraction/batch_uid": batch["uid"]}
 
 
 def _register(ledger: Ledger, home: Path, count: int) -> list[int]:
@@ -87,9 +97,14 @@ def test_partition_sensor_publishes_new_documents_with_a_cursor(
     _register(ledger, home, 2)
     context = dg.build_sensor_context(instance=instance, resources=_resources(ledger, home))
     result = document_partitions_sensor(context)
-    assert isinstance(result, dg.SensorResult) and result.cursor == "2"
+    # Published at once, but the cursor waits until no lower id can still commit (PostgreSQL).
+    assert isinstance(result, dg.SensorResult) and result.cursor == "0"
     [request] = result.dynamic_partitions_requests or []
     assert list(request.partition_keys or []) == ["doc-1", "doc-2"]
+    with ledger.engine.begin() as conn:
+        conn.execute(documents.update().values(created_at=utcnow() - timedelta(minutes=2)))
+    settled = document_partitions_sensor(dg.build_sensor_context(instance=instance, resources=_resources(ledger, home)))
+    assert isinstance(settled, dg.SensorResult) and settled.cursor == "2"
     again = document_partitions_sensor(
         dg.build_sensor_context(instance=instance, resources=_resources(ledger, home), cursor="2")
     )
@@ -105,10 +120,12 @@ def test_dispatcher_requests_one_tagged_run_per_item_once(
     result = batch_dispatcher(context)
     assert isinstance(result, dg.SensorResult)
     requests = result.run_requests or []
-    assert [r.run_key for r in requests] == [f"batch-{batch}-item-{i}" for i in (1, 2, 3)]
+    uid = _batch_tags(ledger, batch)["extraction/batch_uid"]
+    assert [r.run_key for r in requests] == [f"{uid}-item-{i}" for i in (1, 2, 3)]
     assert [r.partition_key for r in requests] == ["doc-1", "doc-2", "doc-3"]
     assert requests[0].tags == {
         "extraction/batch": str(batch),
+        "extraction/batch_uid": uid,
         "extraction/item": "1",
         "extraction/document": "doc-1",
         "extraction/filename": "trial-001.pdf",
@@ -130,7 +147,7 @@ def test_materializing_a_dispatched_document_completes_its_item(
         partition_key="doc-1",
         instance=instance,
         resources=_resources(ledger, home, fake_llm),
-        tags={"extraction/batch": str(batch), "extraction/user": "ann"},
+        tags={**_batch_tags(ledger, batch), "extraction/user": "ann"},
     )
     assert result.success
     [row] = batch_item_rows(ledger, batch)
@@ -148,7 +165,7 @@ def test_materializing_a_dispatched_document_completes_its_item(
         partition_key="doc-1",
         instance=instance,
         resources=_resources(ledger, home, fake_llm),
-        tags={"extraction/batch": str(batch)},
+        tags=_batch_tags(ledger, batch),
     )
     assert again.success and len(fake_llm.requests) == 1
     assert batch_item_rows(ledger, batch)[0]["run_id"] == result.run_id
@@ -186,7 +203,7 @@ def test_permanent_llm_failure_fails_the_run_without_retry(
         partition_key="doc-1",
         instance=instance,
         resources=_resources(ledger, home, fake_llm),
-        tags={"extraction/batch": str(batch)},
+        tags=_batch_tags(ledger, batch),
         raise_on_error=False,
     )
     assert not result.success
@@ -207,7 +224,7 @@ def test_broken_pdf_fails_only_its_document(instance: dg.DagsterInstance, ledger
             partition_key=key,
             instance=instance,
             resources=_resources(ledger, home),
-            tags={"extraction/batch": str(batch)},
+            tags=_batch_tags(ledger, batch),
             raise_on_error=False,
         )
     first, second = batch_item_rows(ledger, batch)
@@ -220,7 +237,7 @@ def _failed_run(instance: dg.DagsterInstance, tags: dict[str, str]) -> str:
     def crash() -> None:
         raise RuntimeError("worker died")
 
-    @dg.job
+    @dg.job(name="extract_documents")  # a run record of the extraction job whose worker died
     def crashed_job() -> None:
         crash()
 
@@ -235,7 +252,7 @@ def test_aggregator_fails_items_of_dead_runs_closes_batch_and_exports(
     doc_ids = _register(ledger, home, 3)
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids).id
     items = batch_item_rows(ledger, batch)
-    tags = {"extraction/batch": str(batch)}
+    tags = _batch_tags(ledger, batch)
     dead = _failed_run(instance, {**tags, "dagster/partition": "doc-1"})
     states.claim(ledger, items[0]["id"], run_id=dead, worker="w")  # its worker died while extracting
     after_retries = _failed_run(instance, {**tags, "dagster/partition": "doc-2"})
@@ -251,9 +268,8 @@ def test_aggregator_fails_items_of_dead_runs_closes_batch_and_exports(
     assert rows[doc_ids[1]]["status"] == "error" and f"run {after_retries} ended FAILURE" in rows[doc_ids[1]]["message"]
     assert get_batch(ledger, batch)["status"] == "completed"  # type: ignore[index]
     assert isinstance(result, dg.SensorResult)
-    assert [(r.run_key, r.partition_key) for r in result.run_requests or []] == [
-        (f"export-batch-{batch}", f"batch-{batch}")
-    ]
+    uid = _batch_tags(ledger, batch)["extraction/batch_uid"]
+    assert [(r.run_key, r.partition_key) for r in result.run_requests or []] == [(f"export-{uid}-0", f"batch-{batch}")]
     assert progress(ledger, batch).error == 2
 
 
@@ -263,7 +279,7 @@ def test_aggregator_waits_while_a_run_is_alive_or_within_grace(
     [doc] = _register(ledger, home, 1)
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
     item = batch_item_rows(ledger, batch)[0]["id"]
-    dead = _failed_run(instance, {"extraction/batch": str(batch), "dagster/partition": "doc-1"})
+    dead = _failed_run(instance, {**_batch_tags(ledger, batch), "dagster/partition": "doc-1"})
     states.claim(ledger, item, run_id=dead, worker="w")
     # Within the grace period a run retry may still take the item over: leave it alone.
     batch_aggregator(dg.build_sensor_context(instance=instance, resources=_resources(ledger, home, grace=3600)))
@@ -285,3 +301,113 @@ def test_export_asset_writes_one_row_per_document(instance: dg.DagsterInstance, 
 
     assert openpyxl.load_workbook(path)["Documents"].max_row == 3
     assert report_pages  # synthetic helpers stay importable for the e2e tests
+
+
+def _queued_run(instance: dg.DagsterInstance, tags: dict[str, str]) -> str:
+    @dg.op
+    def noop() -> None:
+        pass
+
+    @dg.job(name="extract_documents")
+    def queued_job() -> None:
+        noop()
+
+    return instance.create_run_for_job(queued_job, tags=tags).run_id  # NOT_STARTED: alive
+
+
+def test_aggregator_never_fails_an_item_whose_run_is_alive(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path
+) -> None:
+    [doc] = _register(ledger, home, 1)
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
+    item = batch_item_rows(ledger, batch)[0]["id"]
+    alive = _queued_run(instance, {**_batch_tags(ledger, batch), "dagster/partition": "doc-1"})
+    states.claim(ledger, item, run_id=alive, worker="w")
+    batch_aggregator(dg.build_sensor_context(instance=instance, resources=_resources(ledger, home, grace=0)))
+    assert batch_item_rows(ledger, batch)[0]["status"] == "extracting"
+
+
+def test_single_run_batch_is_matched_by_run_id_before_tags_exist(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path
+) -> None:
+    [doc] = _register(ledger, home, 1)
+    run_id = _queued_run(instance, {"dagster/partition": "doc-1"})  # no extraction tags yet
+    batch = create_batch(
+        ledger,
+        idempotency_key=f"run:{run_id}",
+        project="p",
+        user="u",
+        document_ids=[doc],
+        origin=BatchOrigin.RUN,
+        origin_ref=run_id,
+    ).id
+    batch_aggregator(dg.build_sensor_context(instance=instance, resources=_resources(ledger, home, grace=0)))
+    assert batch_item_rows(ledger, batch)[0]["status"] == "pending"
+    assert get_batch(ledger, batch)["status"] == "open"  # type: ignore[index]
+
+
+def test_new_ledger_on_an_old_instance_does_not_inherit_old_runs(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path, tmp_path: Path
+) -> None:
+    [doc] = _register(ledger, home, 1)
+    old = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
+    _failed_run(instance, {**_batch_tags(ledger, old), "dagster/partition": "doc-1"})
+    fresh = Ledger.connect(f"sqlite:///{tmp_path / 'fresh.db'}")  # ids restart at 1
+    [new_doc] = _register(fresh, tmp_path / "fresh-home", 1)
+    new = create_batch(fresh, idempotency_key="k", project="p", user="u", document_ids=[new_doc]).id
+    assert (new, new_doc) == (old, doc)
+    resources = _resources(fresh, tmp_path / "fresh-home", grace=0)
+    batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
+    assert batch_item_rows(fresh, new)[0]["status"] == "pending"
+    dispatched = batch_dispatcher(dg.build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(dispatched, dg.SensorResult)
+    assert [r.run_key for r in dispatched.run_requests or []] == [
+        f"{_batch_tags(fresh, new)['extraction/batch_uid']}-item-1"
+    ]
+
+
+def test_lost_dispatch_is_dispatched_again_not_failed(instance: dg.DagsterInstance, ledger: Ledger, home: Path) -> None:
+    [doc] = _register(ledger, home, 1)
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
+    item = batch_item_rows(ledger, batch)[0]["id"]
+    states.mark_dispatched(ledger, [item])
+    with ledger.engine.begin() as conn:  # ... ten minutes ago, and no run ever appeared
+        conn.execute(batch_items.update().values(dispatched_at=utcnow() - timedelta(minutes=10)))
+    resources = _resources(ledger, home, grace=0)
+    batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
+    row = batch_item_rows(ledger, batch)[0]
+    assert (row["status"], row["dispatched_at"]) == ("pending", None)
+    again = batch_dispatcher(dg.build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(again, dg.SensorResult) and len(again.run_requests or []) == 1
+
+
+def test_failed_export_is_retried_with_a_new_run_key(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from extraction_pipeline.defs import sensors
+
+    monkeypatch.setattr(sensors, "EXPORT_RETRY_SECONDS", 0)
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[]).id
+    (home / "exports").write_text("a file where the exports directory should be")
+    resources = _resources(ledger, home)
+
+    def export_attempt() -> tuple[str | None, bool]:
+        result = batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
+        assert isinstance(result, dg.SensorResult)
+        [request] = result.run_requests or []
+        instance.add_dynamic_partitions("batches", [f"batch-{batch}"])
+        job = dg.Definitions(assets=[batch_workbook], jobs=[export_batch_job], resources=resources).resolve_job_def(
+            export_batch_job.name
+        )
+        run = job.execute_in_process(
+            partition_key=f"batch-{batch}", instance=instance, tags=request.tags, raise_on_error=False
+        )
+        return request.run_key, run.success
+
+    uid = _batch_tags(ledger, batch)["extraction/batch_uid"]
+    assert export_attempt() == (f"export-{uid}-0", False)
+    (home / "exports").unlink()  # the disk problem is fixed
+    assert export_attempt() == (f"export-{uid}-1", True)
+    assert get_batch(ledger, batch)["export_path"]  # type: ignore[index]
+    done = batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(done, dg.SensorResult) and not done.run_requests

@@ -173,3 +173,46 @@ def test_output_still_invalid_after_repair_is_permanent(ledger: Ledger, fake_llm
     row = states.get_item(ledger, item)
     assert row is not None and row["status"] == "error" and "after one repair" in row["message"]
     assert row["tokens_in"] == 110  # tokens spent on failed output are still counted
+
+
+def test_ledger_failure_after_the_claim_releases_the_item_for_the_retry(
+    ledger: Ledger, fake_llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    item = _item(ledger)
+    real_complete = states.complete
+    calls = []
+
+    def complete_fails_once(*args: object, **kwargs: object) -> bool:
+        calls.append(1)
+        if len(calls) == 1:  # injected fault: the database drops the write
+            raise OperationalError("UPDATE batch_items", {}, Exception("database is locked"))
+        return real_complete(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(states, "complete", complete_fails_once)
+    fake_llm.answer = lambda messages: Reply(GOOD)
+    with pytest.raises(TransientError, match="ledger database error"):
+        extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    assert states.get_item(ledger, item)["status"] == "pending"  # type: ignore[index]
+    outcome = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    assert outcome.status == "completed"
+
+
+def test_same_run_resumes_an_item_it_left_extracting(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    item = _item(ledger)
+    assert states.claim(ledger, item, run_id="r1", worker="w")  # then the step died before releasing
+    fake_llm.push(Reply(GOOD))
+    outcome = extract_item(ledger, item_id=item, run_id="r1", worker="w2", parsed=PARSED, llm=_config(fake_llm))
+    assert outcome.status == "completed" and len(fake_llm.requests) == 1
+    other = extract_item(ledger, item_id=item, run_id="r9", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    assert other.status == "skipped" and len(fake_llm.requests) == 1
+
+
+def test_transient_error_during_repair_keeps_the_first_answers_tokens(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    item = _item(ledger)
+    fake_llm.push(Reply("{broken", tokens_in=70, tokens_out=3), Reply(status=503))
+    with pytest.raises(TransientError):
+        extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    row = states.get_item(ledger, item)
+    assert row is not None and (row["status"], row["tokens_in"]) == ("pending", 70)

@@ -9,7 +9,7 @@ import pytest
 
 from extraction_pipeline.core.documents import register_pdf
 from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline.core.ledger.batches import create_batch
+from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
@@ -44,7 +44,7 @@ def test_init_and_materialize_on_postgres(
             partition_key=f"doc-{doc}",
             instance=instance,
             resources={"ledger": LedgerResource(database_url=pg_database), "llm": LLMResource()},
-            tags={"extraction/batch": str(batch)},
+            tags={"extraction/batch_uid": get_batch(ledger, batch)["uid"]},  # type: ignore[index]
         )
         assert result.success
         run = instance.get_run_by_id(result.run_id)

@@ -87,6 +87,7 @@ def write_workbook(ledger: Ledger, batch_id: int, path: Path) -> Path:
         cell.font = Font(bold=True)
     for row in rows:
         sheet.append([row.get(column) for column in header])
+        _as_text_cells(sheet[sheet.max_row])
     status_columns = [index for index, name in enumerate(header, start=1) if name.endswith(" status")]
     for row_cells in sheet.iter_rows(min_row=2):
         for index in status_columns:
@@ -107,12 +108,24 @@ def write_workbook(ledger: Ledger, batch_id: int, path: Path) -> Path:
         *counts.as_dict().items(),
     ]:
         summary.append([key, value])
+        _as_text_cells(summary[summary.max_row])
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    workbook.save(tmp)
-    os.replace(tmp, path)
+    try:
+        workbook.save(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
+
+
+def _as_text_cells(row_cells: Any) -> None:
+    """Values that merely start like a formula (from a PDF, a model or a filename) stay text:
+    a workbook must never execute content taken from a document."""
+    for cell in row_cells:
+        if cell.data_type == "f":
+            cell.data_type = "s"
 
 
 def default_export_path(exports_dir: Path, batch_id: int) -> Path:

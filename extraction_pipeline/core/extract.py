@@ -8,15 +8,18 @@ run still holds it. A duplicate or late execution loses the claim and makes no L
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from extraction_pipeline.core.errors import PermanentError, TransientError
 from extraction_pipeline.core.fields import FIELD_NAMES
 from extraction_pipeline.core.grounding import VERIFIED, ground, normalize
-from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger import ItemStatus, Ledger
 from extraction_pipeline.core.ledger import items as item_states
-from extraction_pipeline.core.ledger.items import Usage
+from extraction_pipeline.core.ledger.items import TRANSIENT_MESSAGE_PREFIX, Usage
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
 from extraction_pipeline.core.parsing import ParsedDocument
 from extraction_pipeline.core.prompts import build_messages
@@ -66,28 +69,41 @@ def extract_item(
     claimed = item_states.claim(ledger, item_id, run_id=run_id, worker=worker)
     if not claimed and crashed_run_id:
         claimed = item_states.take_over(ledger, item_id, dead_run_id=crashed_run_id, run_id=run_id, worker=worker)
+    current = None if claimed else item_states.get_item(ledger, item_id)
+    if current and current["status"] == ItemStatus.EXTRACTING and current["run_id"] == run_id:
+        # This run's previous attempt died between claim and release (e.g. database outage).
+        claimed = item_states.resume(ledger, item_id, run_id=run_id, worker=worker)
     if not claimed:
         current = item_states.get_item(ledger, item_id)
         state = current["status"] if current else "missing"
         holder = f" by run {current['run_id']}" if current and current.get("run_id") else ""
         return ExtractionOutcome("skipped", reason=f"item is {state}{holder}; not claimed, no LLM call")
 
+    # From here on the item is ours: every exit must complete, release or fail it.
     try:
         reply = complete_extraction(llm, build_messages(parsed.pages_text))
+        grounded = ground_output(reply.output.fields, parsed)
+        result = {"model": reply.usage.model, "repaired": reply.repaired, "fields": grounded}
+        stored = item_states.complete(ledger, item_id, run_id=run_id, result=result, usage=reply.usage)
     except TransientError as exc:
-        item_states.release(ledger, item_id, run_id=run_id, message=f"transient, will retry: {exc}", usage=exc.usage)
+        message = f"{TRANSIENT_MESSAGE_PREFIX}{exc}"
+        item_states.release(ledger, item_id, run_id=run_id, message=message, usage=exc.usage)
         raise
     except PermanentError as exc:
         item_states.fail(ledger, item_id, run_id=run_id, message=str(exc), usage=exc.usage)
         raise
+    except SQLAlchemyError as exc:
+        # The ledger itself failed (locked, connection dropped): worth a retry. Try to hand the
+        # item back; if even that fails, the retry of this same run resumes it.
+        with contextlib.suppress(SQLAlchemyError):
+            item_states.release(ledger, item_id, run_id=run_id, message=f"{TRANSIENT_MESSAGE_PREFIX}ledger: {exc}")
+        raise TransientError(f"ledger database error: {exc}", original=exc) from exc
     except Exception as exc:
         # An unexpected bug must not leave the item stuck in extracting.
         item_states.fail(ledger, item_id, run_id=run_id, message=f"internal error: {type(exc).__name__}: {exc}")
         raise PermanentError(f"internal error: {exc}", original=exc) from exc
 
-    grounded = ground_output(reply.output.fields, parsed)
-    result = {"model": reply.usage.model, "repaired": reply.repaired, "fields": grounded}
-    if not item_states.complete(ledger, item_id, run_id=run_id, result=result, usage=reply.usage):
+    if not stored:
         return ExtractionOutcome("skipped", reason="item was no longer held by this run; result discarded")
     return ExtractionOutcome(
         "completed",

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from extraction_pipeline.core.ledger.items import TRANSIENT_MESSAGE_PREFIX
+
 TERMINAL_RUN_STATUSES = frozenset({"SUCCESS", "FAILURE", "CANCELED"})
 
 
@@ -58,6 +60,7 @@ def judge_item(
             "(worker died or run was canceled); no retry took it over"
         )
     else:
-        previous = f"; last error: {item_message}" if item_message else ""
+        last = (item_message or "").removeprefix(TRANSIENT_MESSAGE_PREFIX)
+        previous = f"; last error (retries exhausted): {last}" if last else ""
         message = f"run {latest.run_id} ended {latest.status} and the document was not extracted{previous}"
     return Verdict(item_id, item_status, message)

@@ -1,6 +1,6 @@
 """Which batch item a run works on, whatever launched it.
 
-- runs from our dispatcher carry ``extraction/batch`` (CLI batches);
+- runs from our dispatcher carry ``extraction/batch_uid`` (CLI batches);
 - runs of a UI backfill carry ``dagster/backfill``: the backfill *is* the batch, created
   idempotently (key ``backfill:<id>``) with one item per partition it targets;
 - a single materialization from the UI becomes a one-document batch keyed by its run id.
@@ -17,7 +17,14 @@ import dagster as dg
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline.core.ledger.batches import BATCH_RUN_TAG, create_batch, get_batch
+from extraction_pipeline.core.ledger.batches import (
+    BATCH_RUN_TAG,
+    BATCH_UID_RUN_TAG,
+    create_batch,
+    find_batch_by_key,
+    find_batch_by_uid,
+    get_batch,
+)
 from extraction_pipeline.core.ledger.documents import document_id_from_partition, get_document
 from extraction_pipeline.core.ledger.items import find_item
 from extraction_pipeline.core.ledger.schema import BatchOrigin
@@ -55,18 +62,50 @@ def backfill_partition_keys(instance: dg.DagsterInstance, backfill_id: str, asse
 def ensure_backfill_batch(
     ledger: Ledger, instance: dg.DagsterInstance, backfill_id: str, asset_graph: Any, user: str
 ) -> int:
+    """The batch of a UI backfill, created on first sight with one item per targeted document."""
+    key = f"backfill:{backfill_id}"
+    existing = find_batch_by_key(ledger, key)  # every run of the backfill asks: answer cheaply
+    if existing is not None:
+        return existing
     keys = backfill_partition_keys(instance, backfill_id, asset_graph)
     doc_ids = [doc_id for key in keys if (doc_id := document_id_from_partition(key)) is not None]
     projects = {doc["project"] for doc_id in doc_ids if (doc := get_document(ledger, doc_id))}
     return create_batch(
         ledger,
-        idempotency_key=f"backfill:{backfill_id}",
+        idempotency_key=key,
         project=projects.pop() if len(projects) == 1 else "multiple",
         user=user,
         document_ids=doc_ids,
         origin=BatchOrigin.BACKFILL,
-        run_tag=(BACKFILL_TAG, backfill_id),
+        origin_ref=backfill_id,
     ).id
+
+
+def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int, project: str) -> dict[str, Any]:
+    tags = context.run.tags
+    user = tags.get(USER_TAG) or DEFAULT_UI_USER
+    if BATCH_UID_RUN_TAG in tags:
+        batch = find_batch_by_uid(ledger, tags[BATCH_UID_RUN_TAG])
+        if batch is None:
+            raise dg.Failure(f"batch {tags[BATCH_UID_RUN_TAG]} is not in this ledger", allow_retries=False)
+        return batch
+    if BACKFILL_TAG in tags:
+        batch_id = ensure_backfill_batch(
+            ledger, context.instance, tags[BACKFILL_TAG], context.repository_def.asset_graph, user
+        )
+    else:
+        batch_id = create_batch(
+            ledger,
+            idempotency_key=f"run:{context.run.run_id}",
+            project=project,
+            user=user,
+            document_ids=[doc_id],
+            origin=BatchOrigin.RUN,
+            origin_ref=context.run.run_id,
+        ).id
+    batch = get_batch(ledger, batch_id)
+    assert batch is not None  # just created or found by its key
+    return batch
 
 
 def bind_run(context: dg.AssetExecutionContext, ledger: Ledger) -> Binding:
@@ -76,38 +115,22 @@ def bind_run(context: dg.AssetExecutionContext, ledger: Ledger) -> Binding:
     document = get_document(ledger, doc_id) if doc_id is not None else None
     if document is None or doc_id is None:
         raise dg.Failure(f"partition {key!r} is not a registered document", allow_retries=False)
-    tags = context.run.tags
-    user = tags.get(USER_TAG) or DEFAULT_UI_USER
-    if BATCH_RUN_TAG in tags:
-        batch_id = int(tags[BATCH_RUN_TAG])
-    elif BACKFILL_TAG in tags:
-        batch_id = ensure_backfill_batch(
-            ledger, context.instance, tags[BACKFILL_TAG], context.repository_def.asset_graph, user
-        )
-    else:
-        batch_id = create_batch(
-            ledger,
-            idempotency_key=f"run:{context.run.run_id}",
-            project=document["project"],
-            user=user,
-            document_ids=[doc_id],
-            origin=BatchOrigin.RUN,
-        ).id
-    item = find_item(ledger, batch_id=batch_id, document_id=doc_id)
+    batch = _batch_of_run(context, ledger, doc_id, document["project"])
+    item = find_item(ledger, batch_id=batch["id"], document_id=doc_id)
     if item is None:
-        raise dg.Failure(f"document {key} is not part of batch {batch_id}", allow_retries=False)
-    batch = get_batch(ledger, batch_id)
+        raise dg.Failure(f"document {key} is not part of batch {batch['id']}", allow_retries=False)
     run_tags = {
-        BATCH_RUN_TAG: str(batch_id),
+        BATCH_RUN_TAG: str(batch["id"]),
+        BATCH_UID_RUN_TAG: batch["uid"],
         ITEM_TAG: str(item["id"]),
         DOCUMENT_TAG: key,
         FILENAME_TAG: document["filename"][:200],
-        USER_TAG: batch["user"] if batch else user,
+        USER_TAG: batch["user"],
     }
-    missing = {k: v for k, v in run_tags.items() if tags.get(k) != v}
+    missing = {k: v for k, v in run_tags.items() if context.run.tags.get(k) != v}
     if missing:
         context.instance.add_run_tags(context.run.run_id, missing)
-    return Binding(batch_id=batch_id, item=item, document=document)
+    return Binding(batch_id=batch["id"], item=item, document=document)
 
 
 def crashed_parent_run(context: dg.AssetExecutionContext) -> str | None:

@@ -7,6 +7,7 @@ are written in one transaction, so a batch that exists always has every item.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,8 @@ from extraction_pipeline.core.ledger.schema import (
     documents,
 )
 
-BATCH_RUN_TAG = "extraction/batch"
+BATCH_RUN_TAG = "extraction/batch"  # the batch id, for people filtering the Runs page
+BATCH_UID_RUN_TAG = "extraction/batch_uid"  # the batch uid, for matching runs to batches
 MAX_KEY_CHARS = 200
 
 
@@ -43,10 +45,10 @@ def create_batch(
     user: str,
     document_ids: list[int],
     origin: BatchOrigin = BatchOrigin.DISPATCH,
-    run_tag: tuple[str, str] | None = None,
+    origin_ref: str | None = None,
 ) -> BatchRef:
     """Create a batch of one pending item per document, or return the batch that already has
-    this idempotency key (``created=False``). ``run_tag`` defaults to ``extraction/batch=<id>``."""
+    this idempotency key (``created=False``). ``origin_ref``: the backfill or run id behind it."""
     if not idempotency_key or len(idempotency_key) > MAX_KEY_CHARS:
         raise ConfigError(f"idempotency key must be 1..{MAX_KEY_CHARS} characters")
     unique_ids = list(dict.fromkeys(document_ids))
@@ -55,16 +57,15 @@ def create_batch(
         with ledger.engine.begin() as conn:
             _check_documents_exist(conn, unique_ids)
             status = BatchStatus.OPEN if unique_ids else BatchStatus.COMPLETED
-            tag_key, tag_value = run_tag or (BATCH_RUN_TAG, "")
             batch_id = conn.execute(
                 insert(batches)
                 .values(
                     idempotency_key=idempotency_key,
                     project=project,
                     user=user,
+                    uid=uuid.uuid4().hex,
                     origin=origin,
-                    run_tag_key=tag_key,
-                    run_tag_value=tag_value,
+                    origin_ref=origin_ref,
                     status=status,
                     total_items=len(unique_ids),
                     created_at=now,
@@ -73,8 +74,6 @@ def create_batch(
                 )
                 .returning(batches.c.id)
             ).scalar_one()
-            if not tag_value:
-                conn.execute(update(batches).where(batches.c.id == batch_id).values(run_tag_value=str(batch_id)))
             if unique_ids:
                 conn.execute(
                     insert(batch_items),
@@ -115,6 +114,12 @@ def find_batch_by_key(ledger: Ledger, idempotency_key: str) -> int | None:
         return conn.execute(
             select(batches.c.id).where(batches.c.idempotency_key == idempotency_key)
         ).scalar_one_or_none()
+
+
+def find_batch_by_uid(ledger: Ledger, uid: str) -> dict[str, Any] | None:
+    with ledger.engine.connect() as conn:
+        row = conn.execute(select(batches).where(batches.c.uid == uid)).mappings().first()
+    return dict(row) if row else None
 
 
 def get_batch(ledger: Ledger, batch_id: int) -> dict[str, Any] | None:

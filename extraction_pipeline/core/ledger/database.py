@@ -34,7 +34,8 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 def create_ledger_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
+        parsed.port  # noqa: B018  (make_url parses the port lazily; a bad one raises here)
+    except (ArgumentError, ValueError) as exc:
         raise ConfigError(f"invalid ledger database URL (EXTRACTION_DATABASE_URL): {exc}") from exc
     backend = parsed.get_backend_name()
     if backend == "sqlite":

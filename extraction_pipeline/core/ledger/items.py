@@ -24,6 +24,8 @@ from extraction_pipeline.core.ledger.database import Ledger, utcnow
 from extraction_pipeline.core.ledger.schema import ItemStatus, batch_items
 
 MAX_MESSAGE_CHARS = 2000
+# Starts the message of an item released after a transient error (it will be retried).
+TRANSIENT_MESSAGE_PREFIX = "transient, will retry: "
 
 
 @dataclass(frozen=True)
@@ -118,18 +120,26 @@ def release(ledger: Ledger, item_id: int, *, run_id: str, message: str, usage: U
     )
 
 
+ANY_RUN = "*"
+
+
 def fail(
     ledger: Ledger,
     item_id: int,
     *,
     message: str,
     from_status: ItemStatus = ItemStatus.EXTRACTING,
-    run_id: str | None = None,
+    run_id: str | None = ANY_RUN,
     usage: Usage | None = None,
 ) -> bool:
-    """``from_status`` -> error with a message. Permanent: nothing retries an errored item."""
+    """``from_status`` -> error with a message. Permanent: nothing retries an errored item.
+
+    ``run_id`` names the run that must still hold the item (``None``: no run ever claimed it);
+    the default ``ANY_RUN`` does not check the holder."""
     where: list[Any] = [batch_items.c.status == from_status]
-    if run_id is not None:
+    if run_id is None:
+        where.append(batch_items.c.run_id.is_(None))
+    elif run_id != ANY_RUN:
         where.append(batch_items.c.run_id == run_id)
     values: dict[str, Any] = {"status": ItemStatus.ERROR, "message": _truncate(message), "finished_at": utcnow()}
     if usage is not None:
@@ -159,6 +169,33 @@ def sweep_stale(ledger: Ledger, *, idle: timedelta, now: datetime | None = None)
     )
     with ledger.engine.begin() as conn:
         return conn.execute(statement).rowcount
+
+
+def resume(ledger: Ledger, item_id: int, *, run_id: str, worker: str) -> bool:
+    """extracting (held by ``run_id``) -> extracting: the same run re-entering after a step retry
+    whose previous attempt failed before it could release the item (e.g. the database was down).
+    A run never executes one step twice at the same time, so this cannot create a duplicate."""
+    return _transition(
+        ledger,
+        item_id,
+        [batch_items.c.status == ItemStatus.EXTRACTING, batch_items.c.run_id == run_id],
+        {"worker": worker, "attempts": batch_items.c.attempts + 1},
+    )
+
+
+def redispatch_lost(ledger: Ledger, item_id: int, *, dispatched_at: datetime) -> bool:
+    """Forget a dispatch that never produced a run, so the dispatcher requests it again."""
+    statement = (
+        update(batch_items)
+        .where(
+            batch_items.c.id == item_id,
+            batch_items.c.status == ItemStatus.PENDING,
+            batch_items.c.dispatched_at == dispatched_at,
+        )
+        .values(dispatched_at=None, updated_at=utcnow())
+    )
+    with ledger.engine.begin() as conn:
+        return conn.execute(statement).rowcount == 1
 
 
 def mark_dispatched(ledger: Ledger, item_ids: list[int]) -> None:

@@ -82,6 +82,7 @@ def _item_rows(
             documents.c.stored_path,
             batches.c.user,
             batches.c.origin,
+            batches.c.uid.label("batch_uid"),
         )
         .join(documents, documents.c.id == batch_items.c.document_id)
         .join(batches, batches.c.id == batch_items.c.batch_id)
@@ -144,13 +145,13 @@ def history(
     return _item_rows(ledger, *where, limit=limit, newest_first=True)
 
 
-def unexported_batches(ledger: Ledger, limit: int = 100) -> list[int]:
-    """Completed batches whose workbook has not been written yet."""
+def unexported_batches(ledger: Ledger, limit: int = 1000) -> list[dict[str, Any]]:
+    """Completed batches whose workbook has not been written yet, oldest first."""
     statement = (
-        select(batches.c.id)
+        select(batches.c.id, batches.c.uid)
         .where(batches.c.status == "completed", batches.c.export_path.is_(None))
         .order_by(batches.c.id)
         .limit(limit)
     )
     with ledger.engine.connect() as conn:
-        return list(conn.execute(statement).scalars())
+        return [dict(row) for row in conn.execute(statement).mappings()]

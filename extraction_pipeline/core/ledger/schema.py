@@ -65,13 +65,14 @@ batches = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("idempotency_key", String(200), nullable=False, unique=True),
+    # Globally unique: Dagster run keys and run tags use it, so a new ledger on an old Dagster
+    # instance (ids restarting at 1) never matches the old ledger's runs.
+    Column("uid", String(32), nullable=False, unique=True),
     Column("project", String(200), nullable=False),
     Column("user", String(200), nullable=False),
     Column("origin", String(20), nullable=False),
-    # The Dagster run tag (key, value) shared by every run working on this batch; the aggregator
-    # uses it to find the batch's runs in one query when reconciling.
-    Column("run_tag_key", String(100), nullable=False),
-    Column("run_tag_value", String(200), nullable=False),
+    # What launched it: the backfill id (origin "backfill") or the run id (origin "run").
+    Column("origin_ref", String(100), nullable=True),
     Column("status", String(20), nullable=False),
     Column("total_items", Integer, nullable=False),
     Column("created_at", DateTime, nullable=False),

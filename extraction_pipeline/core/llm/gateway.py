@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from extraction_pipeline.core.errors import OutputParseError
+from extraction_pipeline.core.errors import OutputParseError, TransientError
 from extraction_pipeline.core.fields import ExtractionOutput
 from extraction_pipeline.core.ledger.items import Usage
 from extraction_pipeline.core.llm.errors import classify
@@ -123,7 +123,11 @@ def complete_extraction(config: LLMConfig, messages: list[dict[str, str]]) -> LL
                 "Reply with only the corrected JSON object matching the schema.",
             },
         ]
-        response = call(repair)
+        try:
+            response = call(repair)
+        except TransientError as exc:
+            exc.usage = usage  # the first answer's tokens were spent and must still be counted
+            raise
         usage = _add(usage, _usage_of(litellm, response, config))
         try:
             return LLMResult(_parse(response.choices[0].message.content), usage, repaired=True)
