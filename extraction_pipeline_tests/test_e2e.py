@@ -146,7 +146,9 @@ def _server_up(port: int) -> bool:
 
 
 def _runs_for_batch(instance: dg.DagsterInstance, batch_id: int) -> list[dg.DagsterRun]:
-    return [r.dagster_run for r in instance.get_run_records(dg.RunsFilter(tags={"extraction/batch": str(batch_id)}))]
+    """The batch's extraction runs (its export run carries the batch tag too)."""
+    records = instance.get_run_records(dg.RunsFilter(tags={"extraction/batch": str(batch_id)}))
+    return [r.dagster_run for r in records if r.dagster_run.job_name != "export_batch"]
 
 
 def _assert_ledger_and_dagster_agree(stack: Stack, batch_id: int) -> None:
