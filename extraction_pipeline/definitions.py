@@ -37,6 +37,9 @@ defs = dg.Definitions(
             home=str(_settings.home_dir),
             stale_minutes=_settings.stale_minutes,
             reconcile_grace_seconds=_settings.reconcile_grace_seconds,
+            parse_timeout_seconds=_settings.parse_timeout_seconds,
+            max_pages=_settings.max_pages,
+            max_pdf_mb=_settings.max_pdf_mb,
         ),
     },
     # One process per run, no subprocess per step: a run costs 4-8 CPU-s less (DESIGN.md §8).

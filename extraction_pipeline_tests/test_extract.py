@@ -21,7 +21,7 @@ PAGES = [
     "Trial registered as NCT01234567. A total of 412 patients were randomized to drug or placebo.",
     "Death occurred less often with drug (hazard ratio 0.72; 95% CI 0.60 to 0.86).",
 ]
-PARSED = ParsedDocument("sha", PAGES, "test", "test/1", 0.0, True)
+PARSED = ParsedDocument("sha", PAGES)
 GOOD = extraction_json(
     {
         "nct_number": ("NCT01234567", "Trial registered as NCT01234567."),

@@ -34,7 +34,7 @@ def test_offline_model_runs_through_litellm_and_is_labelled() -> None:
     pages = report_pages(trial)
     result = complete_extraction(LLMConfig(model=None), build_messages(pages))
     assert result.usage.model == OFFLINE_MODEL and result.usage.cost_usd == 0.0
-    grounded = ground_output(result.output.fields, ParsedDocument("s", pages, "t", "t/1", 0.0, True))
+    grounded = ground_output(result.output.fields, ParsedDocument("s", pages))
     assert grounded["nct_number"]["value"] == trial.nct_number
     assert grounded["randomized_n"]["value"] == trial.randomized_n
     assert grounded["effect_estimate"]["value"] == trial.hazard_ratio

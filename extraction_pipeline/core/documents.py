@@ -50,7 +50,9 @@ def sha256_of(path: Path) -> str:
 
 def count_pdf_pages(path: Path) -> int:
     """Open the PDF and count pages; raise PermanentError with a specific reason if it is unusable."""
-    import pymupdf  # lazy: 1.6 CPU-s of import that most processes never need
+    from extraction_pipeline.core.pdf.engine import import_pymupdf
+
+    pymupdf = import_pymupdf()  # lazy: most processes never need it
 
     try:
         with pymupdf.open(path, filetype="pdf") as doc:

@@ -1,16 +1,18 @@
-"""PDF text per page with a content-addressed cache (cache-aside).
+"""Parse a registered document, cache-aside, content-addressed.
 
 Key = sha256 of the bytes + parser version: the same content is parsed once, in any batch or
-project. This is deliberately the simple engine (plain PyMuPDF text, ~0.01 s/page); richer
-parsing (tables, isolation, timeouts) replaces ``_parse_pages`` without changing callers.
+project (a cache hit is a single row read). The parse itself runs isolated in a child process
+with a hard timeout (pdf/isolation.py). Permanent failures are cached as well, so a PDF that
+hangs the parser costs its timeout once, not once per attempt.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
@@ -18,45 +20,46 @@ from sqlalchemy.exc import IntegrityError
 from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger.schema import parsed_documents
+from extraction_pipeline.core.pdf.engine import ENGINE, PARSER_VERSION, Limits
+from extraction_pipeline.core.pdf.isolation import ParseTimeout, run_isolated
+from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
 
-ENGINE = "pymupdf-text"
-PARSER_VERSION = "pymupdf-text/1"
+__all__ = ["ParseOptions", "ParsedDocument", "parse_document"]
 
 
 @dataclass(frozen=True)
-class ParsedDocument:
-    sha256: str
-    pages_text: list[str]
-    engine: str
-    parser_version: str
-    seconds: float
-    cache_hit: bool
-
-    @property
-    def pages(self) -> int:
-        return len(self.pages_text)
-
-    @property
-    def full_text(self) -> str:
-        return "\n\n".join(self.pages_text)
+class ParseOptions:
+    timeout_seconds: float = 120.0
+    limits: Limits = field(default_factory=Limits)
 
 
-def _parse_pages(path: Path) -> list[str]:
-    import pymupdf  # lazy: see DESIGN.md §8 on import costs
+def _from_row(row: Any, sha256: str, started: float) -> ParsedDocument:
+    return ParsedDocument(
+        sha256=sha256,
+        pages_text=json.loads(row["pages_json"]),
+        tables=[ParsedTable(**t) for t in json.loads(row["tables_json"])],
+        engine=row["engine"],
+        engine_version=row["engine_version"],
+        parser_version=PARSER_VERSION,
+        seconds=round(time.perf_counter() - started, 4),
+        cache_hit=True,
+    )
 
+
+def _store(ledger: Ledger, values: dict[str, Any]) -> None:
     try:
-        with pymupdf.open(path, filetype="pdf") as doc:
-            if doc.needs_pass:
-                raise PermanentError(f"{path.name}: PDF is encrypted (password-protected)")
-            return [page.get_text("text") for page in doc]
-    except PermanentError:
-        raise
-    except Exception as exc:
-        raise PermanentError(f"{path.name}: PDF could not be parsed ({exc})", original=exc) from exc
+        with ledger.engine.begin() as conn:
+            conn.execute(insert(parsed_documents).values(created_at=utcnow(), **values))
+    except IntegrityError:
+        pass  # a concurrent run cached the same content first; its result equals ours
 
 
-def parse_document(ledger: Ledger, *, sha256: str, stored_path: str) -> ParsedDocument:
-    """Return the parsed pages for this content, from the cache when present."""
+def parse_document(
+    ledger: Ledger, *, sha256: str, stored_path: str, options: ParseOptions | None = None
+) -> ParsedDocument:
+    """The parsed pages and tables for this content; from the cache when present."""
+    options = options or ParseOptions()
+    started = time.perf_counter()
     with ledger.engine.connect() as conn:
         row = (
             conn.execute(
@@ -68,29 +71,57 @@ def parse_document(ledger: Ledger, *, sha256: str, stored_path: str) -> ParsedDo
             .first()
         )
     if row is not None:
-        return ParsedDocument(sha256, json.loads(row["pages_json"]), row["engine"], PARSER_VERSION, 0.0, True)
+        if row["error"] is None:
+            return _from_row(row, sha256, started)
+        retry_with_longer_timeout = row["timeout_seconds"] and options.timeout_seconds > row["timeout_seconds"]
+        if not retry_with_longer_timeout:
+            raise PermanentError(row["error"])
+        with ledger.engine.begin() as conn:
+            conn.execute(
+                parsed_documents.delete().where(
+                    parsed_documents.c.sha256 == sha256, parsed_documents.c.parser_version == PARSER_VERSION
+                )
+            )
 
     path = Path(stored_path)
     if not path.is_file():
         raise PermanentError(f"stored copy of the document is missing: {path}")
-    started = time.perf_counter()
-    pages_text = _parse_pages(path)
-    seconds = round(time.perf_counter() - started, 4)
-    if not any(text.strip() for text in pages_text):
-        raise PermanentError(f"{path.name}: no text layer (scanned PDF?); OCR is not supported")
+    failure: dict[str, Any] = {
+        "sha256": sha256,
+        "parser_version": PARSER_VERSION,
+        "engine": ENGINE,
+        "engine_version": "",
+        "pages": 0,
+        "seconds": 0.0,
+        "pages_json": "[]",
+        "tables_json": "[]",
+    }
     try:
-        with ledger.engine.begin() as conn:
-            conn.execute(
-                insert(parsed_documents).values(
-                    sha256=sha256,
-                    parser_version=PARSER_VERSION,
-                    engine=ENGINE,
-                    pages=len(pages_text),
-                    seconds=seconds,
-                    pages_json=json.dumps(pages_text, ensure_ascii=False),
-                    created_at=utcnow(),
-                )
-            )
-    except IntegrityError:
-        pass  # a concurrent run cached the same content first; its pages equal ours
-    return ParsedDocument(sha256, pages_text, ENGINE, PARSER_VERSION, seconds, False)
+        result = run_isolated(path, timeout_seconds=options.timeout_seconds, limits=options.limits)
+    except ParseTimeout as exc:
+        _store(ledger, {**failure, "error": str(exc), "timeout_seconds": exc.seconds})
+        raise
+    except PermanentError as exc:
+        _store(ledger, {**failure, "error": str(exc)})
+        raise
+    _store(
+        ledger,
+        {
+            **failure,
+            "engine_version": result["engine_version"],
+            "pages": len(result["pages_text"]),
+            "seconds": result["seconds"],
+            "pages_json": json.dumps(result["pages_text"], ensure_ascii=False),
+            "tables_json": json.dumps(result["tables"], ensure_ascii=False),
+        },
+    )
+    return ParsedDocument(
+        sha256=sha256,
+        pages_text=result["pages_text"],
+        tables=[ParsedTable(**t) for t in result["tables"]],
+        engine=result["engine"],
+        engine_version=result["engine_version"],
+        parser_version=PARSER_VERSION,
+        seconds=result["seconds"],
+        cache_hit=False,
+    )

@@ -50,6 +50,9 @@ class Settings:
     llm_timeout_seconds: float = 120.0
     stale_minutes: float = 30.0  # extracting this long without an update = stale
     reconcile_grace_seconds: float = 30.0  # wait after a run fails before judging its item
+    parse_timeout_seconds: float = 120.0  # hard limit for parsing one PDF (child process killed)
+    max_pages: int = 300
+    max_pdf_mb: float = 200.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -63,6 +66,9 @@ class Settings:
             llm_timeout_seconds=_number(env, "LLM_TIMEOUT_SECONDS", 120.0, minimum=0, strict=True),
             stale_minutes=_number(env, "STALE_MINUTES", 30.0, minimum=0, strict=True),
             reconcile_grace_seconds=_number(env, "RECONCILE_GRACE_SECONDS", 30.0, minimum=0, strict=False),
+            parse_timeout_seconds=_number(env, "PARSE_TIMEOUT_SECONDS", 120.0, minimum=0, strict=True),
+            max_pages=int(_number(env, "MAX_PAGES", 300, minimum=0, strict=True)),
+            max_pdf_mb=_number(env, "MAX_PDF_MB", 200.0, minimum=0, strict=True),
         )
 
     @property

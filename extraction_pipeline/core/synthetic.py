@@ -79,7 +79,9 @@ def report_pages(trial: SyntheticTrial, extra_text: str = "") -> list[str]:
 
 
 def write_report(trial: SyntheticTrial, directory: Path, extra_text: str = "") -> Path:
-    import pymupdf  # lazy
+    from extraction_pipeline.core.pdf.engine import import_pymupdf
+
+    pymupdf = import_pymupdf()  # lazy
 
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / trial.filename

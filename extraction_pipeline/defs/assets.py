@@ -31,10 +31,19 @@ def _worker_id() -> str:
 
 
 def _parse_or_fail(
-    context: dg.AssetExecutionContext, ledger: LedgerResource, document: dict[str, Any], item_id: int
+    context: dg.AssetExecutionContext,
+    ledger: LedgerResource,
+    settings: PipelineSettingsResource,
+    document: dict[str, Any],
+    item_id: int,
 ) -> ParsedDocument:
     try:
-        return parse_document(ledger.ledger(), sha256=document["sha256"], stored_path=document["stored_path"])
+        return parse_document(
+            ledger.ledger(),
+            sha256=document["sha256"],
+            stored_path=document["stored_path"],
+            options=settings.parse_options(),
+        )
     except PermanentError as exc:
         # A broken PDF fails this document only, permanently; the rest of the batch goes on.
         item_states.fail(ledger.ledger(), item_id, message=f"parse failed: {exc}", from_status=ItemStatus.PENDING)
@@ -54,7 +63,9 @@ def _parse_or_fail(
     group_name="extraction",
     kinds={"pdf"},
 )
-def parsed_document(context: dg.AssetExecutionContext, ledger: LedgerResource) -> dg.MaterializeResult[None]:
+def parsed_document(
+    context: dg.AssetExecutionContext, ledger: LedgerResource, settings: PipelineSettingsResource
+) -> dg.MaterializeResult[None]:
     """The text of one registered trial PDF, page by page — what the extraction reads and what
     every quote is checked against. Parsed once per content (cached by sha256 + parser version)."""
     binding = bind_run(context, ledger.ledger())
@@ -62,16 +73,9 @@ def parsed_document(context: dg.AssetExecutionContext, ledger: LedgerResource) -
         return dg.MaterializeResult(
             metadata={"skipped": f"item already {binding.item['status']}", "batch": binding.batch_id}
         )
-    parsed = _parse_or_fail(context, ledger, binding.document, binding.item["id"])
+    parsed = _parse_or_fail(context, ledger, settings, binding.document, binding.item["id"])
     return dg.MaterializeResult(
-        metadata={
-            "batch": binding.batch_id,
-            "filename": binding.document["filename"],
-            "pages": parsed.pages,
-            "engine": parsed.engine,
-            "seconds": parsed.seconds,
-            "cache": "hit" if parsed.cache_hit else "miss",
-        }
+        metadata={"batch": binding.batch_id, "filename": binding.document["filename"], **parsed.metadata()}
     )
 
 
@@ -84,7 +88,7 @@ def parsed_document(context: dg.AssetExecutionContext, ledger: LedgerResource) -
     kinds={"llm"},
 )
 def extracted_document(
-    context: dg.AssetExecutionContext, ledger: LedgerResource, llm: LLMResource
+    context: dg.AssetExecutionContext, ledger: LedgerResource, llm: LLMResource, settings: PipelineSettingsResource
 ) -> dg.MaterializeResult[None]:
     """The structured data of one trial (NCT number, randomized N, effect estimate with CI), each
     value with its verbatim quote, page and verification status, recorded on the batch item."""
@@ -93,7 +97,7 @@ def extracted_document(
     item_id = binding.item["id"]
     if binding.item["status"] in TERMINAL:
         return dg.MaterializeResult(metadata={"status": "skipped", "reason": f"item already {binding.item['status']}"})
-    parsed = _parse_or_fail(context, ledger, binding.document, item_id)
+    parsed = _parse_or_fail(context, ledger, settings, binding.document, item_id)
     try:
         outcome = extract_item(
             db,

@@ -12,6 +12,8 @@ import dagster as dg
 
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.llm.gateway import LLMConfig
+from extraction_pipeline.core.parsing import ParseOptions
+from extraction_pipeline.core.pdf.engine import Limits
 
 _LEDGERS: dict[str, Ledger] = {}
 
@@ -46,12 +48,20 @@ class LLMResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
 
 class PipelineSettingsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
-    """Where exports land and how long the aggregator waits before judging stuck items."""
+    """Where exports land, how long the aggregator waits before judging stuck items, and the
+    limits of the PDF parse (hard timeout, page and size limits)."""
 
     home: str
     stale_minutes: float = 30.0
     reconcile_grace_seconds: float = 30.0
+    parse_timeout_seconds: float = 120.0
+    max_pages: int = 300
+    max_pdf_mb: float = 200.0
 
     @property
     def exports_dir(self) -> Path:
         return Path(self.home) / "exports"
+
+    def parse_options(self) -> ParseOptions:
+        limits = Limits(max_pages=self.max_pages, max_bytes=int(self.max_pdf_mb * 1024 * 1024))
+        return ParseOptions(timeout_seconds=self.parse_timeout_seconds, limits=limits)

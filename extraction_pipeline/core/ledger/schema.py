@@ -113,8 +113,15 @@ parsed_documents = Table(
     Column("sha256", String(64), primary_key=True),
     Column("parser_version", String(100), primary_key=True),
     Column("engine", String(100), nullable=False),
+    Column("engine_version", String(100), nullable=False),
     Column("pages", Integer, nullable=False),
     Column("seconds", Float, nullable=False),
     Column("pages_json", Text, nullable=False),
+    Column("tables_json", Text, nullable=False),
+    # A permanent parse failure is cached too: the same bytes are never parsed again by the same
+    # parser version. For timeouts, ``timeout_seconds`` records the limit that was exceeded, so
+    # raising the limit allows a new attempt.
+    Column("error", Text, nullable=True),
+    Column("timeout_seconds", Float, nullable=True),
     Column("created_at", DateTime, nullable=False),
 )
