@@ -89,6 +89,35 @@ def _tables(page: Any, page_number: int) -> list[dict[str, Any]]:
     return found
 
 
+def _describe(exc: BaseException) -> str:
+    first_line = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first_line[:300]}"
+
+
+def _read_pages(doc: Any, limits: Limits) -> tuple[list[str], list[dict[str, Any]]]:
+    if doc.needs_pass:
+        raise ParseFailure("PDF is encrypted (password-protected)")
+    if doc.page_count == 0:
+        raise ParseFailure("PDF has no pages")
+    if doc.page_count > limits.max_pages:
+        raise ParseFailure(f"{doc.page_count} pages exceeds the limit of {limits.max_pages} pages")
+    pages_text: list[str] = []
+    tables: list[dict[str, Any]] = []
+    for number in range(1, doc.page_count + 1):
+        try:
+            page = doc[number - 1]
+            text = page.get_text("text")
+        except Exception as exc:
+            raise ParseFailure(f"page {number} could not be read ({_describe(exc)})") from exc
+        pages_text.append(text)
+        if TABLE_CAPTION.search(text):
+            # Tables add numbers on top of the page text; a page whose table cannot be
+            # detected keeps its text, so a table failure never costs the document.
+            with contextlib.suppress(Exception):
+                tables.extend(_tables(page, number))
+    return pages_text, tables
+
+
 def parse_pdf(path: Path, limits: Limits) -> dict[str, Any]:
     """Parse ``path`` into {pages_text, tables, engine, engine_version, parser_version, seconds}."""
     pymupdf = import_pymupdf()
@@ -102,25 +131,14 @@ def parse_pdf(path: Path, limits: Limits) -> dict[str, Any]:
     try:
         doc = pymupdf.open(path, filetype="pdf")
     except Exception as exc:  # pymupdf raises several unrelated types for damaged files
-        raise ParseFailure(f"not a readable PDF ({type(exc).__name__}: {exc})") from exc
-    with doc:
-        if doc.needs_pass:
-            raise ParseFailure("PDF is encrypted (password-protected)")
-        if doc.page_count == 0:
-            raise ParseFailure("PDF has no pages")
-        if doc.page_count > limits.max_pages:
-            raise ParseFailure(f"{doc.page_count} pages exceeds the limit of {limits.max_pages} pages")
-        pages_text: list[str] = []
-        tables: list[dict[str, Any]] = []
-        for number in range(1, doc.page_count + 1):
-            page = doc[number - 1]
-            try:
-                text = page.get_text("text")
-                pages_text.append(text)
-                if TABLE_CAPTION.search(text):
-                    tables.extend(_tables(page, number))
-            except Exception as exc:
-                raise ParseFailure(f"page {number} could not be read ({type(exc).__name__}: {exc})") from exc
+        raise ParseFailure(f"not a readable PDF ({_describe(exc)})") from exc
+    try:
+        with doc:
+            pages_text, tables = _read_pages(doc, limits)
+    except ParseFailure:
+        raise
+    except Exception as exc:  # MuPDF reports damage from many places (page tree, xref, streams)
+        raise ParseFailure(f"damaged PDF ({_describe(exc)})") from exc
     if not any(text.strip() for text in pages_text):
         raise ParseFailure("no text layer (scanned PDF?); OCR is not supported")
     return {

@@ -29,6 +29,10 @@ def main(argv: list[str]) -> int:
     except ParseFailure as exc:
         _write(out, {"error": str(exc)})
         return EXIT_PARSE_FAILURE
+    except Exception as exc:  # a bug or an unforeseen library error: still one clean line
+        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+        _write(out, {"error": f"parser failed ({type(exc).__name__}: {first_line})"})
+        return EXIT_PARSE_FAILURE
     _write(out, {"ok": result})
     return 0
 
