@@ -94,9 +94,11 @@ def cmd_documents_add(args: argparse.Namespace, settings: Settings) -> int:
     validate_project(args.project)
     paths = [Path(p) for p in args.pdfs]
     for path in paths:  # check all first: a typo in the 10th file must not half-register a set
-        check_pdf_file(path)
+        check_pdf_file(path, settings.max_pdf_bytes)
     ledger = _ledger(settings)
-    registered = [register_pdf(ledger, settings.documents_dir, args.project, path) for path in paths]
+    registered = [
+        register_pdf(ledger, settings.documents_dir, args.project, path, settings.max_pdf_bytes) for path in paths
+    ]
     if args.json:
         _print_json([doc.__dict__ for doc in registered])
     else:
@@ -115,6 +117,38 @@ def cmd_documents_list(args: argparse.Namespace, settings: Settings) -> int:
     else:
         for doc in docs:
             print(f"{doc['id']}\t{doc['project']}\t{doc['filename']}\t{doc['pages']} pages")
+    return 0
+
+
+def cmd_parse(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.core.documents import check_pdf_file, sha256_of
+    from extraction_pipeline.core.parsing import ParseOptions, parse_document
+    from extraction_pipeline.core.pdf.engine import Limits
+
+    path = Path(args.pdf)
+    check_pdf_file(path, settings.max_pdf_bytes)
+    settings.home_dir.mkdir(parents=True, exist_ok=True)  # the parse cache lives in the ledger
+    limits = Limits(max_pages=settings.max_pages, max_bytes=settings.max_pdf_bytes)
+    options = ParseOptions(timeout_seconds=args.timeout or settings.parse_timeout_seconds, limits=limits)
+    try:
+        parsed = parse_document(_ledger(settings), sha256=sha256_of(path), stored_path=str(path), options=options)
+    except ExtractionError as exc:
+        raise CliError(f"{path.name}: {exc}") from exc
+    summary = parsed.metadata()
+    if args.json:
+        _print_json(
+            {
+                **summary,
+                "sha256": parsed.sha256,
+                "pages_text": parsed.pages_text,
+                "tables": [table.as_dict() for table in parsed.tables],
+            }
+        )
+    else:
+        print(
+            f"{path.name}: {summary['pages']} pages, {summary['tables']} tables, engine {summary['engine']} "
+            f"({summary['engine_version']}), {summary['seconds']} s, cache {summary['cache']}"
+        )
     return 0
 
 
@@ -296,6 +330,15 @@ def build_parser() -> argparse.ArgumentParser:
     doc_list = add("list", cmd_documents_list, "List registered documents.", doc_sub)
     doc_list.add_argument("--project")
     doc_list.add_argument("--json", action="store_true")
+
+    parse = add(
+        "parse",
+        cmd_parse,
+        "Parse one PDF (isolated, with a hard timeout) and print its pages and tables; cached by content.",
+    )
+    parse.add_argument("pdf", metavar="PDF")
+    parse.add_argument("--timeout", type=_non_negative_float, help="seconds (default EXTRACTION_PARSE_TIMEOUT_SECONDS)")
+    parse.add_argument("--json", action="store_true", help="{pages, engine, seconds, cache, pages_text, tables}")
 
     batch = add("batch", lambda a, s: 0, "Create, watch and export batches.")
     batch_sub = batch.add_subparsers(dest="batch_command", required=True, metavar="SUBCOMMAND")

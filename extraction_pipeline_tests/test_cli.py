@@ -13,7 +13,7 @@ import pytest
 
 from extraction_pipeline.core.synthetic import make_trial, write_report
 
-COMMANDS = ["init", "demo", "documents", "batch", "history", "ui", "daemon"]
+COMMANDS = ["init", "demo", "parse", "documents", "batch", "history", "ui", "daemon"]
 
 
 def run_cli(home: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
@@ -323,3 +323,22 @@ def test_workbook_never_turns_document_text_into_formulas(tmp_path: Path) -> Non
     cells = {name: sheet.cell(row=2, column=header.index(name) + 1) for name in ("nct_number", "nct_number quote")}
     assert cells["nct_number"].value == evil and cells["nct_number"].data_type == "s"
     assert cells["nct_number quote"].data_type == "s"
+
+
+def test_parse_prints_pages_and_tables_as_json_and_caches(home: Path, pdfs: list[Path]) -> None:
+    first = json.loads(run_cli(home, "parse", str(pdfs[0]), "--json", check=True).stdout)
+    assert {"pages", "engine", "seconds", "cache", "pages_text", "tables"} <= set(first)
+    assert first["pages"] == 2 and len(first["pages_text"]) == 2 and first["tables"] == []
+    assert make_trial(1).nct_number in first["pages_text"][0]
+    again = json.loads(run_cli(home, "parse", str(pdfs[0]), "--json", check=True).stdout)
+    assert (first["cache"], again["cache"]) == ("miss", "hit")
+    summary = run_cli(home, "parse", str(pdfs[0]), check=True).stdout
+    assert summary.startswith("trial-001.pdf: 2 pages, 0 tables, engine pymupdf-text+tables")
+
+
+def test_parse_bad_input_is_one_line(home: Path, tmp_path: Path) -> None:
+    from extraction_pipeline_tests import pdf_samples
+
+    one_line_error(run_cli(home, "parse", str(tmp_path / "missing.pdf")), 2, "no such file")
+    one_line_error(run_cli(home, "parse", str(pdf_samples.encrypted(tmp_path))), 1, "PDF is encrypted")
+    one_line_error(run_cli(home, "parse", str(pdf_samples.scanned(tmp_path))), 1, "no text layer")

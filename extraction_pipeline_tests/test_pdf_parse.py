@@ -163,3 +163,21 @@ def test_bad_input_gets_a_specific_permanent_error(
         _parse(sqlite_ledger, path, **options)
     assert reason in str(error.value)
     assert "Traceback" not in str(error.value) and "\n" not in str(error.value)
+
+
+def test_registered_snapshot_survives_the_source_file_disappearing(sqlite_ledger: Ledger, tmp_path: Path) -> None:
+    from extraction_pipeline.core.documents import register_pdf
+    from extraction_pipeline.core.ledger.documents import get_document
+
+    source = pdf_samples.good(tmp_path / "inbox")
+    registered = register_pdf(sqlite_ledger, tmp_path / "store", "p", source)
+    source.unlink()  # the analyst tidies up their downloads folder
+    document = get_document(sqlite_ledger, registered.id)
+    assert document is not None
+    assert (document["filename"], document["pages"], document["size_bytes"]) == (
+        "trial-001.pdf",
+        2,
+        registered.size_bytes,
+    )
+    parsed = parse_document(sqlite_ledger, sha256=document["sha256"], stored_path=document["stored_path"])
+    assert parsed.pages == 2 and not parsed.cache_hit

@@ -68,7 +68,7 @@ def count_pdf_pages(path: Path) -> int:
     return pages
 
 
-def check_pdf_file(path: Path) -> None:
+def check_pdf_file(path: Path, max_bytes: int = MAX_PDF_BYTES) -> None:
     """Cheap checks before opening: exists, regular file, non-empty, within size, PDF magic."""
     if not path.exists():
         raise ConfigError(f"{path}: no such file")
@@ -77,19 +77,21 @@ def check_pdf_file(path: Path) -> None:
     size = path.stat().st_size
     if size == 0:
         raise ConfigError(f"{path}: file is empty")
-    if size > MAX_PDF_BYTES:
-        raise ConfigError(f"{path}: {size} bytes exceeds the {MAX_PDF_BYTES}-byte limit")
+    if size > max_bytes:
+        raise ConfigError(f"{path}: {size} bytes exceeds the limit of {max_bytes} bytes (EXTRACTION_MAX_PDF_MB)")
     with path.open("rb") as handle:
         head = handle.read(1024)
     if b"%PDF-" not in head:
         raise ConfigError(f"{path}: not a PDF (no %PDF- header)")
 
 
-def register_pdf(ledger: Ledger, store_dir: Path, project: str, source: Path) -> RegisteredDocument:
+def register_pdf(
+    ledger: Ledger, store_dir: Path, project: str, source: Path, max_bytes: int = MAX_PDF_BYTES
+) -> RegisteredDocument:
     """Validate ``source``, copy it into the store and record it. Idempotent per (project, content)."""
     validate_project(project)
     source = Path(source)
-    check_pdf_file(source)
+    check_pdf_file(source, max_bytes)
     try:
         pages = count_pdf_pages(source)
     except PermanentError as exc:

@@ -72,6 +72,10 @@ class Settings:
         )
 
     @property
+    def max_pdf_bytes(self) -> int:
+        return int(self.max_pdf_mb * 1024 * 1024)
+
+    @property
     def home_dir(self) -> Path:
         return self.home.expanduser().resolve()
 
