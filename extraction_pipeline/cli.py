@@ -123,12 +123,16 @@ def cmd_documents_list(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_parse(args: argparse.Namespace, settings: Settings) -> int:
     from extraction_pipeline.core.documents import check_pdf_file, sha256_of
     from extraction_pipeline.core.parsing import ParseOptions, parse_document
-    from extraction_pipeline.core.pdf.engine import Limits
+    from extraction_pipeline.core.pdf.engine import EngineOptions
 
     path = Path(args.pdf)
     check_pdf_file(path, settings.max_pdf_bytes)
     settings.home_dir.mkdir(parents=True, exist_ok=True)  # the parse cache lives in the ledger
-    limits = Limits(max_pages=settings.max_pages, max_bytes=settings.max_pdf_bytes)
+    limits = EngineOptions(
+        max_pages=settings.max_pages,
+        max_bytes=settings.max_pdf_bytes,
+        table_detection=args.tables or settings.table_detection,
+    )
     options = ParseOptions(timeout_seconds=args.timeout or settings.parse_timeout_seconds, limits=limits)
     try:
         parsed = parse_document(_ledger(settings), sha256=sha256_of(path), stored_path=str(path), options=options)
@@ -338,6 +342,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parse.add_argument("pdf", metavar="PDF")
     parse.add_argument("--timeout", type=_non_negative_float, help="seconds (default EXTRACTION_PARSE_TIMEOUT_SECONDS)")
+    parse.add_argument(
+        "--tables", choices=["lines", "layout", "off"], help="table detection (default EXTRACTION_TABLE_DETECTION)"
+    )
     parse.add_argument("--json", action="store_true", help="{pages, engine, seconds, cache, pages_text, tables}")
 
     batch = add("batch", lambda a, s: 0, "Create, watch and export batches.")

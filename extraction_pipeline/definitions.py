@@ -40,6 +40,7 @@ defs = dg.Definitions(
             parse_timeout_seconds=_settings.parse_timeout_seconds,
             max_pages=_settings.max_pages,
             max_pdf_mb=_settings.max_pdf_mb,
+            table_detection=_settings.table_detection,
         ),
     },
     # One process per run, no subprocess per step: a run costs 4-8 CPU-s less (DESIGN.md §8).

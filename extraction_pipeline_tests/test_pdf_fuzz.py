@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from extraction_pipeline.core.errors import PermanentError
-from extraction_pipeline.core.pdf.engine import Limits
+from extraction_pipeline.core.pdf.engine import EngineOptions
 from extraction_pipeline.core.pdf.isolation import ParseTimeout, run_isolated
 from extraction_pipeline_tests import pdf_samples
 
@@ -62,7 +62,7 @@ def test_two_hundred_mutated_pdfs_end_cleanly(tmp_path: Path) -> None:
 
     def parse(path: Path) -> str:
         try:
-            result = run_isolated(path, timeout_seconds=TIMEOUT_SECONDS, limits=Limits())
+            result = run_isolated(path, timeout_seconds=TIMEOUT_SECONDS, limits=EngineOptions())
         except ParseTimeout:
             bad.append((path.name, "timeout"))
             return "timeout"

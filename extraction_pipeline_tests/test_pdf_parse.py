@@ -14,7 +14,7 @@ from extraction_pipeline.core.documents import sha256_of
 from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.parsing import ParseOptions, parse_document
-from extraction_pipeline.core.pdf.engine import Limits
+from extraction_pipeline.core.pdf.engine import EngineOptions
 from extraction_pipeline.core.pdf.isolation import ParseTimeout, run_isolated
 from extraction_pipeline_tests import pdf_samples
 
@@ -33,7 +33,7 @@ def _parse(ledger: Ledger, path: Path, **options: object) -> parsing.ParsedDocum
 
 @needs_corpus
 def test_real_trial_gives_pages_tables_and_a_character_map(sqlite_ledger: Ledger) -> None:
-    parsed = _parse(sqlite_ledger, CORPUS_PDF)
+    parsed = _parse(sqlite_ledger, CORPUS_PDF, limits=EngineOptions(table_detection="layout"))
     assert parsed.pages == 8 and parsed.engine == "pymupdf-text+tables" and parsed.engine_version.startswith("pymupdf")
     assert parsed.tables and all(t.html.startswith("<table><tr><td>") for t in parsed.tables)
     first = parsed.tables[0]
@@ -73,7 +73,9 @@ def test_parser_version_change_invalidates_the_cache(
 ) -> None:
     pdf = pdf_samples.good(tmp_path)
     _parse(sqlite_ledger, pdf)
-    monkeypatch.setattr(parsing, "PARSER_VERSION", "pymupdf-text+tables/next")
+    from extraction_pipeline.core.pdf import engine
+
+    monkeypatch.setattr(engine, "PARSER_VERSION", "pymupdf-text+tables/next")
     assert not _parse(sqlite_ledger, pdf).cache_hit
 
 
@@ -109,7 +111,7 @@ def test_hanging_parser_and_its_children_are_killed(tmp_path: Path, ignores_sigt
         """,
     )
     with pytest.raises(ParseTimeout, match=r"parse timed out after 2 s"):
-        run_isolated(pdf_samples.good(tmp_path), timeout_seconds=2, limits=Limits(), command=command)
+        run_isolated(pdf_samples.good(tmp_path), timeout_seconds=2, limits=EngineOptions(), command=command)
     parser_pid, grandchild_pid = map(int, pids.read_text().split())
     assert not _alive(parser_pid) and not _alive(grandchild_pid)
 
@@ -117,7 +119,7 @@ def test_hanging_parser_and_its_children_are_killed(tmp_path: Path, ignores_sigt
 def test_crashing_parser_is_a_clean_permanent_error(tmp_path: Path) -> None:
     command = _script(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
     with pytest.raises(PermanentError, match=r"parser crashed \(signal 11\)"):
-        run_isolated(pdf_samples.good(tmp_path), timeout_seconds=30, limits=Limits(), command=command)
+        run_isolated(pdf_samples.good(tmp_path), timeout_seconds=30, limits=EngineOptions(), command=command)
 
 
 def test_timed_out_content_is_not_parsed_again_unless_the_limit_grows(
@@ -150,8 +152,8 @@ def test_timed_out_content_is_not_parsed_again_unless_the_limit_grows(
         (pdf_samples.encrypted, {}, "PDF is encrypted (password-protected)"),
         (pdf_samples.zero_pages, {}, "PDF has no pages"),
         (pdf_samples.scanned, {}, "no text layer (scanned PDF?)"),
-        (pdf_samples.good, {"limits": Limits(max_pages=1)}, "2 pages exceeds the limit of 1 pages"),
-        (pdf_samples.good, {"limits": Limits(max_bytes=100)}, "bytes exceeds the limit of 100 bytes"),
+        (pdf_samples.good, {"limits": EngineOptions(max_pages=1)}, "2 pages exceeds the limit of 1 pages"),
+        (pdf_samples.good, {"limits": EngineOptions(max_bytes=100)}, "bytes exceeds the limit of 100 bytes"),
     ],
     ids=["not-pdf", "empty", "truncated", "encrypted", "zero-pages", "no-text", "too-many-pages", "too-big"],
 )
@@ -181,3 +183,13 @@ def test_registered_snapshot_survives_the_source_file_disappearing(sqlite_ledger
     )
     parsed = parse_document(sqlite_ledger, sha256=document["sha256"], stored_path=document["stored_path"])
     assert parsed.pages == 2 and not parsed.cache_hit
+
+
+def test_table_detection_mode_is_part_of_the_cache_key(sqlite_ledger: Ledger, tmp_path: Path) -> None:
+    pdf = pdf_samples.good(tmp_path)
+    lines = _parse(sqlite_ledger, pdf)
+    off = _parse(sqlite_ledger, pdf, limits=EngineOptions(table_detection="off"))
+    assert (lines.cache_hit, off.cache_hit) == (False, False)
+    assert (lines.parser_version, off.parser_version) == ("pymupdf-text+tables/2:lines", "pymupdf-text+tables/2:off")
+    with pytest.raises(ValueError, match="table detection must be one of lines, layout, off"):
+        EngineOptions(table_detection="magic")

@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger.schema import parsed_documents
-from extraction_pipeline.core.pdf.engine import ENGINE, PARSER_VERSION, Limits
+from extraction_pipeline.core.pdf.engine import ENGINE, EngineOptions
 from extraction_pipeline.core.pdf.isolation import ParseTimeout, run_isolated
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
 
@@ -30,17 +30,17 @@ __all__ = ["ParseOptions", "ParsedDocument", "parse_document"]
 @dataclass(frozen=True)
 class ParseOptions:
     timeout_seconds: float = 120.0
-    limits: Limits = field(default_factory=Limits)
+    limits: EngineOptions = field(default_factory=EngineOptions)
 
 
-def _from_row(row: Any, sha256: str, started: float) -> ParsedDocument:
+def _from_row(row: Any, sha256: str, started: float, parser_version: str) -> ParsedDocument:
     return ParsedDocument(
         sha256=sha256,
         pages_text=json.loads(row["pages_json"]),
         tables=[ParsedTable(**t) for t in json.loads(row["tables_json"])],
         engine=row["engine"],
         engine_version=row["engine_version"],
-        parser_version=PARSER_VERSION,
+        parser_version=parser_version,
         seconds=round(time.perf_counter() - started, 4),
         cache_hit=True,
     )
@@ -59,12 +59,13 @@ def parse_document(
 ) -> ParsedDocument:
     """The parsed pages and tables for this content; from the cache when present."""
     options = options or ParseOptions()
+    version = options.limits.parser_version
     started = time.perf_counter()
     with ledger.engine.connect() as conn:
         row = (
             conn.execute(
                 select(parsed_documents).where(
-                    parsed_documents.c.sha256 == sha256, parsed_documents.c.parser_version == PARSER_VERSION
+                    parsed_documents.c.sha256 == sha256, parsed_documents.c.parser_version == version
                 )
             )
             .mappings()
@@ -72,14 +73,14 @@ def parse_document(
         )
     if row is not None:
         if row["error"] is None:
-            return _from_row(row, sha256, started)
+            return _from_row(row, sha256, started, version)
         retry_with_longer_timeout = row["timeout_seconds"] and options.timeout_seconds > row["timeout_seconds"]
         if not retry_with_longer_timeout:
             raise PermanentError(row["error"])
         with ledger.engine.begin() as conn:
             conn.execute(
                 parsed_documents.delete().where(
-                    parsed_documents.c.sha256 == sha256, parsed_documents.c.parser_version == PARSER_VERSION
+                    parsed_documents.c.sha256 == sha256, parsed_documents.c.parser_version == version
                 )
             )
 
@@ -88,7 +89,7 @@ def parse_document(
         raise PermanentError(f"stored copy of the document is missing: {path}")
     failure: dict[str, Any] = {
         "sha256": sha256,
-        "parser_version": PARSER_VERSION,
+        "parser_version": version,
         "engine": ENGINE,
         "engine_version": "",
         "pages": 0,
@@ -121,7 +122,7 @@ def parse_document(
         tables=[ParsedTable(**t) for t in result["tables"]],
         engine=result["engine"],
         engine_version=result["engine_version"],
-        parser_version=PARSER_VERSION,
+        parser_version=version,
         seconds=result["seconds"],
         cache_hit=False,
     )

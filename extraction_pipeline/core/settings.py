@@ -38,6 +38,15 @@ def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float
     return value
 
 
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    raw = _text(env, name)
+    if raw is None:
+        return default
+    if raw not in choices:
+        raise ConfigError(f"{PREFIX}{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw
+
+
 @dataclass(frozen=True)
 class Settings:
     """Environment-driven settings. ``api_key`` never appears in ``repr``."""
@@ -53,6 +62,7 @@ class Settings:
     parse_timeout_seconds: float = 120.0  # hard limit for parsing one PDF (child process killed)
     max_pages: int = 300
     max_pdf_mb: float = 200.0
+    table_detection: str = "lines"  # lines | layout | off (see pdf/engine.py)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -69,6 +79,7 @@ class Settings:
             parse_timeout_seconds=_number(env, "PARSE_TIMEOUT_SECONDS", 120.0, minimum=0, strict=True),
             max_pages=int(_number(env, "MAX_PAGES", 300, minimum=0, strict=True)),
             max_pdf_mb=_number(env, "MAX_PDF_MB", 200.0, minimum=0, strict=True),
+            table_detection=_choice(env, "TABLE_DETECTION", ("lines", "layout", "off"), "lines"),
         )
 
     @property

@@ -13,7 +13,7 @@ import dagster as dg
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.parsing import ParseOptions
-from extraction_pipeline.core.pdf.engine import Limits
+from extraction_pipeline.core.pdf.engine import EngineOptions
 
 _LEDGERS: dict[str, Ledger] = {}
 
@@ -57,11 +57,16 @@ class PipelineSettingsResource(dg.ConfigurableResource):  # type: ignore[type-ar
     parse_timeout_seconds: float = 120.0
     max_pages: int = 300
     max_pdf_mb: float = 200.0
+    table_detection: str = "lines"
 
     @property
     def exports_dir(self) -> Path:
         return Path(self.home) / "exports"
 
     def parse_options(self) -> ParseOptions:
-        limits = Limits(max_pages=self.max_pages, max_bytes=int(self.max_pdf_mb * 1024 * 1024))
+        limits = EngineOptions(
+            max_pages=self.max_pages,
+            max_bytes=int(self.max_pdf_mb * 1024 * 1024),
+            table_detection=self.table_detection,
+        )
         return ParseOptions(timeout_seconds=self.parse_timeout_seconds, limits=limits)

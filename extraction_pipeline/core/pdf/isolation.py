@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from extraction_pipeline.core.errors import PermanentError
-from extraction_pipeline.core.pdf.engine import Limits
+from extraction_pipeline.core.pdf.engine import EngineOptions
 
 TERM_GRACE_SECONDS = 3.0
 WORKER_MODULE = "extraction_pipeline.core.pdf.worker"
@@ -62,7 +62,7 @@ def _group_alive(pgid: int) -> bool:
 
 
 def run_isolated(
-    pdf: Path, *, timeout_seconds: float, limits: Limits, command: list[str] | None = None
+    pdf: Path, *, timeout_seconds: float, limits: EngineOptions, command: list[str] | None = None
 ) -> dict[str, Any]:
     """Parse ``pdf`` in a child process. Returns the engine's result; raises PermanentError with a
     specific reason (bad PDF, crash) or ParseTimeout. ``command`` replaces the worker (tests)."""

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from extraction_pipeline.core.pdf.engine import Limits, ParseFailure, parse_pdf
+from extraction_pipeline.core.pdf.engine import EngineOptions, ParseFailure, parse_pdf
 
 EXIT_PARSE_FAILURE = 3
 
@@ -25,7 +25,7 @@ def _write(out: Path, payload: dict[str, object]) -> None:
 def main(argv: list[str]) -> int:
     pdf, out, limits_json = Path(argv[0]), Path(argv[1]), json.loads(argv[2])
     try:
-        result = parse_pdf(pdf, Limits(**limits_json))
+        result = parse_pdf(pdf, EngineOptions(**limits_json))
     except ParseFailure as exc:
         _write(out, {"error": str(exc)})
         return EXIT_PARSE_FAILURE
