@@ -156,7 +156,8 @@ def test_materializing_a_dispatched_document_completes_its_item(
     meta = result.asset_materializations_for_node("extracted_document")[0].metadata
     assert meta["status"].value == "completed" and meta["quotes_verified"].value == 1 and meta["tokens_in"].value == 900
     parse_meta = result.asset_materializations_for_node("parsed_document")[0].metadata
-    assert (parse_meta["pages"].value, parse_meta["cache"].value) == (2, "miss")
+    assert (parse_meta["pages"].value, parse_meta["cache"].value, parse_meta["tables"].value) == (2, "miss", 0)
+    assert parse_meta["engine"].value == "pymupdf-text+tables" and parse_meta["seconds"].value > 0
     run = instance.get_run_by_id(result.run_id)
     assert run is not None and run.tags["extraction/filename"] == "trial-001.pdf" and run.tags["extraction/item"] == "1"
     # Re-materializing the same document (a duplicate run) makes no LLM call and changes nothing.
@@ -218,7 +219,7 @@ def test_broken_pdf_fails_only_its_document(instance: dg.DagsterInstance, ledger
     stored = Path(batch_item_rows(ledger, batch)[0]["stored_path"])
     stored.write_bytes(stored.read_bytes()[:300])  # the stored copy gets damaged after registration
     instance.add_dynamic_partitions(documents_partitions.name, ["doc-1", "doc-2"])
-    for key in ("doc-1", "doc-2"):
+    results = [
         dg.materialize(
             [parsed_document, extracted_document],
             partition_key=key,
@@ -227,9 +228,17 @@ def test_broken_pdf_fails_only_its_document(instance: dg.DagsterInstance, ledger
             tags=_batch_tags(ledger, batch),
             raise_on_error=False,
         )
+        for key in ("doc-1", "doc-2")
+    ]
     first, second = batch_item_rows(ledger, batch)
-    assert first["status"] == "error" and first["message"].startswith("parse failed")
+    assert first["status"] == "error" and first["message"].startswith("parse failed: not a readable PDF")
     assert second["status"] == "completed"
+    # The failed run tells the story in one line (the Runs page shows this description).
+    [failure] = [e for e in results[0].all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert failure.step_key == "parsed_document"
+    description = failure.step_failure_data.user_failure_data.description  # type: ignore[union-attr]
+    assert description.startswith("parse failed: not a readable PDF") and "\n" not in description
+    assert results[1].success
 
 
 def _failed_run(instance: dg.DagsterInstance, tags: dict[str, str]) -> str:
