@@ -193,3 +193,37 @@ def test_table_detection_mode_is_part_of_the_cache_key(sqlite_ledger: Ledger, tm
     assert (lines.parser_version, off.parser_version) == ("pymupdf-text+tables/2:lines", "pymupdf-text+tables/2:off")
     with pytest.raises(ValueError, match="table detection must be one of lines, layout, off"):
         EngineOptions(table_detection="magic")
+
+
+class _RunCanceled(Exception):
+    """Stands in for DagsterExecutionInterruptedError, which Dagster raises in the run worker's
+    main thread from a signal handler when a run is canceled."""
+
+
+def test_cancellation_while_parsing_kills_the_parser_group(tmp_path: Path) -> None:
+    import signal
+
+    pids = tmp_path / "pids"
+    command = _script(
+        tmp_path,
+        f"""
+        import os, subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        open({str(pids)!r}, "w").write(f"{{os.getpid()}} {{child.pid}}")
+        time.sleep(600)
+        """,
+    )
+
+    def cancel(signum: int, frame: object) -> None:
+        raise _RunCanceled
+
+    previous = signal.signal(signal.SIGALRM, cancel)
+    signal.setitimer(signal.ITIMER_REAL, 2.0)  # the cancellation arrives mid-parse
+    try:
+        with pytest.raises(_RunCanceled):
+            run_isolated(pdf_samples.good(tmp_path), timeout_seconds=120, limits=EngineOptions(), command=command)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    parser_pid, grandchild_pid = map(int, pids.read_text().split())
+    assert not _alive(parser_pid) and not _alive(grandchild_pid)
