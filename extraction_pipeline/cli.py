@@ -120,24 +120,29 @@ def cmd_documents_list(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cmd_parse(args: argparse.Namespace, settings: Settings) -> int:
+def _parse_for_cli(path: Path, settings: Settings, tables: str | None, timeout: float | None) -> Any:
+    """Parse a user-named PDF through the content cache of this home (isolated, time-limited)."""
     from extraction_pipeline.core.documents import check_pdf_file, sha256_of
     from extraction_pipeline.core.parsing import ParseOptions, parse_document
     from extraction_pipeline.core.pdf.engine import EngineOptions
 
-    path = Path(args.pdf)
     check_pdf_file(path, settings.max_pdf_bytes)
     settings.home_dir.mkdir(parents=True, exist_ok=True)  # the parse cache lives in the ledger
     limits = EngineOptions(
         max_pages=settings.max_pages,
         max_bytes=settings.max_pdf_bytes,
-        table_detection=args.tables or settings.table_detection,
+        table_detection=tables or settings.table_detection,
     )
-    options = ParseOptions(timeout_seconds=args.timeout or settings.parse_timeout_seconds, limits=limits)
+    options = ParseOptions(timeout_seconds=timeout or settings.parse_timeout_seconds, limits=limits)
     try:
-        parsed = parse_document(_ledger(settings), sha256=sha256_of(path), stored_path=str(path), options=options)
+        return parse_document(_ledger(settings), sha256=sha256_of(path), stored_path=str(path), options=options)
     except ExtractionError as exc:
         raise CliError(f"{path.name}: {exc}") from exc
+
+
+def cmd_parse(args: argparse.Namespace, settings: Settings) -> int:
+    path = Path(args.pdf)
+    parsed = _parse_for_cli(path, settings, args.tables, args.timeout)
     summary = parsed.metadata()
     if args.json:
         _print_json(
@@ -153,6 +158,41 @@ def cmd_parse(args: argparse.Namespace, settings: Settings) -> int:
             f"{path.name}: {summary['pages']} pages, {summary['tables']} tables, engine {summary['engine']} "
             f"({summary['engine_version']}), {summary['seconds']} s, cache {summary['cache']}"
         )
+    return 0
+
+
+def _read_quotes(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise CliError(f"{path}: no such file", EXIT_USAGE)
+    quotes = []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CliError(f"{path}:{number}: not a JSON line ({exc.msg})", EXIT_USAGE) from None
+        if not isinstance(record, dict) or not isinstance(record.get("quote"), str):
+            raise CliError(f"{path}:{number}: each line needs a string field 'quote'", EXIT_USAGE)
+        if not isinstance(record.get("value"), str | int | float | None) or isinstance(record.get("value"), bool):
+            raise CliError(f"{path}:{number}: 'value' must be a string or a number", EXIT_USAGE)
+        quotes.append(record)
+    return quotes
+
+
+def cmd_ground(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.core.grounding import Grounder
+
+    quotes = _read_quotes(Path(args.quotes))
+    parsed = _parse_for_cli(Path(args.pdf), settings, args.tables, None)
+    grounder = Grounder(parsed)
+    for record in quotes:
+        verdict = grounder.ground(record.get("value"), record["quote"]).as_dict()
+        if args.json:
+            print(json.dumps({**verdict, "quote": record["quote"], "value": record.get("value")}, ensure_ascii=False))
+        else:
+            where = f"p.{verdict['page']}" if verdict["page"] else "-"
+            print(f"{verdict['status']:11s} {verdict['confidence']:.3f} {where:6s} {record['quote'][:70]}")
     return 0
 
 
@@ -346,6 +386,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--tables", choices=["lines", "layout", "off"], help="table detection (default EXTRACTION_TABLE_DETECTION)"
     )
     parse.add_argument("--json", action="store_true", help="{pages, engine, seconds, cache, pages_text, tables}")
+
+    ground = add(
+        "ground",
+        cmd_ground,
+        "Verify quotes against a PDF: one line per quote with status, confidence, reason, page, start, end.",
+    )
+    ground.add_argument("pdf", metavar="PDF")
+    ground.add_argument("--quotes", required=True, metavar="FILE.jsonl", help="JSON lines with 'quote' (and 'value')")
+    ground.add_argument("--tables", choices=["lines", "layout", "off"])
+    ground.add_argument("--json", action="store_true", help="one JSON object per quote")
 
     batch = add("batch", lambda a, s: 0, "Create, watch and export batches.")
     batch_sub = batch.add_subparsers(dest="batch_command", required=True, metavar="SUBCOMMAND")

@@ -13,7 +13,7 @@ import pytest
 
 from extraction_pipeline.core.synthetic import make_trial, write_report
 
-COMMANDS = ["init", "demo", "parse", "documents", "batch", "history", "ui", "daemon"]
+COMMANDS = ["init", "demo", "parse", "ground", "documents", "batch", "history", "ui", "daemon"]
 
 
 def run_cli(home: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
@@ -342,3 +342,37 @@ def test_parse_bad_input_is_one_line(home: Path, tmp_path: Path) -> None:
     one_line_error(run_cli(home, "parse", str(tmp_path / "missing.pdf")), 2, "no such file")
     one_line_error(run_cli(home, "parse", str(pdf_samples.encrypted(tmp_path))), 1, "PDF is encrypted")
     one_line_error(run_cli(home, "parse", str(pdf_samples.scanned(tmp_path))), 1, "no text layer")
+
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+CASES_TOOL = CORPUS.parent / "tools" / "grounding_cases.py"
+
+
+@pytest.mark.skipif(not CASES_TOOL.exists(), reason="../shared corpus and tools not present")
+def test_ground_verifies_real_quotes_and_never_a_forged_number(home: Path, tmp_path: Path) -> None:
+    cases_file = tmp_path / "cases.jsonl"
+    subprocess.run([sys.executable, str(CASES_TOOL), str(CORPUS), str(cases_file)], check=True, capture_output=True)
+    cases = [json.loads(line) for line in cases_file.read_text().splitlines()]
+    verdicts: list[tuple[str, str]] = []
+    for pdf in ("3321528.pdf", "4486927.pdf", "5534041.pdf"):
+        mine = [c for c in cases if c["pdf"] == pdf]
+        quotes = tmp_path / f"{pdf}.jsonl"
+        quotes.write_text("\n".join(json.dumps({"quote": c["quote"], "value": c["value"]}) for c in mine))
+        out = run_cli(home, "ground", str(CORPUS / "pdf" / pdf), "--quotes", str(quotes), "--json", check=True)
+        lines = [json.loads(line) for line in out.stdout.splitlines()]
+        assert len(lines) == len(mine)
+        verdicts += [(c["kind"], line["status"]) for c, line in zip(mine, lines, strict=True)]
+        assert all(line["page"] for line in lines if line["status"] == "verified")
+    forged_verified = sum(1 for kind, status in verdicts if kind == "forged" and status == "verified")
+    true_statuses = [status for kind, status in verdicts if kind == "true"]
+    assert forged_verified == 0
+    assert len(true_statuses) >= 30 and true_statuses.count("verified") / len(true_statuses) >= 0.95
+
+
+def test_ground_bad_quotes_file_is_one_line(home: Path, pdfs: list[Path], tmp_path: Path) -> None:
+    one_line_error(run_cli(home, "ground", str(pdfs[0]), "--quotes", str(tmp_path / "none.jsonl")), 2, "no such file")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"quote": "fine"}\nnot json\n')
+    one_line_error(run_cli(home, "ground", str(pdfs[0]), "--quotes", str(bad)), 2, "bad.jsonl:2: not a JSON line")
+    bad.write_text('{"text": "no quote field"}\n')
+    one_line_error(run_cli(home, "ground", str(pdfs[0]), "--quotes", str(bad)), 2, "needs a string field 'quote'")

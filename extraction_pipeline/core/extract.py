@@ -16,7 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from extraction_pipeline.core.errors import PermanentError, TransientError
 from extraction_pipeline.core.fields import FIELD_NAMES
-from extraction_pipeline.core.grounding import VERIFIED, ground, normalize
+from extraction_pipeline.core.grounding import VERIFIED, Grounder
 from extraction_pipeline.core.ledger import ItemStatus, Ledger
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.items import TRANSIENT_MESSAGE_PREFIX, Usage
@@ -40,13 +40,13 @@ class ExtractionOutcome:
 
 def ground_output(raw_fields: dict[str, Any], parsed: ParsedDocument) -> dict[str, Any]:
     """Attach a grounding verdict to every field the model returned."""
-    pages_norm = [normalize(text) for text in parsed.pages_text]
+    grounder = Grounder(parsed)
     grounded: dict[str, Any] = {}
     for name in dict.fromkeys([*FIELD_NAMES, *raw_fields]):
         extracted = raw_fields.get(name)
         value = getattr(extracted, "value", None)
         quote = getattr(extracted, "quote", None)
-        verdict = ground(value, quote, pages_norm)
+        verdict = grounder.ground(value, quote)
         grounded[name] = {"value": value, "quote": quote, **verdict.as_dict()}
     return grounded
 
