@@ -376,3 +376,31 @@ def test_ground_bad_quotes_file_is_one_line(home: Path, pdfs: list[Path], tmp_pa
     one_line_error(run_cli(home, "ground", str(pdfs[0]), "--quotes", str(bad)), 2, "bad.jsonl:2: not a JSON line")
     bad.write_text('{"text": "no quote field"}\n')
     one_line_error(run_cli(home, "ground", str(pdfs[0]), "--quotes", str(bad)), 2, "needs a string field 'quote'")
+
+
+def test_workbook_shows_tiers_flags_and_a_summary_per_document(tmp_path: Path) -> None:
+    from extraction_pipeline.core.export import write_workbook
+    from extraction_pipeline.core.ledger import Ledger
+    from extraction_pipeline.core.ledger import items as states
+    from extraction_pipeline.core.ledger.batches import create_batch
+    from extraction_pipeline_tests.support import add_documents
+
+    ledger = Ledger.connect(f"sqlite:///{tmp_path / 'l.db'}")
+    [doc] = add_documents(ledger, 1)
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
+    fields = {
+        "nct_number": {"value": "NCT01234567", "quote": "q", "page": 1, "status": "verified", "flags": []},
+        "randomized_n": {"value": 100, "quote": "q", "page": 2, "status": "approximate", "flags": []},
+        "ci_lower": {"value": 0.9, "quote": "q", "page": 3, "status": "verified", "flags": ["lower bound above"]},
+        "ci_upper": {"value": 0.6, "quote": "q", "page": 3, "status": "unverified", "flags": []},
+    }
+    states.claim(ledger, 1, run_id="r", worker="w")
+    states.complete(ledger, 1, run_id="r", result={"fields": fields}, usage=states.Usage("m"))
+    sheet = openpyxl.load_workbook(write_workbook(ledger, batch, tmp_path / "out.xlsx"))["Documents"]
+    header = [c.value for c in sheet[1]]
+    row = {name: sheet.cell(row=2, column=i + 1) for i, name in enumerate(header)}
+    summary = [row[f"values {tier}"].value for tier in ("verified", "approximate", "unverified", "flagged")]
+    assert summary == [2, 1, 1, 1]
+    assert row["ci_lower check"].value == "lower bound above" and row["nct_number check"].value is None
+    fills = {row[f"{name} status"].fill.start_color.rgb[-6:] for name in ("nct_number", "randomized_n", "ci_upper")}
+    assert fills == {"C6EFCE", "FFEB9C", "FFC7CE"}  # the three tiers are visibly distinct

@@ -216,3 +216,25 @@ def test_transient_error_during_repair_keeps_the_first_answers_tokens(ledger: Le
         extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
     row = states.get_item(ledger, item)
     assert row is not None and (row["status"], row["tokens_in"]) == ("pending", 70)
+
+
+def test_implausible_values_are_flagged_on_their_field(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    item = _item(ledger)
+    sentence = "Death occurred less often with drug (hazard ratio 0.72; 95% CI 0.60 to 0.86)."
+    fake_llm.push(
+        Reply(
+            extraction_json(
+                {
+                    "effect_measure": ("HR", sentence),
+                    "effect_estimate": (0.72, sentence),
+                    "ci_lower": (0.86, sentence),  # bounds swapped by the model
+                    "ci_upper": (0.60, sentence),
+                }
+            )
+        )
+    )
+    outcome = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    fields = outcome.result["fields"]
+    assert fields["ci_lower"]["flags"] == ["lower bound 0.86 is above the upper bound 0.6"]
+    assert fields["ci_lower"]["status"] == "verified"  # verbatim, yet implausible: the flag says so
+    assert fields["effect_estimate"]["flags"] == []

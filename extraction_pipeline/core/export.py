@@ -28,12 +28,18 @@ FIXED_COLUMNS = [
     "cost_usd",
     "attempts",
     "run_id",
+    "values verified",
+    "values approximate",
+    "values unverified",
+    "values flagged",
 ]
 STATUS_FILLS = {VERIFIED: "C6EFCE", APPROXIMATE: "FFEB9C", UNVERIFIED: "FFC7CE"}
+FLAG_FILL = "F4B183"
 
 
 def field_columns(field_names: list[str]) -> list[str]:
-    return [f"{name}{suffix}" for name in field_names for suffix in ("", " quote", " page", " status")]
+    suffixes = ("", " quote", " page", " status", " check")
+    return [f"{name}{suffix}" for name in field_names for suffix in suffixes]
 
 
 def document_rows(ledger: Ledger, batch_id: int) -> tuple[list[str], list[dict[str, Any]]]:
@@ -58,12 +64,18 @@ def document_rows(ledger: Ledger, batch_id: int) -> tuple[list[str], list[dict[s
             "attempts": item["attempts"],
             "run_id": item["run_id"],
         }
+        fields = result.get("fields", {})
         for name in names:
-            found = result.get("fields", {}).get(name, {})
+            found = fields.get(name, {})
             row[name] = found.get("value")
             row[f"{name} quote"] = found.get("quote")
             row[f"{name} page"] = found.get("page")
             row[f"{name} status"] = found.get("status")
+            row[f"{name} check"] = "; ".join(found.get("flags") or []) or None
+        statuses = [f.get("status") for f in fields.values()]
+        for tier in (VERIFIED, APPROXIMATE, UNVERIFIED):
+            row[f"values {tier}"] = statuses.count(tier) if fields else None
+        row["values flagged"] = sum(1 for f in fields.values() if f.get("flags")) if fields else None
         rows.append(row)
     return header, rows
 
@@ -89,12 +101,17 @@ def write_workbook(ledger: Ledger, batch_id: int, path: Path) -> Path:
         sheet.append([row.get(column) for column in header])
         _as_text_cells(sheet[sheet.max_row])
     status_columns = [index for index, name in enumerate(header, start=1) if name.endswith(" status")]
+    check_columns = [index for index, name in enumerate(header, start=1) if name.endswith(" check")]
     for row_cells in sheet.iter_rows(min_row=2):
         for index in status_columns:
             cell = row_cells[index - 1]
             color = STATUS_FILLS.get(str(cell.value))
             if color:
                 cell.fill = PatternFill("solid", start_color=color, end_color=color)
+        for index in check_columns:
+            cell = row_cells[index - 1]
+            if cell.value:
+                cell.fill = PatternFill("solid", start_color=FLAG_FILL, end_color=FLAG_FILL)
     sheet.freeze_panes = "C2"
 
     summary = workbook.create_sheet("Batch")

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from extraction_pipeline.core.checks import check_fields
 from extraction_pipeline.core.errors import PermanentError, TransientError
 from extraction_pipeline.core.fields import FIELD_NAMES
 from extraction_pipeline.core.grounding import VERIFIED, Grounder
@@ -39,7 +40,7 @@ class ExtractionOutcome:
 
 
 def ground_output(raw_fields: dict[str, Any], parsed: ParsedDocument) -> dict[str, Any]:
-    """Attach a grounding verdict to every field the model returned."""
+    """Attach a grounding verdict and the plausibility flags to every field the model returned."""
     grounder = Grounder(parsed)
     grounded: dict[str, Any] = {}
     for name in dict.fromkeys([*FIELD_NAMES, *raw_fields]):
@@ -47,7 +48,9 @@ def ground_output(raw_fields: dict[str, Any], parsed: ParsedDocument) -> dict[st
         value = getattr(extracted, "value", None)
         quote = getattr(extracted, "quote", None)
         verdict = grounder.ground(value, quote)
-        grounded[name] = {"value": value, "quote": quote, **verdict.as_dict()}
+        grounded[name] = {"value": value, "quote": quote, **verdict.as_dict(), "flags": []}
+    for name, reasons in check_fields({key: entry["value"] for key, entry in grounded.items()}).items():
+        grounded[name]["flags"] = reasons
     return grounded
 
 
