@@ -238,3 +238,38 @@ def test_implausible_values_are_flagged_on_their_field(ledger: Ledger, fake_llm:
     assert fields["ci_lower"]["flags"] == ["lower bound 0.86 is above the upper bound 0.6"]
     assert fields["ci_lower"]["status"] == "verified"  # verbatim, yet implausible: the flag says so
     assert fields["effect_estimate"]["flags"] == []
+
+
+def test_known_schema_capable_model_gets_json_schema_output(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    item = _item(ledger)
+    fake_llm.push(Reply(GOOD))
+    config = LLMConfig(model="openai/gpt-4o-mini", api_base=fake_llm.api_base, api_key="sk-x", timeout_seconds=10)
+    assert extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=config).status == "completed"
+    response_format = fake_llm.requests[0]["response_format"]
+    assert response_format["type"] == "json_schema"
+    assert "nct_number" in json.dumps(response_format["json_schema"]["schema"])
+
+
+def test_paper_longer_than_the_context_window_is_an_explicit_error(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    item = _item(ledger)
+    huge = ParsedDocument("sha", ["word " * 150_000])  # ~150k tokens; gpt-4o-mini takes 128k
+    config = LLMConfig(model="openai/gpt-4o-mini", api_base=fake_llm.api_base, api_key="sk-x", timeout_seconds=10)
+    with pytest.raises(PermanentError, match="accepts 128000; it was not truncated"):
+        extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=huge, llm=config)
+    assert fake_llm.requests == []  # nothing was sent, nothing silently cut
+    assert states.get_item(ledger, item)["status"] == "error"  # type: ignore[index]
+
+
+def test_every_prompt_is_kept_for_audit_without_secrets(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    from extraction_pipeline.core.ledger.audit import prompts_for_item
+
+    item = _item(ledger)
+    fake_llm.push(Reply(status=429), Reply(GOOD))
+    with pytest.raises(TransientError):
+        extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    audit = prompts_for_item(ledger, item)
+    assert len(audit) == 2 and {row["model"] for row in audit} == {"openai/fake-model"}
+    messages = json.loads(audit[0]["messages_json"])
+    assert messages == fake_llm.requests[0]["messages"]  # exactly what was sent
+    assert "sk-test-not-a-secret" not in audit[0]["messages_json"]

@@ -20,6 +20,7 @@ from extraction_pipeline.core.fields import FIELD_NAMES
 from extraction_pipeline.core.grounding import VERIFIED, Grounder
 from extraction_pipeline.core.ledger import ItemStatus, Ledger
 from extraction_pipeline.core.ledger import items as item_states
+from extraction_pipeline.core.ledger.audit import record_prompt
 from extraction_pipeline.core.ledger.items import TRANSIENT_MESSAGE_PREFIX, Usage
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
 from extraction_pipeline.core.parsing import ParsedDocument
@@ -84,7 +85,9 @@ def extract_item(
 
     # From here on the item is ours: every exit must complete, release or fail it.
     try:
-        reply = complete_extraction(llm, build_messages(parsed.pages_text))
+        messages = build_messages(parsed.pages_text, parsed.tables)
+        record_prompt(ledger, item_id=item_id, run_id=run_id, model=llm.effective_model, messages=messages)
+        reply = complete_extraction(llm, messages)
         grounded = ground_output(reply.output.fields, parsed)
         result = {"model": reply.usage.model, "repaired": reply.repaired, "fields": grounded}
         stored = item_states.complete(ledger, item_id, run_id=run_id, result=result, usage=reply.usage)

@@ -125,3 +125,17 @@ parsed_documents = Table(
     Column("timeout_seconds", Float, nullable=True),
     Column("created_at", DateTime, nullable=False),
 )
+
+prompt_audit = Table(
+    "prompt_audit",
+    metadata,
+    # Every prompt sent for an item, verbatim (messages as JSON), for audit. Holds no secret:
+    # API keys travel in request headers, never in messages.
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("item_id", Integer, ForeignKey("batch_items.id"), nullable=False),
+    Column("run_id", String(64), nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("messages_json", Text, nullable=False),
+    Column("created_at", DateTime, nullable=False),
+)
+Index("ix_prompt_audit_item", prompt_audit.c.item_id)

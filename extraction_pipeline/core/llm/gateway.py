@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from extraction_pipeline.core.errors import OutputParseError, TransientError
-from extraction_pipeline.core.fields import ExtractionOutput
+from extraction_pipeline.core.errors import OutputParseError, PermanentError, TransientError
+from extraction_pipeline.core.fields import ExtractionOutput, output_json_schema
 from extraction_pipeline.core.ledger.items import Usage
 from extraction_pipeline.core.llm.errors import classify
 from extraction_pipeline.core.llm.offline import OFFLINE_MODEL, OFFLINE_PROVIDER, register_offline_provider
@@ -77,6 +77,39 @@ def _usage_of(litellm: Any, response: Any, config: LLMConfig) -> Usage:
     return Usage(model=config.effective_model, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost)
 
 
+def _response_format(litellm: Any, config: LLMConfig) -> dict[str, Any]:
+    """JSON Schema structured output where the provider supports it, JSON mode otherwise (the
+    schema is then in the system prompt, and the answer is validated with pydantic either way)."""
+    try:
+        supports_schema = bool(litellm.supports_response_schema(model=config.effective_model))
+    except Exception:  # unknown model: litellm cannot tell
+        supports_schema = False
+    if supports_schema:
+        schema = {"name": "trial_extraction", "schema": output_json_schema(), "strict": False}
+        return {"type": "json_schema", "json_schema": schema}
+    return {"type": "json_object"}
+
+
+def _check_context_window(litellm: Any, config: LLMConfig, messages: list[dict[str, str]]) -> None:
+    """A paper longer than the model's context is an explicit permanent error, never silently
+    truncated. Models litellm does not know are left to the provider (its context-length error
+    is classified permanent too)."""
+    if config.is_offline:
+        return
+    try:
+        limit = litellm.get_model_info(config.effective_model).get("max_input_tokens")
+    except Exception:
+        return
+    if not limit:
+        return
+    needed = int(litellm.token_counter(model=config.effective_model, messages=messages))
+    if needed > limit:
+        raise PermanentError(
+            f"document needs {needed} prompt tokens but {config.effective_model} accepts {limit}; "
+            "it was not truncated: use a model with a larger context window"
+        )
+
+
 def _add(a: Usage, b: Usage) -> Usage:
     return Usage(a.model, a.tokens_in + b.tokens_in, a.tokens_out + b.tokens_out, a.cost_usd + b.cost_usd)
 
@@ -98,7 +131,7 @@ def complete_extraction(config: LLMConfig, messages: list[dict[str, str]]) -> LL
             "temperature": 0,
         }
         if not config.is_offline:
-            kwargs["response_format"] = {"type": "json_object"}
+            kwargs["response_format"] = _response_format(litellm, config)
         if config.api_base:
             kwargs["api_base"] = config.api_base
         if config.api_key:
@@ -108,6 +141,7 @@ def complete_extraction(config: LLMConfig, messages: list[dict[str, str]]) -> LL
         except Exception as exc:
             raise classify(exc) from exc
 
+    _check_context_window(litellm, config, messages)
     response = call(messages)
     usage = _usage_of(litellm, response, config)
     content = response.choices[0].message.content
