@@ -108,6 +108,20 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
     return batch
 
 
+def item_run_tags(
+    *, batch_id: int, batch_uid: str, item_id: int, document_key: str, filename: str, user: str
+) -> dict[str, str]:
+    """The tags of a run working on one batch item: the Runs page filters on them."""
+    return {
+        BATCH_RUN_TAG: str(batch_id),
+        BATCH_UID_RUN_TAG: batch_uid,
+        ITEM_TAG: str(item_id),
+        DOCUMENT_TAG: document_key,
+        FILENAME_TAG: filename[:200],
+        USER_TAG: user,
+    }
+
+
 def bind_run(context: dg.AssetExecutionContext, ledger: Ledger) -> Binding:
     """Find (or create) this run's batch item; raise dg.Failure with one clear line if impossible."""
     key = context.partition_key
@@ -119,14 +133,14 @@ def bind_run(context: dg.AssetExecutionContext, ledger: Ledger) -> Binding:
     item = find_item(ledger, batch_id=batch["id"], document_id=doc_id)
     if item is None:
         raise dg.Failure(f"document {key} is not part of batch {batch['id']}", allow_retries=False)
-    run_tags = {
-        BATCH_RUN_TAG: str(batch["id"]),
-        BATCH_UID_RUN_TAG: batch["uid"],
-        ITEM_TAG: str(item["id"]),
-        DOCUMENT_TAG: key,
-        FILENAME_TAG: document["filename"][:200],
-        USER_TAG: batch["user"],
-    }
+    run_tags = item_run_tags(
+        batch_id=batch["id"],
+        batch_uid=batch["uid"],
+        item_id=item["id"],
+        filename=document["filename"],
+        user=batch["user"],
+        document_key=key,
+    )
     missing = {k: v for k, v in run_tags.items() if context.run.tags.get(k) != v}
     if missing:
         context.instance.add_run_tags(context.run.run_id, missing)

@@ -20,7 +20,7 @@ from extraction_pipeline.core.ledger.documents import documents_after, partition
 from extraction_pipeline.core.ledger.queries import active_items, undispatched_items, unexported_batches
 from extraction_pipeline.core.ledger.schema import BatchOrigin
 from extraction_pipeline.core.reconcile import TERMINAL_RUN_STATUSES, RunInfo, judge_item
-from extraction_pipeline.defs.binding import BACKFILL_TAG, DOCUMENT_TAG, FILENAME_TAG, ITEM_TAG, USER_TAG
+from extraction_pipeline.defs.binding import BACKFILL_TAG, item_run_tags
 from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job
 from extraction_pipeline.defs.partitions import batch_partition_key, batches_partitions, documents_partitions
 from extraction_pipeline.defs.resources import LedgerResource, PipelineSettingsResource
@@ -82,14 +82,14 @@ def batch_dispatcher(context: dg.SensorEvaluationContext, ledger: LedgerResource
         dg.RunRequest(
             run_key=f"{item['batch_uid']}-item-{item['id']}",
             partition_key=key,
-            tags={
-                BATCH_RUN_TAG: str(item["batch_id"]),
-                BATCH_UID_RUN_TAG: item["batch_uid"],
-                ITEM_TAG: str(item["id"]),
-                DOCUMENT_TAG: key,
-                FILENAME_TAG: item["filename"][:200],
-                USER_TAG: item["user"],
-            },
+            tags=item_run_tags(
+                batch_id=item["batch_id"],
+                batch_uid=item["batch_uid"],
+                item_id=item["id"],
+                document_key=key,
+                filename=item["filename"],
+                user=item["user"],
+            ),
         )
         for item, key in zip(items, keys, strict=True)
     ]
