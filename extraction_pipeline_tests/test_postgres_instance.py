@@ -14,7 +14,7 @@ from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.defs.assets import extracted_document, parsed_document
-from extraction_pipeline.defs.resources import LedgerResource, LLMResource
+from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 from extraction_pipeline.instance import init_home
 
 
@@ -43,7 +43,11 @@ def test_init_and_materialize_on_postgres(
             [parsed_document, extracted_document],
             partition_key=f"doc-{doc}",
             instance=instance,
-            resources={"ledger": LedgerResource(database_url=pg_database), "llm": LLMResource()},
+            resources={
+                "ledger": LedgerResource(database_url=pg_database),
+                "llm": LLMResource(),
+                "settings": PipelineSettingsResource(home=str(settings.home_dir)),
+            },
             tags={"extraction/batch_uid": get_batch(ledger, batch)["uid"]},  # type: ignore[index]
         )
         assert result.success
