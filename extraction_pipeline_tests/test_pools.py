@@ -1,6 +1,11 @@
 """Concurrency pools hold across concurrent runs: the parse step runs in `pdf_parse`, the
-extraction step in `llm`. Observed on a real instance (instance_for_test enforces pools) with
-runs in separate processes, from the step start/end events Dagster records."""
+extraction step in `llm`. Observed on a real instance with runs in separate processes, from the
+step start/end events Dagster records.
+
+The instance stores its data in PostgreSQL: there Dagster claims a slot with
+SELECT … FOR UPDATE SKIP LOCKED. On SQLite the same claim is a read-then-write, and two steps
+starting in the same few milliseconds can both take the last slot (seen here: two parse steps
+1 ms apart with a limit of 1), so strict pool limits need the PostgreSQL storage."""
 
 from __future__ import annotations
 
@@ -56,7 +61,7 @@ def test_assets_declare_their_pools() -> None:
     assert extracted_document.op.pool == "llm"
 
 
-def test_pdf_parse_pool_limit_holds_across_concurrent_runs(tmp_path: Path) -> None:
+def test_pdf_parse_pool_limit_holds_across_concurrent_runs(tmp_path: Path, pg_dagster_database: str) -> None:
     ledger_url = f"sqlite:///{tmp_path / 'ledger.db'}"
     ledger = Ledger.connect(ledger_url)
     doc_ids = [
@@ -65,7 +70,8 @@ def test_pdf_parse_pool_limit_holds_across_concurrent_runs(tmp_path: Path) -> No
     ]
     batch = create_batch(ledger, idempotency_key="pools", project="p", user="u", document_ids=doc_ids).id
     uid = get_batch(ledger, batch)["uid"]  # type: ignore[index]
-    with dg.instance_for_test() as instance:
+    storage = {"storage": {"postgres": {"postgres_url": pg_dagster_database}}}
+    with dg.instance_for_test(overrides=storage) as instance:
         instance.event_log_storage.set_concurrency_slots("pdf_parse", 1)
         keys = [f"doc-{doc_id}" for doc_id in doc_ids]
         instance.add_dynamic_partitions("documents", keys)
