@@ -123,17 +123,11 @@ def cmd_documents_list(args: argparse.Namespace, settings: Settings) -> int:
 def _parse_for_cli(path: Path, settings: Settings, tables: str | None, timeout: float | None) -> Any:
     """Parse a user-named PDF through the content cache of this home (isolated, time-limited)."""
     from extraction_pipeline.core.documents import check_pdf_file, sha256_of
-    from extraction_pipeline.core.parsing import ParseOptions, parse_document
-    from extraction_pipeline.core.pdf.engine import EngineOptions
+    from extraction_pipeline.core.parsing import parse_document
 
     check_pdf_file(path, settings.max_pdf_bytes)
     settings.home_dir.mkdir(parents=True, exist_ok=True)  # the parse cache lives in the ledger
-    limits = EngineOptions(
-        max_pages=settings.max_pages,
-        max_bytes=settings.max_pdf_bytes,
-        table_detection=tables or settings.table_detection,
-    )
-    options = ParseOptions(timeout_seconds=timeout or settings.parse_timeout_seconds, limits=limits)
+    options = settings.parse_options(table_detection=tables, timeout_seconds=timeout)
     try:
         return parse_document(_ledger(settings), sha256=sha256_of(path), stored_path=str(path), options=options)
     except ExtractionError as exc:

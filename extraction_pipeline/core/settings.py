@@ -12,8 +12,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from extraction_pipeline.core.errors import ConfigError
+
+if TYPE_CHECKING:  # imported lazily at run time: `batch create` must not pay for it
+    from extraction_pipeline.core.parsing import ParseOptions
 
 PREFIX = "EXTRACTION_"
 DEFAULT_HOME = Path(".extraction_home")
@@ -85,6 +89,20 @@ class Settings:
     @property
     def max_pdf_bytes(self) -> int:
         return int(self.max_pdf_mb * 1024 * 1024)
+
+    def parse_options(
+        self, *, table_detection: str | None = None, timeout_seconds: float | None = None
+    ) -> ParseOptions:
+        """The parse limits these settings describe, optionally overriding the table mode or timeout."""
+        from extraction_pipeline.core.parsing import ParseOptions
+        from extraction_pipeline.core.pdf.engine import EngineOptions
+
+        limits = EngineOptions(
+            max_pages=self.max_pages,
+            max_bytes=self.max_pdf_bytes,
+            table_detection=table_detection or self.table_detection,
+        )
+        return ParseOptions(timeout_seconds=timeout_seconds or self.parse_timeout_seconds, limits=limits)
 
     @property
     def home_dir(self) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 SEGMENT_SEPARATOR = "\n\n"
@@ -62,7 +63,9 @@ class ParsedDocument:
     def tables_on(self, page: int) -> list[ParsedTable]:
         return [table for table in self.tables if table.page == page]
 
+    @cached_property
     def _segments(self) -> tuple[str, list[_Segment]]:
+        # Built once per document: grounding locates every quote against it.
         parts: list[str] = []
         segments: list[_Segment] = []
         offset = 0
@@ -74,15 +77,19 @@ class ParsedDocument:
                 offset += len(piece) + len(SEGMENT_SEPARATOR)
         return SEGMENT_SEPARATOR.join(parts), segments
 
+    @cached_property
+    def _segment_starts(self) -> list[int]:
+        return [segment.start for segment in self._segments[1]]
+
     @property
     def searchable_text(self) -> str:
-        return self._segments()[0]
+        return self._segments[0]
 
     def locate(self, start: int, end: int) -> Location | None:
         """Where a span of ``searchable_text`` comes from; None outside any segment. A span that
         runs past its segment is clipped to it (a quote never spans two pages)."""
-        _, segments = self._segments()
-        index = bisect.bisect_right([s.start for s in segments], start) - 1
+        segments = self._segments[1]
+        index = bisect.bisect_right(self._segment_starts, start) - 1
         if index < 0 or start > segments[index].end:
             return None
         segment = segments[index]
