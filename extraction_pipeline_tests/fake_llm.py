@@ -33,7 +33,7 @@ class FakeLLMServer:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.replies: deque[Reply] = deque()
-        self.answer: Callable[[list[dict[str, str]]], Reply] = lambda messages: Reply(json.dumps({"fields": {}}))
+        self.answer: Callable[[list[dict[str, str]]], Reply] = lambda messages: Reply(json.dumps({}))
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -129,6 +129,18 @@ class FakeLLMServer:
         return Handler
 
 
-def extraction_json(fields: dict[str, tuple[Any, str | None]]) -> str:
-    """Build the model's JSON answer from {name: (value, quote)}."""
-    return json.dumps({"fields": {name: {"value": v, "quote": q} for name, (v, q) in fields.items()}})
+def extraction_json(values: dict[str, tuple[Any, str | None]]) -> str:
+    """Build the model's JSON answer from {path: (value, quote)}, paths as the pipeline names them:
+    ``metadata.nct_number`` for a module field, ``outcomes.2.ci_lower`` for the 2nd outcome's field."""
+    answer: dict[str, Any] = {}
+    for path, (value, quote) in values.items():
+        module, *index, field = path.split(".")
+        pair = {"value": value, "quote": quote}
+        if index:
+            entries = answer.setdefault(module, [])
+            while len(entries) < int(index[0]):
+                entries.append({})
+            entries[int(index[0]) - 1][field] = pair
+        else:
+            answer.setdefault(module, {})[field] = pair
+    return json.dumps(answer)

@@ -1,63 +1,73 @@
-"""Plausibility checks: each impossible combination is flagged on its field, with the reason."""
+"""Plausibility checks: each impossible combination is flagged on its field path, with the reason."""
 
 from __future__ import annotations
 
-from extraction_pipeline.core.checks import check_fields
+from extraction_pipeline.core.checks import check_values
+
+
+def _outcome(number: int, **values: object) -> dict[str, object]:
+    return {f"outcomes.{number}.{name}": value for name, value in values.items()}
 
 
 def test_consistent_values_raise_no_flag() -> None:
     values = {
-        "effect_measure": "HR",
-        "effect_estimate": 0.72,
-        "ci_lower": 0.6,
-        "ci_upper": 0.86,
-        "randomized_n": 412,
-        "intervention_events": 30,
-        "intervention_group_size": 206,
-        "comparator_events": 45,
-        "comparator_group_size": 206,
-        "p_value": 0.003,
-        "intervention_standard_deviation": 1.2,
+        "metadata.randomized_n": 412,
+        "baseline.n_treatment": 206,
+        "baseline.n_control": 206,
+        "baseline.male_percent_treatment": 48.5,
+        **_outcome(1, effect_measure="HR", effect_estimate=0.72, ci_lower=0.6, ci_upper=0.86, p_value=0.003),
+        **_outcome(2, events_treatment=30, total_treatment=206, events_control=45, total_control=206),
+        **_outcome(3, mean_treatment=-1.2, sd_treatment=1.2, n_treatment=200, mean_control=0.4, sd_control=1.1),
     }
-    assert check_fields(values) == {}
+    assert check_values(values) == {}
 
 
 def test_estimate_outside_its_ci_and_reversed_bounds() -> None:
-    assert check_fields({"effect_estimate": 0.5, "ci_lower": 0.6, "ci_upper": 0.86}) == {
-        "effect_estimate": ["estimate 0.5 lies outside its own CI 0.6 to 0.86"]
+    assert check_values(_outcome(1, effect_estimate=0.5, ci_lower=0.6, ci_upper=0.86)) == {
+        "outcomes.1.effect_estimate": ["estimate 0.5 lies outside its own CI 0.6 to 0.86"]
     }
-    assert check_fields({"effect_estimate": 0.7, "ci_lower": 0.9, "ci_upper": 0.6}) == {
-        "ci_lower": ["lower bound 0.9 is above the upper bound 0.6"]
+    assert check_values(_outcome(2, effect_estimate=0.7, ci_lower=0.9, ci_upper=0.6)) == {
+        "outcomes.2.ci_lower": ["lower bound 0.9 is above the upper bound 0.6"]
     }
+
+
+def test_each_outcome_is_checked_on_its_own() -> None:
+    # Outcome 1's CI must not be compared with outcome 2's estimate.
+    values = {**_outcome(1, ci_lower=0.6, ci_upper=0.86), **_outcome(2, effect_estimate=1.5)}
+    assert check_values(values) == {}
 
 
 def test_ratios_must_be_positive() -> None:
-    flags = check_fields({"effect_measure": "OR", "effect_estimate": -0.2, "ci_lower": -0.5, "ci_upper": 0.1})
-    assert flags["effect_estimate"] == ["a ratio (OR) must be positive, got -0.2"]
-    assert "ci_upper" not in flags
+    flags = check_values(_outcome(1, effect_measure="OR", effect_estimate=-0.2, ci_lower=-0.5, ci_upper=0.1))
+    assert flags["outcomes.1.effect_estimate"] == ["a ratio (OR) must be positive, got -0.2"]
+    assert "outcomes.1.ci_upper" not in flags
+    assert check_values(_outcome(1, effect_measure="MD", effect_estimate=-0.2, ci_lower=-0.5, ci_upper=0.1)) == {}
 
 
-def test_counts_sds_and_p_values() -> None:
-    flags = check_fields(
+def test_counts_sds_percentages_and_p_values() -> None:
+    flags = check_values(
         {
-            "intervention_events": 31,
-            "intervention_group_size": 30,
-            "comparator_group_size": -4,
-            "comparator_standard_deviation": "-1.5",
-            "p_value": 1.3,
-            "randomized_n": 60.5,
+            **_outcome(1, events_treatment=31, total_treatment=30, total_control=-4, sd_control="-1.5", p_value=1.3),
+            "metadata.randomized_n": 60.5,
+            "baseline.male_percent_control": 130,
         }
     )
-    assert flags["intervention_events"] == ["31 events exceed the 30 participants of the arm"]
-    assert flags["comparator_group_size"] == ["cannot be negative, got -4"]
-    assert flags["comparator_standard_deviation"] == ["cannot be negative, got -1.5"]
-    assert flags["p_value"] == ["a p-value must be between 0 and 1, got 1.3"]
-    assert "a count must be a whole number, got 60.5" in flags["randomized_n"]
+    assert flags["outcomes.1.events_treatment"] == ["31 events exceed the 30 participants of the treatment arm"]
+    assert flags["outcomes.1.total_control"] == ["cannot be negative, got -4"]
+    assert flags["outcomes.1.sd_control"] == ["cannot be negative, got -1.5"]
+    assert flags["outcomes.1.p_value"] == ["a p-value must be between 0 and 1, got 1.3"]
+    assert "a count must be a whole number, got 60.5" in flags["metadata.randomized_n"]
+    assert flags["baseline.male_percent_control"] == ["a percentage must be between 0 and 100, got 130"]
 
 
 def test_arm_sizes_against_the_randomized_total() -> None:
-    over = check_fields({"randomized_n": 100, "intervention_group_size": 60, "comparator_group_size": 50})
-    assert over == {"randomized_n": ["arm sizes add up to 110, more than the 100 randomized"]}
-    under = check_fields({"randomized_n": 100, "intervention_group_size": 45, "comparator_group_size": 50})
-    assert under == {"randomized_n": ["arm sizes add up to 95, not the 100 randomized"]}
-    assert check_fields({"randomized_n": 100, "intervention_group_size": 45}) == {}  # not reported: no check
+    def check(n_treatment: int | None, n_control: int | None) -> dict[str, list[str]]:
+        values = {"metadata.randomized_n": 100, "baseline.n_treatment": n_treatment, "baseline.n_control": n_control}
+        return check_values(values)
+
+    assert check(60, 50) == {"metadata.randomized_n": ["arm sizes add up to 110, more than the 100 randomized"]}
+    assert check(45, 50) == {"metadata.randomized_n": ["arm sizes add up to 95, not the 100 randomized"]}
+    assert check(50, 50) == {}
+    assert check(45, None) == {}  # an arm not reported: no check
+    # Outcome-level analysed totals are not the randomized arms: no arm-sum check for them.
+    assert check_values({"metadata.randomized_n": 100, **_outcome(1, n_treatment=40, n_control=40)}) == {}

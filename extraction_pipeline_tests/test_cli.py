@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import openpyxl
 import pytest
@@ -315,14 +316,16 @@ def test_workbook_never_turns_document_text_into_formulas(tmp_path: Path) -> Non
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
     evil = '=HYPERLINK("http://evil.example","click")'
     states.claim(ledger, 1, run_id="r", worker="w")
-    result = {"fields": {"nct_number": {"value": evil, "quote": "+cmd|' /C calc'!A0", "status": "unverified"}}}
+    entry = {"module": "metadata", "index": None, "field": "nct_number", "value": evil, "quote": "+cmd|' /C calc'!A0"}
+    result = {"fields": {"metadata.nct_number": {**entry, "status": "unverified"}}}
     states.complete(ledger, 1, run_id="r", result=result, usage=states.Usage("m"))
     path = write_workbook(ledger, batch, tmp_path / "out.xlsx")
     sheet = openpyxl.load_workbook(path)["Documents"]
     header = [c.value for c in sheet[1]]
-    cells = {name: sheet.cell(row=2, column=header.index(name) + 1) for name in ("nct_number", "nct_number quote")}
-    assert cells["nct_number"].value == evil and cells["nct_number"].data_type == "s"
-    assert cells["nct_number quote"].data_type == "s"
+    names = ("metadata.nct_number", "metadata.nct_number quote")
+    cells = {name: sheet.cell(row=2, column=header.index(name) + 1) for name in names}
+    assert cells["metadata.nct_number"].value == evil and cells["metadata.nct_number"].data_type == "s"
+    assert cells["metadata.nct_number quote"].data_type == "s"
 
 
 def test_parse_prints_pages_and_tables_as_json_and_caches(home: Path, pdfs: list[Path]) -> None:
@@ -388,19 +391,52 @@ def test_workbook_shows_tiers_flags_and_a_summary_per_document(tmp_path: Path) -
     ledger = Ledger.connect(f"sqlite:///{tmp_path / 'l.db'}")
     [doc] = add_documents(ledger, 1)
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
+
+    def entry(path: str, value: object, page: int, status: str, flags: list[str] | None = None) -> dict[str, object]:
+        module, *index, field = path.split(".")
+        where = {"page": page, "start": 10 * page, "end": 10 * page + 5}
+        found = {"value": value, "quote": f"q {value}", **where, "status": status, "flags": flags or []}
+        return {"module": module, "index": int(index[0]) if index else None, "field": field, **found}
+
     fields = {
-        "nct_number": {"value": "NCT01234567", "quote": "q", "page": 1, "status": "verified", "flags": []},
-        "randomized_n": {"value": 100, "quote": "q", "page": 2, "status": "approximate", "flags": []},
-        "ci_lower": {"value": 0.9, "quote": "q", "page": 3, "status": "verified", "flags": ["lower bound above"]},
-        "ci_upper": {"value": 0.6, "quote": "q", "page": 3, "status": "unverified", "flags": []},
+        path: entry(path, *rest)  # type: ignore[arg-type]
+        for path, *rest in [
+            ("metadata.nct_number", "NCT01234567", 1, "verified"),
+            ("metadata.randomized_n", 100, 2, "approximate"),
+            ("outcomes.1.ci_lower", 0.9, 3, "verified", ["lower bound above"]),
+            ("outcomes.1.ci_upper", 0.6, 3, "unverified"),
+            ("outcomes.2.events_treatment", 12, 4, "verified"),
+        ]
     }
+    fields["baseline.n_control"] = {**entry("baseline.n_control", None, 0, "not reported"), "quote": None}
     states.claim(ledger, 1, run_id="r", worker="w")
     states.complete(ledger, 1, run_id="r", result={"fields": fields}, usage=states.Usage("m"))
-    sheet = openpyxl.load_workbook(write_workbook(ledger, batch, tmp_path / "out.xlsx"))["Documents"]
-    header = [c.value for c in sheet[1]]
-    row = {name: sheet.cell(row=2, column=i + 1) for i, name in enumerate(header)}
-    summary = [row[f"values {tier}"].value for tier in ("verified", "approximate", "unverified", "flagged")]
-    assert summary == [2, 1, 1, 1]
-    assert row["ci_lower check"].value == "lower bound above" and row["nct_number check"].value is None
-    fills = {row[f"{name} status"].fill.start_color.rgb[-6:] for name in ("nct_number", "randomized_n", "ci_upper")}
-    assert fills == {"C6EFCE", "FFEB9C", "FFC7CE"}  # the three tiers are visibly distinct
+    workbook = openpyxl.load_workbook(write_workbook(ledger, batch, tmp_path / "out.xlsx"))
+    assert workbook.sheetnames == ["Documents", "Outcomes", "Values", "Batch"]
+
+    def rows(name: str) -> list[dict[str, Any]]:
+        sheet = workbook[name]
+        header = [c.value for c in sheet[1]]
+        return [{h: c for h, c in zip(header, row, strict=True)} for row in sheet.iter_rows(min_row=2)]
+
+    [document] = rows("Documents")
+    summary = [document[f"values {tier}"].value for tier in ("verified", "approximate", "unverified", "flagged")]
+    assert summary == [3, 1, 1, 1] and document["outcomes"].value == 2
+    assert document["metadata.nct_number page"].value == 1 and document["metadata.nct_number check"].value is None
+    fills = {document[f"metadata.{n} status"].fill.start_color.rgb[-6:] for n in ("nct_number", "randomized_n")}
+    assert fills == {"C6EFCE", "FFEB9C"}
+    first, second = rows("Outcomes")
+    assert (first["outcome"].value, second["outcome"].value) == (1, 2)
+    assert first["ci_lower check"].value == "lower bound above"
+    assert first["ci_lower check"].fill.start_color.rgb[-6:] == "F4B183"
+    assert first["ci_upper status"].fill.start_color.rgb[-6:] == "FFC7CE"  # the three tiers are visibly distinct
+    assert second["events_treatment"].value == 12 and second["ci_lower"].value is None
+    values = rows("Values")  # one row per reported value, with its exact location
+    assert [(v["field"].value, v["outcome"].value) for v in values][2:] == [
+        ("ci_lower", 1),
+        ("ci_upper", 1),
+        ("events_treatment", 2),
+    ]
+    assert (values[4]["page"].value, values[4]["start"].value, values[4]["end"].value) == (4, 40, 45)
+    batch_sheet = {row[0].value: row[1].value for row in workbook["Batch"].iter_rows()}
+    assert batch_sheet["template"] == "p v1 (rct base v1)"

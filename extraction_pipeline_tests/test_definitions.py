@@ -74,7 +74,7 @@ def _answer_from_trial(messages: list[dict[str, str]]) -> Reply:
     text = document_from_messages(messages)
     trial = next(make_trial(i) for i in range(1, 50) if make_trial(i).nct_number in text)
     sentence = f"This trial was registered at ClinicalTrials.gov ({trial.nct_number})."
-    return Reply(extraction_json({"nct_number": (trial.nct_number, sentence)}), tokens_in=900, tokens_out=40)
+    return Reply(extraction_json({"metadata.nct_number": (trial.nct_number, sentence)}), tokens_in=900, tokens_out=40)
 
 
 def test_definitions_load_with_one_role_per_module() -> None:
@@ -152,7 +152,7 @@ def test_materializing_a_dispatched_document_completes_its_item(
     assert result.success
     [row] = batch_item_rows(ledger, batch)
     assert row["status"] == "completed" and row["run_id"] == result.run_id and row["tokens_in"] == 900
-    assert json.loads(row["result_json"])["fields"]["nct_number"]["status"] == "verified"
+    assert json.loads(row["result_json"])["fields"]["metadata.nct_number"]["status"] == "verified"
     meta = result.asset_materializations_for_node("extracted_document")[0].metadata
     assert meta["status"].value == "completed" and meta["quotes_verified"].value == 1 and meta["tokens_in"].value == 900
     parse_meta = result.asset_materializations_for_node("parsed_document")[0].metadata

@@ -85,7 +85,10 @@ def _fake_answer(stack_trials: dict[str, SyntheticTrial], hang_once: set[str]) -
         )
         return Reply(
             extraction_json(
-                {"nct_number": (trial.nct_number, registered), "randomized_n": (trial.randomized_n, methods)}
+                {
+                    "metadata.nct_number": (trial.nct_number, registered),
+                    "metadata.randomized_n": (trial.randomized_n, methods),
+                }
             ),
             tokens_in=1500,
             tokens_out=60,
@@ -183,8 +186,8 @@ def test_cli_batch_runs_through_daemon_and_sensor_closes_it(stack: Stack) -> Non
     assert len(rows) == 5
     for row in rows:
         trial = next(t for t in stack.trials.values() if t.filename == row["filename"])
-        assert (row["nct_number"], row["randomized_n"]) == (trial.nct_number, trial.randomized_n)
-        assert (row["nct_number status"], row["randomized_n status"]) == ("verified", "verified")
+        assert (row["metadata.nct_number"], row["metadata.randomized_n"]) == (trial.nct_number, trial.randomized_n)
+        assert (row["metadata.nct_number status"], row["metadata.randomized_n status"]) == ("verified", "verified")
         assert row["model"] == "openai/fake-model" and row["status"] == "completed"
 
     _assert_ledger_and_dagster_agree(stack, batch_id)

@@ -24,10 +24,13 @@ PAGES = [
 PARSED = ParsedDocument("sha", PAGES)
 GOOD = extraction_json(
     {
-        "nct_number": ("NCT01234567", "Trial registered as NCT01234567."),
-        "randomized_n": (412, "A total of 412 patients were randomized to drug or placebo."),
-        "effect_estimate": (0.72, "Death occurred less often with drug (hazard ratio 0.72; 95% CI 0.60 to 0.86)."),
-        "ci_lower": (0.61, "Death occurred less often with drug (hazard ratio 0.72; 95% CI 0.60 to 0.86)."),
+        "metadata.nct_number": ("NCT01234567", "Trial registered as NCT01234567."),
+        "metadata.randomized_n": (412, "A total of 412 patients were randomized to drug or placebo."),
+        "outcomes.1.effect_estimate": (
+            0.72,
+            "Death occurred less often with drug (hazard ratio 0.72; 95% CI 0.60 to 0.86).",
+        ),
+        "outcomes.1.ci_lower": (0.61, "Death occurred less often with drug (hazard ratio 0.72; 95% CI 0.60 to 0.86)."),
     }
 )
 
@@ -50,10 +53,16 @@ def test_success_records_grounded_result_and_usage(ledger: Ledger, fake_llm: Fak
     outcome = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
     assert outcome.status == "completed"
     fields = outcome.result["fields"]
-    assert (fields["nct_number"]["status"], fields["nct_number"]["page"]) == ("verified", 1)
-    assert (fields["effect_estimate"]["status"], fields["effect_estimate"]["page"]) == ("verified", 2)
-    assert (fields["ci_lower"]["status"], fields["ci_lower"]["reason"]) == ("unverified", "value not in quote")
-    assert fields["ci_upper"]["status"] == "not reported"
+    assert (fields["metadata.nct_number"]["status"], fields["metadata.nct_number"]["page"]) == ("verified", 1)
+    assert (fields["outcomes.1.effect_estimate"]["status"], fields["outcomes.1.effect_estimate"]["page"]) == (
+        "verified",
+        2,
+    )
+    assert (fields["outcomes.1.ci_lower"]["status"], fields["outcomes.1.ci_lower"]["reason"]) == (
+        "unverified",
+        "value not in quote",
+    )
+    assert fields["outcomes.1.ci_upper"]["status"] == "not reported"
     row = states.get_item(ledger, item)
     assert row is not None
     assert (row["status"], row["tokens_in"], row["tokens_out"], row["model"]) == (
@@ -62,7 +71,7 @@ def test_success_records_grounded_result_and_usage(ledger: Ledger, fake_llm: Fak
         80,
         "openai/fake-model",
     )
-    assert json.loads(row["result_json"])["fields"]["randomized_n"]["value"] == 412
+    assert json.loads(row["result_json"])["fields"]["metadata.randomized_n"]["value"] == 412
     # The document went to the model inside <FULL_TEXT>, and the request was JSON mode.
     [request] = fake_llm.requests
     assert request["response_format"] == {"type": "json_object"}
@@ -167,7 +176,7 @@ def test_malformed_json_is_repaired_once(ledger: Ledger, fake_llm: FakeLLMServer
 
 def test_output_still_invalid_after_repair_is_permanent(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
     item = _item(ledger)
-    fake_llm.push(Reply("{not json", tokens_in=50), Reply('{"fields": "not an object"}', tokens_in=60))
+    fake_llm.push(Reply("{not json", tokens_in=50), Reply('{"outcomes": "not a list"}', tokens_in=60))
     with pytest.raises(OutputParseError):
         extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
     row = states.get_item(ledger, item)
@@ -225,19 +234,19 @@ def test_implausible_values_are_flagged_on_their_field(ledger: Ledger, fake_llm:
         Reply(
             extraction_json(
                 {
-                    "effect_measure": ("HR", sentence),
-                    "effect_estimate": (0.72, sentence),
-                    "ci_lower": (0.86, sentence),  # bounds swapped by the model
-                    "ci_upper": (0.60, sentence),
+                    "outcomes.1.effect_measure": ("HR", sentence),
+                    "outcomes.1.effect_estimate": (0.72, sentence),
+                    "outcomes.1.ci_lower": (0.86, sentence),  # bounds swapped by the model
+                    "outcomes.1.ci_upper": (0.60, sentence),
                 }
             )
         )
     )
     outcome = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
     fields = outcome.result["fields"]
-    assert fields["ci_lower"]["flags"] == ["lower bound 0.86 is above the upper bound 0.6"]
-    assert fields["ci_lower"]["status"] == "verified"  # verbatim, yet implausible: the flag says so
-    assert fields["effect_estimate"]["flags"] == []
+    assert fields["outcomes.1.ci_lower"]["flags"] == ["lower bound 0.86 is above the upper bound 0.6"]
+    assert fields["outcomes.1.ci_lower"]["status"] == "verified"  # verbatim, yet implausible: the flag says so
+    assert fields["outcomes.1.effect_estimate"]["flags"] == []
 
 
 def test_known_schema_capable_model_gets_json_schema_output(ledger: Ledger, fake_llm: FakeLLMServer) -> None:

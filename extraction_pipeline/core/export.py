@@ -1,5 +1,15 @@
-"""The batch workbook: one row per document with every field's value, quote, page and status.
+"""The batch workbook: the reviewer's surface.
 
+Sheets:
+- **Documents**: one row per document: status, cost, a summary of how many values are verified /
+  approximate / unverified / flagged, then every single-valued field (study metadata, baseline per
+  arm, Risk of Bias, project fields) as value, quote, page, status and check columns.
+- **Outcomes**: one row per reported outcome of each document, same five columns per field.
+- **Values**: one row per extracted value with its exact location (page, start, end), confidence
+  and reason: the list to filter when reviewing.
+- **Batch**: the batch, its frozen template version, totals, and what the colours mean.
+
+Status cells are filled by tier (green / yellow / red) and check cells with a flag in orange.
 Written to a temporary file and renamed, so a reader never sees a half-written workbook.
 """
 
@@ -7,17 +17,20 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from extraction_pipeline.core.errors import ConfigError
-from extraction_pipeline.core.fields import FIELD_NAMES
-from extraction_pipeline.core.grounding import APPROXIMATE, UNVERIFIED, VERIFIED
+from extraction_pipeline.core.grounding import APPROXIMATE, NOT_REPORTED, UNVERIFIED, VERIFIED
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
+from extraction_pipeline.core.ledger.templates import template_of_batch
+from extraction_pipeline.core.templates.definition import TemplateDefinition
+from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 
-FIXED_COLUMNS = [
+DOCUMENT_COLUMNS = [
     "document_id",
     "filename",
     "status",
@@ -32,29 +45,86 @@ FIXED_COLUMNS = [
     "values approximate",
     "values unverified",
     "values flagged",
+    "outcomes",
 ]
+OUTCOME_COLUMNS = ["document_id", "filename", "outcome"]
+VALUE_COLUMNS = [
+    "document_id",
+    "filename",
+    "module",
+    "outcome",
+    "field",
+    "value",
+    "quote",
+    "page",
+    "start",
+    "end",
+    "status",
+    "confidence",
+    "reason",
+    "check",
+]
+FIELD_SUFFIXES = ("", " quote", " page", " status", " check")
 STATUS_FILLS = {VERIFIED: "C6EFCE", APPROXIMATE: "FFEB9C", UNVERIFIED: "FFC7CE"}
 FLAG_FILL = "F4B183"
+LEGEND = [
+    (VERIFIED, "quote found verbatim (similarity >= 0.95), every number in it is in the source, value in quote"),
+    (APPROXIMATE, "quote found approximately (0.80-0.95) with its numbers intact: check the wording"),
+    (UNVERIFIED, "quote not found, a number differs from the source, or the value is not in the quote"),
+    ("check", "a plausibility rule failed (e.g. estimate outside its CI, events above totals)"),
+]
 
 
-def field_columns(field_names: list[str]) -> list[str]:
-    suffixes = ("", " quote", " page", " status", " check")
-    return [f"{name}{suffix}" for name in field_names for suffix in suffixes]
+@dataclass(frozen=True)
+class SheetData:
+    name: str
+    header: list[str]
+    rows: list[dict[str, Any]]
 
 
-def document_rows(ledger: Ledger, batch_id: int) -> tuple[list[str], list[dict[str, Any]]]:
-    """Header and one dict per document, in document order (shared by the workbook and --json)."""
+def _field_columns(names: list[str]) -> list[str]:
+    return [f"{name}{suffix}" for name in names for suffix in FIELD_SUFFIXES]
+
+
+def _field_cells(name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    return {
+        name: entry.get("value"),
+        f"{name} quote": entry.get("quote"),
+        f"{name} page": entry.get("page"),
+        f"{name} status": entry.get("status"),
+        f"{name} check": "; ".join(entry.get("flags") or []) or None,
+    }
+
+
+def _column_names(template: TemplateDefinition, results: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """Document-level names ("metadata.nct_number") and outcome field names, in template order,
+    then any name a stored result has that the template lacks (nothing stored is dropped)."""
+    single = [f"{m.name}.{f.name}" for m in template.all_modules() if not m.repeated for f in m.fields]
+    repeated = [f.name for m in template.all_modules() if m.repeated for f in m.fields]
+    for result in results:
+        for path, entry in result.get("fields", {}).items():
+            if entry.get("index") is None and path not in single:
+                single.append(path)
+            elif entry.get("index") is not None and entry.get("field") not in repeated:
+                repeated.append(entry["field"])
+    return single, repeated
+
+
+def workbook_sheets(ledger: Ledger, batch_id: int) -> list[SheetData]:
+    """The Documents, Outcomes and Values sheets as plain data (the workbook writes them)."""
+    frozen = template_of_batch(ledger, batch_id)
+    template = frozen.definition if frozen else RCT_TEMPLATE
     items = batch_item_rows(ledger, batch_id)
     results = [json.loads(item["result_json"]) if item["result_json"] else {} for item in items]
-    names = list(FIELD_NAMES)
-    for result in results:
-        names.extend(name for name in result.get("fields", {}) if name not in names)
-    header = FIXED_COLUMNS + field_columns(names)
-    rows: list[dict[str, Any]] = []
+    single, repeated = _column_names(template, results)
+    documents: list[dict[str, Any]] = []
+    outcomes: list[dict[str, Any]] = []
+    values: list[dict[str, Any]] = []
     for item, result in zip(items, results, strict=True):
+        fields: dict[str, Any] = result.get("fields", {})
+        identity = {"document_id": item["document_id"], "filename": item["filename"]}
         row: dict[str, Any] = {
-            "document_id": item["document_id"],
-            "filename": item["filename"],
+            **identity,
             "status": item["status"],
             "error": item["message"] if item["status"] == "error" else None,
             "model": item["model"],
@@ -64,68 +134,63 @@ def document_rows(ledger: Ledger, batch_id: int) -> tuple[list[str], list[dict[s
             "attempts": item["attempts"],
             "run_id": item["run_id"],
         }
-        fields = result.get("fields", {})
-        for name in names:
-            found = fields.get(name, {})
-            row[name] = found.get("value")
-            row[f"{name} quote"] = found.get("quote")
-            row[f"{name} page"] = found.get("page")
-            row[f"{name} status"] = found.get("status")
-            row[f"{name} check"] = "; ".join(found.get("flags") or []) or None
-        statuses = [f.get("status") for f in fields.values()]
-        for tier in (VERIFIED, APPROXIMATE, UNVERIFIED):
-            row[f"values {tier}"] = statuses.count(tier) if fields else None
-        row["values flagged"] = sum(1 for f in fields.values() if f.get("flags")) if fields else None
-        rows.append(row)
-    return header, rows
+        if fields:
+            statuses = [entry.get("status") for entry in fields.values()]
+            for tier in (VERIFIED, APPROXIMATE, UNVERIFIED):
+                row[f"values {tier}"] = statuses.count(tier)
+            row["values flagged"] = sum(1 for entry in fields.values() if entry.get("flags"))
+        by_outcome: dict[int, dict[str, Any]] = {}
+        for path, entry in fields.items():
+            index = entry.get("index")
+            if index is None:
+                row.update(_field_cells(path, entry))
+            else:
+                by_outcome.setdefault(index, {**identity, "outcome": index}).update(
+                    _field_cells(entry.get("field", path), entry)
+                )
+            if entry.get("status") != NOT_REPORTED or entry.get("value") is not None:
+                values.append(_value_row(identity, path, entry))
+        row["outcomes"] = len(by_outcome) if fields else None
+        documents.append(row)
+        outcomes.extend(by_outcome[index] for index in sorted(by_outcome))
+    return [
+        SheetData("Documents", DOCUMENT_COLUMNS + _field_columns(single), documents),
+        SheetData("Outcomes", OUTCOME_COLUMNS + _field_columns(repeated), outcomes),
+        SheetData("Values", VALUE_COLUMNS, values),
+    ]
+
+
+def _value_row(identity: dict[str, Any], path: str, entry: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **identity,
+        "module": entry.get("module", path.split(".", 1)[0]),
+        "outcome": entry.get("index"),
+        "field": entry.get("field", path),
+        "value": entry.get("value"),
+        "quote": entry.get("quote"),
+        "page": entry.get("page"),
+        "start": entry.get("start"),
+        "end": entry.get("end"),
+        "status": entry.get("status"),
+        "confidence": entry.get("confidence"),
+        "reason": entry.get("reason"),
+        "check": "; ".join(entry.get("flags") or []) or None,
+    }
 
 
 def write_workbook(ledger: Ledger, batch_id: int, path: Path) -> Path:
     from openpyxl import Workbook  # lazy: only export pays for it
-    from openpyxl.styles import Font, PatternFill
 
     batch = get_batch(ledger, batch_id)
     if batch is None:
         raise ConfigError(f"unknown batch {batch_id}")
-    header, rows = document_rows(ledger, batch_id)
-    counts = progress(ledger, batch_id)
-
     workbook = Workbook()
-    sheet = workbook.active
-    assert sheet is not None  # a new Workbook always has one sheet
-    sheet.title = "Documents"
-    sheet.append(header)
-    for cell in sheet[1]:
-        cell.font = Font(bold=True)
-    for row in rows:
-        sheet.append([row.get(column) for column in header])
-        _as_text_cells(sheet[sheet.max_row])
-    status_columns = [index for index, name in enumerate(header, start=1) if name.endswith(" status")]
-    check_columns = [index for index, name in enumerate(header, start=1) if name.endswith(" check")]
-    for row_cells in sheet.iter_rows(min_row=2):
-        for index in status_columns:
-            cell = row_cells[index - 1]
-            color = STATUS_FILLS.get(str(cell.value))
-            if color:
-                cell.fill = PatternFill("solid", start_color=color, end_color=color)
-        for index in check_columns:
-            cell = row_cells[index - 1]
-            if cell.value:
-                cell.fill = PatternFill("solid", start_color=FLAG_FILL, end_color=FLAG_FILL)
-    sheet.freeze_panes = "C2"
-
-    summary = workbook.create_sheet("Batch")
-    for key, value in [
-        ("batch_id", batch_id),
-        ("project", batch["project"]),
-        ("user", batch["user"]),
-        ("status", batch["status"]),
-        ("created_at (UTC)", str(batch["created_at"])),
-        ("completed_at (UTC)", str(batch["completed_at"] or "")),
-        *counts.as_dict().items(),
-    ]:
-        summary.append([key, value])
-        _as_text_cells(summary[summary.max_row])
+    default_sheet = workbook.active
+    for data in workbook_sheets(ledger, batch_id):
+        _write_sheet(workbook.create_sheet(data.name), data)
+    if default_sheet is not None:
+        workbook.remove(default_sheet)
+    _write_batch_sheet(workbook.create_sheet("Batch"), ledger, batch)
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
@@ -135,6 +200,53 @@ def write_workbook(ledger: Ledger, batch_id: int, path: Path) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def _write_sheet(sheet: Any, data: SheetData) -> None:
+    from openpyxl.styles import Font, PatternFill
+
+    sheet.append(data.header)
+    for cell in sheet[1]:
+        cell.font = Font(bold=True)
+    status_columns = [i for i, name in enumerate(data.header) if name == "status" or name.endswith(" status")]
+    check_columns = [i for i, name in enumerate(data.header) if name == "check" or name.endswith(" check")]
+    for row in data.rows:
+        sheet.append([row.get(column) for column in data.header])
+        cells = sheet[sheet.max_row]
+        _as_text_cells(cells)
+        for index in status_columns:
+            if color := STATUS_FILLS.get(str(cells[index].value)):
+                cells[index].fill = PatternFill("solid", start_color=color, end_color=color)
+        for index in check_columns:
+            if cells[index].value:
+                cells[index].fill = PatternFill("solid", start_color=FLAG_FILL, end_color=FLAG_FILL)
+    sheet.freeze_panes = "C2"
+
+
+def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: dict[str, Any]) -> None:
+    from openpyxl.styles import PatternFill
+
+    frozen = template_of_batch(ledger, batch["id"])
+    template = frozen.label if frozen else "built-in rct base (batch created before template versions)"
+    rows: list[tuple[str, Any]] = [
+        ("batch_id", batch["id"]),
+        ("project", batch["project"]),
+        ("user", batch["user"]),
+        ("status", batch["status"]),
+        ("template", template),
+        ("created_at (UTC)", str(batch["created_at"])),
+        ("completed_at (UTC)", str(batch["completed_at"] or "")),
+        *progress(ledger, batch["id"]).as_dict().items(),
+    ]
+    for key, value in rows:
+        sheet.append([key, value])
+        _as_text_cells(sheet[sheet.max_row])
+    sheet.append([])
+    sheet.append(["legend", "meaning"])
+    for name, meaning in LEGEND:
+        sheet.append([name, meaning])
+        color = STATUS_FILLS.get(name, FLAG_FILL)
+        sheet.cell(row=sheet.max_row, column=1).fill = PatternFill("solid", start_color=color, end_color=color)
 
 
 def _as_text_cells(row_cells: Any) -> None:

@@ -12,19 +12,23 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy.exc import SQLAlchemyError
 
-from extraction_pipeline.core.checks import check_fields
+from extraction_pipeline.core.checks import check_values
 from extraction_pipeline.core.errors import PermanentError, TransientError
-from extraction_pipeline.core.fields import FIELD_NAMES
 from extraction_pipeline.core.grounding import VERIFIED, Grounder
 from extraction_pipeline.core.ledger import ItemStatus, Ledger
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.audit import record_prompt
 from extraction_pipeline.core.ledger.items import TRANSIENT_MESSAGE_PREFIX, Usage
+from extraction_pipeline.core.ledger.templates import template_of_item
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
 from extraction_pipeline.core.parsing import ParsedDocument
 from extraction_pipeline.core.prompts import build_messages
+from extraction_pipeline.core.templates.definition import TemplateDefinition
+from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
+from extraction_pipeline.core.templates.schema import extracted_values
 
 
 @dataclass(frozen=True)
@@ -40,18 +44,23 @@ class ExtractionOutcome:
     result: dict[str, Any] = field(default_factory=dict)
 
 
-def ground_output(raw_fields: dict[str, Any], parsed: ParsedDocument) -> dict[str, Any]:
-    """Attach a grounding verdict and the plausibility flags to every field the model returned."""
+def ground_output(template: TemplateDefinition, answer: BaseModel, parsed: ParsedDocument) -> dict[str, Any]:
+    """Every field of the answer, by path, with its grounding verdict and plausibility flags."""
     grounder = Grounder(parsed)
     grounded: dict[str, Any] = {}
-    for name in dict.fromkeys([*FIELD_NAMES, *raw_fields]):
-        extracted = raw_fields.get(name)
-        value = getattr(extracted, "value", None)
-        quote = getattr(extracted, "quote", None)
-        verdict = grounder.ground(value, quote)
-        grounded[name] = {"value": value, "quote": quote, **verdict.as_dict(), "flags": []}
-    for name, reasons in check_fields({key: entry["value"] for key, entry in grounded.items()}).items():
-        grounded[name]["flags"] = reasons
+    for found in extracted_values(template, answer):
+        verdict = grounder.ground(found.value, found.quote, judgement=found.field.judgement)
+        grounded[found.path] = {
+            "module": found.module,
+            "index": found.index,
+            "field": found.field.name,
+            "value": found.value,
+            "quote": found.quote,
+            **verdict.as_dict(),
+            "flags": [],
+        }
+    for path, reasons in check_values({path: entry["value"] for path, entry in grounded.items()}).items():
+        grounded[path]["flags"] = reasons
     return grounded
 
 
@@ -85,11 +94,18 @@ def extract_item(
 
     # From here on the item is ours: every exit must complete, release or fail it.
     try:
-        messages = build_messages(parsed.pages_text, parsed.tables)
+        frozen = template_of_item(ledger, item_id)
+        template = frozen.definition if frozen else RCT_TEMPLATE
+        messages = build_messages(template, parsed.pages_text, parsed.tables)
         record_prompt(ledger, item_id=item_id, run_id=run_id, model=llm.effective_model, messages=messages)
-        reply = complete_extraction(llm, messages)
-        grounded = ground_output(reply.output.fields, parsed)
-        result = {"model": reply.usage.model, "repaired": reply.repaired, "fields": grounded}
+        reply = complete_extraction(llm, messages, template)
+        grounded = ground_output(template, reply.output, parsed)
+        result = {
+            "model": reply.usage.model,
+            "repaired": reply.repaired,
+            "template": {"id": frozen.id, "version": frozen.version} if frozen else None,
+            "fields": grounded,
+        }
         stored = item_states.complete(ledger, item_id, run_id=run_id, result=result, usage=reply.usage)
     except TransientError as exc:
         message = f"{TRANSIENT_MESSAGE_PREFIX}{exc}"

@@ -136,7 +136,9 @@ class Grounder:
             end += 1
         return start, end
 
-    def ground(self, value: str | float | int | None, quote: str | None) -> Grounding:
+    def ground(self, value: str | float | int | None, quote: str | None, *, judgement: bool = False) -> Grounding:
+        """``judgement``: the value is an assessment the quote supports (e.g. a Risk of Bias
+        judgement), so the quote is verified but the value is not looked for inside it."""
         if value is None and not quote:
             return Grounding(NOT_REPORTED, 0.0, "field not reported")
         if not quote or not quote.strip():
@@ -158,7 +160,7 @@ class Grounder:
             missing = [str(n) for n in quoted if n not in source]
             detail = f"not in the source span: {', '.join(missing)}" if missing else "in another order in the source"
             return Grounding(UNVERIFIED, confidence, f"numbers differ from the source ({detail})", **anchor)
-        if value is not None and not value_in_quote(value, quote_norm):
+        if value is not None and not judgement and not value_in_quote(value, quote_norm):
             return Grounding(UNVERIFIED, confidence, "value not in quote", **anchor)
         if score >= VERIFIED_AT:
             return Grounding(VERIFIED, confidence, "quote found; its numbers match the source", **anchor)

@@ -25,6 +25,7 @@ from extraction_pipeline.core.ledger.schema import (
     batches,
     documents,
 )
+from extraction_pipeline.core.ledger.templates import current_template
 
 BATCH_RUN_TAG = "extraction/batch"  # the batch id, for people filtering the Runs page
 BATCH_UID_RUN_TAG = "extraction/batch_uid"  # the batch uid, for matching runs to batches
@@ -48,9 +49,11 @@ def create_batch(
     origin_ref: str | None = None,
 ) -> BatchRef:
     """Create a batch of one pending item per document, or return the batch that already has
-    this idempotency key (``created=False``). ``origin_ref``: the backfill or run id behind it."""
+    this idempotency key (``created=False``). ``origin_ref``: the backfill or run id behind it.
+    The batch freezes the project's current template version."""
     if not idempotency_key or len(idempotency_key) > MAX_KEY_CHARS:
         raise ConfigError(f"idempotency key must be 1..{MAX_KEY_CHARS} characters")
+    template_id = current_template(ledger, project).id
     unique_ids = list(dict.fromkeys(document_ids))
     now = utcnow()
     try:
@@ -68,6 +71,7 @@ def create_batch(
                     origin_ref=origin_ref,
                     status=status,
                     total_items=len(unique_ids),
+                    template_id=template_id,
                     created_at=now,
                     # An empty batch has nothing to wait for: it completes on creation.
                     completed_at=None if unique_ids else now,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, ProgrammingError
 
@@ -14,6 +14,8 @@ from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger.schema import metadata
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# (table, column, SQL type) added to tables after their first release; constants, never user input.
+ADDED_COLUMNS = (("batches", "template_id", "INTEGER REFERENCES templates(id)"),)
 
 
 def utcnow() -> datetime:
@@ -71,6 +73,22 @@ class Ledger:
             # Another process created the same table between our check and our CREATE
             # (PostgreSQL reports it as a duplicate type); the second pass sees it exists.
             metadata.create_all(self.engine, checkfirst=True)
+        self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        """Columns added after a table first shipped: an existing ledger gets them in place
+        (nullable, so old rows stay valid). ``create_all`` never alters an existing table."""
+        for table_name, column, ddl_type in ADDED_COLUMNS:
+            present = {c["name"] for c in inspect(self.engine).get_columns(table_name)}
+            if column in present:
+                continue
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(text(f'ALTER TABLE {table_name} ADD COLUMN "{column}" {ddl_type}'))
+            except (OperationalError, ProgrammingError):
+                # Another process added it first; anything else shows up on the re-check.
+                if column not in {c["name"] for c in inspect(self.engine).get_columns(table_name)}:
+                    raise
 
     @property
     def backend(self) -> str:

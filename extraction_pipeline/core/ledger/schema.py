@@ -60,6 +60,21 @@ documents = Table(
     UniqueConstraint("project", "sha256", name="uq_documents_project_sha256"),
 )
 
+templates = Table(
+    "templates",
+    metadata,
+    # Immutable versions of a project's template: editing inserts a new version, and a batch
+    # points at the exact version it started with, so results never change under it.
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("project", String(200), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("base", String(50), nullable=False),
+    Column("digest", String(64), nullable=False),
+    Column("definition_json", Text, nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    UniqueConstraint("project", "version", name="uq_templates_project_version"),
+)
+
 batches = Table(
     "batches",
     metadata,
@@ -78,6 +93,8 @@ batches = Table(
     Column("created_at", DateTime, nullable=False),
     Column("completed_at", DateTime, nullable=True),
     Column("export_path", Text, nullable=True),
+    # The template version frozen at creation (NULL only in ledgers older than templates).
+    Column("template_id", Integer, ForeignKey("templates.id"), nullable=True),
 )
 
 batch_items = Table(

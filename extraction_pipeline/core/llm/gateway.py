@@ -12,13 +12,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from extraction_pipeline.core.errors import OutputParseError, PermanentError, TransientError
-from extraction_pipeline.core.fields import ExtractionOutput, output_json_schema
 from extraction_pipeline.core.ledger.items import Usage
 from extraction_pipeline.core.llm.errors import classify
 from extraction_pipeline.core.llm.offline import OFFLINE_MODEL, OFFLINE_PROVIDER, register_offline_provider
+from extraction_pipeline.core.templates.definition import TemplateDefinition
+from extraction_pipeline.core.templates.schema import output_json_schema, output_model
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
@@ -41,7 +42,7 @@ class LLMConfig:
 
 @dataclass(frozen=True)
 class LLMResult:
-    output: ExtractionOutput
+    output: BaseModel  # an instance of output_model(template)
     usage: Usage
     repaired: bool
 
@@ -56,12 +57,12 @@ def _import_litellm() -> Any:
     return litellm
 
 
-def _parse(content: str | None) -> ExtractionOutput:
+def _parse(content: str | None, template: TemplateDefinition) -> BaseModel:
     if not content:
         raise ValueError("empty response")
     fenced = _FENCE.match(content)
     text = fenced.group(1) if fenced else content
-    return ExtractionOutput.model_validate(json.loads(text))
+    return output_model(template).model_validate(json.loads(text))
 
 
 def _usage_of(litellm: Any, response: Any, config: LLMConfig) -> Usage:
@@ -77,7 +78,7 @@ def _usage_of(litellm: Any, response: Any, config: LLMConfig) -> Usage:
     return Usage(model=config.effective_model, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost)
 
 
-def _response_format(litellm: Any, config: LLMConfig) -> dict[str, Any]:
+def _response_format(litellm: Any, config: LLMConfig, template: TemplateDefinition) -> dict[str, Any]:
     """JSON Schema structured output where the provider supports it, JSON mode otherwise (the
     schema is then in the system prompt, and the answer is validated with pydantic either way)."""
     try:
@@ -85,7 +86,7 @@ def _response_format(litellm: Any, config: LLMConfig) -> dict[str, Any]:
     except Exception:  # unknown model: litellm cannot tell
         supports_schema = False
     if supports_schema:
-        schema = {"name": "trial_extraction", "schema": output_json_schema(), "strict": False}
+        schema = {"name": "trial_extraction", "schema": output_json_schema(template), "strict": False}
         return {"type": "json_schema", "json_schema": schema}
     return {"type": "json_object"}
 
@@ -114,9 +115,9 @@ def _add(a: Usage, b: Usage) -> Usage:
     return Usage(a.model, a.tokens_in + b.tokens_in, a.tokens_out + b.tokens_out, a.cost_usd + b.cost_usd)
 
 
-def complete_extraction(config: LLMConfig, messages: list[dict[str, str]]) -> LLMResult:
-    """Ask the model for an ``ExtractionOutput``. Raises TransientError / PermanentError /
-    OutputParseError (after one repair attempt)."""
+def complete_extraction(config: LLMConfig, messages: list[dict[str, str]], template: TemplateDefinition) -> LLMResult:
+    """Ask the model for an answer shaped by ``template``. Raises TransientError /
+    PermanentError / OutputParseError (after one repair attempt)."""
     litellm = _import_litellm()
     if config.is_offline:
         register_offline_provider()
@@ -131,7 +132,7 @@ def complete_extraction(config: LLMConfig, messages: list[dict[str, str]]) -> LL
             "temperature": 0,
         }
         if not config.is_offline:
-            kwargs["response_format"] = _response_format(litellm, config)
+            kwargs["response_format"] = _response_format(litellm, config, template)
         if config.api_base:
             kwargs["api_base"] = config.api_base
         if config.api_key:
@@ -146,7 +147,7 @@ def complete_extraction(config: LLMConfig, messages: list[dict[str, str]]) -> LL
     usage = _usage_of(litellm, response, config)
     content = response.choices[0].message.content
     try:
-        return LLMResult(_parse(content), usage, repaired=False)
+        return LLMResult(_parse(content, template), usage, repaired=False)
     except (ValueError, ValidationError) as first_error:
         repair = [
             *messages,
@@ -164,7 +165,7 @@ def complete_extraction(config: LLMConfig, messages: list[dict[str, str]]) -> LL
             raise
         usage = _add(usage, _usage_of(litellm, response, config))
         try:
-            return LLMResult(_parse(response.choices[0].message.content), usage, repaired=True)
+            return LLMResult(_parse(response.choices[0].message.content, template), usage, repaired=True)
         except (ValueError, ValidationError) as second_error:
             raise OutputParseError(
                 f"model output is not valid JSON for the schema after one repair: {str(second_error)[:300]}",

@@ -11,8 +11,6 @@ import json
 import re
 from typing import Any
 
-from extraction_pipeline.core.fields import FIELD_NAMES
-
 OFFLINE_PROVIDER = "offline"
 OFFLINE_MODEL = f"{OFFLINE_PROVIDER}/pattern-v1"
 
@@ -45,15 +43,21 @@ _PAGE_MARKER = re.compile(r"^\[page \d+\]$", re.MULTILINE)
 
 
 def pattern_extract(document: str) -> dict[str, Any]:
-    """Return ``{"fields": {name: {"value", "quote"}}}`` for the patterns found in ``document``.
+    """An answer in the RCT template's shape with what the patterns find in ``document``: the NCT
+    number and randomized total (``metadata``) and the first effect estimate with its 95% CI (one
+    ``outcomes`` entry). Fields it cannot find are left out, which the schema reads as null.
 
     Quotes never span the prompt's ``[page N]`` markers: each pattern is searched page by page."""
-    fields: dict[str, dict[str, Any]] = {name: {"value": None, "quote": None} for name in FIELD_NAMES}
+    found: dict[str, dict[str, Any]] = {}
     for page in _PAGE_MARKER.split(document):
-        for name, found in _extract_page(page).items():
-            if fields[name]["value"] is None:
-                fields[name] = found
-    return {"fields": fields}
+        for name, pair in _extract_page(page).items():
+            found.setdefault(name, pair)
+    metadata = {name: found[name] for name in ("nct_number", "randomized_n") if name in found}
+    outcome_fields = ("effect_measure", "effect_estimate", "ci_lower", "ci_upper")
+    outcomes = [{name: found[name] for name in outcome_fields}] if "effect_estimate" in found else []
+    if outcomes and found["effect_measure"]["value"] == "HR":
+        outcomes[0]["outcome_type"] = {"value": "survival", "quote": found["effect_measure"]["quote"]}
+    return {"metadata": metadata, "outcomes": outcomes}
 
 
 def _extract_page(document: str) -> dict[str, dict[str, Any]]:
