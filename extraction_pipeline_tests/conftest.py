@@ -68,7 +68,9 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     url = request.getfixturevalue("pg_database")
     ledger = Ledger.connect(url)
     with ledger.engine.begin() as conn:
-        conn.execute(text("TRUNCATE batch_items, batches, documents, parsed_documents RESTART IDENTITY CASCADE"))
+        conn.execute(
+            text("TRUNCATE batch_items, batches, templates, documents, parsed_documents RESTART IDENTITY CASCADE")
+        )
     ledger.dispose()
     yield url
 

@@ -14,7 +14,7 @@ import pytest
 
 from extraction_pipeline.core.synthetic import make_trial, write_report
 
-COMMANDS = ["init", "demo", "parse", "ground", "documents", "batch", "history", "ui", "daemon"]
+COMMANDS = ["init", "demo", "parse", "ground", "documents", "batch", "template", "history", "ui", "daemon"]
 
 
 def run_cli(home: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
@@ -51,7 +51,12 @@ def test_help_documents_every_command(tmp_path: Path) -> None:
     result = run_cli(tmp_path, "--help", check=True)
     for command in COMMANDS:
         assert command in result.stdout
-    for group, subcommands in {"documents": ["add", "list"], "batch": ["create", "status", "export"]}.items():
+    groups = {
+        "documents": ["add", "list"],
+        "batch": ["create", "status", "export"],
+        "template": ["show", "set", "versions"],
+    }
+    for group, subcommands in groups.items():
         out = run_cli(tmp_path, group, "--help", check=True).stdout
         assert all(sub in out for sub in subcommands)
 
@@ -440,3 +445,43 @@ def test_workbook_shows_tiers_flags_and_a_summary_per_document(tmp_path: Path) -
     assert (values[4]["page"].value, values[4]["start"].value, values[4]["end"].value) == (4, 40, 45)
     batch_sheet = {row[0].value: row[1].value for row in workbook["Batch"].iter_rows()}
     assert batch_sheet["template"] == "p v1 (rct base v1)"
+
+
+def test_template_set_show_versions_and_batches_freeze_theirs(home: Path, pdfs: list[Path], tmp_path: Path) -> None:
+    run_cli(home, "documents", "add", "tpl", str(pdfs[0]), check=True)
+    shown = run_cli(home, "template", "show", "tpl", check=True).stdout
+    assert "has no template yet" in shown and "- nct_number (text)" in shown and "- overall (one of: low" in shown
+    first = json.loads(
+        run_cli(home, "batch", "create", "tpl", "--user", "u", "--idempotency-key", "t1", "--json", check=True).stdout
+    )
+    assert first["template"] == "tpl v1 (rct base v1)"
+    project_file = tmp_path / "template.json"
+    custom = [{"name": "dose_mg", "type": "number", "instruction": "daily dose in mg"}]
+    project_file.write_text(json.dumps({"base": "rct", "custom_fields": custom}))
+    assert (
+        "tpl v2 (rct base v1) saved with 1 custom field"
+        in run_cli(home, "template", "set", "tpl", str(project_file), check=True).stdout
+    )
+    assert "template unchanged" in run_cli(home, "template", "set", "tpl", str(project_file), check=True).stdout
+    versions = json.loads(run_cli(home, "template", "versions", "tpl", "--json", check=True).stdout)
+    assert [(v["version"], v["custom_fields"]) for v in versions] == [(1, []), (2, ["dose_mg"])]
+    second = json.loads(
+        run_cli(home, "batch", "create", "tpl", "--user", "u", "--idempotency-key", "t2", "--json", check=True).stdout
+    )
+    assert second["template"] == "tpl v2 (rct base v1)"
+    schema = json.loads(run_cli(home, "template", "show", "tpl", "--schema", check=True).stdout)
+    assert "custom" in schema["properties"]
+    old = json.loads(run_cli(home, "template", "show", "tpl", "--version", "1", "--json", check=True).stdout)
+    assert (old["version"], old["custom_fields"]) == (1, [])
+
+
+def test_bad_template_input_gives_one_clear_line(home: Path, tmp_path: Path) -> None:
+    not_json = tmp_path / "t.json"
+    not_json.write_text("{base: rct")
+    bad_type = tmp_path / "bad.json"
+    bad_type.write_text(json.dumps({"custom_fields": [{"name": "x", "type": "date", "instruction": "y"}]}))
+    one_line_error(run_cli(home, "template", "set", "tpl", str(not_json)), 2, "not valid JSON")
+    one_line_error(run_cli(home, "template", "set", "tpl", str(tmp_path / "missing.json")), 2, "not found")
+    one_line_error(run_cli(home, "template", "set", "tpl", str(bad_type)), 2, "type 'date' is not one of")
+    one_line_error(run_cli(home, "template", "set", "bad name", str(bad_type)), 2, "invalid project name")
+    one_line_error(run_cli(home, "template", "show", "tpl2", "--version", "7"), 2, "has no template version 7")
