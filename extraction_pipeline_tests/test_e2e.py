@@ -30,6 +30,7 @@ from extraction_pipeline.core.synthetic import SyntheticTrial, make_trial, write
 from extraction_pipeline.demo import wait_for_batch
 from extraction_pipeline.instance import DaemonProcess, init_home
 from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply, extraction_json
+from extraction_pipeline_tests.oracle import CORPUS, ORACLE_PAPERS, OracleAnswer, build_answer, skeleton
 
 pytestmark = pytest.mark.e2e
 BATCH_TIMEOUT = 420
@@ -51,6 +52,7 @@ class Stack:
     instance: dg.DagsterInstance
     trials: dict[str, SyntheticTrial]
     hang_once: set[str]  # NCT numbers whose first request hangs (the worker gets killed)
+    oracles: list[OracleAnswer]  # real corpus papers answered from their gold values
 
     def register(self, indices: range) -> list[int]:
         ids = []
@@ -71,9 +73,13 @@ class Stack:
             return json.loads(response.read())  # type: ignore[no-any-return]
 
 
-def _fake_answer(stack_trials: dict[str, SyntheticTrial], hang_once: set[str]) -> Any:
+def _fake_answer(stack_trials: dict[str, SyntheticTrial], hang_once: set[str], oracles: list[OracleAnswer]) -> Any:
     def answer(messages: list[dict[str, str]]) -> Reply:
         text = document_from_messages(messages)
+        document = skeleton(text)
+        for oracle in oracles:
+            if skeleton(oracle.fingerprint) in document:
+                return Reply(oracle.as_json(), tokens_in=9000, tokens_out=900)
         trial = next(t for nct, t in stack_trials.items() if nct in text)
         if trial.nct_number in hang_once:
             hang_once.discard(trial.nct_number)
@@ -125,10 +131,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         ledger = Ledger.connect(settings.ledger_url)
         trials: dict[str, SyntheticTrial] = {}
         hang_once: set[str] = set()
-        fake.answer = _fake_answer(trials, hang_once)
+        oracles: list[OracleAnswer] = []
+        fake.answer = _fake_answer(trials, hang_once, oracles)
         daemon = DaemonProcess(settings, with_ui=True, port=port).start()
         instance = dg.DagsterInstance.get()
-        stack = Stack(settings, ledger, fake, daemon, port, instance, trials, hang_once)
+        stack = Stack(settings, ledger, fake, daemon, port, instance, trials, hang_once, oracles)
         try:
             _wait_until(lambda: _server_up(port) or not daemon.alive(), 120, "the Dagster webserver")
             assert daemon.alive(), daemon.log_path.read_text()[-3000:]
@@ -280,3 +287,74 @@ def test_killed_worker_ends_in_terminal_state_and_batch_closes(stack: Stack) -> 
     other = next(i for i in batch_item_rows(stack.ledger, batch_id) if i["document_id"] == doc_ids[1])
     assert other["status"] == "completed"
     assert get_batch(stack.ledger, batch_id)["export_path"]  # type: ignore[index]
+
+
+def _sheet_rows(path: str, name: str) -> list[dict[str, Any]]:
+    sheet = openpyxl.load_workbook(path)[name]
+    header = [c.value for c in sheet[1]]
+    return [dict(zip(header, (c.value for c in row), strict=True)) for row in sheet.iter_rows(min_row=2)]
+
+
+def _tamper_value(oracle: OracleAnswer) -> tuple[int, str]:
+    """A model that reports a wrong number next to a correct quote."""
+    gold = oracle.gold[0]
+    pair = oracle.answer["outcomes"][gold.outcome - 1][gold.field]
+    wrong = pair["value"] + 1 if isinstance(pair["value"], int) else round(pair["value"] + 0.11, 2)
+    assert str(wrong) not in pair["quote"]
+    pair["value"] = wrong
+    return gold.outcome, gold.field
+
+
+def _tamper_quote(oracle: OracleAnswer) -> tuple[int, str]:
+    """A model that misreads a digit and quotes its misreading: value and quote agree, the PDF does not."""
+    gold = oracle.gold[-1]
+    pair = oracle.answer["outcomes"][gold.outcome - 1][gold.field]
+    text = str(pair["value"])
+    wrong_text = text[:-1] + ("1" if text[-1] != "1" else "2")
+    pair["quote"] = pair["quote"].replace(text, wrong_text, 1)
+    pair["value"] = type(pair["value"])(wrong_text)
+    return gold.outcome, gold.field
+
+
+@pytest.mark.skipif(not (CORPUS / "gold_outcomes.json").exists(), reason="../shared/corpus not present")
+def test_oracle_gold_values_reach_the_workbook_verified_and_wrong_numbers_do_not(stack: Stack) -> None:
+    oracles = [build_answer(pmcid) for pmcid in ORACLE_PAPERS]
+    assert all(oracle.gold for oracle in oracles) and sum(len(o.gold) for o in oracles) >= 60
+    wrong_value = (oracles[4].pmcid, *_tamper_value(oracles[4]))
+    wrong_quote = (oracles[5].pmcid, *_tamper_quote(oracles[5]))
+    stack.oracles.extend(oracles)
+    doc_ids = [
+        register_pdf(stack.ledger, stack.settings.documents_dir, "oracle", CORPUS / "pdf" / f"{o.pmcid}.pdf").id
+        for o in oracles
+    ]
+    batch_id = create_batch(
+        stack.ledger, idempotency_key="e2e-oracle", project="oracle", user="dee", document_ids=doc_ids
+    ).id
+    batch = wait_for_batch(stack.ledger, batch_id, timeout_seconds=BATCH_TIMEOUT, daemon=stack.daemon, quiet=True)
+    assert {i["status"] for i in batch_item_rows(stack.ledger, batch_id)} == {"completed"}
+
+    outcomes = {(row["filename"], row["outcome"]): row for row in _sheet_rows(batch["export_path"], "Outcomes")}
+    checked = 0
+    for oracle in oracles:
+        for gold in oracle.gold:
+            row = outcomes[(f"{oracle.pmcid}.pdf", gold.outcome)]
+            where = (oracle.pmcid, gold.outcome, gold.field)
+            if where in (wrong_value, wrong_quote):
+                assert row[f"{gold.field} status"] == "unverified", where
+                continue
+            assert row[gold.field] == gold.value, where
+            assert row[f"{gold.field} status"] == "verified", (where, row[f"{gold.field} quote"])
+            assert isinstance(row[f"{gold.field} page"], int)
+            checked += 1
+    assert checked == sum(len(o.gold) for o in oracles) - 2
+
+    values = {
+        (row["filename"], row["outcome"], row["field"]): row for row in _sheet_rows(batch["export_path"], "Values")
+    }
+    pmcid, outcome, field = wrong_value
+    assert values[(f"{pmcid}.pdf", outcome, field)]["reason"] == "value not in quote"
+    pmcid, outcome, field = wrong_quote
+    assert values[(f"{pmcid}.pdf", outcome, field)]["reason"].startswith("numbers differ from the source")
+    documents = {row["filename"]: row for row in _sheet_rows(batch["export_path"], "Documents")}
+    for pmcid, *_ in (wrong_value, wrong_quote):
+        assert documents[f"{pmcid}.pdf"]["values unverified"] >= 1
