@@ -40,6 +40,9 @@ class ExtractionOutcome:
     model: str = ""
     fields_found: int = 0
     quotes_verified: int = 0
+    values_flagged: int = 0
+    outcomes: int = 0
+    template: str = ""
     usage: Usage | None = None
     result: dict[str, Any] = field(default_factory=dict)
 
@@ -132,6 +135,9 @@ def extract_item(
         model=reply.usage.model,
         fields_found=sum(1 for f in grounded.values() if f["value"] is not None),
         quotes_verified=sum(1 for f in grounded.values() if f["status"] == VERIFIED),
+        values_flagged=sum(1 for f in grounded.values() if f["flags"]),
+        outcomes=len({f["index"] for f in grounded.values() if f["index"] is not None}),
+        template=frozen.label if frozen else "built-in rct base",
         usage=reply.usage,
         result=result,
     )

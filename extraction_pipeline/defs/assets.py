@@ -125,6 +125,9 @@ def extracted_document(
             "model": outcome.model,
             "fields_found": outcome.fields_found,
             "quotes_verified": outcome.quotes_verified,
+            "values_flagged": outcome.values_flagged,
+            "outcomes": outcome.outcomes,
+            "template": outcome.template,
             "tokens_in": usage.tokens_in if usage else 0,
             "tokens_out": usage.tokens_out if usage else 0,
             "cost_usd": usage.cost_usd if usage else 0.0,
@@ -136,8 +139,9 @@ def extracted_document(
 def batch_workbook(
     context: dg.AssetExecutionContext, ledger: LedgerResource, settings: PipelineSettingsResource
 ) -> dg.MaterializeResult[None]:
-    """The Excel workbook an analyst downloads for one finished batch: one row per document with
-    status, every field's value, quote, page and verification, error message, tokens and cost."""
+    """The Excel workbook an analyst downloads for one finished batch: per document its status,
+    cost and counts of verified / approximate / unverified / flagged values; per outcome and per
+    value the quote, page, verification status and plausibility checks."""
     batch_id = batch_id_from_partition(context.partition_key)
     db = ledger.ledger()
     path = write_workbook(db, batch_id, default_export_path(settings.exports_dir, batch_id))
