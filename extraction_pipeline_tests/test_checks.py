@@ -66,8 +66,13 @@ def test_arm_sizes_against_the_randomized_total() -> None:
         return check_values(values)
 
     assert check(60, 50) == {"metadata.randomized_n": ["arm sizes add up to 110, more than the 100 randomized"]}
+    assert check(150, None) == {
+        "baseline.n_treatment": ["150 in the treatment arm exceed the 100 randomized in the trial"]
+    }
     assert check(45, 50) == {"metadata.randomized_n": ["arm sizes add up to 95, not the 100 randomized"]}
     assert check(50, 50) == {}
-    assert check(45, None) == {}  # an arm not reported: no check
-    # Outcome-level analysed totals are not the randomized arms: no arm-sum check for them.
+    assert check(45, None) == {}  # an arm not reported: no sum check
+    # Outcome-level analysed totals need not add up to the randomized total, but no arm exceeds it.
     assert check_values({"metadata.randomized_n": 100, **_outcome(1, n_treatment=40, n_control=40)}) == {}
+    over = check_values({"metadata.randomized_n": 100, **_outcome(2, total_control=500)})
+    assert over == {"outcomes.2.total_control": ["500 in the control arm exceed the 100 randomized in the trial"]}

@@ -485,3 +485,36 @@ def test_bad_template_input_gives_one_clear_line(home: Path, tmp_path: Path) -> 
     one_line_error(run_cli(home, "template", "set", "tpl", str(bad_type)), 2, "type 'date' is not one of")
     one_line_error(run_cli(home, "template", "set", "bad name", str(bad_type)), 2, "invalid project name")
     one_line_error(run_cli(home, "template", "show", "tpl2", "--version", "7"), 2, "has no template version 7")
+
+
+def test_workbook_survives_control_characters_and_results_from_before_templates(tmp_path: Path) -> None:
+    from extraction_pipeline.core.export import write_workbook
+    from extraction_pipeline.core.ledger import Ledger
+    from extraction_pipeline.core.ledger import items as states
+    from extraction_pipeline.core.ledger.batches import create_batch
+    from extraction_pipeline_tests.support import add_documents
+
+    ledger = Ledger.connect(f"sqlite:///{tmp_path / 'l.db'}")
+    [doc] = add_documents(ledger, 1)
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
+    # Stored by the first release: bare field names chosen by the model, one of them a formula.
+    evil_key = '=HYPERLINK("http://evil.example","x")'
+    fields = {
+        "status": {"value": "overwritten?", "quote": "q", "status": "verified"},
+        evil_key: {"value": 1, "quote": "q", "status": "unverified"},
+        "metadata.nct_number": {
+            **{"module": "metadata", "index": None, "field": "nct_number", "status": "verified"},
+            **{"value": "NCT0\x0c1234567", "quote": "form\x0bfeed " * 4000},
+        },
+    }
+    states.claim(ledger, 1, run_id="r", worker="w")
+    states.complete(ledger, 1, run_id="r", result={"fields": fields}, usage=states.Usage("m"))
+    sheet = openpyxl.load_workbook(write_workbook(ledger, batch, tmp_path / "out.xlsx"))["Documents"]
+    header = {cell.value: cell for cell in sheet[1]}
+    row = {name: sheet.cell(row=2, column=cell.column) for name, cell in header.items()}
+    assert row["status"].value == "completed" and row["legacy.status"].value == "overwritten?"
+    assert header[f"legacy.{evil_key}"].data_type == "s"  # a header never becomes a formula
+    assert row["metadata.nct_number"].value == "NCT01234567"
+    assert (
+        len(row["metadata.nct_number quote"].value) == 32_767 and "\x0b" not in row["metadata.nct_number quote"].value
+    )

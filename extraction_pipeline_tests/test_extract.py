@@ -22,15 +22,13 @@ PAGES = [
     "Death occurred less often with drug (hazard ratio 0.72; 95% CI 0.60 to 0.86).",
 ]
 PARSED = ParsedDocument("sha", PAGES)
+DEATHS = "Death occurred less often with drug (hazard ratio 0.72; 95% CI 0.60 to 0.86)."
 GOOD = extraction_json(
     {
         "metadata.nct_number": ("NCT01234567", "Trial registered as NCT01234567."),
         "metadata.randomized_n": (412, "A total of 412 patients were randomized to drug or placebo."),
-        "outcomes.1.effect_estimate": (
-            0.72,
-            "Death occurred less often with drug (hazard ratio 0.72; 95% CI 0.60 to 0.86).",
-        ),
-        "outcomes.1.ci_lower": (0.61, "Death occurred less often with drug (hazard ratio 0.72; 95% CI 0.60 to 0.86)."),
+        "outcomes.1.effect_estimate": (0.72, DEATHS),
+        "outcomes.1.ci_lower": (0.61, DEATHS),
     }
 )
 
@@ -176,7 +174,7 @@ def test_malformed_json_is_repaired_once(ledger: Ledger, fake_llm: FakeLLMServer
 
 def test_output_still_invalid_after_repair_is_permanent(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
     item = _item(ledger)
-    fake_llm.push(Reply("{not json", tokens_in=50), Reply('{"outcomes": "not a list"}', tokens_in=60))
+    fake_llm.push(Reply("{not json", tokens_in=50), Reply('["an array, not the object"]', tokens_in=60))
     with pytest.raises(OutputParseError):
         extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
     row = states.get_item(ledger, item)
@@ -282,3 +280,53 @@ def test_every_prompt_is_kept_for_audit_without_secrets(ledger: Ledger, fake_llm
     messages = json.loads(audit[0]["messages_json"])
     assert messages == fake_llm.requests[0]["messages"]  # exactly what was sent
     assert "sk-test-not-a-secret" not in audit[0]["messages_json"]
+
+
+def test_unusable_values_are_unverified_with_the_reason_and_the_paper_completes(
+    ledger: Ledger, fake_llm: FakeLLMServer
+) -> None:
+    item = _item(ledger)
+    methods = "A total of 412 patients were randomized to drug or placebo."
+    answer = json.loads(
+        extraction_json(
+            {
+                "metadata.randomized_n": ("NR", methods),
+                "metadata.nct_number": (None, "Trial registered as NCT01234567."),  # a quote, no value
+                "risk_of_bias.randomization": ("low", methods),
+                "outcomes.1.p_value": ("NaN", DEATHS),
+            }
+        )
+    )
+    fake_llm.push(Reply(json.dumps(answer)))
+    outcome = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    assert outcome.status == "completed" and len(fake_llm.requests) == 1  # no repair needed
+    fields = outcome.result["fields"]
+    randomized = fields["metadata.randomized_n"]
+    assert (randomized["status"], randomized["value"], randomized["page"]) == ("unverified", None, 1)
+    assert randomized["reason"] == "the model's value 'NR' is not a valid integer; left empty"
+    assert fields["outcomes.1.p_value"]["reason"] == "the model's value 'NaN' is not a valid number; left empty"
+    assert (fields["metadata.nct_number"]["status"], fields["metadata.nct_number"]["reason"]) == (
+        "not reported",
+        "no value given",
+    )
+    judgement = fields["risk_of_bias.randomization"]
+    assert judgement["status"] == "verified" and judgement["reason"].endswith(
+        "the judgement itself is the model's: review it"
+    )
+
+
+def test_an_internal_error_after_the_answer_still_records_the_tokens(
+    ledger: Ledger, fake_llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from extraction_pipeline.core import extract
+
+    def broken(*args: object, **kwargs: object) -> dict[str, object]:
+        raise RuntimeError("bug in grounding")  # injected fault after the paid call
+
+    monkeypatch.setattr(extract, "ground_output", broken)
+    item = _item(ledger)
+    fake_llm.push(Reply(GOOD, tokens_in=1200, tokens_out=80))
+    with pytest.raises(PermanentError, match="internal error"):
+        extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    row = states.get_item(ledger, item)
+    assert row is not None and (row["status"], row["tokens_in"], row["tokens_out"]) == ("error", 1200, 80)

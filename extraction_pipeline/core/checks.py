@@ -42,12 +42,13 @@ def check_values(values: dict[str, Any]) -> Flags:
         group, _, name = path.rpartition(".")
         groups["study" if group in STUDY_MODULES else group][name] = (path, value)
     flags: Flags = {}
+    randomized = _number(values.get("metadata.randomized_n"))
     for fields in groups.values():
-        _check_group(fields, flags)
+        _check_group(fields, flags, randomized)
     return flags
 
 
-def _check_group(fields: dict[str, tuple[str, Any]], flags: Flags) -> None:
+def _check_group(fields: dict[str, tuple[str, Any]], flags: Flags, randomized: Decimal | None) -> None:
     def flag(name: str, reason: str) -> None:
         flags.setdefault(fields[name][0], []).append(reason)
 
@@ -69,6 +70,10 @@ def _check_group(fields: dict[str, tuple[str, Any]], flags: Flags) -> None:
         events, total = numbers.get(f"events_{arm}"), numbers.get(f"total_{arm}")
         if events is not None and total is not None and events > total:
             flag(f"events_{arm}", f"{events} events exceed the {total} participants of the {arm} arm")
+        for name in (f"n_{arm}", f"total_{arm}"):
+            size = numbers.get(name)
+            if size is not None and randomized is not None and size > randomized:
+                flag(name, f"{size} in the {arm} arm exceed the {randomized} randomized in the trial")
     _check_arm_sizes(numbers, flag)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,8 +68,12 @@ VALUE_COLUMNS = [
 FIELD_SUFFIXES = ("", " quote", " page", " status", " check")
 STATUS_FILLS = {VERIFIED: "C6EFCE", APPROXIMATE: "FFEB9C", UNVERIFIED: "FFC7CE"}
 FLAG_FILL = "F4B183"
+MAX_CELL_CHARS = 32_767
+# The characters openpyxl rejects (its ILLEGAL_CHARACTERS_RE), without importing openpyxl here.
+ILLEGAL_CHARACTERS = re.compile(r"[\000-\010]|[\013-\014]|[\016-\037]")
 LEGEND = [
     (VERIFIED, "quote found verbatim (similarity >= 0.95), every number in it is in the source, value in quote"),
+    ("judgements", "Risk of Bias, outcome type, study id: the status is the supporting quote's; review the judgement"),
     (APPROXIMATE, "quote found approximately (0.80-0.95) with its numbers intact: check the wording"),
     (UNVERIFIED, "quote not found, a number differs from the source, or the value is not in the quote"),
     ("check", "a plausibility rule failed (e.g. estimate outside its CI, events above totals)"),
@@ -103,11 +108,17 @@ def _column_names(template: TemplateDefinition, results: list[dict[str, Any]]) -
     repeated = [f.name for m in template.all_modules() if m.repeated for f in m.fields]
     for result in results:
         for path, entry in result.get("fields", {}).items():
-            if entry.get("index") is None and path not in single:
-                single.append(path)
+            if entry.get("index") is None and _column_of(path, entry) not in single:
+                single.append(_column_of(path, entry))
             elif entry.get("index") is not None and entry.get("field") not in repeated:
                 repeated.append(entry["field"])
     return single, repeated
+
+
+def _column_of(path: str, entry: dict[str, Any]) -> str:
+    """Results stored before templates (no ``module`` in the entry) used field names chosen by the
+    model; prefixed, they can never overwrite a document column such as ``status``."""
+    return path if "module" in entry else f"legacy.{path}"
 
 
 def workbook_sheets(ledger: Ledger, batch_id: int) -> list[SheetData]:
@@ -143,7 +154,7 @@ def workbook_sheets(ledger: Ledger, batch_id: int) -> list[SheetData]:
         for path, entry in fields.items():
             index = entry.get("index")
             if index is None:
-                row.update(_field_cells(path, entry))
+                row.update(_field_cells(_column_of(path, entry), entry))
             else:
                 by_outcome.setdefault(index, {**identity, "outcome": index}).update(
                     _field_cells(entry.get("field", path), entry)
@@ -205,13 +216,14 @@ def write_workbook(ledger: Ledger, batch_id: int, path: Path) -> Path:
 def _write_sheet(sheet: Any, data: SheetData) -> None:
     from openpyxl.styles import Font, PatternFill
 
-    sheet.append(data.header)
+    sheet.append([_cell_value(name) for name in data.header])
+    _as_text_cells(sheet[1])
     for cell in sheet[1]:
         cell.font = Font(bold=True)
     status_columns = [i for i, name in enumerate(data.header) if name == "status" or name.endswith(" status")]
     check_columns = [i for i, name in enumerate(data.header) if name == "check" or name.endswith(" check")]
     for row in data.rows:
-        sheet.append([row.get(column) for column in data.header])
+        sheet.append([_cell_value(row.get(column)) for column in data.header])
         cells = sheet[sheet.max_row]
         _as_text_cells(cells)
         for index in status_columns:
@@ -239,14 +251,22 @@ def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: dict[str, Any]) -> Non
         *progress(ledger, batch["id"]).as_dict().items(),
     ]
     for key, value in rows:
-        sheet.append([key, value])
+        sheet.append([key, _cell_value(value)])
         _as_text_cells(sheet[sheet.max_row])
     sheet.append([])
     sheet.append(["legend", "meaning"])
     for name, meaning in LEGEND:
         sheet.append([name, meaning])
-        color = STATUS_FILLS.get(name, FLAG_FILL)
-        sheet.cell(row=sheet.max_row, column=1).fill = PatternFill("solid", start_color=color, end_color=color)
+        if color := STATUS_FILLS.get(name, FLAG_FILL if name == "check" else None):
+            sheet.cell(row=sheet.max_row, column=1).fill = PatternFill("solid", start_color=color, end_color=color)
+
+
+def _cell_value(value: Any) -> Any:
+    """Text as Excel can hold it: no control characters (openpyxl refuses them, and a PDF's text
+    can contain them), at most 32,767 characters per cell."""
+    if isinstance(value, str):
+        return ILLEGAL_CHARACTERS.sub("", value)[:MAX_CELL_CHARS]
+    return value
 
 
 def _as_text_cells(row_cells: Any) -> None:

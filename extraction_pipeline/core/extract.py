@@ -9,7 +9,7 @@ run still holds it. A duplicate or late execution loses the claim and makes no L
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -17,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from extraction_pipeline.core.checks import check_values
 from extraction_pipeline.core.errors import PermanentError, TransientError
-from extraction_pipeline.core.grounding import VERIFIED, Grounder
+from extraction_pipeline.core.grounding import APPROXIMATE, NOT_REPORTED, UNVERIFIED, VERIFIED, Grounder, Grounding
 from extraction_pipeline.core.ledger import ItemStatus, Ledger
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.audit import record_prompt
@@ -28,7 +28,9 @@ from extraction_pipeline.core.parsing import ParsedDocument
 from extraction_pipeline.core.prompts import build_messages
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
-from extraction_pipeline.core.templates.schema import extracted_values
+from extraction_pipeline.core.templates.schema import ExtractedValue, extracted_values
+
+JUDGEMENT_NOTE = "the judgement itself is the model's: review it"
 
 
 @dataclass(frozen=True)
@@ -52,19 +54,34 @@ def ground_output(template: TemplateDefinition, answer: BaseModel, parsed: Parse
     grounder = Grounder(parsed)
     grounded: dict[str, Any] = {}
     for found in extracted_values(template, answer):
-        verdict = grounder.ground(found.value, found.quote, judgement=found.field.judgement)
         grounded[found.path] = {
             "module": found.module,
             "index": found.index,
             "field": found.field.name,
             "value": found.value,
             "quote": found.quote,
-            **verdict.as_dict(),
+            **_verdict(grounder, found).as_dict(),
             "flags": [],
         }
     for path, reasons in check_values({path: entry["value"] for path, entry in grounded.items()}).items():
         grounded[path]["flags"] = reasons
     return grounded
+
+
+def _verdict(grounder: Grounder, found: ExtractedValue) -> Grounding:
+    if found.value is None and found.rejected is None:
+        verdict = grounder.ground(None, found.quote)
+        if verdict.status != NOT_REPORTED:  # a quote without a value: located, but nothing to verify
+            return replace(verdict, status=NOT_REPORTED, reason="no value given")
+        return verdict
+    verdict = grounder.ground(found.value, found.quote, judgement=found.field.judgement)
+    if found.rejected is not None:
+        kind = f"one of {', '.join(found.field.choices)}" if found.field.choices else f"a valid {found.field.type}"
+        reason = f"the model's value {found.rejected} is not {kind}; left empty"
+        return replace(verdict, status=UNVERIFIED, confidence=0.0, reason=reason)
+    if found.field.judgement and verdict.status in (VERIFIED, APPROXIMATE):
+        return replace(verdict, reason=f"{verdict.reason}; {JUDGEMENT_NOTE}")
+    return verdict
 
 
 def extract_item(
@@ -96,12 +113,14 @@ def extract_item(
         return ExtractionOutcome("skipped", reason=f"item is {state}{holder}; not claimed, no LLM call")
 
     # From here on the item is ours: every exit must complete, release or fail it.
+    spent: Usage | None = None
     try:
         frozen = template_of_item(ledger, item_id)
         template = frozen.definition if frozen else RCT_TEMPLATE
         messages = build_messages(template, parsed.pages_text, parsed.tables)
         record_prompt(ledger, item_id=item_id, run_id=run_id, model=llm.effective_model, messages=messages)
         reply = complete_extraction(llm, messages, template)
+        spent = reply.usage  # paid for: recorded whatever happens next
         grounded = ground_output(template, reply.output, parsed)
         result = {
             "model": reply.usage.model,
@@ -121,11 +140,13 @@ def extract_item(
         # The ledger itself failed (locked, connection dropped): worth a retry. Try to hand the
         # item back; if even that fails, the retry of this same run resumes it.
         with contextlib.suppress(SQLAlchemyError):
-            item_states.release(ledger, item_id, run_id=run_id, message=f"{TRANSIENT_MESSAGE_PREFIX}ledger: {exc}")
+            message = f"{TRANSIENT_MESSAGE_PREFIX}ledger: {exc}"
+            item_states.release(ledger, item_id, run_id=run_id, message=message, usage=spent)
         raise TransientError(f"ledger database error: {exc}", original=exc) from exc
     except Exception as exc:
         # An unexpected bug must not leave the item stuck in extracting.
-        item_states.fail(ledger, item_id, run_id=run_id, message=f"internal error: {type(exc).__name__}: {exc}")
+        message = f"internal error: {type(exc).__name__}: {exc}"
+        item_states.fail(ledger, item_id, run_id=run_id, message=message, usage=spent)
         raise PermanentError(f"internal error: {exc}", original=exc) from exc
 
     if not stored:

@@ -7,7 +7,7 @@ template never changes how an existing batch extracts or what its results mean.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -41,7 +41,7 @@ class TemplateVersion:
 
 
 def _from_row(row: Any) -> TemplateVersion:
-    definition = TemplateDefinition.from_json(json.loads(row["definition_json"]))
+    definition = TemplateDefinition.from_stored(json.loads(row["definition_json"]))
     return TemplateVersion(row["id"], row["project"], row["version"], definition, row["created_at"])
 
 
@@ -103,9 +103,20 @@ def save_version(ledger: Ledger, project: str, definition: TemplateDefinition) -
 
 
 def current_template(ledger: Ledger, project: str) -> TemplateVersion:
-    """The version a new batch of ``project`` freezes: the latest one, or (for a project that never
-    set one) the built-in RCT base, saved as its first version."""
-    return latest_version(ledger, project) or save_version(ledger, project, BASE_TEMPLATES[RCT_BASE])[0]
+    """The version a new batch of ``project`` freezes: the latest one; the built-in RCT base for a
+    project that never set one (saved as its version 1); and when this release ships a newer base
+    than the latest version was built on, that base with the project's own fields and rules
+    (saved as the next version, so earlier batches keep theirs)."""
+    latest = latest_version(ledger, project)
+    if latest is None:
+        return save_version(ledger, project, BASE_TEMPLATES[RCT_BASE])[0]
+    base = BASE_TEMPLATES.get(latest.definition.base)
+    if base is not None and latest.definition.base_version < base.base_version:
+        rebased = replace(
+            base, custom_fields=latest.definition.custom_fields, instructions=latest.definition.instructions
+        )
+        return save_version(ledger, project, rebased)[0]
+    return latest
 
 
 def definition_from_project_file(data: Any) -> TemplateDefinition:
@@ -117,7 +128,7 @@ def definition_from_project_file(data: Any) -> TemplateDefinition:
     if unknown:
         raise ConfigError(f"unknown key(s) in the template file: {', '.join(sorted(unknown))}")
     base_name = data.get("base", RCT_BASE)
-    if base_name not in BASE_TEMPLATES:
+    if not isinstance(base_name, str) or base_name not in BASE_TEMPLATES:
         raise ConfigError(f"unknown base template {base_name!r}; available: {', '.join(sorted(BASE_TEMPLATES))}")
     base = BASE_TEMPLATES[base_name]
     custom = parse_custom_fields(data.get("custom_fields", []))

@@ -14,8 +14,12 @@ from enum import StrEnum
 from typing import Any
 
 from extraction_pipeline.core.errors import ConfigError
+from extraction_pipeline.core.markers import contains_marker
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+# Choices are enum values in the JSON Schema, which sits in the system prompt: keep them plain.
+_CHOICE = re.compile(r"^[\w][\w .,%+/()'-]{0,59}$")
+MAX_CHOICES = 20
 MAX_INSTRUCTION_CHARS = 500
 MAX_CUSTOM_FIELDS = 50
 MAX_PROJECT_INSTRUCTIONS_CHARS = 2000
@@ -50,6 +54,13 @@ class FieldDef:
         return data
 
     @classmethod
+    def from_stored(cls, data: dict[str, Any]) -> FieldDef:
+        """A field as saved in the ledger: trusted as it was validated when saved, so a stricter
+        rule in a later release never breaks the batches that froze it."""
+        choices = tuple(data.get("choices", ()))
+        return cls(data["name"], FieldType(data["type"]), data["instruction"], choices, bool(data.get("judgement")))
+
+    @classmethod
     def from_json(cls, data: Any, *, where: str) -> FieldDef:
         if not isinstance(data, dict):
             raise ConfigError(f"{where}: a field must be an object with name, type and instruction")
@@ -74,8 +85,15 @@ class FieldDef:
         if len(instruction) > MAX_INSTRUCTION_CHARS:
             raise ConfigError(f"{where}: instruction is longer than {MAX_INSTRUCTION_CHARS} characters")
         choices = data.get("choices", [])
-        if not isinstance(choices, list) or not all(isinstance(c, str) and c.strip() for c in choices):
-            raise ConfigError(f"{where}: choices must be a list of non-empty texts")
+        if not isinstance(choices, list) or not all(isinstance(c, str) and _CHOICE.match(c.strip()) for c in choices):
+            raise ConfigError(
+                f"{where}: choices must be a list of short texts (letters, digits, spaces and . , % + / ( ) ' -; "
+                "at most 60 characters each)"
+            )
+        if len(choices) > MAX_CHOICES or len({c.strip().lower() for c in choices}) != len(choices):
+            raise ConfigError(f"{where}: choices must be at most {MAX_CHOICES} distinct texts")
+        if any(contains_marker(text) for text in (instruction, *choices)):
+            raise ConfigError(f"{where}: must not contain the prompt's section markers")
         if (kind == FieldType.CHOICE) != bool(choices):
             raise ConfigError(f"{where}: choices are required for type 'choice' and only for it")
         judgement = data.get("judgement", False)
@@ -104,9 +122,8 @@ class ModuleDef:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ModuleDef:
-        where = f"module {data.get('name')!r}"
-        fields = tuple(FieldDef.from_json(f, where=where) for f in data.get("fields", []))
+    def from_stored(cls, data: dict[str, Any]) -> ModuleDef:
+        fields = tuple(FieldDef.from_stored(f) for f in data.get("fields", []))
         return cls(data["name"], data["title"], fields, bool(data.get("repeated")), data.get("instruction", ""))
 
 
@@ -143,13 +160,14 @@ class TemplateDefinition:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TemplateDefinition:
+    def from_stored(cls, data: dict[str, Any]) -> TemplateDefinition:
+        """A definition as saved in the ledger (see ``FieldDef.from_stored``)."""
         return cls(
             base=data["base"],
             base_version=int(data["base_version"]),
-            modules=tuple(ModuleDef.from_json(m) for m in data["modules"]),
-            custom_fields=tuple(FieldDef.from_json(f, where="custom field") for f in data.get("custom_fields", [])),
-            instructions=parse_instructions(data.get("instructions", "")),
+            modules=tuple(ModuleDef.from_stored(m) for m in data["modules"]),
+            custom_fields=tuple(FieldDef.from_stored(f) for f in data.get("custom_fields", [])),
+            instructions=data.get("instructions", ""),
         )
 
     def canonical_json(self) -> str:

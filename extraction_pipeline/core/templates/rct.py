@@ -1,7 +1,8 @@
 """The built-in base template for randomized controlled trials (the seeds' RCT template).
 
-Bump ``RCT_VERSION`` whenever a field or an instruction changes: projects pick the new base up
-as a new template version, while batches already created keep the definition they froze.
+Bump ``RCT_VERSION`` whenever a field or an instruction changes: each project's next batch saves
+a new template version on the new base (keeping its custom fields and rules), while batches
+already created keep the definition they froze.
 """
 
 from __future__ import annotations

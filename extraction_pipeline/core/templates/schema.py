@@ -8,18 +8,41 @@ cannot be verified. Validation is lenient where a model's formatting differs har
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_origin
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 
-from extraction_pipeline.core.templates.definition import FieldDef, FieldType, ModuleDef, TemplateDefinition
+from extraction_pipeline.core.templates.definition import (
+    CUSTOM_MODULE,
+    FieldDef,
+    FieldType,
+    ModuleDef,
+    TemplateDefinition,
+)
 
+CUSTOM_FIELD_DESCRIPTION = "a project field: see the custom extraction rules"
 QUOTE_DESCRIPTION = "the sentence or table row, copied verbatim from the document, that contains the value"
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _MINUSES = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2012": "-", "\u2010": "-", "\u2011": "-"})
+
+
+MAX_COUNT = 10**9  # no trial randomizes a billion people: a bigger "count" is a misread
+_COMPARATOR = re.compile(r"^(?:p\s*)?[<\u2264=]\s*", re.IGNORECASE)
 
 
 def _blank_to_none(value: Any) -> Any:
@@ -30,16 +53,30 @@ def _blank_to_none(value: Any) -> Any:
 
 def _numeric(value: Any) -> Any:
     value = _blank_to_none(value)
+    if isinstance(value, bool):
+        raise ValueError("a yes/no is not a number")
     if isinstance(value, str):
         text = _THOUSANDS.sub("", value.strip().translate(_MINUSES)).replace("\u2009", "").replace(" ", "")
-        return text.removesuffix("%")
+        return _COMPARATOR.sub("", text).removesuffix("%")  # "p<0.001" -> 0.001, as the prompt asks
+    return value
+
+
+def _finite(value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise ValueError("not a finite number")
     return value
 
 
 def _integer(value: Any) -> Any:
     value = _numeric(value)
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return int(value)
+    return value
+
+
+def _bounded(value: int | None) -> int | None:
+    if value is not None and abs(value) > MAX_COUNT:
+        raise ValueError(f"larger than {MAX_COUNT}")
     return value
 
 
@@ -50,36 +87,125 @@ def _text(value: Any) -> Any:
     return value
 
 
+def _quote(value: Any) -> Any:
+    """Quotes come as text; a list of fragments is joined, a number is its text."""
+    value = _blank_to_none(value)
+    if isinstance(value, list) and all(isinstance(part, str) for part in value):
+        return " ".join(value) or None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+def _choice_key(text: str) -> str:
+    return " ".join(text.lower().replace("_", " ").split())
+
+
 def _choice_normalizer(choices: tuple[str, ...]) -> Any:
-    canonical = {" ".join(c.lower().split()): c for c in choices}
+    canonical = {_choice_key(c): c for c in choices}
 
     def normalize(value: Any) -> Any:
         value = _blank_to_none(value)
         if isinstance(value, str):
-            return canonical.get(" ".join(value.lower().replace("_", " ").split()), value)
+            return canonical.get(_choice_key(value), value)
         return value
 
     return normalize
 
 
+def _shorten(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _Leaf(BaseModel):
+    """Base of every (value, quote) pair. A value wrong in form ("NR" for a number, "unclear" for
+    a Risk of Bias judgement, NaN) does not fail the whole answer and lose the paper: it is left
+    out and kept in ``rejected``, which grounding reports on that field as unverified."""
+
+    model_config = ConfigDict(extra="ignore")
+    _rejected: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _salvage(cls, data: Any, handler: ModelWrapValidatorHandler[_Leaf]) -> _Leaf:
+        if data is None:
+            data = {}
+        elif not isinstance(data, dict):
+            data = {"value": data}  # a bare value, without its quote
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            bad = {error["loc"][0] for error in exc.errors() if error["loc"]}
+            leaf = handler({key: item for key, item in data.items() if key not in bad})
+            if "value" in bad:
+                leaf._rejected = _shorten(data.get("value"))
+            return leaf
+
+    @property
+    def rejected(self) -> str | None:
+        return self._rejected
+
+
+class _Module(BaseModel):
+    """A module answered as null (or a field as null) means "nothing reported": defaults apply."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_are_missing(cls, data: Any) -> Any:
+        if data is None:
+            return {}
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
+
+
+class _Answer(BaseModel):
+    """The whole answer. A repeated module given as one object is a list of one; entries that are
+    not objects are dropped; a single module that is not an object counts as not reported."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalize_modules(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data  # not an object at all: invalid output, worth the repair attempt
+        shaped: dict[str, Any] = {}
+        for name, value in data.items():
+            info = cls.model_fields.get(name)
+            if info is None or value is None:
+                continue
+            if get_origin(info.annotation) is list:
+                entries = [value] if isinstance(value, dict) else value if isinstance(value, list) else []
+                shaped[name] = [entry for entry in entries if isinstance(entry, dict)]
+            elif isinstance(value, dict):
+                shaped[name] = value
+        return shaped
+
+
 @lru_cache(maxsize=64)
-def _leaf_model(kind: FieldType, choices: tuple[str, ...]) -> type[BaseModel]:
+def _leaf_model(kind: FieldType, choices: tuple[str, ...]) -> type[_Leaf]:
     """One shared model per (type, choices), so the JSON Schema stays small."""
     value_type: Any
     if kind == FieldType.INTEGER:
-        value_type, before, name = int, _integer, "GroundedInteger"
+        value_type = Annotated[int | None, BeforeValidator(_integer), AfterValidator(_bounded)]
+        name = "GroundedInteger"
     elif kind == FieldType.NUMBER:
-        value_type, before, name = float, _numeric, "GroundedNumber"
+        value_type = Annotated[float | None, BeforeValidator(_numeric), AfterValidator(_finite)]
+        name = "GroundedNumber"
     elif kind == FieldType.CHOICE:
-        value_type, before = Literal[choices], _choice_normalizer(choices)
+        value_type = Annotated[Literal[choices] | None, BeforeValidator(_choice_normalizer(choices))]
         name = "GroundedChoice_" + "_".join(re.sub(r"\W+", "", c).lower() for c in choices)
     else:
-        value_type, before, name = str, _text, "GroundedText"
+        value_type, name = Annotated[str | None, BeforeValidator(_text)], "GroundedText"
     return create_model(
         name,
-        __config__=ConfigDict(extra="ignore"),
-        value=(Annotated[value_type | None, BeforeValidator(before)], Field(default=None)),
-        quote=(str | None, Field(default=None, description=QUOTE_DESCRIPTION)),
+        __base__=_Leaf,
+        value=(value_type, Field(default=None)),
+        quote=(Annotated[str | None, BeforeValidator(_quote)], Field(default=None, description=QUOTE_DESCRIPTION)),
     )
 
 
@@ -87,9 +213,12 @@ def _module_model(module: ModuleDef) -> type[BaseModel]:
     fields: dict[str, Any] = {}
     for spec in module.fields:
         leaf = _leaf_model(spec.type, spec.choices)
-        fields[spec.name] = (leaf, Field(default_factory=leaf, description=spec.instruction))
+        # A project's own instructions are user text: they reach the model only inside the
+        # prompt's guarded custom-rules block, never in the schema (which sits in the system prompt).
+        description = CUSTOM_FIELD_DESCRIPTION if module.name == CUSTOM_MODULE else spec.instruction
+        fields[spec.name] = (leaf, Field(default_factory=leaf, description=description))
     model_name = "".join(part.title() for part in module.name.split("_"))
-    return create_model(model_name, __config__=ConfigDict(extra="ignore"), **fields)
+    return create_model(model_name, __base__=_Module, **fields)
 
 
 @lru_cache(maxsize=32)
@@ -103,7 +232,7 @@ def output_model(template: TemplateDefinition) -> type[BaseModel]:
             fields[module.name] = (list[model], Field(default_factory=list, description=description))  # type: ignore[valid-type]
         else:
             fields[module.name] = (model, Field(default_factory=model, description=description))
-    return create_model("TrialExtraction", __config__=ConfigDict(extra="ignore"), **fields)
+    return create_model("TrialExtraction", __base__=_Answer, **fields)
 
 
 def output_json_schema(template: TemplateDefinition) -> dict[str, Any]:
@@ -120,6 +249,7 @@ class ExtractedValue:
     field: FieldDef
     value: str | int | float | None
     quote: str | None
+    rejected: str | None = None  # the model's value when it was not usable (e.g. 'NR' for a number)
 
 
 def extracted_values(template: TemplateDefinition, answer: BaseModel) -> list[ExtractedValue]:
@@ -132,5 +262,6 @@ def extracted_values(template: TemplateDefinition, answer: BaseModel) -> list[Ex
             prefix = f"{module.name}.{index}" if index is not None else module.name
             for spec in module.fields:
                 leaf = getattr(entry, spec.name)
-                found.append(ExtractedValue(f"{prefix}.{spec.name}", module.name, index, spec, leaf.value, leaf.quote))
+                path = f"{prefix}.{spec.name}"
+                found.append(ExtractedValue(path, module.name, index, spec, leaf.value, leaf.quote, leaf.rejected))
     return found

@@ -1,0 +1,30 @@
+"""The prompt's section markers, and how text from outside (a PDF, a project's custom rules) is kept
+from forging them.
+
+Matching is case-insensitive and tolerant of spacing and underscores, because a model reads
+``</full_text>`` or ``END  CUSTOM EXTRACTION RULES`` the same way it reads the real marker.
+"""
+
+from __future__ import annotations
+
+import re
+
+FULL_TEXT_OPEN, FULL_TEXT_CLOSE = "<FULL_TEXT>", "</FULL_TEXT>"
+TABLES_OPEN, TABLES_CLOSE = "<HIGH_FIDELITY_TABLES>", "</HIGH_FIDELITY_TABLES>"
+CUSTOM_BEGIN, CUSTOM_END = "BEGIN CUSTOM EXTRACTION RULES", "END CUSTOM EXTRACTION RULES"
+
+_SEP = r"[\s_]*"
+_TAG = re.compile(rf"<(\s*/?\s*(?:full{_SEP}text|high{_SEP}fidelity{_SEP}tables)\s*)>", re.IGNORECASE)
+_RULES = re.compile(rf"\b(begin|end)(\s*_?\s*custom{_SEP}extraction{_SEP}rules)\b", re.IGNORECASE)
+
+
+def defuse(text: str) -> str:
+    """Rewrite anything that reads as one of our markers into something that does not:
+    ``</full_text>`` -> ``[/full_text]``, ``END CUSTOM EXTRACTION RULES`` -> ``[quoted marker: END
+    custom rules]``. ``contains_marker(defuse(text))`` is always false."""
+    text = _TAG.sub(lambda m: "[" + "".join(m.group(1).split()) + "]", text)
+    return _RULES.sub(lambda m: f"[quoted marker: {m.group(1)} custom rules]", text)
+
+
+def contains_marker(text: str) -> bool:
+    return bool(_TAG.search(text) or _RULES.search(text))
