@@ -7,6 +7,8 @@ template never changes how an existing batch extracts or what its results mean.
 from __future__ import annotations
 
 import json
+import random
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -24,7 +26,9 @@ from extraction_pipeline.core.templates.definition import (
 )
 from extraction_pipeline.core.templates.rct import BASE_TEMPLATES, RCT_BASE
 
-_SAVE_ATTEMPTS = 5
+# Each round of a version-number race has one winner, so N concurrent editors need at most N
+# attempts; the bound only stops a pathological loop.
+_SAVE_ATTEMPTS = 100
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,8 @@ def save_version(ledger: Ledger, project: str, definition: TemplateDefinition) -
                     .returning(templates.c.id)
                 ).scalar_one()
         except IntegrityError:
-            continue  # another process took this version number; look again
+            time.sleep(random.uniform(0, 0.02))  # noqa: S311  (jitter, not security) another editor won: look again
+            continue
         saved = get_version(ledger, new_id)
         assert saved is not None  # just inserted in a committed transaction
         return saved, True
