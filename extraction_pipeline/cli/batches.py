@@ -1,0 +1,163 @@
+"""Commands on batches: create, watch, export; the item history across batches."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from extraction_pipeline.cli.common import (
+    EXIT_USAGE,
+    AddCommand,
+    CliError,
+    iso_date,
+    non_negative_float,
+    open_ledger,
+    positive_int,
+    print_json,
+)
+from extraction_pipeline.core.settings import Settings
+
+
+def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.core.ledger.batches import create_batch
+    from extraction_pipeline.core.ledger.documents import documents_after
+    from extraction_pipeline.core.ledger.templates import template_of_batch
+    from extraction_pipeline.instance import require_initialized
+
+    require_initialized(settings)
+    ledger = open_ledger(settings)
+    if args.documents:
+        doc_ids = args.documents
+    else:
+        doc_ids = [d["id"] for d in documents_after(ledger, 0, limit=1_000_000) if d["project"] == args.project]
+        if not doc_ids:
+            raise CliError(f"project {args.project!r} has no documents: add some with `documents add`")
+    ref = create_batch(
+        ledger, idempotency_key=args.idempotency_key, project=args.project, user=args.user, document_ids=doc_ids
+    )
+    frozen = template_of_batch(ledger, ref.id)
+    template = frozen.label if frozen else "built-in rct base"
+    if args.json:
+        print_json({"batch_id": ref.id, "created": ref.created, "documents": len(doc_ids), "template": template})
+    else:
+        state = "created" if ref.created else "already exists (same idempotency key)"
+        print(f"batch {ref.id} {state}; {len(doc_ids)} document(s) queued for the batch_dispatcher sensor")
+        print(f"template: {template}")
+    return 0
+
+
+def _bar(fraction: float, width: int = 30) -> str:
+    filled = round(fraction * width)
+    return "#" * filled + "-" * (width - filled)
+
+
+def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.core.ledger.batches import get_batch
+    from extraction_pipeline.core.ledger.queries import progress
+
+    ledger = open_ledger(settings)
+    while True:
+        batch = get_batch(ledger, args.batch)
+        if batch is None:
+            raise CliError(f"unknown batch {args.batch}", EXIT_USAGE)
+        counts = progress(ledger, args.batch)
+        if args.json:
+            print_json({"batch": batch, "progress": counts.as_dict()})
+        else:
+            line = (
+                f"batch {args.batch} [{_bar(counts.percent / 100)}] {counts.percent:5.1f}%  "
+                f"{counts.done}/{counts.total} done  pending {counts.pending}  extracting {counts.extracting}  "
+                f"completed {counts.completed}  error {counts.error}  {batch['status']}"
+            )
+            end = "\r" if args.watch and sys.stdout.isatty() and batch["status"] == "open" else "\n"
+            print(line, end=end, flush=True)
+        if not args.watch or batch["status"] != "open":
+            if args.watch and not args.json and batch.get("export_path"):
+                print(f"workbook: {batch['export_path']}")
+            return 0
+        time.sleep(args.interval)
+
+
+def cmd_batch_export(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.core.export import default_export_path, write_workbook
+
+    target = Path(args.output) if args.output else default_export_path(settings.exports_dir, args.batch)
+    if target.suffix.lower() != ".xlsx":
+        raise CliError(f"output must end in .xlsx: {target}", EXIT_USAGE)
+    path = write_workbook(open_ledger(settings), args.batch, target)
+    print(path)
+    return 0
+
+
+HISTORY_COLUMNS = ("id", "batch_id", "user", "filename", "status", "attempts", "created_at", "message")
+
+
+def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.core.ledger.queries import history
+
+    rows = history(
+        open_ledger(settings),
+        user=args.user,
+        status=args.status,
+        filename=args.filename,
+        batch_id=args.batch,
+        since=args.since,
+        until=args.until,
+        limit=args.limit,
+    )
+    if args.json:
+        print_json([{k: row[k] for k in (*HISTORY_COLUMNS, "document_id", "run_id", "cost_usd")} for row in rows])
+    else:
+        print("\t".join(HISTORY_COLUMNS))
+        for row in rows:
+            print("\t".join("" if row[k] is None else str(row[k])[:80] for k in HISTORY_COLUMNS))
+    return 0
+
+
+def register(add: AddCommand) -> None:
+    batch = add("batch", lambda a, s: 0, "Create, watch and export batches.")
+    batch_sub = batch.add_subparsers(dest="batch_command", required=True, metavar="SUBCOMMAND")
+    create = add(
+        "create",
+        cmd_batch_create,
+        "Create a batch over a project's documents; the dispatcher sensor starts it.",
+        batch_sub,
+    )
+    create.add_argument("project")
+    create.add_argument("--user", required=True, help="who launches it (run tag extraction/user, per-user limit)")
+    create.add_argument("--idempotency-key", required=True, help="same key = same batch, never a duplicate")
+    create.add_argument(
+        "--documents", type=positive_int, nargs="+", metavar="ID", help="document ids (default: all of the project)"
+    )
+    create.add_argument("--json", action="store_true")
+    status = add(
+        "status", cmd_batch_status, "Progress of a batch; --watch shows a live progress bar until it closes.", batch_sub
+    )
+    status.add_argument("batch", type=positive_int)
+    status.add_argument("--watch", action="store_true")
+    status.add_argument(
+        "--interval", type=non_negative_float, default=2.0, help="seconds between refreshes with --watch"
+    )
+    status.add_argument("--json", action="store_true")
+    export = add(
+        "export",
+        cmd_batch_export,
+        "Write a batch's workbook (default: $EXTRACTION_HOME/exports/batch-N.xlsx).",
+        batch_sub,
+    )
+    export.add_argument("batch", type=positive_int)
+    export.add_argument("-o", "--output", help="target .xlsx file")
+
+    hist = add(
+        "history", cmd_history, "Items across batches, newest first, filtered by user, status, filename, batch, dates."
+    )
+    hist.add_argument("--user")
+    hist.add_argument("--status", choices=["pending", "extracting", "completed", "error"])
+    hist.add_argument("--filename", help="substring of the filename")
+    hist.add_argument("--batch", type=positive_int)
+    hist.add_argument("--since", type=iso_date, help="created at or after (UTC), e.g. 2026-11-30")
+    hist.add_argument("--until", type=iso_date, help="created before (UTC)")
+    hist.add_argument("--limit", type=positive_int, default=200)
+    hist.add_argument("--json", action="store_true")

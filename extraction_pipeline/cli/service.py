@@ -1,0 +1,80 @@
+"""Commands on the instance: init, the demo, the Dagster UI and daemon."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from extraction_pipeline.cli.common import (
+    EXIT_FAILURE,
+    AddCommand,
+    positive_int,
+    print_json,
+)
+from extraction_pipeline.core.settings import Settings
+
+
+def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.instance import init_home
+
+    report = init_home(settings, {"pdf_parse": args.parse_slots, "llm": args.llm_slots})
+    print(f"home       {report.home}")
+    print(f"dagster    {report.home / 'dagster' / 'dagster.yaml'} ({report.dagster_yaml}, {report.storage} storage)")
+    print(f"ledger     {report.ledger_url}")
+    print("pools      " + ", ".join(f"{name}={limit}" for name, limit in report.pools.items()))
+    return 0
+
+
+def _run_in_foreground(settings: Settings, *, with_ui: bool, port: int = 3000) -> int:
+    from extraction_pipeline.instance import DaemonProcess, require_initialized
+
+    require_initialized(settings)
+    daemon = DaemonProcess(settings, with_ui=with_ui, port=port).start()
+    what = f"Dagster UI on http://127.0.0.1:{port}" if with_ui else "dagster-daemon running"
+    print(f"{what} (log: {daemon.log_path}); Ctrl-C stops it", flush=True)
+    try:
+        while daemon.alive():
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        daemon.stop()
+    return 0
+
+
+def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
+    return _run_in_foreground(settings, with_ui=True, port=args.port)
+
+
+def cmd_daemon(args: argparse.Namespace, settings: Settings) -> int:
+    return _run_in_foreground(settings, with_ui=False)
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.demo import run_demo
+
+    summary = run_demo(settings, documents=args.documents, timeout_seconds=args.timeout)
+    if args.json:
+        print_json(summary)
+    return 0 if summary["batch_status"] == "completed" else EXIT_FAILURE
+
+
+def register(add: AddCommand) -> None:
+    init = add(
+        "init", cmd_init, "Create or complete the instance home: ledger schema, dagster.yaml, pool limits (idempotent)."
+    )
+    init.add_argument("--parse-slots", type=positive_int, default=2, help="pdf_parse pool limit (default 2)")
+    init.add_argument("--llm-slots", type=positive_int, default=5, help="llm pool limit (default 5)")
+
+    demo = add(
+        "demo",
+        cmd_demo,
+        "Generate synthetic trial PDFs, run them as a batch through the Dagster daemon, write the workbook.",
+    )
+    demo.add_argument("--documents", type=positive_int, default=5, help="number of synthetic PDFs (default 5)")
+    demo.add_argument("--timeout", type=positive_int, default=600, help="seconds to wait for the batch (default 600)")
+    demo.add_argument("--json", action="store_true", help="also print the summary as JSON")
+
+    ui = add("ui", cmd_ui, "Open the Dagster UI (webserver + daemon) on this instance home.")
+    ui.add_argument("--port", type=positive_int, default=3000)
+    add("daemon", cmd_daemon, "Run the Dagster daemon (sensors, run queue, monitoring) without the UI.")
