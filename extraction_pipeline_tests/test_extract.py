@@ -330,3 +330,28 @@ def test_an_internal_error_after_the_answer_still_records_the_tokens(
         extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
     row = states.get_item(ledger, item)
     assert row is not None and (row["status"], row["tokens_in"], row["tokens_out"]) == ("error", 1200, 80)
+
+
+def test_cost_comes_from_litellms_price_table_and_sums_per_batch(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    import litellm
+
+    from extraction_pipeline.core.ledger.queries import progress
+
+    docs = add_documents(ledger, 2)
+    batch = create_batch(ledger, idempotency_key="priced", project="p", user="u", document_ids=docs).id
+    config = LLMConfig(model="openai/gpt-4o-mini", api_base=fake_llm.api_base, api_key="sk-x", timeout_seconds=10)
+    fake_llm.push(Reply(GOOD, tokens_in=10_000, tokens_out=1_000), Reply(GOOD, tokens_in=20_000, tokens_out=500))
+    for item, run in ((1, "r1"), (2, "r2")):
+        assert (
+            extract_item(ledger, item_id=item, run_id=run, worker="w", parsed=PARSED, llm=config).status == "completed"
+        )
+    price = litellm.model_cost["gpt-4o-mini"]
+    expected = [
+        10_000 * price["input_cost_per_token"] + 1_000 * price["output_cost_per_token"],
+        20_000 * price["input_cost_per_token"] + 500 * price["output_cost_per_token"],
+    ]
+    costs = [states.get_item(ledger, item)["cost_usd"] for item in (1, 2)]  # type: ignore[index]
+    assert costs == pytest.approx(expected) and min(costs) > 0
+    counts = progress(ledger, batch)
+    assert (counts.tokens_in, counts.tokens_out) == (30_000, 1_500)
+    assert counts.cost_usd == pytest.approx(sum(expected), abs=1e-6)
