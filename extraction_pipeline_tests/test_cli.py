@@ -197,7 +197,7 @@ def test_batch_create_loads_no_heavy_library(home: Path) -> None:
 def test_status_watch_follows_the_batch_until_it_closes(home: Path, pdfs: list[Path]) -> None:
     from extraction_pipeline.core.ledger import Ledger
     from extraction_pipeline.core.ledger import items as states
-    from extraction_pipeline.core.ledger.batches import close_if_done
+    from extraction_pipeline.core.ledger.batches import close_if_done, set_export_path
     from extraction_pipeline.core.ledger.queries import batch_item_rows
 
     run_cli(home, "documents", "add", "trials", *map(str, pdfs), check=True)
@@ -230,11 +230,19 @@ def test_status_watch_follows_the_batch_until_it_closes(home: Path, pdfs: list[P
         states.claim(ledger, item["id"], run_id="r", worker="w")
         states.complete(ledger, item["id"], run_id="r", result={}, usage=states.Usage("m"))
     assert close_if_done(ledger, batch)
+    # Closed, but the sensor has not written the workbook yet: the watcher keeps waiting for it.
+    seen = [first]
+    while "waiting for the workbook" not in seen[-1]:
+        seen.append(watcher.stdout.readline())
+        assert seen[-1], seen  # the watcher must not stop before the workbook exists
+    assert watcher.poll() is None
+    set_export_path(ledger, batch, "/exports/batch.xlsx")
     out, _ = watcher.communicate(timeout=60)
     assert watcher.returncode == 0
-    lines = out.strip().splitlines()
-    assert lines[-1].endswith("completed") and "3/3 done" in lines[-1] and "100.0%" in lines[-1]
-    assert "[##############################]" in lines[-1]
+    lines = [*seen, *out.strip().splitlines()]
+    final = next(line for line in lines if line.rstrip().endswith("completed"))
+    assert "3/3 done" in final and "100.0%" in final and "[##############################]" in final
+    assert lines[-1] == "workbook: /exports/batch.xlsx"
 
 
 def test_bad_environment_is_one_line(home: Path) -> None:
@@ -245,22 +253,28 @@ def test_bad_environment_is_one_line(home: Path) -> None:
     one_line_error(result, 2, "EXTRACTION_STALE_MINUTES must be a number")
 
 
-def test_daemon_command_runs_on_the_home_until_interrupted(home: Path) -> None:
+@pytest.mark.parametrize("stop_signal", ["SIGINT", "SIGTERM"])
+def test_daemon_command_runs_on_the_home_until_interrupted(home: Path, stop_signal: str) -> None:
+    import signal
+
     env = {**os.environ, "EXTRACTION_HOME": str(home)}
     command = [sys.executable, "-m", "extraction_pipeline.cli", "daemon"]
     with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as proc:
-        _interrupt_when_heartbeating(proc, home)
+        _interrupt_when_heartbeating(proc, home, getattr(signal, stop_signal))
 
 
-def _interrupt_when_heartbeating(proc: subprocess.Popen[str], home: Path) -> None:
-    import signal
+def _interrupt_when_heartbeating(proc: subprocess.Popen[str], home: Path, stop_signal: int) -> None:
+    import re
     import time
 
     import dagster as dg
 
     try:
         assert proc.stdout is not None
-        assert proc.stdout.readline().startswith("dagster-daemon running (log: ")
+        started = proc.stdout.readline()
+        found = re.match(r"dagster-daemon running \(pid (\d+), log: ", started)
+        assert found, started
+        dagster_pid = int(found.group(1))
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("DAGSTER_HOME", str(home / "dagster"))
             with dg.DagsterInstance.get() as instance:
@@ -268,8 +282,10 @@ def _interrupt_when_heartbeating(proc: subprocess.Popen[str], home: Path) -> Non
                 while not instance.get_daemon_heartbeats() and time.monotonic() < deadline:
                     time.sleep(1)
                 assert "SENSOR" in instance.get_daemon_heartbeats()  # it runs our sensors on this home
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop_signal)
         assert proc.wait(timeout=60) == 0
+        with pytest.raises(ProcessLookupError):  # Dagster itself was stopped, not left running
+            os.kill(dagster_pid, 0)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -399,7 +415,7 @@ def test_workbook_shows_tiers_flags_and_a_summary_per_document(tmp_path: Path) -
 
     def entry(path: str, value: object, page: int, status: str, flags: list[str] | None = None) -> dict[str, object]:
         module, *index, field = path.split(".")
-        where = {"page": page, "start": 10 * page, "end": 10 * page + 5}
+        where = {"page": page, "source": "text", "start": 10 * page, "end": 10 * page + 5}
         found = {"value": value, "quote": f"q {value}", **where, "status": status, "flags": flags or []}
         return {"module": module, "index": int(index[0]) if index else None, "field": field, **found}
 
@@ -442,9 +458,13 @@ def test_workbook_shows_tiers_flags_and_a_summary_per_document(tmp_path: Path) -
         ("ci_upper", 1),
         ("events_treatment", 2),
     ]
-    assert (values[4]["page"].value, values[4]["start"].value, values[4]["end"].value) == (4, 40, 45)
+    located = values[4]
+    assert [located[k].value for k in ("page", "source", "start", "end")] == [4, "text", 40, 45]
+    assert workbook["Values"].auto_filter.ref == workbook["Values"].dimensions  # ready to filter
     batch_sheet = {row[0].value: row[1].value for row in workbook["Batch"].iter_rows()}
     assert batch_sheet["template"] == "p v1 (rct base v1)"
+    assert {"verified", "approximate", "unverified", "not reported", "check"} <= set(batch_sheet)  # the legend
+    assert len(batch_sheet["created_at (UTC)"]) == len("2026-11-30 10:00:00")
 
 
 def test_template_set_show_versions_and_batches_freeze_theirs(home: Path, pdfs: list[Path], tmp_path: Path) -> None:
@@ -518,3 +538,19 @@ def test_workbook_survives_control_characters_and_results_from_before_templates(
     assert (
         len(row["metadata.nct_number quote"].value) == 32_767 and "\x0b" not in row["metadata.nct_number quote"].value
     )
+
+
+def test_a_batch_never_takes_another_projects_key_or_documents(home: Path, pdfs: list[Path]) -> None:
+    first = json.loads(run_cli(home, "documents", "add", "alpha", str(pdfs[0]), "--json", check=True).stdout)
+    run_cli(home, "documents", "add", "beta", str(pdfs[1]), check=True)
+    created = run_cli(home, "batch", "create", "alpha", "--user", "u", "--idempotency-key", "shared", check=True)
+    assert "created; 1 document(s)" in created.stdout
+    one_line_error(
+        run_cli(home, "batch", "create", "beta", "--user", "u", "--idempotency-key", "shared"),
+        2,
+        "already belongs to batch",
+    )
+    again = run_cli(home, "batch", "create", "alpha", "--user", "u", "--idempotency-key", "shared", check=True)
+    assert "already exists (same idempotency key) with 1 document(s); nothing added" in again.stdout
+    foreign = ["batch", "create", "beta", "--user", "u", "--idempotency-key", "b1", "--documents", str(first[0]["id"])]
+    one_line_error(run_cli(home, *foreign), 2, f"document(s) of another project: {first[0]['id']} (alpha)")

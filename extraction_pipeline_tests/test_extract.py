@@ -355,3 +355,23 @@ def test_cost_comes_from_litellms_price_table_and_sums_per_batch(ledger: Ledger,
     counts = progress(ledger, batch)
     assert (counts.tokens_in, counts.tokens_out) == (30_000, 1_500)
     assert counts.cost_usd == pytest.approx(sum(expected), abs=1e-6)
+
+
+def test_a_flipped_sign_or_a_label_digit_is_flagged(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    item = _item(ledger)
+    sentence = "Pain fell more with drug in group H2 (mean difference \u22120.52; 95% CI \u22120.80 to \u22120.24)."
+    parsed = ParsedDocument("sha", [sentence])
+    answer = {
+        "outcomes.1.effect_estimate": (0.52, sentence),  # the direction lost
+        "outcomes.1.ci_lower": (-0.8, sentence),
+        "outcomes.1.n_treatment": (2, sentence),  # the "2" of "H2"
+    }
+    fake_llm.push(Reply(extraction_json(answer)))
+    fields = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=parsed, llm=_config(fake_llm)).result[
+        "fields"
+    ]
+    assert fields["outcomes.1.effect_estimate"]["flags"] == ["the quote prints -0.52: the value's sign differs"]
+    assert fields["outcomes.1.ci_lower"]["flags"] == []
+    assert fields["outcomes.1.n_treatment"]["flags"] == [
+        "the value appears in the quote only inside a word or label (such as H2)"
+    ]

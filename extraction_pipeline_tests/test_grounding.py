@@ -79,3 +79,16 @@ def test_number_tokens() -> None:
     assert numbers(normalize("CI 0.60\u20130.86, n = 1,234, change \u22125.3")) == [
         *map(__import__("decimal").Decimal, ["0.60", "0.86", "1234", "-5.3"])
     ]
+
+
+def test_value_match_tells_a_flipped_sign_and_a_label_from_the_printed_value() -> None:
+    from extraction_pipeline.core.grounding import EXACT, INSIDE_A_WORD, SIGN_DIFFERS, normalize, value_match
+
+    quote = normalize("The mean difference was \u22120.52 (95% CI \u22120.80 to \u22120.24; p=0.002) in group H2.")
+    assert value_match(-0.52, quote) == EXACT and value_match("0.002", quote) == EXACT
+    assert value_match(0.52, quote) == SIGN_DIFFERS and value_match(0.8, quote) == SIGN_DIFFERS
+    assert value_match(2, quote) == INSIDE_A_WORD
+    assert value_match(7, quote) is None
+    assert value_match(0.86, normalize("95% CI 0.60-0.86")) == EXACT  # a range, not a negative number
+    assert value_match(6, normalize("IL-6 was unchanged")) == INSIDE_A_WORD
+    assert value_match(1250, normalize("1,250 participants")) == EXACT

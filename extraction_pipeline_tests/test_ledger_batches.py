@@ -9,7 +9,7 @@ import pytest
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
-from extraction_pipeline.core.ledger.batches import close_if_done, create_batch, get_batch
+from extraction_pipeline.core.ledger.batches import BatchRef, close_if_done, create_batch, get_batch
 from extraction_pipeline.core.ledger.items import find_item
 from extraction_pipeline.core.ledger.queries import progress
 from extraction_pipeline.core.ledger.schema import batches
@@ -98,3 +98,13 @@ def test_progress_counts_by_status_in_one_query(ledger: Ledger) -> None:
     counts = progress(ledger, ref.id)
     assert (counts.total, counts.pending, counts.extracting, counts.completed, counts.error) == (4, 1, 1, 1, 1)
     assert (counts.tokens_in, counts.tokens_out, counts.cost_usd, counts.percent) == (17, 5, 0.75, 50.0)
+
+
+def test_a_key_used_by_another_project_is_refused_not_handed_over(ledger: Ledger) -> None:
+    docs = add_documents(ledger, 2)
+    first = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=docs[:1])
+    with pytest.raises(ConfigError, match="already belongs to batch 1 of project 'p'"):
+        create_batch(ledger, idempotency_key="k", project="q", user="u", document_ids=docs[1:])
+    assert create_batch(ledger, idempotency_key="k", project="p", user="v", document_ids=docs) == BatchRef(
+        first.id, created=False
+    )

@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from extraction_pipeline.cli.common import (
     EXIT_USAGE,
@@ -19,10 +20,12 @@ from extraction_pipeline.cli.common import (
 )
 from extraction_pipeline.core.settings import Settings
 
+WORKBOOK_WAIT_SECONDS = 120
+
 
 def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
-    from extraction_pipeline.core.ledger.batches import create_batch
-    from extraction_pipeline.core.ledger.documents import documents_after
+    from extraction_pipeline.core.ledger.batches import create_batch, get_batch
+    from extraction_pipeline.core.ledger.documents import documents_after, get_document
     from extraction_pipeline.core.ledger.templates import template_of_batch
     from extraction_pipeline.instance import require_initialized
 
@@ -30,6 +33,13 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
     ledger = open_ledger(settings)
     if args.documents:
         doc_ids = args.documents
+        foreign = [
+            f"{doc_id} ({doc['project']})"
+            for doc_id in dict.fromkeys(doc_ids)
+            if (doc := get_document(ledger, doc_id)) is not None and doc["project"] != args.project
+        ]
+        if foreign:
+            raise CliError(f"document(s) of another project: {', '.join(foreign[:10])}", EXIT_USAGE)
     else:
         doc_ids = [d["id"] for d in documents_after(ledger, 0, limit=1_000_000) if d["project"] == args.project]
         if not doc_ids:
@@ -39,11 +49,15 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
     )
     frozen = template_of_batch(ledger, ref.id)
     template = frozen.label if frozen else "built-in rct base"
+    batch = get_batch(ledger, ref.id)
+    documents = batch["total_items"] if batch else len(doc_ids)  # an existing batch keeps its own set
     if args.json:
-        print_json({"batch_id": ref.id, "created": ref.created, "documents": len(doc_ids), "template": template})
+        print_json({"batch_id": ref.id, "created": ref.created, "documents": documents, "template": template})
+    elif ref.created:
+        print(f"batch {ref.id} created; {documents} document(s) queued for the batch_dispatcher sensor")
+        print(f"template: {template}")
     else:
-        state = "created" if ref.created else "already exists (same idempotency key)"
-        print(f"batch {ref.id} {state}; {len(doc_ids)} document(s) queued for the batch_dispatcher sensor")
+        print(f"batch {ref.id} already exists (same idempotency key) with {documents} document(s); nothing added")
         print(f"template: {template}")
     return 0
 
@@ -58,14 +72,18 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
     from extraction_pipeline.core.ledger.queries import progress
 
     ledger = open_ledger(settings)
+    closed_at: float | None = None
     while True:
         batch = get_batch(ledger, args.batch)
         if batch is None:
             raise CliError(f"unknown batch {args.batch}", EXIT_USAGE)
         counts = progress(ledger, args.batch)
+        # With --watch a closed batch is followed until the sensor has written its workbook.
+        awaiting_workbook = batch["status"] != "open" and not batch.get("export_path")
         if args.json:
-            print_json({"batch": batch, "progress": counts.as_dict()})
-        else:
+            if not (args.watch and awaiting_workbook and closed_at is not None):
+                print_json({"batch": batch, "progress": counts.as_dict()})
+        elif closed_at is None:
             line = (
                 f"batch {args.batch} [{_bar(counts.percent / 100)}] {counts.percent:5.1f}%  "
                 f"{counts.done}/{counts.total} done  pending {counts.pending}  extracting {counts.extracting}  "
@@ -73,11 +91,29 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
             )
             end = "\r" if args.watch and sys.stdout.isatty() and batch["status"] == "open" else "\n"
             print(line, end=end, flush=True)
-        if not args.watch or batch["status"] != "open":
-            if args.watch and not args.json and batch.get("export_path"):
-                print(f"workbook: {batch['export_path']}")
+        if not args.watch or batch["status"] == "open":
+            if not args.watch:
+                _print_workbook(batch, args.json)
+                return 0
+            time.sleep(args.interval)
+            continue
+        if not awaiting_workbook:
+            _print_workbook(batch, args.json)
+            return 0
+        if closed_at is None:
+            closed_at = time.monotonic()
+            if not args.json:
+                print("waiting for the workbook (written by the batch_aggregator sensor)...", flush=True)
+        elif time.monotonic() - closed_at > WORKBOOK_WAIT_SECONDS:
+            if not args.json:
+                print(f"no workbook yet: is the daemon running? `batch export {args.batch}` writes it now")
             return 0
         time.sleep(args.interval)
+
+
+def _print_workbook(batch: dict[str, Any], as_json: bool) -> None:
+    if not as_json and batch.get("export_path"):
+        print(f"workbook: {batch['export_path']}")
 
 
 def cmd_batch_export(args: argparse.Namespace, settings: Settings) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import time
 
 from extraction_pipeline.cli.common import (
@@ -25,13 +26,21 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _run_in_foreground(settings: Settings, *, with_ui: bool, port: int = 3000) -> int:
     from extraction_pipeline.instance import DaemonProcess, require_initialized
 
     require_initialized(settings)
+    # SIGTERM (a service manager, `kill`) stops it like Ctrl-C: Dagster runs in its own session,
+    # so it is stopped only if this process gets to its cleanup.
+    signal.signal(signal.SIGTERM, _interrupt)
     daemon = DaemonProcess(settings, with_ui=with_ui, port=port).start()
+    assert daemon.process is not None  # started just above
     what = f"Dagster UI on http://127.0.0.1:{port}" if with_ui else "dagster-daemon running"
-    print(f"{what} (log: {daemon.log_path}); Ctrl-C stops it", flush=True)
+    print(f"{what} (pid {daemon.process.pid}, log: {daemon.log_path}); Ctrl-C stops it", flush=True)
     try:
         while daemon.alive():
             time.sleep(1)

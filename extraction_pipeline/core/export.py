@@ -19,6 +19,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ VALUE_COLUMNS = [
     "value",
     "quote",
     "page",
+    "source",
     "start",
     "end",
     "status",
@@ -76,7 +78,9 @@ LEGEND = [
     ("judgements", "Risk of Bias, outcome type, study id: the status is the supporting quote's; review the judgement"),
     (APPROXIMATE, "quote found approximately (0.80-0.95) with its numbers intact: check the wording"),
     (UNVERIFIED, "quote not found, a number differs from the source, or the value is not in the quote"),
-    ("check", "a plausibility rule failed (e.g. estimate outside its CI, events above totals)"),
+    (NOT_REPORTED, "no value given: the model found nothing to extract for this field"),
+    ("check", "a plausibility rule failed (e.g. estimate outside its CI, events above totals, a flipped sign)"),
+    ("start, end", "character offsets of the quote's match in the page text or table text named in source"),
 ]
 
 
@@ -180,6 +184,7 @@ def _value_row(identity: dict[str, Any], path: str, entry: dict[str, Any]) -> di
         "value": entry.get("value"),
         "quote": entry.get("quote"),
         "page": entry.get("page"),
+        "source": entry.get("source"),
         "start": entry.get("start"),
         "end": entry.get("end"),
         "status": entry.get("status"),
@@ -215,6 +220,7 @@ def write_workbook(ledger: Ledger, batch_id: int, path: Path) -> Path:
 
 def _write_sheet(sheet: Any, data: SheetData) -> None:
     from openpyxl.styles import Font, PatternFill
+    from openpyxl.utils import get_column_letter
 
     sheet.append([_cell_value(name) for name in data.header])
     _as_text_cells(sheet[1])
@@ -233,6 +239,11 @@ def _write_sheet(sheet: Any, data: SheetData) -> None:
             if cells[index].value:
                 cells[index].fill = PatternFill("solid", start_color=FLAG_FILL, end_color=FLAG_FILL)
     sheet.freeze_panes = "C2"
+    if data.rows:
+        sheet.auto_filter.ref = sheet.dimensions  # the reviewer filters by status, check, document
+    for index, name in enumerate(data.header, start=1):
+        width = 60 if name == "quote" or name.endswith(" quote") or name in ("reason", "error") else 14
+        sheet.column_dimensions[get_column_letter(index)].width = width
 
 
 def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: dict[str, Any]) -> None:
@@ -246,8 +257,8 @@ def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: dict[str, Any]) -> Non
         ("user", batch["user"]),
         ("status", batch["status"]),
         ("template", template),
-        ("created_at (UTC)", str(batch["created_at"])),
-        ("completed_at (UTC)", str(batch["completed_at"] or "")),
+        ("created_at (UTC)", _timestamp(batch["created_at"])),
+        ("completed_at (UTC)", _timestamp(batch["completed_at"])),
         *progress(ledger, batch["id"]).as_dict().items(),
     ]
     for key, value in rows:
@@ -259,6 +270,10 @@ def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: dict[str, Any]) -> Non
         sheet.append([name, meaning])
         if color := STATUS_FILLS.get(name, FLAG_FILL if name == "check" else None):
             sheet.cell(row=sheet.max_row, column=1).fill = PatternFill("solid", start_color=color, end_color=color)
+
+
+def _timestamp(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
 
 
 def _cell_value(value: Any) -> Any:

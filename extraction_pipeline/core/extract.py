@@ -17,7 +17,19 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from extraction_pipeline.core.checks import check_values
 from extraction_pipeline.core.errors import PermanentError, TransientError
-from extraction_pipeline.core.grounding import APPROXIMATE, NOT_REPORTED, UNVERIFIED, VERIFIED, Grounder, Grounding
+from extraction_pipeline.core.grounding import (
+    APPROXIMATE,
+    INSIDE_A_WORD,
+    NOT_REPORTED,
+    SIGN_DIFFERS,
+    UNVERIFIED,
+    VERIFIED,
+    Grounder,
+    Grounding,
+    normalize,
+    signed_in_quote,
+    value_match,
+)
 from extraction_pipeline.core.ledger import ItemStatus, Ledger
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.audit import record_prompt
@@ -26,10 +38,11 @@ from extraction_pipeline.core.ledger.templates import template_of_item
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
 from extraction_pipeline.core.parsing import ParsedDocument
 from extraction_pipeline.core.prompts import build_messages
-from extraction_pipeline.core.templates.definition import TemplateDefinition
+from extraction_pipeline.core.templates.definition import FieldType, TemplateDefinition
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 from extraction_pipeline.core.templates.schema import ExtractedValue, extracted_values
 
+NUMERIC = (FieldType.INTEGER, FieldType.NUMBER)
 JUDGEMENT_NOTE = "the judgement itself is the model's: review it"
 
 
@@ -53,7 +66,8 @@ def ground_output(template: TemplateDefinition, answer: BaseModel, parsed: Parse
     """Every field of the answer, by path, with its grounding verdict and plausibility flags."""
     grounder = Grounder(parsed)
     grounded: dict[str, Any] = {}
-    for found in extracted_values(template, answer):
+    extracted = extracted_values(template, answer)
+    for found in extracted:
         grounded[found.path] = {
             "module": found.module,
             "index": found.index,
@@ -65,7 +79,25 @@ def ground_output(template: TemplateDefinition, answer: BaseModel, parsed: Parse
         }
     for path, reasons in check_values({path: entry["value"] for path, entry in grounded.items()}).items():
         grounded[path]["flags"] = reasons
+    for found in extracted:
+        if reason := _value_flag(found):
+            grounded[found.path]["flags"].append(reason)
     return grounded
+
+
+def _value_flag(found: ExtractedValue) -> str | None:
+    """A number whose digits are in the quote but not as printed: the sign differs (an effect's
+    direction!) or the digits are only part of a label such as "H2"."""
+    if found.value is None or not found.quote or found.field.judgement or found.field.type not in NUMERIC:
+        return None
+    quote = normalize(found.quote)
+    match = value_match(found.value, quote)
+    if match == SIGN_DIFFERS:
+        printed = ", ".join(str(n) for n in signed_in_quote(found.value, quote))
+        return f"the quote prints {printed}: the value's sign differs"
+    if match == INSIDE_A_WORD:
+        return "the value appears in the quote only inside a word or label (such as H2)"
+    return None
 
 
 def _verdict(grounder: Grounder, found: ExtractedValue) -> Grounding:

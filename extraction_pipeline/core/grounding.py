@@ -176,11 +176,49 @@ def _as_number(value: str | float | int) -> Decimal | None:
     return found[0] if found else None
 
 
-def value_in_quote(value: str | float | int, quote_norm: str) -> bool:
+# A number that stands alone: not the "2" of "H2" or "IL-2", not part of a longer number.
+_STANDALONE = re.compile(r"(?<![a-z0-9.,])(?<![a-z]-)-?\d+(?:,\d{3})*(?:\.\d+)?(?!\d)")
+EXACT, SIGN_DIFFERS, INSIDE_A_WORD = "exact", "sign differs", "inside a word"
+
+
+def value_match(value: str | float | int, quote_norm: str) -> str | None:
+    """How the value is printed in the quote: ``EXACT``; ``SIGN_DIFFERS`` (0.52 where the quote
+    prints -0.52: the digits are there, the direction is not); ``INSIDE_A_WORD`` (2 only as the
+    "2" of "H2"); None when it is not there at all. Text values match as whole words."""
     wanted = _as_number(value)
-    if wanted is not None:
-        return any(n == wanted or abs(n) == abs(wanted) for n in numbers(quote_norm))
-    text = normalize(str(value))
-    if re.search(rf"(?<![a-z0-9]){re.escape(text)}(?![a-z0-9])", quote_norm):
-        return True
-    return any(alias in quote_norm for alias in _SYNONYMS.get(text, ()))
+    if wanted is None:
+        text = normalize(str(value))
+        if re.search(rf"(?<![a-z0-9]){re.escape(text)}(?![a-z0-9])", quote_norm):
+            return EXACT
+        return EXACT if any(alias in quote_norm for alias in _SYNONYMS.get(text, ())) else None
+    standalone = _standalone_numbers(quote_norm)
+    if wanted in standalone:
+        return EXACT
+    if any(abs(n) == abs(wanted) for n in standalone):
+        return SIGN_DIFFERS
+    if any(abs(n) == abs(wanted) for n in numbers(quote_norm)):
+        return INSIDE_A_WORD
+    return None
+
+
+def value_in_quote(value: str | float | int, quote_norm: str) -> bool:
+    """The value's digits are printed in the quote. Whether its sign and standing match too is
+    ``value_match``'s finer answer, which the pipeline turns into flags."""
+    return value_match(value, quote_norm) is not None
+
+
+def signed_in_quote(value: str | float | int, quote_norm: str) -> list[Decimal]:
+    """The quote's numbers with the value's digits (to name them in a flag)."""
+    wanted = _as_number(value)
+    return [n for n in numbers(quote_norm) if wanted is not None and abs(n) == abs(wanted)]
+
+
+def _standalone_numbers(text: str) -> list[Decimal]:
+    found = []
+    for match in _STANDALONE.finditer(text):  # "0.60-0.86": the lookbehind keeps 0.86 positive
+        token = match.group(0)
+        try:
+            found.append(Decimal(token.replace(",", "")))
+        except InvalidOperation:
+            continue
+    return found

@@ -101,6 +101,14 @@ def create_batch(
         existing = find_batch_by_key(ledger, idempotency_key)
         if existing is None:  # the conflict was not on the key (e.g. a bad document id)
             raise
+        owner = get_batch(ledger, existing)
+        if owner is not None and owner["project"] != project:
+            # Same key, other project: returning that batch would silently hand over someone
+            # else's work; the key is global, so the caller must choose another one.
+            raise ConfigError(
+                f"idempotency key {idempotency_key!r} already belongs to batch {existing} of project "
+                f"{owner['project']!r}; use another key"
+            ) from None
         return BatchRef(id=existing, created=False)
 
 

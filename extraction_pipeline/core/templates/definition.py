@@ -90,8 +90,10 @@ class FieldDef:
                 f"{where}: choices must be a list of short texts (letters, digits, spaces and . , % + / ( ) ' -; "
                 "at most 60 characters each)"
             )
-        if len(choices) > MAX_CHOICES or len({c.strip().lower() for c in choices}) != len(choices):
-            raise ConfigError(f"{where}: choices must be at most {MAX_CHOICES} distinct texts")
+        if len(choices) > MAX_CHOICES:
+            raise ConfigError(f"{where}: at most {MAX_CHOICES} choices are allowed")
+        if len({c.strip().lower() for c in choices}) != len(choices):
+            raise ConfigError(f"{where}: choices must be distinct (ignoring case)")
         if any(contains_marker(text) for text in (instruction, *choices)):
             raise ConfigError(f"{where}: must not contain the prompt's section markers")
         if (kind == FieldType.CHOICE) != bool(choices):
@@ -200,4 +202,6 @@ def parse_instructions(data: Any) -> str:
         raise ConfigError("instructions must be a text")
     if len(data) > MAX_PROJECT_INSTRUCTIONS_CHARS:
         raise ConfigError(f"instructions are longer than {MAX_PROJECT_INSTRUCTIONS_CHARS} characters")
+    if contains_marker(data):
+        raise ConfigError("instructions must not contain the prompt's section markers")
     return data.strip()
