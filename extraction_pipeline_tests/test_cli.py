@@ -140,6 +140,8 @@ def test_batch_create_before_init_says_so(tmp_path: Path) -> None:
         2,
         "not initialized",
     )
+    for command in (["template", "show", "p"], ["documents", "list"], ["history"], ["batch", "status", "1"]):
+        one_line_error(run_cli(tmp_path / "fresh", *command), 2, "run `extraction-pipeline init` first")
 
 
 def test_batch_create_status_history_export(home: Path, pdfs: list[Path], tmp_path: Path) -> None:

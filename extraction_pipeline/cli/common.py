@@ -33,6 +33,9 @@ class CliError(Exception):
 def open_ledger(settings: Settings) -> Any:
     from extraction_pipeline.core.ledger import Ledger
 
+    if not settings.database_url and not settings.home_dir.is_dir():
+        # Otherwise SQLite says "unable to open database file", which tells the user nothing.
+        raise CliError(f"{settings.home_dir} does not exist: run `extraction-pipeline init` first", EXIT_USAGE)
     return Ledger.connect(settings.ledger_url)
 
 
