@@ -12,6 +12,7 @@ from extraction_pipeline.cli.common import (
     EXIT_USAGE,
     AddCommand,
     CliError,
+    add_group,
     iso_date,
     non_negative_float,
     open_ledger,
@@ -26,7 +27,7 @@ WORKBOOK_WAIT_SECONDS = 120
 def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
     from extraction_pipeline.core.ledger.batches import create_batch, get_batch
     from extraction_pipeline.core.ledger.documents import documents_after, get_document
-    from extraction_pipeline.core.ledger.templates import template_of_batch
+    from extraction_pipeline.core.ledger.templates import label_of, template_of_batch
     from extraction_pipeline.instance import require_initialized
 
     require_initialized(settings)
@@ -47,8 +48,7 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
     ref = create_batch(
         ledger, idempotency_key=args.idempotency_key, project=args.project, user=args.user, document_ids=doc_ids
     )
-    frozen = template_of_batch(ledger, ref.id)
-    template = frozen.label if frozen else "built-in rct base"
+    template = label_of(template_of_batch(ledger, ref.id))
     batch = get_batch(ledger, ref.id)
     documents = batch["total_items"] if batch else len(doc_ids)  # an existing batch keeps its own set
     if args.json:
@@ -153,8 +153,7 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def register(add: AddCommand) -> None:
-    batch = add("batch", lambda a, s: 0, "Create, watch and export batches.")
-    batch_sub = batch.add_subparsers(dest="batch_command", required=True, metavar="SUBCOMMAND")
+    batch_sub = add_group(add, "batch", "Create, watch and export batches.")
     create = add(
         "create",
         cmd_batch_create,

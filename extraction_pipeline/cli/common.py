@@ -22,6 +22,13 @@ class AddCommand(Protocol):
     def __call__(self, name: str, func: Command, help_text: str, target: Any = ...) -> argparse.ArgumentParser: ...
 
 
+def add_group(add: AddCommand, name: str, help_text: str) -> Any:
+    """A command that only groups subcommands (``documents``, ``batch``, ``template``); returns
+    the subparsers to add them to."""
+    group = add(name, lambda args, settings: 0, help_text)  # never called: a subcommand is required
+    return group.add_subparsers(dest=f"{name}_command", required=True, metavar="SUBCOMMAND")
+
+
 class CliError(Exception):
     """A one-line message for the user; ``code`` is the exit status."""
 

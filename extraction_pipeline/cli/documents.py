@@ -11,6 +11,7 @@ from extraction_pipeline.cli.common import (
     EXIT_USAGE,
     AddCommand,
     CliError,
+    add_group,
     non_negative_float,
     open_ledger,
     print_json,
@@ -122,8 +123,7 @@ def cmd_ground(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def register(add: AddCommand) -> None:
-    documents = add("documents", lambda a, s: 0, "Register and list PDFs.")
-    doc_sub = documents.add_subparsers(dest="documents_command", required=True, metavar="SUBCOMMAND")
+    doc_sub = add_group(add, "documents", "Register and list PDFs.")
     doc_add = add(
         "add", cmd_documents_add, "Register PDFs in a project (stores a copy; idempotent per content).", doc_sub
     )

@@ -11,6 +11,7 @@ from extraction_pipeline.cli.common import (
     EXIT_USAGE,
     AddCommand,
     CliError,
+    add_group,
     open_ledger,
     positive_int,
     print_json,
@@ -105,8 +106,7 @@ def cmd_template_versions(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def register(add: AddCommand) -> None:
-    template = add("template", lambda a, s: 0, "Show and edit a project's extraction template (versioned).")
-    template_sub = template.add_subparsers(dest="template_command", required=True, metavar="SUBCOMMAND")
+    template_sub = add_group(add, "template", "Show and edit a project's extraction template (versioned).")
     show = add(
         "show", cmd_template_show, "Show the project's current template (or --version N) and its fields.", template_sub
     )

@@ -28,9 +28,8 @@ from extraction_pipeline.core.grounding import APPROXIMATE, NOT_REPORTED, UNVERI
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
-from extraction_pipeline.core.ledger.templates import template_of_batch
+from extraction_pipeline.core.ledger.templates import definition_of, label_of, template_of_batch
 from extraction_pipeline.core.templates.definition import TemplateDefinition
-from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 
 DOCUMENT_COLUMNS = [
     "document_id",
@@ -101,8 +100,12 @@ def _field_cells(name: str, entry: dict[str, Any]) -> dict[str, Any]:
         f"{name} quote": entry.get("quote"),
         f"{name} page": entry.get("page"),
         f"{name} status": entry.get("status"),
-        f"{name} check": "; ".join(entry.get("flags") or []) or None,
+        f"{name} check": _check_text(entry),
     }
+
+
+def _check_text(entry: dict[str, Any]) -> str | None:
+    return "; ".join(entry.get("flags") or []) or None
 
 
 def _column_names(template: TemplateDefinition, results: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
@@ -125,10 +128,8 @@ def _column_of(path: str, entry: dict[str, Any]) -> str:
     return path if "module" in entry else f"legacy.{path}"
 
 
-def workbook_sheets(ledger: Ledger, batch_id: int) -> list[SheetData]:
+def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition) -> list[SheetData]:
     """The Documents, Outcomes and Values sheets as plain data (the workbook writes them)."""
-    frozen = template_of_batch(ledger, batch_id)
-    template = frozen.definition if frozen else RCT_TEMPLATE
     items = batch_item_rows(ledger, batch_id)
     results = [json.loads(item["result_json"]) if item["result_json"] else {} for item in items]
     single, repeated = _column_names(template, results)
@@ -190,7 +191,7 @@ def _value_row(identity: dict[str, Any], path: str, entry: dict[str, Any]) -> di
         "status": entry.get("status"),
         "confidence": entry.get("confidence"),
         "reason": entry.get("reason"),
-        "check": "; ".join(entry.get("flags") or []) or None,
+        "check": _check_text(entry),
     }
 
 
@@ -202,11 +203,12 @@ def write_workbook(ledger: Ledger, batch_id: int, path: Path) -> Path:
         raise ConfigError(f"unknown batch {batch_id}")
     workbook = Workbook()
     default_sheet = workbook.active
-    for data in workbook_sheets(ledger, batch_id):
+    frozen = template_of_batch(ledger, batch_id)
+    for data in workbook_sheets(ledger, batch_id, definition_of(frozen)):
         _write_sheet(workbook.create_sheet(data.name), data)
     if default_sheet is not None:
         workbook.remove(default_sheet)
-    _write_batch_sheet(workbook.create_sheet("Batch"), ledger, batch)
+    _write_batch_sheet(workbook.create_sheet("Batch"), ledger, batch, label_of(frozen))
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
@@ -246,11 +248,9 @@ def _write_sheet(sheet: Any, data: SheetData) -> None:
         sheet.column_dimensions[get_column_letter(index)].width = width
 
 
-def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: dict[str, Any]) -> None:
+def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: dict[str, Any], template: str) -> None:
     from openpyxl.styles import PatternFill
 
-    frozen = template_of_batch(ledger, batch["id"])
-    template = frozen.label if frozen else "built-in rct base (batch created before template versions)"
     rows: list[tuple[str, Any]] = [
         ("batch_id", batch["id"]),
         ("project", batch["project"]),

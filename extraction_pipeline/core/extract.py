@@ -34,12 +34,11 @@ from extraction_pipeline.core.ledger import ItemStatus, Ledger
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.audit import record_prompt
 from extraction_pipeline.core.ledger.items import TRANSIENT_MESSAGE_PREFIX, Usage
-from extraction_pipeline.core.ledger.templates import template_of_item
+from extraction_pipeline.core.ledger.templates import definition_of, label_of, template_of_item
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
 from extraction_pipeline.core.parsing import ParsedDocument
 from extraction_pipeline.core.prompts import build_messages
 from extraction_pipeline.core.templates.definition import FieldType, TemplateDefinition
-from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 from extraction_pipeline.core.templates.schema import ExtractedValue, extracted_values
 
 NUMERIC = (FieldType.INTEGER, FieldType.NUMBER)
@@ -148,7 +147,7 @@ def extract_item(
     spent: Usage | None = None
     try:
         frozen = template_of_item(ledger, item_id)
-        template = frozen.definition if frozen else RCT_TEMPLATE
+        template = definition_of(frozen)
         messages = build_messages(template, parsed.pages_text, parsed.tables)
         record_prompt(ledger, item_id=item_id, run_id=run_id, model=llm.effective_model, messages=messages)
         reply = complete_extraction(llm, messages, template)
@@ -190,7 +189,7 @@ def extract_item(
         quotes_verified=sum(1 for f in grounded.values() if f["status"] == VERIFIED),
         values_flagged=sum(1 for f in grounded.values() if f["flags"]),
         outcomes=len({f["index"] for f in grounded.values() if f["index"] is not None}),
-        template=frozen.label if frozen else "built-in rct base",
+        template=label_of(frozen),
         usage=reply.usage,
         result=result,
     )

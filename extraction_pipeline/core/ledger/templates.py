@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
 from extraction_pipeline.core.errors import ConfigError
@@ -24,7 +24,7 @@ from extraction_pipeline.core.templates.definition import (
     parse_custom_fields,
     parse_instructions,
 )
-from extraction_pipeline.core.templates.rct import BASE_TEMPLATES, RCT_BASE
+from extraction_pipeline.core.templates.rct import BASE_TEMPLATES, RCT_BASE, RCT_TEMPLATE
 
 # Each round of a version-number race has one winner, so N concurrent editors need at most N
 # attempts; the bound only stops a pathological loop.
@@ -42,6 +42,19 @@ class TemplateVersion:
     @property
     def label(self) -> str:
         return f"{self.project} v{self.version} ({self.definition.base} base v{self.definition.base_version})"
+
+
+LEGACY_LABEL = "built-in rct base (batch created before template versions)"
+
+
+def definition_of(frozen: TemplateVersion | None) -> TemplateDefinition:
+    """What a batch extracts with: its frozen version, or the built-in base for a batch from a
+    ledger older than templates."""
+    return frozen.definition if frozen else RCT_TEMPLATE
+
+
+def label_of(frozen: TemplateVersion | None) -> str:
+    return frozen.label if frozen else LEGACY_LABEL
 
 
 def _from_row(row: Any) -> TemplateVersion:
@@ -139,13 +152,6 @@ def definition_from_project_file(data: Any) -> TemplateDefinition:
     custom = parse_custom_fields(data.get("custom_fields", []))
     instructions = parse_instructions(data.get("instructions", ""))
     return TemplateDefinition(base.base, base.base_version, base.modules, custom, instructions)
-
-
-def template_counts(ledger: Ledger) -> dict[str, int]:
-    """Number of versions per project (for listings)."""
-    with ledger.engine.connect() as conn:
-        rows = conn.execute(select(templates.c.project, func.count()).group_by(templates.c.project))
-        return {project: int(count) for project, count in rows}
 
 
 def template_of_item(ledger: Ledger, item_id: int) -> TemplateVersion | None:

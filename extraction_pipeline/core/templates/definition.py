@@ -33,6 +33,11 @@ class FieldType(StrEnum):
     CHOICE = "choice"
 
 
+def choice_key(text: str) -> str:
+    """How a choice is recognised in an answer: case, spacing and '_' do not matter."""
+    return " ".join(text.lower().replace("_", " ").split())
+
+
 @dataclass(frozen=True)
 class FieldDef:
     """One field. ``judgement``: the value is an assessment or label the quote supports (a Risk of
@@ -92,8 +97,8 @@ class FieldDef:
             )
         if len(choices) > MAX_CHOICES:
             raise ConfigError(f"{where}: at most {MAX_CHOICES} choices are allowed")
-        if len({c.strip().lower() for c in choices}) != len(choices):
-            raise ConfigError(f"{where}: choices must be distinct (ignoring case)")
+        if len({choice_key(c) for c in choices}) != len(choices):
+            raise ConfigError(f"{where}: choices must be distinct (ignoring case, spaces and '_')")
         if any(contains_marker(text) for text in (instruction, *choices)):
             raise ConfigError(f"{where}: must not contain the prompt's section markers")
         if (kind == FieldType.CHOICE) != bool(choices):

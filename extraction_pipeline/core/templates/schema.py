@@ -27,18 +27,19 @@ from pydantic import (
     model_validator,
 )
 
+from extraction_pipeline.core.grounding import normalize
 from extraction_pipeline.core.templates.definition import (
     CUSTOM_MODULE,
     FieldDef,
     FieldType,
     ModuleDef,
     TemplateDefinition,
+    choice_key,
 )
 
 CUSTOM_FIELD_DESCRIPTION = "a project field: see the custom extraction rules"
 QUOTE_DESCRIPTION = "the sentence or table row, copied verbatim from the document, that contains the value"
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_MINUSES = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2012": "-", "\u2010": "-", "\u2011": "-"})
 
 
 MAX_COUNT = 10**9  # no trial randomizes a billion people: a bigger "count" is a misread
@@ -56,7 +57,8 @@ def _numeric(value: Any) -> Any:
     if isinstance(value, bool):
         raise ValueError("a yes/no is not a number")
     if isinstance(value, str):
-        text = _THOUSANDS.sub("", value.strip().translate(_MINUSES)).replace("\u2009", "").replace(" ", "")
+        # The grounding normalizer: the same dashes, minus signs and thin spaces as in quotes.
+        text = _THOUSANDS.sub("", normalize(value)).replace(" ", "")
         return _COMPARATOR.sub("", text).removesuffix("%")  # "p<0.001" -> 0.001, as the prompt asks
     return value
 
@@ -97,20 +99,16 @@ def _quote(value: Any) -> Any:
     return value
 
 
-def _choice_key(text: str) -> str:
-    return " ".join(text.lower().replace("_", " ").split())
-
-
 def _choice_normalizer(choices: tuple[str, ...]) -> Any:
-    canonical = {_choice_key(c): c for c in choices}
+    canonical = {choice_key(c): c for c in choices}
 
-    def normalize(value: Any) -> Any:
+    def to_choice(value: Any) -> Any:
         value = _blank_to_none(value)
         if isinstance(value, str):
-            return canonical.get(_choice_key(value), value)
+            return canonical.get(choice_key(value), value)
         return value
 
-    return normalize
+    return to_choice
 
 
 def _shorten(value: Any) -> str:
@@ -130,7 +128,7 @@ class _Leaf(BaseModel):
     @classmethod
     def _salvage(cls, data: Any, handler: ModelWrapValidatorHandler[_Leaf]) -> _Leaf:
         if data is None:
-            data = {}
+            data = {}  # a field answered as null: not reported
         elif not isinstance(data, dict):
             data = {"value": data}  # a bare value, without its quote
         try:
@@ -148,18 +146,9 @@ class _Leaf(BaseModel):
 
 
 class _Module(BaseModel):
-    """A module answered as null (or a field as null) means "nothing reported": defaults apply."""
+    """One module's fields (a null field is handled by ``_Leaf``, a null module by ``_Answer``)."""
 
     model_config = ConfigDict(extra="ignore")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _nulls_are_missing(cls, data: Any) -> Any:
-        if data is None:
-            return {}
-        if isinstance(data, dict):
-            return {key: value for key, value in data.items() if value is not None}
-        return data
 
 
 class _Answer(BaseModel):
