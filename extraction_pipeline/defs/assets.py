@@ -90,8 +90,9 @@ def parsed_document(
 def extracted_document(
     context: dg.AssetExecutionContext, ledger: LedgerResource, llm: LLMResource, settings: PipelineSettingsResource
 ) -> dg.MaterializeResult[None]:
-    """The structured data of one trial (NCT number, randomized N, effect estimate with CI), each
-    value with its verbatim quote, page and verification status, recorded on the batch item."""
+    """The structured data of one trial as its batch's frozen template asks (study details,
+    baseline per arm, Risk of Bias, every reported outcome, project fields), each value with its
+    verbatim quote, page, verification status and plausibility checks, recorded on the batch item."""
     db = ledger.ledger()
     binding = bind_run(context, db)
     item_id = binding.item["id"]
