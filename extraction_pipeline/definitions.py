@@ -41,6 +41,11 @@ defs = dg.Definitions(
             max_pages=_settings.max_pages,
             max_pdf_mb=_settings.max_pdf_mb,
             table_detection=_settings.table_detection,
+            retry_budget_minutes=_settings.retry_budget_minutes,
+            retry_base_seconds=_settings.retry_base_seconds,
+            retry_max_delay_seconds=_settings.retry_max_delay_seconds,
+            breaker_failures=_settings.breaker_failures,
+            max_dispatch_rounds=_settings.max_dispatch_rounds,
         ),
     },
     # One process per run, no subprocess per step: a run costs 4-8 CPU-s less (DESIGN.md §8).

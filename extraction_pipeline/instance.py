@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,17 +85,9 @@ def init_home(settings: Settings, pools: dict[str, int] | None = None) -> InitRe
 def _set_pool_limits(settings: Settings, pools: dict[str, int]) -> None:
     from dagster import DagsterInstance  # lazy: 1.4 CPU-s
 
-    previous = os.environ.get("DAGSTER_HOME")
-    os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
-    try:
-        with DagsterInstance.get() as instance:
-            for name, limit in pools.items():
-                instance.event_log_storage.set_concurrency_slots(name, limit)
-    finally:
-        if previous is None:
-            os.environ.pop("DAGSTER_HOME", None)
-        else:
-            os.environ["DAGSTER_HOME"] = previous
+    with _dagster_home(settings), DagsterInstance.get() as instance:
+        for name, limit in pools.items():
+            instance.event_log_storage.set_concurrency_slots(name, limit)
 
 
 def _redact(url: str) -> str:
@@ -106,6 +99,56 @@ def _redact(url: str) -> str:
 def require_initialized(settings: Settings) -> None:
     if not (settings.dagster_home / "dagster.yaml").is_file():
         raise ConfigError(f"{settings.home_dir} is not initialized: run `extraction-pipeline init` first")
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _wait_group(pgid: int, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and _group_alive(pgid):
+        time.sleep(0.2)
+
+
+def fail_runs_of_dead_workers(settings: Settings) -> int:
+    """Mark failed every STARTED run of this home whose worker process is gone (what run
+    monitoring does on the daemon's next start, done at once when we stop it). Returns how many."""
+    from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+    from dagster._core.launcher import WorkerStatus
+
+    from extraction_pipeline.defs.launcher import HealthCheckedRunLauncher
+
+    with _dagster_home(settings), DagsterInstance.get() as instance:
+        launcher = instance.run_launcher
+        if not isinstance(launcher, HealthCheckedRunLauncher):
+            return 0
+        failed = 0
+        for run in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED])):
+            health = launcher.check_run_worker_health(run)
+            if health.status == WorkerStatus.NOT_FOUND:
+                instance.report_run_failed(run, health.msg)
+                failed += 1
+        return failed
+
+
+@contextlib.contextmanager
+def _dagster_home(settings: Settings) -> Iterator[None]:
+    previous = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("DAGSTER_HOME", None)
+        else:
+            os.environ["DAGSTER_HOME"] = previous
 
 
 class DaemonProcess:
@@ -162,6 +205,38 @@ class DaemonProcess:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)  # the group also holds code servers and run workers
         self.process.wait(timeout=10)
+
+    def drain(self, timeout_seconds: float, *, say: Callable[[str], None] = print) -> None:
+        """Stop without losing work: the daemon stops first (no new runs, no new dispatches)
+        while its code server keeps running the runs already in flight until they finish
+        (Dagster's code server waits for its executions before it exits). Whatever still runs
+        after ``timeout_seconds`` is interrupted: each interrupted step hands its document back
+        to the queue. Runs left STARTED by workers that died anyway are then failed, so none
+        stays STARTED and the next daemon retries them."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        pgid = os.getpgid(self.process.pid)
+        # `dagster dev` shuts down on SIGINT (its own Ctrl-C); `dagster-daemon run` on SIGTERM.
+        self.process.send_signal(signal.SIGINT if self.with_ui else signal.SIGTERM)
+        say(f"stopping: no new runs; in-flight runs may finish within {timeout_seconds:g} s (Ctrl-C again: stop now)")
+        deadline = time.monotonic() + timeout_seconds
+        try:
+            while time.monotonic() < deadline and _group_alive(pgid):
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            say("stopping now: interrupting in-flight runs (their documents go back to the queue)")
+        if _group_alive(pgid):
+            say("drain timeout: interrupting the runs still in flight (their documents go back to the queue)")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGTERM)
+            _wait_group(pgid, 15.0)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        failed = fail_runs_of_dead_workers(self.settings)
+        if failed:
+            say(f"{failed} run(s) whose worker was gone marked failed; their documents will be retried")
 
     def __enter__(self) -> DaemonProcess:
         return self.start()

@@ -45,12 +45,16 @@ def ledger(home: Path) -> Ledger:
     return Ledger.connect(f"sqlite:///{home / 'ledger.db'}")
 
 
-def _resources(ledger: Ledger, home: Path, fake: FakeLLMServer | None = None, grace: float = 0.0) -> dict[str, Any]:
+def _resources(
+    ledger: Ledger, home: Path, fake: FakeLLMServer | None = None, grace: float = 0.0, max_rounds: int = 5
+) -> dict[str, Any]:
     llm = LLMResource(model="openai/fake", api_base=fake.api_base, api_key="sk-x") if fake else LLMResource()
     return {
         "ledger": LedgerResource(database_url=str(ledger.engine.url)),
         "llm": llm,
-        "settings": PipelineSettingsResource(home=str(home), reconcile_grace_seconds=grace),
+        "settings": PipelineSettingsResource(
+            home=str(home), reconcile_grace_seconds=grace, max_dispatch_rounds=max_rounds
+        ),
     }
 
 
@@ -130,6 +134,7 @@ def test_dispatcher_requests_one_tagged_run_per_item_once(
         "extraction/document": "doc-1",
         "extraction/filename": "trial-001.pdf",
         "extraction/user": "ann",
+        "extraction/round": "0",
     }
     second = batch_dispatcher(dg.build_sensor_context(instance=instance, resources=_resources(ledger, home)))
     assert isinstance(second, dg.SensorResult) and not second.run_requests
@@ -232,13 +237,15 @@ def test_broken_pdf_fails_only_its_document(instance: dg.DagsterInstance, ledger
         for key in ("doc-1", "doc-2")
     ]
     first, second = batch_item_rows(ledger, batch)
-    assert first["status"] == "error" and first["message"].startswith("parse failed: not a readable PDF")
+    damaged = "parse failed: stored copy"  # the damaged copy no longer has its registered sha256
+    assert first["status"] == "error" and first["message"].startswith(damaged)
+    assert "does not match its registered sha256" in first["message"]
     assert second["status"] == "completed"
     # The failed run tells the story in one line (the Runs page shows this description).
     [failure] = [e for e in results[0].all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
     assert failure.step_key == "parsed_document"
     description = failure.step_failure_data.user_failure_data.description  # type: ignore[union-attr]
-    assert description.startswith("parse failed: not a readable PDF") and "\n" not in description
+    assert description.startswith(damaged) and "\n" not in description
     assert results[1].success
 
 
@@ -256,7 +263,7 @@ def _failed_run(instance: dg.DagsterInstance, tags: dict[str, str]) -> str:
     return result.run_id
 
 
-def test_aggregator_fails_items_of_dead_runs_closes_batch_and_exports(
+def test_aggregator_requeues_documents_of_dead_runs_then_gives_up_with_the_cause(
     instance: dg.DagsterInstance, ledger: Ledger, home: Path
 ) -> None:
     doc_ids = _register(ledger, home, 3)
@@ -265,21 +272,55 @@ def test_aggregator_fails_items_of_dead_runs_closes_batch_and_exports(
     tags = _batch_tags(ledger, batch)
     dead = _failed_run(instance, {**tags, "dagster/partition": "doc-1"})
     states.claim(ledger, items[0]["id"], run_id=dead, worker="w")  # its worker died while extracting
-    after_retries = _failed_run(instance, {**tags, "dagster/partition": "doc-2"})
-    states.mark_dispatched(ledger, [items[1]["id"]])  # retries exhausted: item released to pending, run failed
+    interrupted = _failed_run(instance, {**tags, "dagster/partition": "doc-2"})
+    states.claim(ledger, items[1]["id"], run_id=interrupted, worker="w")
+    states.release(ledger, items[1]["id"], run_id=interrupted, message="transient, will retry: HTTP 503 boom")
     states.claim(ledger, items[2]["id"], run_id="ok", worker="w")
     states.complete(ledger, items[2]["id"], run_id="ok", result={}, usage=states.Usage("m"))
+    resources = _resources(ledger, home, grace=0, max_rounds=2)
 
-    context = dg.build_sensor_context(instance=instance, resources=_resources(ledger, home, grace=0))
-    result = batch_aggregator(context)
+    # Round 0's runs are gone without a verdict on the documents: nobody's fault but the workers'.
+    batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
+    rows = {row["document_id"]: row for row in batch_item_rows(ledger, batch)}
+    assert [rows[d]["status"] for d in doc_ids] == ["pending", "pending", "completed"]
+    assert [rows[d]["dispatch_round"] for d in doc_ids] == [1, 1, 0]
+    assert f"run {dead} ended FAILURE while extracting" in rows[doc_ids[0]]["message"]
+    assert "last error: HTTP 503 boom" in rows[doc_ids[1]]["message"]
+    [history] = states.item_history_of(ledger, items[0]["id"])
+    assert (history["event"], history["from_status"], history["run_id"]) == ("requeue", "extracting", dead)
+    assert get_batch(ledger, batch)["status"] == "open"  # type: ignore[index]
+
+    # The dispatcher launches round 1 under new run keys, whatever launched round 0.
+    dispatched = batch_dispatcher(dg.build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(dispatched, dg.SensorResult)
+    uid = tags["extraction/batch_uid"]
+    assert sorted(r.run_key or "" for r in dispatched.run_requests or []) == [
+        f"{uid}-item-{items[0]['id']}-r1",
+        f"{uid}-item-{items[1]['id']}-r1",
+    ]
+    assert {(r.tags or {})["extraction/round"] for r in dispatched.run_requests or []} == {"1"}
+
+    # Round 1 dies too and the limit (2 rounds) is reached: error, naming the run and the cause.
+    again = _failed_run(instance, {**tags, "dagster/partition": "doc-1", "extraction/round": "1"})
+    states.claim(ledger, items[0]["id"], run_id=again, worker="w")
+    with ledger.engine.begin() as conn:  # doc-2 has been failing for longer than the 30 min budget
+        conn.execute(
+            batch_items.update()
+            .where(batch_items.c.id == items[1]["id"])
+            .values(failing_since=utcnow() - timedelta(minutes=31))
+        )
+    _failed_run(instance, {**tags, "dagster/partition": "doc-2", "extraction/round": "1"})
+    result = batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
     rows = {row["document_id"]: row for row in batch_item_rows(ledger, batch)}
     assert rows[doc_ids[0]]["status"] == "error"
-    assert f"run {dead} ended FAILURE while extracting" in rows[doc_ids[0]]["message"]
-    assert rows[doc_ids[1]]["status"] == "error" and f"run {after_retries} ended FAILURE" in rows[doc_ids[1]]["message"]
+    assert rows[doc_ids[0]]["message"].startswith(f"gave up after 2 rounds of runs: run {again} ended FAILURE")
+    assert rows[doc_ids[1]]["status"] == "error"
+    assert rows[doc_ids[1]]["message"].startswith("gave up after retry budget spent (31 min)")
     assert get_batch(ledger, batch)["status"] == "completed"  # type: ignore[index]
     assert isinstance(result, dg.SensorResult)
-    uid = _batch_tags(ledger, batch)["extraction/batch_uid"]
-    assert [(r.run_key, r.partition_key) for r in result.run_requests or []] == [(f"export-{uid}-0", f"batch-{batch}")]
+    assert [(r.run_key, r.partition_key) for r in result.run_requests or []] == [
+        (f"export-{uid}-v1-0", f"batch-{batch}")
+    ]
     assert progress(ledger, batch).error == 2
 
 
@@ -415,9 +456,9 @@ def test_failed_export_is_retried_with_a_new_run_key(
         return request.run_key, run.success
 
     uid = _batch_tags(ledger, batch)["extraction/batch_uid"]
-    assert export_attempt() == (f"export-{uid}-0", False)
+    assert export_attempt() == (f"export-{uid}-v1-0", False)
     (home / "exports").unlink()  # the disk problem is fixed
-    assert export_attempt() == (f"export-{uid}-1", True)
+    assert export_attempt() == (f"export-{uid}-v1-1", True)
     assert get_batch(ledger, batch)["export_path"]  # type: ignore[index]
     done = batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
     assert isinstance(done, dg.SensorResult) and not done.run_requests

@@ -199,11 +199,33 @@ def test_ledger_failure_after_the_claim_releases_the_item_for_the_retry(
 
     monkeypatch.setattr(states, "complete", complete_fails_once)
     fake_llm.answer = lambda messages: Reply(GOOD)
-    with pytest.raises(TransientError, match="ledger database error"):
+    with pytest.raises(TransientError, match="ledger database connection lost: database is locked") as raised:
         extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
-    assert states.get_item(ledger, item)["status"] == "pending"  # type: ignore[index]
+    assert not raised.value.provider  # the database failed, not the model: the breaker stays closed
+    row = states.get_item(ledger, item)
+    assert row is not None and row["status"] == "pending" and row["failing_since"] is not None
+    assert row["tokens_in"] == 100  # the answer was paid for before the write failed
     outcome = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
     assert outcome.status == "completed"
+    assert states.get_item(ledger, item)["failing_since"] is None  # type: ignore[index]
+
+
+def test_a_database_error_that_is_not_an_outage_fails_the_item_permanently(
+    ledger: Ledger, fake_llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy.exc import IntegrityError
+
+    item = _item(ledger)
+
+    def complete_violates(*args: object, **kwargs: object) -> bool:
+        raise IntegrityError("UPDATE batch_items", {}, Exception("NOT NULL constraint failed: batch_items.status"))
+
+    monkeypatch.setattr(states, "complete", complete_violates)
+    fake_llm.answer = lambda messages: Reply(GOOD)
+    with pytest.raises(PermanentError, match="internal error"):
+        extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    row = states.get_item(ledger, item)
+    assert row is not None and row["status"] == "error" and "IntegrityError" in row["message"]
 
 
 def test_same_run_resumes_an_item_it_left_extracting(ledger: Ledger, fake_llm: FakeLLMServer) -> None:

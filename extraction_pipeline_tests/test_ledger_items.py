@@ -96,11 +96,14 @@ def test_sweep_uses_updated_at_not_batch_creation(ledger: Ledger) -> None:
         conn.execute(
             batch_items.update().where(batch_items.c.id == old).values(updated_at=utcnow() - timedelta(minutes=31))
         )
-    assert states.sweep_stale(ledger, idle=timedelta(minutes=30)) == 1
+    [stale] = states.stale_items(ledger, idle=timedelta(minutes=30))
+    assert stale["id"] == old
+    assert states.sweep(ledger, stale, idle=timedelta(minutes=30), reason="no run alive")
     row = states.get_item(ledger, old)
     assert row is not None and row["status"] == "error" and "no progress for over 30 min" in row["message"]
     assert _status(ledger, fresh) == "extracting"
-    assert states.sweep_stale(ledger, idle=timedelta(minutes=30)) == 0
+    assert states.stale_items(ledger, idle=timedelta(minutes=30)) == []
+    assert not states.sweep(ledger, stale, idle=timedelta(minutes=30), reason="again")  # already error
 
 
 def test_sweep_threshold_is_configurable(ledger: Ledger) -> None:
@@ -108,9 +111,21 @@ def test_sweep_threshold_is_configurable(ledger: Ledger) -> None:
     states.claim(ledger, item, run_id="r", worker="w")
     with ledger.engine.begin() as conn:
         conn.execute(batch_items.update().values(updated_at=utcnow() - timedelta(minutes=6)))
-    assert states.sweep_stale(ledger, idle=timedelta(minutes=10)) == 0
-    assert states.sweep_stale(ledger, idle=timedelta(minutes=5)) == 1
+    assert states.stale_items(ledger, idle=timedelta(minutes=10)) == []
+    [stale] = states.stale_items(ledger, idle=timedelta(minutes=5))
+    assert states.sweep(ledger, stale, idle=timedelta(minutes=5), reason="no run alive")
     assert "over 5 min" in states.get_item(ledger, item)["message"]  # type: ignore[index]
+
+
+def test_sweep_leaves_an_item_that_moved_after_it_was_read(ledger: Ledger) -> None:
+    item = _one_item(ledger)
+    states.claim(ledger, item, run_id="r", worker="w")
+    with ledger.engine.begin() as conn:
+        conn.execute(batch_items.update().values(updated_at=utcnow() - timedelta(minutes=40)))
+    [stale] = states.stale_items(ledger, idle=timedelta(minutes=30))
+    states.resume(ledger, item, run_id="r", worker="w")  # the worker moved on meanwhile
+    assert not states.sweep(ledger, stale, idle=timedelta(minutes=30), reason="no run alive")
+    assert _status(ledger, item) == "extracting"
 
 
 def test_updated_at_moves_on_every_transition(ledger: Ledger) -> None:

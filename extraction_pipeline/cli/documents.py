@@ -61,7 +61,9 @@ def _parse_for_cli(path: Path, settings: Settings, tables: str | None, timeout: 
     settings.home_dir.mkdir(parents=True, exist_ok=True)  # the parse cache lives in the ledger
     options = settings.parse_options(table_detection=tables, timeout_seconds=timeout)
     try:
-        return parse_document(open_ledger(settings), sha256=sha256_of(path), stored_path=str(path), options=options)
+        # resolve(): the user's own file may be a link; only stored copies must not be.
+        stored = str(path.resolve())
+        return parse_document(open_ledger(settings), sha256=sha256_of(path), stored_path=stored, options=options)
     except ExtractionError as exc:
         raise CliError(f"{path.name}: {exc}") from exc
 

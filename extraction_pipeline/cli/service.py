@@ -46,8 +46,9 @@ def _run_in_foreground(settings: Settings, *, with_ui: bool, port: int = 3000) -
             time.sleep(1)
     except KeyboardInterrupt:
         pass
-    finally:
-        daemon.stop()
+    # A second Ctrl-C / SIGTERM during the drain cuts it short (DaemonProcess.drain catches it).
+    daemon.drain(settings.drain_seconds, say=lambda text: print(text, flush=True))
+    print("stopped", flush=True)
     return 0
 
 

@@ -1,18 +1,24 @@
 """Registering PDFs: validate, snapshot (sha256, size, pages) and keep a stored copy.
 
 A document is stored under ``<home>/documents/<sha256>.pdf``: content-addressed, so the same file
-registered twice is stored once, and the user's original may move or vanish afterwards.
+registered twice is stored once, and the user's original may move or vanish afterwards. A stored
+copy is never trusted by its name alone: it is read without following symbolic links and its bytes
+are hashed again, when it is reused here and when it is parsed (parsing.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
+import io
 import os
 import re
-import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from extraction_pipeline.core.errors import ConfigError, PermanentError
 from extraction_pipeline.core.ledger import Ledger
@@ -20,6 +26,7 @@ from extraction_pipeline.core.ledger.documents import insert_document
 
 PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 MAX_PDF_BYTES = 200 * 1024 * 1024
+READD_HINT = "re-add the PDF with documents add"
 
 
 @dataclass(frozen=True)
@@ -41,11 +48,39 @@ def validate_project(project: str) -> str:
 
 
 def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+        return copy_hashing(handle, None)
+
+
+def copy_hashing(source: BinaryIO, target: BinaryIO | None) -> str:
+    """The sha256 of everything read from ``source``, written on to ``target`` when given: one pass,
+    so the bytes hashed are exactly the bytes copied."""
+    digest = hashlib.sha256()
+    for block in iter(lambda: source.read(1 << 20), b""):
+        digest.update(block)
+        if target is not None:
+            target.write(block)
     return digest.hexdigest()
+
+
+def open_stored_copy(path: Path) -> io.BufferedReader:
+    """Open a stored copy for reading, never through a symbolic link (anyone able to write to the
+    store could point one anywhere). PermanentError, one line, if it is missing, a link or not a
+    regular file."""
+    # O_NONBLOCK: opening a planted FIFO must not hang; it is refused below as not a regular file.
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise PermanentError(f"stored copy of the document is missing: {path}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # what O_NOFOLLOW answers for a link
+            raise PermanentError(f"stored copy {path.name} is a symbolic link: refused ({READD_HINT})") from None
+        raise PermanentError(f"stored copy {path.name} cannot be read ({exc.strerror}): {READD_HINT}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise PermanentError(f"stored copy {path.name} is not a regular file: refused ({READD_HINT})")
+    return os.fdopen(fd, "rb")
 
 
 def count_pdf_pages(path: Path) -> int:
@@ -97,15 +132,8 @@ def register_pdf(
     except PermanentError as exc:
         raise ConfigError(str(exc)) from exc
     digest = sha256_of(source)
-    store_dir.mkdir(parents=True, exist_ok=True)
-    stored = store_dir / f"{digest}.pdf"
-    if not stored.exists():
-        # Copy to a temporary name first so a crash never leaves a half-written stored copy.
-        fd, tmp_name = tempfile.mkstemp(dir=store_dir, suffix=".partial")
-        os.close(fd)
-        shutil.copyfile(source, tmp_name)
-        os.replace(tmp_name, stored)
-    size = stored.stat().st_size
+    stored = _store_copy(store_dir, source, digest)
+    size = stored.lstat().st_size
     doc_id, created = insert_document(
         ledger,
         project=project,
@@ -116,3 +144,51 @@ def register_pdf(
         stored_path=str(stored),
     )
     return RegisteredDocument(doc_id, source.name, digest, size, pages, created)
+
+
+def _store_copy(store_dir: Path, source: Path, digest: str) -> Path:
+    """``<store_dir>/<digest>.pdf``, rewritten from ``source`` unless it already is a regular file
+    with those bytes: whatever else sits under that name (a link, a replaced or truncated file) is
+    not the document the ledger will point at."""
+    _ensure_store_dir(store_dir)
+    stored = store_dir / f"{digest}.pdf"
+    if not _holds(stored, digest):
+        _write_copy(source, stored, digest)
+    return stored
+
+
+def _ensure_store_dir(store_dir: Path) -> None:
+    # A linked store would put every stored copy wherever the link points.
+    if store_dir.is_symlink():
+        raise ConfigError(f"{store_dir}: the documents store is a symbolic link: refused (make it a directory)")
+    try:
+        store_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError(f"{store_dir}: the documents store is not a directory") from None
+
+
+def _holds(stored: Path, digest: str) -> bool:
+    """Whether ``stored`` is a regular file, not a link, whose bytes hash to ``digest``."""
+    try:
+        with open_stored_copy(stored) as handle:
+            return copy_hashing(handle, None) == digest
+    except PermanentError:
+        return False
+
+
+def _write_copy(source: Path, stored: Path, digest: str) -> None:
+    # A temporary name first so a crash never leaves a half-written stored copy; os.replace then
+    # swaps the name itself, so a link planted there is replaced, never written through.
+    fd, tmp_name = tempfile.mkstemp(dir=stored.parent, suffix=".partial")
+    try:
+        with os.fdopen(fd, "wb") as target, source.open("rb") as handle:
+            copied = copy_hashing(handle, target)
+        if copied != digest:
+            raise ConfigError(f"{source}: changed while it was being added; add it again")
+        os.replace(tmp_name, stored)
+    except BaseException as exc:  # also on interruption: leave no .partial file behind
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        if isinstance(exc, IsADirectoryError):
+            raise ConfigError(f"{stored}: a directory is in the way of the stored copy; remove it") from None
+        raise

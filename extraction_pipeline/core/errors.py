@@ -34,7 +34,24 @@ class ExtractionRuntimeError(ExtractionError):
 
 
 class TransientError(ExtractionRuntimeError):
-    """Worth retrying with backoff: the same request may succeed later."""
+    """Worth retrying with backoff: the same request may succeed later.
+
+    ``retry_after``: seconds the provider asked us to wait (its ``Retry-After`` header), if any.
+    ``provider``: True when the provider (not our database) failed; it feeds the model's circuit
+    breaker."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        original: BaseException | None = None,
+        usage: Any = None,
+        retry_after: float | None = None,
+        provider: bool = False,
+    ) -> None:
+        super().__init__(message, original=original, usage=usage)
+        self.retry_after = retry_after
+        self.provider = provider
 
 
 class PermanentError(ExtractionRuntimeError):

@@ -292,5 +292,8 @@ def _as_text_cells(row_cells: Any) -> None:
             cell.data_type = "s"
 
 
-def default_export_path(exports_dir: Path, batch_id: int) -> Path:
-    return exports_dir / f"batch-{batch_id}.xlsx"
+def default_export_path(exports_dir: Path, batch_id: int, version: int = 1) -> Path:
+    """``batch-7.xlsx``; a batch reopened by ``batch retry`` gets ``batch-7-v2.xlsx`` and so on, so an
+    earlier workbook someone already opened is never overwritten."""
+    suffix = "" if version <= 1 else f"-v{version}"
+    return exports_dir / f"batch-{batch_id}{suffix}.xlsx"

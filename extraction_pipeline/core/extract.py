@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
@@ -33,11 +34,14 @@ from extraction_pipeline.core.grounding import (
 from extraction_pipeline.core.ledger import ItemStatus, Ledger
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.audit import record_prompt
+from extraction_pipeline.core.ledger.breakers import breaker_state, record_failure, record_success
 from extraction_pipeline.core.ledger.items import TRANSIENT_MESSAGE_PREFIX, Usage
+from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
 from extraction_pipeline.core.ledger.templates import definition_of, label_of, template_of_item
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
 from extraction_pipeline.core.parsing import ParsedDocument
 from extraction_pipeline.core.prompts import build_messages
+from extraction_pipeline.core.retry import BreakerPolicy
 from extraction_pipeline.core.templates.definition import FieldType, TemplateDefinition
 from extraction_pipeline.core.templates.schema import ExtractedValue, extracted_values
 
@@ -49,7 +53,7 @@ JUDGEMENT_NOTE = "the judgement itself is the model's: review it"
 class ExtractionOutcome:
     """What happened to the item in this execution."""
 
-    status: str  # "completed" | "skipped"
+    status: str  # "completed" | "skipped" (not claimed) | "discarded" (result not stored) | "waiting" (breaker)
     reason: str = ""
     model: str = ""
     fields_found: int = 0
@@ -59,6 +63,8 @@ class ExtractionOutcome:
     template: str = ""
     usage: Usage | None = None
     result: dict[str, Any] = field(default_factory=dict)
+    item_status: str = ""  # the item's state when this execution ended
+    wait_until: datetime | None = None  # "waiting": the model's breaker is open until then
 
 
 def ground_output(template: TemplateDefinition, answer: BaseModel, parsed: ParsedDocument) -> dict[str, Any]:
@@ -124,12 +130,20 @@ def extract_item(
     parsed: ParsedDocument,
     llm: LLMConfig,
     crashed_run_id: str | None = None,
+    breaker: BreakerPolicy | None = None,
 ) -> ExtractionOutcome:
     """Run the extraction for ``item_id`` if this execution wins the claim.
 
     ``crashed_run_id``: when this run is Dagster's automatic retry of a run whose worker died,
     the id of that run; the item it left ``extracting`` is taken over instead of skipped.
+    ``breaker``: the circuit-breaker policy; while the model's breaker is open no call is made
+    and the outcome is ``waiting`` (the item stays pending, its retry budget untouched).
     """
+    breaker = breaker or BreakerPolicy()
+    if not llm.is_offline:
+        state = breaker_state(ledger, llm.effective_model)
+        if state is not None and state.is_open():
+            return ExtractionOutcome("waiting", reason=state.describe(), wait_until=state.open_until)
     claimed = item_states.claim(ledger, item_id, run_id=run_id, worker=worker)
     if not claimed and crashed_run_id:
         claimed = item_states.take_over(ledger, item_id, dead_run_id=crashed_run_id, run_id=run_id, worker=worker)
@@ -139,9 +153,11 @@ def extract_item(
         claimed = item_states.resume(ledger, item_id, run_id=run_id, worker=worker)
     if not claimed:
         current = item_states.get_item(ledger, item_id)
-        state = current["status"] if current else "missing"
+        state_name = current["status"] if current else "missing"
         holder = f" by run {current['run_id']}" if current and current.get("run_id") else ""
-        return ExtractionOutcome("skipped", reason=f"item is {state}{holder}; not claimed, no LLM call")
+        return ExtractionOutcome(
+            "skipped", reason=f"item is {state_name}{holder}; not claimed, no LLM call", item_status=state_name
+        )
 
     # From here on the item is ours: every exit must complete, release or fail it.
     spent: Usage | None = None
@@ -160,28 +176,51 @@ def extract_item(
             "fields": grounded,
         }
         stored = item_states.complete(ledger, item_id, run_id=run_id, result=result, usage=reply.usage)
+        if not llm.is_offline:
+            record_success(ledger, llm.effective_model)
     except TransientError as exc:
-        message = f"{TRANSIENT_MESSAGE_PREFIX}{exc}"
-        item_states.release(ledger, item_id, run_id=run_id, message=message, usage=exc.usage)
+        _hand_back(ledger, item_id, run_id, f"{TRANSIENT_MESSAGE_PREFIX}{exc}", exc.usage)
+        if exc.provider:
+            with contextlib.suppress(SQLAlchemyError):
+                record_failure(ledger, llm.effective_model, str(exc), policy=breaker, retry_after=exc.retry_after)
         raise
     except PermanentError as exc:
         item_states.fail(ledger, item_id, run_id=run_id, message=str(exc), usage=exc.usage)
         raise
     except SQLAlchemyError as exc:
-        # The ledger itself failed (locked, connection dropped): worth a retry. Try to hand the
-        # item back; if even that fails, the retry of this same run resumes it.
-        with contextlib.suppress(SQLAlchemyError):
-            message = f"{TRANSIENT_MESSAGE_PREFIX}ledger: {exc}"
-            item_states.release(ledger, item_id, run_id=run_id, message=message, usage=spent)
-        raise TransientError(f"ledger database error: {exc}", original=exc) from exc
+        if not is_database_outage(exc):
+            _fail_internal(ledger, item_id, run_id, exc, spent)
+            raise PermanentError(f"internal error: {exc}", original=exc) from exc
+        # The ledger itself is unreachable: worth a retry. Try to hand the item back; if even that
+        # fails, the retry of this same run resumes it.
+        cause = describe_database_outage(exc)
+        _hand_back(ledger, item_id, run_id, f"{TRANSIENT_MESSAGE_PREFIX}{cause}", spent)
+        raise TransientError(cause, original=exc, usage=spent) from exc
     except Exception as exc:
         # An unexpected bug must not leave the item stuck in extracting.
-        message = f"internal error: {type(exc).__name__}: {exc}"
-        item_states.fail(ledger, item_id, run_id=run_id, message=message, usage=spent)
+        _fail_internal(ledger, item_id, run_id, exc, spent)
         raise PermanentError(f"internal error: {exc}", original=exc) from exc
+    except BaseException:
+        # Interrupted (the run was terminated, its worker is shutting down): hand the document
+        # back so another run can take it, with what was already paid for.
+        _hand_back(ledger, item_id, run_id, INTERRUPTED_MESSAGE, spent)
+        raise
 
     if not stored:
-        return ExtractionOutcome("skipped", reason="item was no longer held by this run; result discarded")
+        # Swept or taken over while we worked: the ledger keeps the other verdict, but what this
+        # call cost is still counted on the item.
+        item_states.add_usage(ledger, item_id, reply.usage)
+        current = item_states.get_item(ledger, item_id)
+        state_name = current["status"] if current else "missing"
+        holder = f" (run {current['run_id']})" if current and current.get("run_id") else ""
+        return ExtractionOutcome(
+            "discarded",
+            reason=f"result discarded: the item was {state_name}{holder} when this run finished; "
+            f"its {reply.usage.tokens_in}+{reply.usage.tokens_out} tokens are counted on the item",
+            item_status=state_name,
+            usage=reply.usage,
+            model=reply.usage.model,
+        )
     return ExtractionOutcome(
         "completed",
         model=reply.usage.model,
@@ -192,4 +231,20 @@ def extract_item(
         template=label_of(frozen),
         usage=reply.usage,
         result=result,
+        item_status=ItemStatus.COMPLETED.value,
     )
+
+
+INTERRUPTED_MESSAGE = f"{TRANSIENT_MESSAGE_PREFIX}interrupted: the run was stopped before the document was extracted"
+
+
+def _hand_back(ledger: Ledger, item_id: int, run_id: str, message: str, usage: Usage | None) -> None:
+    """extracting -> pending (best effort: with the database down, a later attempt resumes it)."""
+    with contextlib.suppress(SQLAlchemyError):
+        item_states.release(ledger, item_id, run_id=run_id, message=message, usage=usage)
+
+
+def _fail_internal(ledger: Ledger, item_id: int, run_id: str, exc: BaseException, spent: Usage | None) -> None:
+    message = f"internal error: {type(exc).__name__}: {exc}"
+    with contextlib.suppress(SQLAlchemyError):
+        item_states.fail(ledger, item_id, run_id=run_id, message=message, usage=spent)

@@ -3,13 +3,18 @@
 Key = sha256 of the bytes + parser version: the same content is parsed once, in any batch or
 project (a cache hit is a single row read). The parse itself runs isolated in a child process
 with a hard timeout (pdf/isolation.py). Permanent failures are cached as well, so a PDF that
-hangs the parser costs its timeout once, not once per attempt.
+hangs the parser costs its timeout once, not once per attempt. On a miss the stored copy must still
+hash to the key: a copy that was replaced or is a link is refused, and that verdict is not cached
+(it says nothing about the content; once the PDF is added again the parse works).
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +22,7 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
+from extraction_pipeline.core.documents import READD_HINT, copy_hashing, open_stored_copy
 from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger.schema import parsed_documents
@@ -84,9 +90,32 @@ def parse_document(
                 )
             )
 
-    path = Path(stored_path)
-    if not path.is_file():
-        raise PermanentError(f"stored copy of the document is missing: {path}")
+    with _verified_copy(Path(stored_path), sha256) as pdf:
+        return _parse_and_cache(ledger, pdf, sha256, options)
+
+
+@contextmanager
+def _verified_copy(stored: Path, sha256: str) -> Iterator[Path]:
+    """A private copy of the stored PDF, hashed while it is copied, for the parser to read.
+
+    The parser reads exactly the bytes that were verified: the stored file being swapped between
+    the check and the parse changes nothing. Copying costs about as much as hashing (milliseconds
+    for a few MB). Refusals are raised before any parse, so they are never cached."""
+    with tempfile.TemporaryDirectory(prefix="verified-") as tmp:
+        copy = Path(tmp) / stored.name
+        with open_stored_copy(stored) as source, copy.open("wb") as target:
+            actual = copy_hashing(source, target)
+        if actual != sha256:
+            raise PermanentError(
+                f"stored copy {stored.name} does not match its registered sha256"
+                f" (modified or replaced since it was added): {READD_HINT}"
+            )
+        yield copy
+
+
+def _parse_and_cache(ledger: Ledger, path: Path, sha256: str, options: ParseOptions) -> ParsedDocument:
+    """Parse ``path`` in isolation and cache the result, or the permanent failure, under ``sha256``."""
+    version = options.limits.parser_version
     failure: dict[str, Any] = {
         "sha256": sha256,
         "parser_version": version,

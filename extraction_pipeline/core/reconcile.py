@@ -1,12 +1,22 @@
 """Deciding the fate of items whose runs are gone (the seeds' dead-letter handling).
 
-The aggregator sensor gathers, per active item, the Dagster runs that worked on it; this module
-decides — without any Dagster import — whether the item must be failed and with what message.
+The aggregator sensor gathers, per active item, the Dagster runs of its current dispatch round;
+this module decides — without any Dagster import — what to do:
+
+- a run of the item is queued or working: nothing (its worker finishes the item, or Dagster's
+  run monitoring fails the run when the worker dies and the next tick sees that);
+- every run ended, the last one less than ``grace_seconds`` ago: nothing yet (Dagster's run retry
+  may still launch a retry that takes the item over);
+- the last run was canceled by a person: ``error`` (canceled work is not restarted behind their back);
+- otherwise the runs died or were interrupted without finishing the document, which is never the
+  document's fault: ``requeue`` it for a fresh run — unless its retry budget (time since its
+  failures began) or the limit of dispatch rounds is spent, then ``error`` with the real cause.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from extraction_pipeline.core.ledger.items import TRANSIENT_MESSAGE_PREFIX
 
@@ -21,46 +31,75 @@ class RunInfo:
     ended_at: float | None
 
 
+class Action(StrEnum):
+    FAIL = "fail"
+    REQUEUE = "requeue"
+
+
 @dataclass(frozen=True)
 class Verdict:
     item_id: int
-    from_status: str
+    action: Action
     message: str
 
 
+@dataclass(frozen=True)
+class ItemView:
+    """What the judge needs to know of an item."""
+
+    id: int
+    status: str
+    message: str | None
+    dispatch_round: int
+    failing_for: float | None  # seconds since its failures began (None: not failing)
+
+
+@dataclass(frozen=True)
+class Limits:
+    grace_seconds: float = 30.0
+    budget_seconds: float = 1800.0
+    max_rounds: int = 5
+
+
+def _last_cause(item: ItemView, latest: RunInfo) -> str:
+    last = (item.message or "").removeprefix(TRANSIENT_MESSAGE_PREFIX)
+    if item.status == "extracting":
+        return f"run {latest.run_id} ended {latest.status} while extracting (its worker died or was stopped)"
+    if last:
+        return f"run {latest.run_id} ended {latest.status}; last error: {last}"
+    return f"run {latest.run_id} ended {latest.status} before the document was extracted"
+
+
 def judge_item(
+    item: ItemView,
     *,
-    item_id: int,
-    item_status: str,
-    item_message: str | None,
     runs: list[RunInfo],
     now: float,
-    grace_seconds: float,
     launcher_finished: bool,
+    limits: Limits,
 ) -> Verdict | None:
-    """Return a Verdict failing the item, or None to leave it alone.
+    """Return what to do with an active item, or None to leave it alone.
 
-    ``runs``: every run of this item's batch that targeted its document.
-    ``launcher_finished``: no further run will be launched for it (the backfill is over, or the
-    dispatcher has already requested its run).
+    ``runs``: the runs of this item's current dispatch round (the dispatcher's run and Dagster's
+    automatic retries of it, or the UI backfill's run).
+    ``launcher_finished``: no further run will be launched for this round by whoever launches it
+    (the backfill is over, or the dispatcher already requested its run).
     """
     if any(run.status not in TERMINAL_RUN_STATUSES for run in runs):
         return None  # a run is queued or working on it
     if not runs:
         if launcher_finished:
-            return Verdict(item_id, item_status, "no run was ever started for this document (launch ended or canceled)")
+            return Verdict(item.id, Action.FAIL, "no run was ever started for this document (launch ended or canceled)")
         return None
     latest = max(runs, key=lambda run: run.created_at)
-    # Run retries (for crashed workers) launch a new run a few seconds after the failure: wait.
-    if latest.ended_at is not None and now - latest.ended_at < grace_seconds:
-        return None
-    if item_status == "extracting":
-        message = (
-            f"run {latest.run_id} ended {latest.status} while extracting "
-            "(worker died or run was canceled); no retry took it over"
-        )
-    else:
-        last = (item_message or "").removeprefix(TRANSIENT_MESSAGE_PREFIX)
-        previous = f"; last error (retries exhausted): {last}" if last else ""
-        message = f"run {latest.run_id} ended {latest.status} and the document was not extracted{previous}"
-    return Verdict(item_id, item_status, message)
+    if latest.ended_at is not None and now - latest.ended_at < limits.grace_seconds:
+        return None  # Dagster's run retry launches a retry a few seconds after a crash: wait for it
+    cause = _last_cause(item, latest)
+    if latest.status == "CANCELED":
+        return Verdict(item.id, Action.FAIL, f"run {latest.run_id} was canceled; not retried automatically")
+    spent = item.failing_for is not None and item.failing_for >= limits.budget_seconds
+    if spent or item.dispatch_round + 1 >= limits.max_rounds:
+        minutes = (item.failing_for or 0) / 60
+        why = f"retry budget spent ({minutes:.0f} min)" if spent else f"{item.dispatch_round + 1} rounds of runs"
+        return Verdict(item.id, Action.FAIL, f"gave up after {why}: {cause}")
+    return Verdict(item.id, Action.REQUEUE, f"dispatched again (round {item.dispatch_round + 1}): {cause}")

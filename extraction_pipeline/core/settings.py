@@ -67,6 +67,14 @@ class Settings:
     max_pages: int = 300
     max_pdf_mb: float = 200.0
     table_detection: str = "lines"  # lines | layout | off (see pdf/engine.py)
+    # Transient failures (provider outage, rate limit, database restart) are retried for this long
+    # from the first failure, with waits from retry_base_seconds doubling up to retry_max_delay_seconds.
+    retry_budget_minutes: float = 30.0
+    retry_base_seconds: float = 10.0
+    retry_max_delay_seconds: float = 300.0
+    breaker_failures: int = 3  # consecutive provider failures that open the model's circuit breaker
+    max_dispatch_rounds: int = 5  # fresh runs for a document whose runs keep dying
+    drain_seconds: float = 120.0  # `daemon` on SIGTERM: how long in-flight runs may finish
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -84,6 +92,12 @@ class Settings:
             max_pages=int(_number(env, "MAX_PAGES", 300, minimum=0, strict=True)),
             max_pdf_mb=_number(env, "MAX_PDF_MB", 200.0, minimum=0, strict=True),
             table_detection=_choice(env, "TABLE_DETECTION", ("lines", "layout", "off"), "lines"),
+            retry_budget_minutes=_number(env, "RETRY_BUDGET_MINUTES", 30.0, minimum=0, strict=True),
+            retry_base_seconds=_number(env, "RETRY_BASE_SECONDS", 10.0, minimum=0, strict=True),
+            retry_max_delay_seconds=_number(env, "RETRY_MAX_DELAY_SECONDS", 300.0, minimum=0, strict=True),
+            breaker_failures=int(_number(env, "BREAKER_FAILURES", 3, minimum=1, strict=False)),
+            max_dispatch_rounds=int(_number(env, "MAX_DISPATCH_ROUNDS", 5, minimum=1, strict=False)),
+            drain_seconds=_number(env, "DRAIN_SECONDS", 120.0, minimum=0, strict=False),
         )
 
     @property

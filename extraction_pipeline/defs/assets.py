@@ -2,28 +2,26 @@
 
 import os
 import socket
+from datetime import datetime
 from typing import Any
 
 import dagster as dg
+from sqlalchemy.exc import SQLAlchemyError
 
 from extraction_pipeline.core.errors import PermanentError, TransientError
 from extraction_pipeline.core.export import default_export_path, write_workbook
-from extraction_pipeline.core.extract import extract_item
-from extraction_pipeline.core.ledger import ItemStatus
+from extraction_pipeline.core.extract import ExtractionOutcome, extract_item
+from extraction_pipeline.core.ledger import ItemStatus, Ledger
 from extraction_pipeline.core.ledger import items as item_states
-from extraction_pipeline.core.ledger.batches import set_export_path
+from extraction_pipeline.core.ledger.batches import get_batch, set_export_path
 from extraction_pipeline.core.ledger.queries import progress
 from extraction_pipeline.core.parsing import ParsedDocument, parse_document
 from extraction_pipeline.defs.binding import bind_run, crashed_parent_run
 from extraction_pipeline.defs.partitions import batch_id_from_partition, batches_partitions, documents_partitions
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
+from extraction_pipeline.defs.retries import clear_waiting, retry_database_outages, retry_or_give_up, wait_for_breaker
 
 TERMINAL = (ItemStatus.COMPLETED.value, ItemStatus.ERROR.value)
-
-# Transient LLM failures (429, 5xx, timeouts) back off exponentially with jitter: 10 s, 20 s, 40 s.
-EXTRACTION_RETRY_POLICY = dg.RetryPolicy(
-    max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
-)
 
 
 def _worker_id() -> str:
@@ -57,6 +55,16 @@ def _parse_or_fail(
         raise dg.Failure(f"parse failed: {exc}", allow_retries=False) from exc
 
 
+def _not_extracted(item: dict[str, Any]) -> dg.Failure:
+    """An errored item ends the run as a failure: Dagster never shows success for a document the
+    ledger says failed (ARCHITECTURE.md, invariant)."""
+    return dg.Failure(
+        f"not extracted: the document is in error: {item['message']}",
+        allow_retries=False,
+        metadata={"item": item["id"], "item_status": item["status"]},
+    )
+
+
 @dg.asset(
     partitions_def=documents_partitions,
     pool="pdf_parse",
@@ -68,12 +76,14 @@ def parsed_document(
 ) -> dg.MaterializeResult[None]:
     """The text of one registered trial PDF, page by page — what the extraction reads and what
     every quote is checked against. Parsed once per content (cached by sha256 + parser version)."""
-    binding = bind_run(context, ledger.ledger())
-    if binding.item["status"] in TERMINAL:
-        return dg.MaterializeResult(
-            metadata={"skipped": f"item already {binding.item['status']}", "batch": binding.batch_id}
-        )
-    parsed = _parse_or_fail(context, ledger, settings, binding.document, binding.item["id"])
+    with retry_database_outages(context, settings.retry_schedule()):
+        binding = bind_run(context, ledger.ledger())
+        if binding.item["status"] == ItemStatus.ERROR:
+            raise _not_extracted(binding.item)
+        if binding.item["status"] == ItemStatus.COMPLETED:
+            return dg.MaterializeResult(metadata={"skipped": "item already completed", "batch": binding.batch_id})
+        parsed = _parse_or_fail(context, ledger, settings, binding.document, binding.item["id"])
+    clear_waiting(context)
     return dg.MaterializeResult(
         metadata={"batch": binding.batch_id, "filename": binding.document["filename"], **parsed.metadata()}
     )
@@ -83,7 +93,6 @@ def parsed_document(
     partitions_def=documents_partitions,
     deps=[parsed_document],
     pool="llm",
-    retry_policy=EXTRACTION_RETRY_POLICY,
     group_name="extraction",
     kinds={"llm"},
 )
@@ -92,46 +101,100 @@ def extracted_document(
 ) -> dg.MaterializeResult[None]:
     """The structured data of one trial as its batch's frozen template asks (study details,
     baseline per arm, Risk of Bias, every reported outcome, project fields), each value with its
-    verbatim quote, page, verification status and plausibility checks, recorded on the batch item."""
+    verbatim quote, page, verification status and plausibility checks, recorded on the batch item.
+    Rate limits, provider outages and database restarts are waited out (30 min by default)."""
     db = ledger.ledger()
-    binding = bind_run(context, db)
-    item_id = binding.item["id"]
-    if binding.item["status"] in TERMINAL:
-        return dg.MaterializeResult(metadata={"status": "skipped", "reason": f"item already {binding.item['status']}"})
-    parsed = _parse_or_fail(context, ledger, settings, binding.document, item_id)
+    schedule = settings.retry_schedule()
+    with retry_database_outages(context, schedule):
+        binding = bind_run(context, db)
+        item = binding.item
+        if item["status"] == ItemStatus.ERROR:
+            raise _not_extracted(item)
+        if item["status"] == ItemStatus.COMPLETED:
+            return dg.MaterializeResult(
+                metadata={"status": "already completed", "run": item["run_id"], "batch": binding.batch_id}
+            )
+        parsed = _parse_or_fail(context, ledger, settings, binding.document, item["id"])
+        outcome = _extract(context, db, llm, settings, item["id"], parsed)
+    return _result(context, binding.batch_id, binding.document, outcome)
+
+
+def _extract(
+    context: dg.AssetExecutionContext,
+    db: Ledger,
+    llm: LLMResource,
+    settings: PipelineSettingsResource,
+    item_id: int,
+    parsed: ParsedDocument,
+) -> ExtractionOutcome:
+    run_id = context.run.run_id
     try:
-        outcome = extract_item(
+        return extract_item(
             db,
             item_id=item_id,
-            run_id=context.run.run_id,
+            run_id=run_id,
             worker=_worker_id(),
             parsed=parsed,
             llm=llm.config(),
             crashed_run_id=crashed_parent_run(context),
+            breaker=settings.breaker_policy(),
         )
     except TransientError as exc:
-        context.log.warning(f"transient LLM error, item {item_id} back to pending; retrying: {exc}")
-        raise
+
+        def give_up(message: str) -> None:
+            for status in (ItemStatus.PENDING, ItemStatus.EXTRACTING):
+                item_states.fail(db, item_id, message=message, from_status=status, run_id=run_id)
+
+        raise retry_or_give_up(
+            context,
+            cause=str(exc),
+            schedule=settings.retry_schedule(),
+            failing_since=_failing_since(db, item_id),
+            retry_after=exc.retry_after,
+            on_give_up=give_up,
+        ) from exc
     except PermanentError as exc:
         raise dg.Failure(f"extraction failed: {exc}", allow_retries=False) from exc
-    if outcome.status != "completed":
-        context.log.info(f"item {item_id} skipped: {outcome.reason}")
-        return dg.MaterializeResult(metadata={"status": "skipped", "reason": outcome.reason})
+
+
+def _failing_since(db: Ledger, item_id: int) -> datetime | None:
+    try:
+        item = item_states.get_item(db, item_id)
+    except SQLAlchemyError:
+        return None  # the ledger is what failed: the step's own clock measures the streak
+    return item["failing_since"] if item else None
+
+
+def _result(
+    context: dg.AssetExecutionContext, batch_id: int, document: dict[str, Any], outcome: ExtractionOutcome
+) -> dg.MaterializeResult[None]:
     usage = outcome.usage
+    spent = {
+        "tokens_in": usage.tokens_in if usage else 0,
+        "tokens_out": usage.tokens_out if usage else 0,
+        "cost_usd": usage.cost_usd if usage else 0.0,
+    }
+    if outcome.status == "waiting":
+        raise wait_for_breaker(context, until=outcome.wait_until, reason=outcome.reason)
+    if outcome.status == "discarded":
+        raise dg.Failure(outcome.reason, allow_retries=False, metadata={"status": "discarded", **spent})
+    if outcome.status == "skipped":
+        if outcome.item_status == ItemStatus.COMPLETED:
+            return dg.MaterializeResult(metadata={"status": "already completed", "reason": outcome.reason})
+        raise dg.Failure(f"not extracted by this run: {outcome.reason}", allow_retries=False)
+    clear_waiting(context)
     return dg.MaterializeResult(
         metadata={
             "status": "completed",
-            "batch": binding.batch_id,
-            "filename": binding.document["filename"],
+            "batch": batch_id,
+            "filename": document["filename"],
             "model": outcome.model,
             "fields_found": outcome.fields_found,
             "quotes_verified": outcome.quotes_verified,
             "values_flagged": outcome.values_flagged,
             "outcomes": outcome.outcomes,
             "template": outcome.template,
-            "tokens_in": usage.tokens_in if usage else 0,
-            "tokens_out": usage.tokens_out if usage else 0,
-            "cost_usd": usage.cost_usd if usage else 0.0,
+            **spent,
         }
     )
 
@@ -145,12 +208,19 @@ def batch_workbook(
     value the quote, page, verification status and plausibility checks."""
     batch_id = batch_id_from_partition(context.partition_key)
     db = ledger.ledger()
-    path = write_workbook(db, batch_id, default_export_path(settings.exports_dir, batch_id))
-    set_export_path(db, batch_id, str(path))
-    counts = progress(db, batch_id)
+    with retry_database_outages(context, settings.retry_schedule()):
+        batch = get_batch(db, batch_id)
+        if batch is None:
+            raise dg.Failure(f"batch {batch_id} is not in this ledger", allow_retries=False)
+        version = int(batch["export_version"] or 0) + 1
+        path = write_workbook(db, batch_id, default_export_path(settings.exports_dir, batch_id, version))
+        set_export_path(db, batch_id, str(path), version)
+        counts = progress(db, batch_id)
+    clear_waiting(context)
     return dg.MaterializeResult(
         metadata={
             "path": dg.MetadataValue.path(str(path)),
+            "version": version,
             "documents": counts.total,
             "completed": counts.completed,
             "errors": counts.error,

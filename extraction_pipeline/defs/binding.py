@@ -35,6 +35,8 @@ USER_TAG = "extraction/user"
 ITEM_TAG = "extraction/item"
 DOCUMENT_TAG = "extraction/document"
 FILENAME_TAG = "extraction/filename"
+# Which dispatch round of its item a run belongs to (absent on a UI backfill's own runs: round 0).
+ROUND_TAG = "extraction/round"
 DEFAULT_UI_USER = "ui"
 
 

@@ -14,6 +14,8 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.parsing import ParseOptions
 from extraction_pipeline.core.pdf.engine import EngineOptions
+from extraction_pipeline.core.reconcile import Limits
+from extraction_pipeline.core.retry import BreakerPolicy, RetrySchedule
 
 _LEDGERS: dict[str, Ledger] = {}
 
@@ -48,8 +50,9 @@ class LLMResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
 
 class PipelineSettingsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
-    """Where exports land, how long the aggregator waits before judging stuck items, and the
-    limits of the PDF parse (hard timeout, page and size limits)."""
+    """Where exports land, how long the aggregator waits before judging stuck items, the limits
+    of the PDF parse (hard timeout, page and size limits), and how transient failures are retried
+    (time budget, backoff, circuit breaker, dispatch rounds)."""
 
     home: str
     stale_minutes: float = 30.0
@@ -58,6 +61,32 @@ class PipelineSettingsResource(dg.ConfigurableResource):  # type: ignore[type-ar
     max_pages: int = 300
     max_pdf_mb: float = 200.0
     table_detection: str = "lines"
+    retry_budget_minutes: float = 30.0
+    retry_base_seconds: float = 10.0
+    retry_max_delay_seconds: float = 300.0
+    breaker_failures: int = 3
+    max_dispatch_rounds: int = 5
+
+    def retry_schedule(self) -> RetrySchedule:
+        return RetrySchedule(
+            budget_seconds=self.retry_budget_minutes * 60,
+            base_seconds=self.retry_base_seconds,
+            max_delay_seconds=self.retry_max_delay_seconds,
+        )
+
+    def breaker_policy(self) -> BreakerPolicy:
+        return BreakerPolicy(
+            failures=self.breaker_failures,
+            base_cooldown_seconds=self.retry_base_seconds,
+            max_cooldown_seconds=self.retry_max_delay_seconds,
+        )
+
+    def reconcile_limits(self) -> Limits:
+        return Limits(
+            grace_seconds=self.reconcile_grace_seconds,
+            budget_seconds=self.retry_budget_minutes * 60,
+            max_rounds=self.max_dispatch_rounds,
+        )
 
     @property
     def exports_dir(self) -> Path:

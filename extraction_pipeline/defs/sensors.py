@@ -4,26 +4,31 @@ The ledger is the source of truth; sensors only read it, apply core decisions, a
 for runs with deterministic run keys (so a repeated tick never launches a duplicate run).
 """
 
+import functools
 import inspect
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import dagster as dg
+from dagster._core.execution.backfill import BulkActionStatus
+from sqlalchemy.exc import SQLAlchemyError
 
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import BATCH_RUN_TAG, BATCH_UID_RUN_TAG, close_if_done, open_batches
+from extraction_pipeline.core.ledger.breakers import breaker_state
 from extraction_pipeline.core.ledger.documents import documents_after, partition_key
+from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
 from extraction_pipeline.core.ledger.queries import active_items, undispatched_items, unexported_batches
 from extraction_pipeline.core.ledger.schema import BatchOrigin
-from extraction_pipeline.core.reconcile import TERMINAL_RUN_STATUSES, RunInfo, judge_item
-from extraction_pipeline.defs.binding import BACKFILL_TAG, item_run_tags
+from extraction_pipeline.core.reconcile import TERMINAL_RUN_STATUSES, Action, ItemView, Limits, RunInfo, judge_item
+from extraction_pipeline.defs.binding import BACKFILL_TAG, ITEM_TAG, ROUND_TAG, item_run_tags
 from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job
 from extraction_pipeline.defs.partitions import batch_partition_key, batches_partitions, documents_partitions
-from extraction_pipeline.defs.resources import LedgerResource, PipelineSettingsResource
+from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 
 DISPATCH_PER_TICK = 500
 # A dispatched item with no run after this long was lost between the sensor and the run queue
@@ -35,13 +40,25 @@ CURSOR_SETTLE_SECONDS = 60
 EXPORT_MAX_ATTEMPTS = 3
 EXPORT_RETRY_SECONDS = 60
 PARTITION_TAG = "dagster/partition"
+EXPORT_VERSION_TAG = "extraction/export_version"
 
 
 def described_sensor(**kwargs: Any) -> Callable[[Callable[..., Any]], dg.SensorDefinition]:
-    """``@dg.sensor`` whose UI description is the function's docstring (Dagster ignores it)."""
+    """``@dg.sensor`` whose UI description is the function's docstring (Dagster ignores it), and
+    whose tick waits out a ledger database outage (skips with the cause; the next tick retries)
+    instead of failing."""
 
     def wrap(fn: Callable[..., Any]) -> dg.SensorDefinition:
-        return dg.sensor(name=fn.__name__, description=inspect.cleandoc(fn.__doc__ or ""), **kwargs)(fn)
+        @functools.wraps(fn)
+        def tolerant(*args: Any, **params: Any) -> Any:
+            try:
+                return fn(*args, **params)
+            except SQLAlchemyError as exc:
+                if not is_database_outage(exc):
+                    raise
+                return dg.SensorResult(skip_reason=f"{describe_database_outage(exc)}; the next tick retries")
+
+        return dg.sensor(name=fn.__name__, description=inspect.cleandoc(fn.__doc__ or ""), **kwargs)(tolerant)
 
     return wrap
 
@@ -69,27 +86,37 @@ def document_partitions_sensor(context: dg.SensorEvaluationContext, ledger: Ledg
     default_status=dg.DefaultSensorStatus.RUNNING,
     job=extract_documents_job,
 )
-def batch_dispatcher(context: dg.SensorEvaluationContext, ledger: LedgerResource) -> dg.SensorResult:
-    """Starts the extraction of batches created from the command line: one run per document,
-    tagged with user, batch, document and filename. Run keys are deterministic per item, so a
-    document is never launched twice by this sensor."""
+def batch_dispatcher(context: dg.SensorEvaluationContext, ledger: LedgerResource, llm: LLMResource) -> dg.SensorResult:
+    """Starts the extraction of batches created from the command line, and of any document that
+    must run again (its runs died, or someone asked for a retry): one run per document, tagged
+    with user, batch, document and filename. Run keys are deterministic per item and dispatch
+    round, so a document is never launched twice for the same round. While the model's provider
+    is failing (its circuit breaker is open) nothing new is launched."""
     db = ledger.ledger()
-    items = undispatched_items(db, BatchOrigin.DISPATCH, DISPATCH_PER_TICK)
+    model = llm.config()
+    if not model.is_offline:
+        breaker = breaker_state(db, model.effective_model)
+        if breaker is not None and breaker.is_open():
+            return dg.SensorResult(skip_reason=f"dispatch paused: {breaker.describe()}")
+    items = undispatched_items(db, DISPATCH_PER_TICK)
     if not items:
         return dg.SensorResult(skip_reason="nothing to dispatch")
     keys = [partition_key(item["document_id"]) for item in items]
     run_requests = [
         dg.RunRequest(
-            run_key=f"{item['batch_uid']}-item-{item['id']}",
+            run_key=dispatch_run_key(item),
             partition_key=key,
-            tags=item_run_tags(
-                batch_id=item["batch_id"],
-                batch_uid=item["batch_uid"],
-                item_id=item["id"],
-                document_key=key,
-                filename=item["filename"],
-                user=item["user"],
-            ),
+            tags={
+                **item_run_tags(
+                    batch_id=item["batch_id"],
+                    batch_uid=item["batch_uid"],
+                    item_id=item["id"],
+                    document_key=key,
+                    filename=item["filename"],
+                    user=item["user"],
+                ),
+                ROUND_TAG: str(item["dispatch_round"]),
+            },
         )
         for item, key in zip(items, keys, strict=True)
     ]
@@ -101,27 +128,42 @@ def batch_dispatcher(context: dg.SensorEvaluationContext, ledger: LedgerResource
     )
 
 
+def dispatch_run_key(item: dict[str, Any]) -> str:
+    """One run key per item and dispatch round (round 0 keeps the key of earlier releases)."""
+    base = f"{item['batch_uid']}-item-{item['id']}"
+    return base if not item["dispatch_round"] else f"{base}-r{item['dispatch_round']}"
+
+
 def _run_records(instance: dg.DagsterInstance, batch: dict[str, Any]) -> list[dg.RunRecord]:
-    """Every run that worked (or was launched to work) on this batch."""
-    origin = batch["origin"]
-    if origin == BatchOrigin.BACKFILL:
-        runs_filter = dg.RunsFilter(tags={BACKFILL_TAG: batch["origin_ref"]})
-    elif origin == BatchOrigin.RUN:
-        runs_filter = dg.RunsFilter(run_ids=[batch["origin_ref"]])
-    else:
-        runs_filter = dg.RunsFilter(tags={BATCH_UID_RUN_TAG: batch["uid"]}, job_name=extract_documents_job.name)
-    return list(instance.get_run_records(runs_filter))
+    """Every extraction run that worked (or was launched to work) on this batch: the dispatcher's
+    runs (and Dagster's retries of them) carry the batch uid; a UI backfill's runs carry the
+    backfill id (the uid only once a step has bound them)."""
+    filters = [dg.RunsFilter(tags={BATCH_UID_RUN_TAG: batch["uid"]}, job_name=extract_documents_job.name)]
+    if batch["origin"] == BatchOrigin.BACKFILL:
+        filters.append(dg.RunsFilter(tags={BACKFILL_TAG: batch["origin_ref"]}))
+    elif batch["origin"] == BatchOrigin.RUN:
+        filters.append(dg.RunsFilter(run_ids=[batch["origin_ref"]]))
+    records: dict[str, dg.RunRecord] = {}
+    for runs_filter in filters:
+        for record in instance.get_run_records(runs_filter):
+            records[record.dagster_run.run_id] = record
+    return list(records.values())
 
 
-def _runs_by_document(records: list[dg.RunRecord]) -> dict[str, list[RunInfo]]:
-    runs: dict[str, list[RunInfo]] = defaultdict(list)
+def _runs_by_round(records: list[dg.RunRecord]) -> dict[tuple[str, int], list[RunInfo]]:
+    """Runs grouped by (document partition, dispatch round); runs without a round tag (a UI
+    backfill's own runs) belong to round 0."""
+    runs: dict[tuple[str, int], list[RunInfo]] = defaultdict(list)
     for record in records:
         run = record.dagster_run
         key = run.tags.get(PARTITION_TAG)
-        if key is not None:
-            runs[key].append(
-                RunInfo(run.run_id, run.status.value, record.create_timestamp.timestamp(), record.end_time)
-            )
+        if key is None:
+            continue
+        round_text = run.tags.get(ROUND_TAG, "0")
+        dispatch_round = int(round_text) if round_text.isdigit() else 0
+        runs[(key, dispatch_round)].append(
+            RunInfo(run.run_id, run.status.value, record.create_timestamp.timestamp(), record.end_time)
+        )
     return runs
 
 
@@ -129,52 +171,93 @@ def _backfill_over(instance: dg.DagsterInstance, batch: dict[str, Any]) -> bool:
     if batch["origin"] != BatchOrigin.BACKFILL:
         return True
     backfill = instance.get_backfill(batch["origin_ref"])
-    return backfill is None or backfill.status != dg.BulkActionStatus.REQUESTED
+    # Imported from its module: `dg.BulkActionStatus` does not exist and crashed every tick.
+    return backfill is None or backfill.status != BulkActionStatus.REQUESTED
 
 
-def _reconcile_batch(context: dg.SensorEvaluationContext, db: Ledger, batch: dict[str, Any], grace: float) -> int:
+def _dispatched_by_us(batch: dict[str, Any], item: dict[str, Any]) -> bool:
+    return bool(batch["origin"] == BatchOrigin.DISPATCH or item["dispatch_round"] > 0)
+
+
+def _item_view(item: dict[str, Any], now: datetime) -> ItemView:
+    since = item["failing_since"]
+    return ItemView(
+        id=item["id"],
+        status=item["status"],
+        message=item["message"],
+        dispatch_round=item["dispatch_round"],
+        failing_for=(now - since).total_seconds() if since is not None else None,
+    )
+
+
+def _reconcile_batch(
+    context: dg.SensorEvaluationContext, db: Ledger, batch: dict[str, Any], limits: Limits
+) -> dict[str, int]:
+    """Requeue or fail the batch's active items whose runs are all gone; returns counts."""
+    counts = {"requeued": 0, "failed": 0}
     items = active_items(db, batch["id"])
     if not items:
-        return 0
-    runs = _runs_by_document(_run_records(context.instance, batch))
+        return counts
+    runs = _runs_by_round(_run_records(context.instance, batch))
     launch_over = _backfill_over(context.instance, batch)
-    now = time.time()
-    failed = 0
+    now, now_naive = time.time(), utcnow()
     for item in items:
-        item_runs = runs.get(partition_key(item["document_id"]), [])
-        if batch["origin"] == BatchOrigin.DISPATCH and not item_runs:
+        item_runs = runs.get((partition_key(item["document_id"]), item["dispatch_round"]), [])
+        if _dispatched_by_us(batch, item) and not item_runs:
             dispatched = item["dispatched_at"]
-            lost = dispatched is not None and (utcnow() - dispatched).total_seconds() > DISPATCH_LOST_SECONDS
+            lost = dispatched is not None and (now_naive - dispatched).total_seconds() > DISPATCH_LOST_SECONDS
             if lost and item_states.redispatch_lost(db, item["id"], dispatched_at=dispatched):
                 context.log.warning(f"item {item['id']}: dispatched but no run appeared; dispatching again")
             continue  # the dispatcher (re)launches it: never fail an item that never had a run
         verdict = judge_item(
-            item_id=item["id"],
-            item_status=item["status"],
-            item_message=item["message"],
-            runs=item_runs,
-            now=now,
-            grace_seconds=grace,
-            launcher_finished=launch_over,
+            _item_view(item, now_naive), runs=item_runs, now=now, launcher_finished=launch_over, limits=limits
         )
         if verdict is None:
             continue
-        # Conditional on the holder we judged: a retry that took the item over meanwhile wins.
-        status = ItemStatus(verdict.from_status)
-        if item_states.fail(db, verdict.item_id, message=verdict.message, from_status=status, run_id=item["run_id"]):
-            context.log.warning(f"item {verdict.item_id} -> error: {verdict.message}")
-            failed += 1
-    return failed
+        # Conditional on the state and holder we judged: a retry that took the item over wins.
+        if verdict.action == Action.REQUEUE:
+            if item_states.requeue(db, item, message=verdict.message):
+                context.log.warning(f"item {item['id']} requeued: {verdict.message}")
+                counts["requeued"] += 1
+        elif item_states.fail(
+            db, item["id"], message=verdict.message, from_status=ItemStatus(item["status"]), run_id=item["run_id"]
+        ):
+            context.log.warning(f"item {item['id']} -> error: {verdict.message}")
+            counts["failed"] += 1
+    return counts
+
+
+def _sweep(context: dg.SensorEvaluationContext, db: Ledger, stale_minutes: float) -> int:
+    """The last resort for items stuck in ``extracting``: swept to error only when no run of theirs
+    is queued or alive (a live run finishes the item; a dead one is failed by run monitoring and
+    then requeued by the reconcile)."""
+    idle = timedelta(minutes=stale_minutes)
+    swept = 0
+    for item in item_states.stale_items(db, idle=idle):
+        records = context.instance.get_run_records(dg.RunsFilter(tags={ITEM_TAG: str(item["id"])}))
+        alive = [r.dagster_run for r in records if r.dagster_run.status.value not in TERMINAL_RUN_STATUSES]
+        if alive:
+            context.log.warning(
+                f"item {item['id']} has made no progress for over {stale_minutes:g} min but run "
+                f"{alive[0].run_id} is {alive[0].status.value}: left to that run"
+            )
+            continue
+        if item_states.sweep(db, item, idle=idle, reason="no run of it is queued or alive"):
+            swept += 1
+    return swept
 
 
 def _export_requests(context: dg.SensorEvaluationContext, db: Ledger) -> list[dg.RunRequest]:
-    """One export run per closed batch without a workbook; a failed export is retried (new run
-    key per attempt) after a pause, at most EXPORT_MAX_ATTEMPTS times."""
+    """One export run per closed batch without a current workbook; a failed export is retried
+    (new run key per attempt) after a pause, at most EXPORT_MAX_ATTEMPTS times per version."""
     requests = []
     now = time.time()
     for batch in unexported_batches(db):
+        version = str(int(batch["export_version"] or 0) + 1)
         records = context.instance.get_run_records(
-            dg.RunsFilter(job_name=export_batch_job.name, tags={BATCH_UID_RUN_TAG: batch["uid"]})
+            dg.RunsFilter(
+                job_name=export_batch_job.name, tags={BATCH_UID_RUN_TAG: batch["uid"], EXPORT_VERSION_TAG: version}
+            )
         )
         if any(r.dagster_run.status.value not in TERMINAL_RUN_STATUSES for r in records):
             continue  # an export is queued or running
@@ -186,9 +269,9 @@ def _export_requests(context: dg.SensorEvaluationContext, db: Ledger) -> list[dg
         key = batch_partition_key(batch["id"])
         requests.append(
             dg.RunRequest(
-                run_key=f"export-{batch['uid']}-{len(records)}",
+                run_key=f"export-{batch['uid']}-v{version}-{len(records)}",
                 partition_key=key,
-                tags={BATCH_RUN_TAG: str(batch["id"]), BATCH_UID_RUN_TAG: batch["uid"]},
+                tags={BATCH_RUN_TAG: str(batch["id"]), BATCH_UID_RUN_TAG: batch["uid"], EXPORT_VERSION_TAG: version},
             )
         )
     return requests
@@ -202,15 +285,16 @@ def _export_requests(context: dg.SensorEvaluationContext, db: Ledger) -> list[dg
 def batch_aggregator(
     context: dg.SensorEvaluationContext, ledger: LedgerResource, settings: PipelineSettingsResource
 ) -> dg.SensorResult:
-    """Closes batches: sweeps items stuck in extraction, fails items whose runs died or were
-    canceled (so nothing waits forever), marks a batch completed once nothing is pending or
-    extracting, and launches its workbook export."""
+    """Closes batches: puts documents whose runs died back in the queue (within their retry
+    budget), fails those that cannot be finished, sweeps items stuck with no live run, marks a
+    batch completed once nothing is pending or extracting, and launches its workbook export."""
     db = ledger.ledger()
-    swept = item_states.sweep_stale(db, idle=timedelta(minutes=settings.stale_minutes))
+    swept = _sweep(context, db, settings.stale_minutes)
     if swept:
         context.log.warning(f"swept {swept} stale item(s)")
+    limits = settings.reconcile_limits()
     for batch in open_batches(db):
-        _reconcile_batch(context, db, batch, settings.reconcile_grace_seconds)
+        _reconcile_batch(context, db, batch, limits)
         if close_if_done(db, batch["id"]):
             context.log.info(f"batch {batch['id']} completed")
     requests = _export_requests(context, db)

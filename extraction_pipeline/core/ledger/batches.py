@@ -160,6 +160,10 @@ def close_if_done(ledger: Ledger, batch_id: int) -> bool:
         return conn.execute(statement).rowcount == 1
 
 
-def set_export_path(ledger: Ledger, batch_id: int, path: str) -> None:
+def set_export_path(ledger: Ledger, batch_id: int, path: str, version: int | None = None) -> None:
+    """Record the batch's current workbook (and, from the export asset, which version it is)."""
+    values: dict[str, Any] = {"export_path": path}
+    if version is not None:
+        values["export_version"] = version
     with ledger.engine.begin() as conn:
-        conn.execute(update(batches).where(batches.c.id == batch_id).values(export_path=path))
+        conn.execute(update(batches).where(batches.c.id == batch_id).values(**values))

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, func, insert, select, update
 
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
-from extraction_pipeline.core.ledger.schema import ItemStatus, batch_items
+from extraction_pipeline.core.ledger.schema import ItemStatus, batch_items, item_history
 
 MAX_MESSAGE_CHARS = 2000
 # Starts the message of an item released after a transient error (it will be retried).
@@ -94,6 +94,7 @@ def complete(ledger: Ledger, item_id: int, *, run_id: str, result: dict[str, Any
         {
             "status": ItemStatus.COMPLETED,
             "finished_at": utcnow(),
+            "failing_since": None,
             "result_json": json.dumps(result, ensure_ascii=False),
             "model": usage.model,
             "tokens_in": batch_items.c.tokens_in + usage.tokens_in,
@@ -105,7 +106,12 @@ def complete(ledger: Ledger, item_id: int, *, run_id: str, result: dict[str, Any
 
 def release(ledger: Ledger, item_id: int, *, run_id: str, message: str, usage: Usage | None = None) -> bool:
     """extracting -> pending after a transient error, *before* the error is raised for retry."""
-    values: dict[str, Any] = {"status": ItemStatus.PENDING, "message": _truncate(message)}
+    values: dict[str, Any] = {
+        "status": ItemStatus.PENDING,
+        "message": _truncate(message),
+        # The retry budget runs from the first failure of the streak, not from this one.
+        "failing_since": func.coalesce(batch_items.c.failing_since, utcnow()),
+    }
     if usage is not None:
         values.update(
             tokens_in=batch_items.c.tokens_in + usage.tokens_in,
@@ -152,23 +158,107 @@ def fail(
     return _transition(ledger, item_id, where, values)
 
 
-def sweep_stale(ledger: Ledger, *, idle: timedelta, now: datetime | None = None) -> int:
-    """extracting -> error for items with no update for ``idle``. The clock is ``updated_at``
-    (when extraction last moved), never the batch's creation time, so queue time never counts."""
+def stale_items(ledger: Ledger, *, idle: timedelta, now: datetime | None = None) -> list[dict[str, Any]]:
+    """Items ``extracting`` with no update for ``idle``: candidates for the sweep. The clock is
+    ``updated_at`` (when extraction last moved), never the batch's creation time, so queue time
+    never counts. Whether one is really abandoned depends on its run (the sensor asks Dagster)."""
     now = now or utcnow()
+    statement = select(batch_items).where(
+        batch_items.c.status == ItemStatus.EXTRACTING, batch_items.c.updated_at < now - idle
+    )
+    with ledger.engine.connect() as conn:
+        return [dict(row) for row in conn.execute(statement).mappings()]
+
+
+def sweep(ledger: Ledger, item: dict[str, Any], *, idle: timedelta, reason: str) -> bool:
+    """extracting -> error for a stale item whose run is known to be gone. Conditional on the
+    holder and on ``updated_at`` as read, so an item that moved meanwhile is left alone."""
     minutes = idle.total_seconds() / 60
+    message = f"swept: extracting with no progress for over {minutes:g} min; {reason}"
+    return _transition(
+        ledger,
+        item["id"],
+        [
+            batch_items.c.status == ItemStatus.EXTRACTING,
+            _holder_is(item["run_id"]),
+            batch_items.c.updated_at == item["updated_at"],
+        ],
+        {"status": ItemStatus.ERROR, "message": _truncate(message), "finished_at": utcnow()},
+    )
+
+
+def _holder_is(run_id: str | None) -> Any:
+    return batch_items.c.run_id.is_(None) if run_id is None else batch_items.c.run_id == run_id
+
+
+def requeue(
+    ledger: Ledger, item: dict[str, Any], *, message: str, actor: str = "batch_aggregator", event: str = "requeue"
+) -> bool:
+    """pending/extracting (as read, same holder) -> pending in a new dispatch round: every run of
+    the item ended without finishing it (worker died, run interrupted), and the cause was not the
+    document's. The dispatcher launches a fresh run; the history keeps what happened."""
+    now = utcnow()
     statement = (
         update(batch_items)
-        .where(batch_items.c.status == ItemStatus.EXTRACTING, batch_items.c.updated_at < now - idle)
+        .where(
+            batch_items.c.id == item["id"],
+            batch_items.c.status == item["status"],
+            _holder_is(item["run_id"]),
+            batch_items.c.dispatch_round == item["dispatch_round"],
+        )
         .values(
-            status=ItemStatus.ERROR,
-            message=f"swept: extracting with no progress for over {minutes:g} min (worker presumed dead)",
-            finished_at=now,
+            status=ItemStatus.PENDING,
+            dispatched_at=None,
+            dispatch_round=batch_items.c.dispatch_round + 1,
+            failing_since=func.coalesce(batch_items.c.failing_since, now),
+            message=_truncate(message),
             updated_at=now,
         )
     )
     with ledger.engine.begin() as conn:
-        return conn.execute(statement).rowcount
+        if conn.execute(statement).rowcount != 1:
+            return False
+        conn.execute(insert(item_history).values(**history_row(item, event, ItemStatus.PENDING, message, actor, now)))
+    return True
+
+
+def history_row(
+    item: dict[str, Any], event: str, to_status: str, message: str, actor: str, now: datetime
+) -> dict[str, Any]:
+    return {
+        "item_id": item["id"],
+        "batch_id": item["batch_id"],
+        "event": event,
+        "from_status": item["status"],
+        "to_status": to_status,
+        "run_id": item["run_id"],
+        "attempts": item["attempts"],
+        "message": _truncate(f"{message} (was: {item['message'] or item['status']})"),
+        "actor": actor[:200],
+        "created_at": now,
+    }
+
+
+def add_usage(ledger: Ledger, item_id: int, usage: Usage) -> None:
+    """Count tokens and cost that were paid for but whose result was discarded (the item was no
+    longer this run's). Bookkeeping, not a state change: money spent is never lost."""
+    statement = (
+        update(batch_items)
+        .where(batch_items.c.id == item_id)
+        .values(
+            tokens_in=batch_items.c.tokens_in + usage.tokens_in,
+            tokens_out=batch_items.c.tokens_out + usage.tokens_out,
+            cost_usd=batch_items.c.cost_usd + usage.cost_usd,
+        )
+    )
+    with ledger.engine.begin() as conn:
+        conn.execute(statement)
+
+
+def item_history_of(ledger: Ledger, item_id: int) -> list[dict[str, Any]]:
+    statement = select(item_history).where(item_history.c.item_id == item_id).order_by(item_history.c.id)
+    with ledger.engine.connect() as conn:
+        return [dict(row) for row in conn.execute(statement).mappings()]
 
 
 def resume(ledger: Ledger, item_id: int, *, run_id: str, worker: str) -> bool:

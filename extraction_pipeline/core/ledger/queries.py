@@ -6,10 +6,17 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 
 from extraction_pipeline.core.ledger.database import Ledger
-from extraction_pipeline.core.ledger.schema import ACTIVE_ITEM_STATUSES, ItemStatus, batch_items, batches, documents
+from extraction_pipeline.core.ledger.schema import (
+    ACTIVE_ITEM_STATUSES,
+    BatchOrigin,
+    ItemStatus,
+    batch_items,
+    batches,
+    documents,
+)
 
 
 @dataclass(frozen=True)
@@ -99,13 +106,15 @@ def batch_item_rows(ledger: Ledger, batch_id: int) -> list[dict[str, Any]]:
     return _item_rows(ledger, batch_items.c.batch_id == batch_id)
 
 
-def undispatched_items(ledger: Ledger, origin: str, limit: int) -> list[dict[str, Any]]:
-    """Pending items of open batches that no run has been requested for yet."""
+def undispatched_items(ledger: Ledger, limit: int) -> list[dict[str, Any]]:
+    """Pending items of open batches that the dispatcher must launch and has not yet: those of
+    command-line batches, and any item put back in the queue (a later dispatch round) whatever
+    launched it first."""
     return _item_rows(
         ledger,
         batch_items.c.status == ItemStatus.PENDING,
         batch_items.c.dispatched_at.is_(None),
-        batches.c.origin == origin,
+        or_(batches.c.origin == BatchOrigin.DISPATCH, batch_items.c.dispatch_round > 0),
         batches.c.status == "open",
         limit=limit,
     )
@@ -148,7 +157,7 @@ def history(
 def unexported_batches(ledger: Ledger, limit: int = 1000) -> list[dict[str, Any]]:
     """Completed batches whose workbook has not been written yet, oldest first."""
     statement = (
-        select(batches.c.id, batches.c.uid)
+        select(batches.c.id, batches.c.uid, batches.c.export_version)
         .where(batches.c.status == "completed", batches.c.export_path.is_(None))
         .order_by(batches.c.id)
         .limit(limit)

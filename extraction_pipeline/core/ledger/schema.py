@@ -95,6 +95,9 @@ batches = Table(
     Column("export_path", Text, nullable=True),
     # The template version frozen at creation (NULL only in ledgers older than templates).
     Column("template_id", Integer, ForeignKey("templates.id"), nullable=True),
+    # How many workbooks were written: a batch reopened by `batch retry` gets a new version
+    # (batch-7-v2.xlsx) and the earlier workbook is kept.
+    Column("export_version", Integer, nullable=False, default=0),
 )
 
 batch_items = Table(
@@ -118,10 +121,48 @@ batch_items = Table(
     Column("tokens_out", Integer, nullable=False, default=0),
     Column("cost_usd", Float, nullable=False, default=0.0),
     Column("result_json", Text, nullable=True),
+    # 0 for the run that first launched the item; +1 each time it is dispatched again (its runs
+    # died, or `batch retry`). Part of the dispatcher's run key, so each round gets a new run.
+    Column("dispatch_round", Integer, nullable=False, default=0),
+    # When the current streak of transient failures began (None: not failing). The retry budget
+    # is measured from here, across step retries and re-dispatched runs alike.
+    Column("failing_since", DateTime, nullable=True),
     UniqueConstraint("batch_id", "document_id", name="uq_items_batch_document"),
 )
 Index("ix_items_batch_status", batch_items.c.batch_id, batch_items.c.status)
 Index("ix_items_status_updated", batch_items.c.status, batch_items.c.updated_at)
+
+item_history = Table(
+    "item_history",
+    metadata,
+    # Append-only: every time an item is put back to work (a dead run's document dispatched
+    # again, an errored document retried by a user), what it was before and who decided.
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("item_id", Integer, ForeignKey("batch_items.id"), nullable=False),
+    Column("batch_id", Integer, ForeignKey("batches.id"), nullable=False),
+    Column("event", String(40), nullable=False),
+    Column("from_status", String(20), nullable=False),
+    Column("to_status", String(20), nullable=False),
+    Column("run_id", String(64), nullable=True),
+    Column("attempts", Integer, nullable=False),
+    Column("message", Text, nullable=True),
+    Column("actor", String(200), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+)
+Index("ix_item_history_item", item_history.c.item_id)
+
+provider_breakers = Table(
+    "provider_breakers",
+    metadata,
+    # One circuit breaker per model string: consecutive transient failures open it, so new
+    # dispatches pause while the provider is failing instead of burning every document's budget.
+    Column("model", String(200), primary_key=True),
+    Column("failures", Integer, nullable=False),
+    Column("failing_since", DateTime, nullable=True),
+    Column("open_until", DateTime, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("updated_at", DateTime, nullable=False),
+)
 
 parsed_documents = Table(
     "parsed_documents",

@@ -1,11 +1,21 @@
-"""Classify litellm/provider exceptions as transient (retry with backoff) or permanent.
+"""Classify litellm/provider exceptions as transient (retry with backoff) or permanent, and say
+what really happened.
 
 Narrow on purpose: only failures that a later identical request can plausibly survive are
 transient — rate limits, server errors, timeouts, dropped connections. Everything else (auth, bad
 request, context window, unknown model, content policy) is permanent.
+
+The message names the real cause. litellm reports "nobody answered on that port" as
+``InternalServerError (HTTP 500)``; the exception chain underneath says ``Connection refused``, and
+that is what an operator needs to read.
 """
 
 from __future__ import annotations
+
+import email.utils
+import socket
+import time
+from typing import Any
 
 from extraction_pipeline.core.errors import PermanentError, TransientError
 
@@ -33,29 +43,112 @@ PERMANENT_NAMES = frozenset(
         "UnsupportedParamsError",
     }
 )
+# A Retry-After beyond this is treated as this: the retry budget, not the provider, decides when to give up.
+MAX_RETRY_AFTER_SECONDS = 3600.0
 
 
 def _class_names(exc: BaseException) -> list[str]:
     return [cls.__name__ for cls in type(exc).__mro__]
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen and len(seen) < 20:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def network_cause(exc: BaseException) -> str | None:
+    """What went wrong on the wire, from the deepest network error in the chain (or None)."""
+    for cause in reversed(_chain(exc)):
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, ConnectionResetError):
+            return "connection reset by the provider"
+        if isinstance(cause, socket.gaierror):
+            return "host name not resolved"
+        if isinstance(cause, TimeoutError) or type(cause).__name__ in ("ConnectTimeout", "ReadTimeout", "PoolTimeout"):
+            return "timed out"
+        if type(cause).__name__ in ("RemoteProtocolError", "ReadError", "WriteError"):
+            return f"connection dropped ({str(cause)[:120] or type(cause).__name__})"
+        if type(cause).__name__ == "ConnectError":
+            return f"could not connect ({str(cause)[:120]})"
+    return None
+
+
+def retry_after_seconds(exc: BaseException, now: float | None = None) -> float | None:
+    """The provider's ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms``, if it sent one."""
+    for cause in _chain(exc):
+        for headers in (getattr(getattr(cause, "response", None), "headers", None), _litellm_headers(cause)):
+            if not headers:
+                continue
+            parsed = _parse_retry_after(headers, now)
+            if parsed is not None:
+                return min(parsed, MAX_RETRY_AFTER_SECONDS)
+    return None
+
+
+def _litellm_headers(exc: BaseException) -> Any:
+    return getattr(exc, "litellm_response_headers", None)
+
+
+def _parse_retry_after(headers: Any, now: float | None) -> float | None:
+    try:
+        millis = headers.get("retry-after-ms")
+        raw = headers.get("retry-after")
+    except Exception:  # headers of an unexpected type: no hint, not a failure
+        return None
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(str(raw)).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when - (now if now is not None else time.time()))
+
+
+def _provider_message(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    # litellm prefixes "litellm.RateLimitError: RateLimitError: OpenAIException - <provider's words>".
+    return text.rsplit(" - ", 1)[-1][:300] if " - " in text else text[:300]
+
+
 def classify(exc: BaseException) -> TransientError | PermanentError:
     """Wrap ``exc`` in the error family that says whether to retry. Never includes secrets: the
-    message is the exception type, status and the provider's message (which carries no key)."""
+    message is the cause, the HTTP status and the provider's message (which carries no key)."""
     names = _class_names(exc)
     status = getattr(exc, "status_code", None)
-    summary = f"{type(exc).__name__}{f' (HTTP {status})' if status else ''}: {str(exc)[:500]}"
+    wire = network_cause(exc)
+    if wire is not None:
+        # No HTTP answer at all, whatever status litellm invented for it.
+        return TransientError(f"provider unreachable: {wire} ({type(exc).__name__})", original=exc, provider=True)
+    summary = f"{f'HTTP {status} ' if status else ''}{type(exc).__name__}: {_provider_message(exc)}"
     # The most specific class decides: ContextWindowExceededError is a BadRequestError (permanent)
     # while litellm's Timeout is an APIConnectionError subclass (transient).
     for name in names:
         if name in PERMANENT_NAMES:
             return PermanentError(summary, original=exc)
         if name in TRANSIENT_NAMES:
-            return TransientError(summary, original=exc)
+            return _transient(summary, exc)
     if isinstance(status, int):
         if status in TRANSIENT_STATUS:
-            return TransientError(summary, original=exc)
+            return _transient(summary, exc)
         return PermanentError(summary, original=exc)
     if isinstance(exc, (TimeoutError, ConnectionError)):
-        return TransientError(summary, original=exc)
+        return _transient(summary, exc)
     return PermanentError(summary, original=exc)
+
+
+def _transient(summary: str, exc: BaseException) -> TransientError:
+    return TransientError(summary, original=exc, retry_after=retry_after_seconds(exc), provider=True)

@@ -1,0 +1,110 @@
+"""Transient failures inside a step become Dagster step retries, within a time budget.
+
+A rate limit, a provider outage or a dropped ledger connection raises ``dg.RetryRequested`` with
+the wait the schedule gives (exponential, jittered, at least the provider's ``Retry-After``); the
+run stays alive and keeps its place, and the run's ``extraction/waiting_for`` tag says what it is
+waiting for since when. Once the failures have lasted the whole budget the step fails for good
+with the real cause. The budget is time, not a count of attempts (core/retry.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+
+import dagster as dg
+from sqlalchemy.exc import SQLAlchemyError
+
+from extraction_pipeline.core.ledger import utcnow
+from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
+from extraction_pipeline.core.retry import RetrySchedule
+
+WAITING_TAG = "extraction/waiting_for"
+# Dagster needs a cap on step retries; the time budget is what really ends them.
+MAX_STEP_RETRIES = 100_000
+# Steps of one run retry in the same process (in-process executor): when a streak of failures
+# began, per run and asset, for failures that happen while the ledger cannot be read.
+_STREAKS: dict[str, float] = {}
+_WAITING_RUNS: set[str] = set()  # runs whose waiting tag this process set
+
+
+def _streak_key(context: dg.AssetExecutionContext) -> str:
+    return f"{context.run.run_id}:{context.asset_key.to_user_string()}"
+
+
+def _mark_waiting(context: dg.AssetExecutionContext, text: str) -> None:
+    with contextlib.suppress(Exception):  # a tag is a courtesy to the operator, never a reason to fail
+        context.instance.add_run_tags(context.run.run_id, {WAITING_TAG: text[:250]})
+        _WAITING_RUNS.add(context.run.run_id)
+
+
+def clear_waiting(context: dg.AssetExecutionContext) -> None:
+    """After a success: forget the streak and say the run is no longer waiting."""
+    _STREAKS.pop(_streak_key(context), None)
+    if context.run.run_id in _WAITING_RUNS:
+        _WAITING_RUNS.discard(context.run.run_id)
+        _mark_waiting(context, f"nothing (recovered {utcnow():%H:%M:%S} UTC)")
+        _WAITING_RUNS.discard(context.run.run_id)
+
+
+def retry_or_give_up(
+    context: dg.AssetExecutionContext,
+    *,
+    cause: str,
+    schedule: RetrySchedule,
+    failing_since: datetime | None = None,
+    retry_after: float | None = None,
+    on_give_up: Callable[[str], None] | None = None,
+) -> Exception:
+    """The exception the step raises for a transient ``cause``: a RetryRequested while the
+    budget lasts, then a final Failure (after ``on_give_up`` recorded the message)."""
+    key = _streak_key(context)
+    local_start = _STREAKS.setdefault(key, time.monotonic())
+    failing_for = time.monotonic() - local_start
+    if failing_since is not None:
+        failing_for = max(failing_for, (utcnow() - failing_since).total_seconds())
+    wait = schedule.next_wait(attempt=context.retry_number, failing_for=failing_for, retry_after=retry_after)
+    if wait is None:
+        message = f"gave up after {failing_for / 60:.1f} min of transient failures: {cause}"
+        if on_give_up is not None:
+            with contextlib.suppress(SQLAlchemyError):
+                on_give_up(message)
+        _STREAKS.pop(key, None)
+        return dg.Failure(message, allow_retries=False)
+    since = utcnow().timestamp() - failing_for
+    since_text = datetime.fromtimestamp(since).strftime("%H:%M:%S")
+    _mark_waiting(context, f"{_what(cause)} since {since_text} UTC: {cause}")
+    context.log.warning(
+        f"{cause}; retry {context.retry_number + 1} in {wait:.0f} s "
+        f"(failing for {failing_for / 60:.1f} of {schedule.budget_seconds / 60:g} min)"
+    )
+    return dg.RetryRequested(max_retries=MAX_STEP_RETRIES, seconds_to_wait=wait)
+
+
+def wait_for_breaker(context: dg.AssetExecutionContext, *, until: datetime | None, reason: str) -> Exception:
+    """The model's circuit breaker is open: wait it out without calling (and without spending
+    this document's budget: the document did not fail, its provider did)."""
+    remaining = (until - utcnow()).total_seconds() if until else 1.0
+    wait = max(0.5, remaining) + random.uniform(0, 2)  # noqa: S311  (spread the probes, nothing secret)
+    _mark_waiting(context, reason)
+    context.log.warning(f"{reason}; not calling, checking again in {wait:.0f} s")
+    return dg.RetryRequested(max_retries=MAX_STEP_RETRIES, seconds_to_wait=wait)
+
+
+def _what(cause: str) -> str:
+    return "ledger database" if cause.startswith("ledger database") else "the provider"
+
+
+@contextlib.contextmanager
+def retry_database_outages(context: dg.AssetExecutionContext, schedule: RetrySchedule) -> Iterator[None]:
+    """Turn a dropped or unreachable ledger database anywhere in the block into a step retry.
+    Other database errors (bugs, constraint violations) pass through unchanged."""
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        if not is_database_outage(exc):
+            raise
+        raise retry_or_give_up(context, cause=describe_database_outage(exc), schedule=schedule) from exc
