@@ -69,7 +69,10 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     ledger = Ledger.connect(url)
     with ledger.engine.begin() as conn:
         conn.execute(
-            text("TRUNCATE batch_items, batches, templates, documents, parsed_documents RESTART IDENTITY CASCADE")
+            text(
+                "TRUNCATE item_history, provider_breakers, prompt_audit, batch_items, batches, templates, documents, "
+                "parsed_documents RESTART IDENTITY CASCADE"
+            )
         )
     ledger.dispose()
     yield url

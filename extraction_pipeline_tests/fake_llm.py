@@ -12,7 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -27,6 +27,7 @@ class Reply:
     error_message: str = ""  # message in the error body of a non-200 reply
     tokens_in: int = 100
     tokens_out: int = 20
+    headers: dict[str, str] = field(default_factory=dict)  # extra response headers (Retry-After)
 
 
 class FakeLLMServer:
@@ -91,6 +92,7 @@ class FakeLLMServer:
                     self._send(
                         reply.status,
                         {"error": {"message": reply.error_message or f"fake error {reply.status}", "type": "fake"}},
+                        reply.headers,
                     )
                     return
                 self._send(
@@ -115,10 +117,12 @@ class FakeLLMServer:
                     },
                 )
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
+            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
                 data = json.dumps(payload).encode()
                 try:
                     self.send_response(status)
+                    for name, value in (headers or {}).items():
+                        self.send_header(name, value)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()

@@ -3,82 +3,38 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 import pytest
 
-from extraction_pipeline.core.documents import register_pdf
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.documents import partition_key
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
 from extraction_pipeline.core.ledger.schema import BatchOrigin, batch_items, documents
-from extraction_pipeline.core.synthetic import make_trial, report_pages, write_report
+from extraction_pipeline.core.synthetic import report_pages
 from extraction_pipeline.definitions import defs
 from extraction_pipeline.defs.assets import batch_workbook, extracted_document, parsed_document
 from extraction_pipeline.defs.jobs import export_batch_job
 from extraction_pipeline.defs.partitions import documents_partitions
-from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 from extraction_pipeline.defs.sensors import batch_aggregator, batch_dispatcher, document_partitions_sensor
-from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply, extraction_json
+from extraction_pipeline_tests.dagster_support import (
+    _answer_from_trial,
+    _batch_tags,
+    _failed_run,
+    _queued_run,
+    _register,
+    _resources,
+    home,
+    instance,
+    ledger,
+)
+from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply
 
-
-@pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.instance_for_test() as test_instance:
-        yield test_instance
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path / "home"
-
-
-@pytest.fixture
-def ledger(home: Path) -> Ledger:
-    home.mkdir()
-    return Ledger.connect(f"sqlite:///{home / 'ledger.db'}")
-
-
-def _resources(
-    ledger: Ledger, home: Path, fake: FakeLLMServer | None = None, grace: float = 0.0, max_rounds: int = 5
-) -> dict[str, Any]:
-    llm = LLMResource(model="openai/fake", api_base=fake.api_base, api_key="sk-x") if fake else LLMResource()
-    return {
-        "ledger": LedgerResource(database_url=str(ledger.engine.url)),
-        "llm": llm,
-        "settings": PipelineSettingsResource(
-            home=str(home), reconcile_grace_seconds=grace, max_dispatch_rounds=max_rounds
-        ),
-    }
-
-
-def _batch_tags(ledger: Ledger, batch_id: int) -> dict[str, str]:
-    """The tags the dispatcher puts on a batch's runs."""
-    batch = get_batch(ledger, batch_id)
-    assert batch is not None
-    return {"extraction/batch": str(batch_id), "extraction/batch_uid": batch["uid"]}
-
-
-def _register(ledger: Ledger, home: Path, count: int) -> list[int]:
-    return [
-        register_pdf(ledger, home / "documents", "p", write_report(make_trial(i), home / "src")).id
-        for i in range(1, count + 1)
-    ]
-
-
-def _answer_from_trial(messages: list[dict[str, str]]) -> Reply:
-    from extraction_pipeline.core.prompts import document_from_messages
-
-    text = document_from_messages(messages)
-    trial = next(make_trial(i) for i in range(1, 50) if make_trial(i).nct_number in text)
-    sentence = f"This trial was registered at ClinicalTrials.gov ({trial.nct_number})."
-    return Reply(extraction_json({"metadata.nct_number": (trial.nct_number, sentence)}), tokens_in=900, tokens_out=40)
+__all__ = ["home", "instance", "ledger"]  # fixtures used by name
 
 
 def test_definitions_load_with_one_role_per_module() -> None:
@@ -249,20 +205,6 @@ def test_broken_pdf_fails_only_its_document(instance: dg.DagsterInstance, ledger
     assert results[1].success
 
 
-def _failed_run(instance: dg.DagsterInstance, tags: dict[str, str]) -> str:
-    @dg.op
-    def crash() -> None:
-        raise RuntimeError("worker died")
-
-    @dg.job(name="extract_documents")  # a run record of the extraction job whose worker died
-    def crashed_job() -> None:
-        crash()
-
-    result = crashed_job.execute_in_process(instance=instance, tags=tags, raise_on_error=False)
-    assert not result.success
-    return result.run_id
-
-
 def test_aggregator_requeues_documents_of_dead_runs_then_gives_up_with_the_cause(
     instance: dg.DagsterInstance, ledger: Ledger, home: Path
 ) -> None:
@@ -352,18 +294,6 @@ def test_export_asset_writes_one_row_per_document(instance: dg.DagsterInstance, 
 
     assert openpyxl.load_workbook(path)["Documents"].max_row == 3
     assert report_pages  # synthetic helpers stay importable for the e2e tests
-
-
-def _queued_run(instance: dg.DagsterInstance, tags: dict[str, str]) -> str:
-    @dg.op
-    def noop() -> None:
-        pass
-
-    @dg.job(name="extract_documents")
-    def queued_job() -> None:
-        noop()
-
-    return instance.create_run_for_job(queued_job, tags=tags).run_id  # NOT_STARTED: alive
 
 
 def test_aggregator_never_fails_an_item_whose_run_is_alive(

@@ -14,6 +14,7 @@ from extraction_pipeline.cli.common import (
     CliError,
     add_group,
     iso_date,
+    non_empty,
     non_negative_float,
     open_ledger,
     positive_int,
@@ -80,17 +81,20 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
         counts = progress(ledger, args.batch)
         # With --watch a closed batch is followed until the sensor has written its workbook.
         awaiting_workbook = batch["status"] != "open" and not batch.get("export_path")
+        waiting = _provider_waits(ledger) if batch["status"] == "open" else []
         if args.json:
             if not (args.watch and awaiting_workbook and closed_at is not None):
-                print_json({"batch": batch, "progress": counts.as_dict()})
+                print_json({"batch": batch, "progress": counts.as_dict(), "waiting_for": waiting})
         elif closed_at is None:
             line = (
                 f"batch {args.batch} [{_bar(counts.percent / 100)}] {counts.percent:5.1f}%  "
                 f"{counts.done}/{counts.total} done  pending {counts.pending}  extracting {counts.extracting}  "
                 f"completed {counts.completed}  error {counts.error}  {batch['status']}"
             )
-            end = "\r" if args.watch and sys.stdout.isatty() and batch["status"] == "open" else "\n"
+            end = "\r" if args.watch and sys.stdout.isatty() and batch["status"] == "open" and not waiting else "\n"
             print(line, end=end, flush=True)
+            for text in waiting:
+                print(f"  {text}", flush=True)
         if not args.watch or batch["status"] == "open":
             if not args.watch:
                 _print_workbook(batch, args.json)
@@ -109,6 +113,44 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"no workbook yet: is the daemon running? `batch export {args.batch}` writes it now")
             return 0
         time.sleep(args.interval)
+
+
+def _provider_waits(ledger: Any) -> list[str]:
+    """What an open batch is waiting for: each model whose provider is failing, since when."""
+    from extraction_pipeline.core.ledger.breakers import failing_providers
+
+    return [state.describe() for state in failing_providers(ledger)]
+
+
+def cmd_batch_retry(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.core.ledger.retries import retry_failed
+
+    report = retry_failed(
+        open_ledger(settings),
+        args.batch,
+        actor=args.user,
+        document_ids=args.documents,
+        allow_superseded=args.allow_superseded_template,
+    )
+    if args.json:
+        print_json(
+            {
+                "batch": report.batch_id,
+                "retried": report.retried,
+                "not_in_error": report.not_in_error,
+                "reopened": report.reopened,
+            }
+        )
+        return 0
+    if not report.retried:
+        print(f"nothing to retry: no {'named ' if args.documents else ''}document of batch {args.batch} is in error")
+    else:
+        ids = ", ".join(map(str, report.retried[:20])) + (" ..." if len(report.retried) > 20 else "")
+        print(f"batch {args.batch} reopened: {len(report.retried)} document(s) back in the queue ({ids})")
+        print("the daemon's batch_dispatcher starts them; a new workbook version is written when the batch closes")
+    if report.not_in_error:
+        print(f"not in error, left as they are: {', '.join(map(str, report.not_in_error[:20]))}")
+    return 0
 
 
 def _print_workbook(batch: dict[str, Any], as_json: bool) -> None:
@@ -184,6 +226,21 @@ def register(add: AddCommand) -> None:
     )
     export.add_argument("batch", type=positive_int)
     export.add_argument("-o", "--output", help="target .xlsx file")
+    retry = add(
+        "retry",
+        cmd_batch_retry,
+        "Put a batch's failed documents back in the queue (history kept); the batch reopens and gets a new workbook.",
+        batch_sub,
+    )
+    retry.add_argument("batch", type=positive_int)
+    retry.add_argument("--user", required=True, type=non_empty, help="who asks for the retry (recorded in the history)")
+    retry.add_argument("--documents", type=positive_int, nargs="+", metavar="ID", help="only these documents")
+    retry.add_argument(
+        "--allow-superseded-template",
+        action="store_true",
+        help="retry even though the project's template changed since the batch started (the batch keeps its version)",
+    )
+    retry.add_argument("--json", action="store_true")
 
     hist = add(
         "history", cmd_history, "Items across batches, newest first, filtered by user, status, filename, batch, dates."

@@ -60,6 +60,12 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_empty(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text.strip()
+
+
 def non_negative_float(text: str) -> float:
     try:
         value = float(text)

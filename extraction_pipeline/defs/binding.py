@@ -27,10 +27,12 @@ from extraction_pipeline.core.ledger.batches import (
 )
 from extraction_pipeline.core.ledger.documents import document_id_from_partition, get_document
 from extraction_pipeline.core.ledger.items import find_item
-from extraction_pipeline.core.ledger.schema import BatchOrigin
+from extraction_pipeline.core.ledger.retries import retry_failed
+from extraction_pipeline.core.ledger.schema import BatchOrigin, ItemStatus
 
 BACKFILL_TAG = "dagster/backfill"
 PARENT_RUN_TAG = "dagster/parent_run_id"
+RETRY_NUMBER_TAG = "dagster/retry_number"  # set by Dagster's automatic run retries only
 USER_TAG = "extraction/user"
 ITEM_TAG = "extraction/item"
 DOCUMENT_TAG = "extraction/document"
@@ -135,6 +137,8 @@ def bind_run(context: dg.AssetExecutionContext, ledger: Ledger) -> Binding:
     item = find_item(ledger, batch_id=batch["id"], document_id=doc_id)
     if item is None:
         raise dg.Failure(f"document {key} is not part of batch {batch['id']}", allow_retries=False)
+    if item["status"] == ItemStatus.ERROR and _reexecuted_by_a_person(context):
+        item = _retry_from_ui(context, ledger, batch, item)
     run_tags = item_run_tags(
         batch_id=batch["id"],
         batch_uid=batch["uid"],
@@ -147,6 +151,33 @@ def bind_run(context: dg.AssetExecutionContext, ledger: Ledger) -> Binding:
     if missing:
         context.instance.add_run_tags(context.run.run_id, missing)
     return Binding(batch_id=batch["id"], item=item, document=document)
+
+
+def _reexecuted_by_a_person(context: dg.AssetExecutionContext) -> bool:
+    """A re-execution launched from the UI (Dagster's automatic retries carry a retry number)."""
+    tags = context.run.tags
+    return PARENT_RUN_TAG in tags and RETRY_NUMBER_TAG not in tags
+
+
+def _retry_from_ui(
+    context: dg.AssetExecutionContext, ledger: Ledger, batch: dict[str, Any], item: dict[str, Any]
+) -> dict[str, Any]:
+    """Re-executing a failed run from the UI is the UI's `batch retry` for its document: the
+    item goes back to pending (history kept), this run takes it, the batch reopens."""
+    user = context.run.tags.get(USER_TAG) or DEFAULT_UI_USER
+    retry_failed(
+        ledger,
+        batch["id"],
+        actor=f"{user} (re-executed run {context.run.tags[PARENT_RUN_TAG]} in the Dagster UI)",
+        document_ids=[item["document_id"]],
+        allow_superseded=True,
+        launched_by_caller=True,
+    )
+    refreshed = find_item(ledger, batch_id=batch["id"], document_id=item["document_id"])
+    assert refreshed is not None  # it was there a moment ago; items are never deleted
+    context.instance.add_run_tags(context.run.run_id, {ROUND_TAG: str(refreshed["dispatch_round"])})
+    context.log.info(f"document {item['document_id']} of batch {batch['id']} retried: {refreshed['message']}")
+    return refreshed
 
 
 def crashed_parent_run(context: dg.AssetExecutionContext) -> str | None:

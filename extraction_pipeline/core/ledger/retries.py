@@ -47,8 +47,12 @@ def retry_failed(
     actor: str,
     document_ids: list[int] | None = None,
     allow_superseded: bool = False,
+    launched_by_caller: bool = False,
 ) -> RetryReport:
-    """Put the batch's errored items (all, or those of ``document_ids``) back to pending."""
+    """Put the batch's errored items (all, or those of ``document_ids``) back to pending.
+
+    ``launched_by_caller``: the caller is itself the run that will work on them (a re-execution
+    from the Dagster UI), so they are recorded as dispatched and the dispatcher leaves them alone."""
     batch = get_batch(ledger, batch_id)
     if batch is None:
         raise ConfigError(f"unknown batch {batch_id}")
@@ -74,7 +78,7 @@ def retry_failed(
                 .where(batch_items.c.id == item["id"], batch_items.c.status == ItemStatus.ERROR)
                 .values(
                     status=ItemStatus.PENDING,
-                    dispatched_at=None,
+                    dispatched_at=now if launched_by_caller else None,
                     dispatch_round=batch_items.c.dispatch_round + 1,
                     failing_since=None,
                     finished_at=None,

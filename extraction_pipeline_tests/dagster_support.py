@@ -1,0 +1,97 @@
+"""Dagster-side helpers shared by the tests of assets and sensors (a real instance_for_test,
+a real ledger file, synthetic PDFs)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from extraction_pipeline.core.documents import register_pdf
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.batches import get_batch
+from extraction_pipeline.core.synthetic import make_trial, write_report
+from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
+from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply, extraction_json
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test() as test_instance:
+        yield test_instance
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def ledger(home: Path) -> Ledger:
+    home.mkdir()
+    return Ledger.connect(f"sqlite:///{home / 'ledger.db'}")
+
+
+def _resources(
+    ledger: Ledger, home: Path, fake: FakeLLMServer | None = None, grace: float = 0.0, max_rounds: int = 5
+) -> dict[str, Any]:
+    llm = LLMResource(model="openai/fake", api_base=fake.api_base, api_key="sk-x") if fake else LLMResource()
+    return {
+        "ledger": LedgerResource(database_url=str(ledger.engine.url)),
+        "llm": llm,
+        "settings": PipelineSettingsResource(
+            home=str(home), reconcile_grace_seconds=grace, max_dispatch_rounds=max_rounds
+        ),
+    }
+
+
+def _batch_tags(ledger: Ledger, batch_id: int) -> dict[str, str]:
+    """The tags the dispatcher puts on a batch's runs."""
+    batch = get_batch(ledger, batch_id)
+    assert batch is not None
+    return {"extraction/batch": str(batch_id), "extraction/batch_uid": batch["uid"]}
+
+
+def _register(ledger: Ledger, home: Path, count: int) -> list[int]:
+    return [
+        register_pdf(ledger, home / "documents", "p", write_report(make_trial(i), home / "src")).id
+        for i in range(1, count + 1)
+    ]
+
+
+def _answer_from_trial(messages: list[dict[str, str]]) -> Reply:
+    from extraction_pipeline.core.prompts import document_from_messages
+
+    text = document_from_messages(messages)
+    trial = next(make_trial(i) for i in range(1, 50) if make_trial(i).nct_number in text)
+    sentence = f"This trial was registered at ClinicalTrials.gov ({trial.nct_number})."
+    return Reply(extraction_json({"metadata.nct_number": (trial.nct_number, sentence)}), tokens_in=900, tokens_out=40)
+
+
+def _failed_run(instance: dg.DagsterInstance, tags: dict[str, str]) -> str:
+    @dg.op
+    def crash() -> None:
+        raise RuntimeError("worker died")
+
+    @dg.job(name="extract_documents")  # a run record of the extraction job whose worker died
+    def crashed_job() -> None:
+        crash()
+
+    result = crashed_job.execute_in_process(instance=instance, tags=tags, raise_on_error=False)
+    assert not result.success
+    return result.run_id
+
+
+def _queued_run(instance: dg.DagsterInstance, tags: dict[str, str]) -> str:
+    @dg.op
+    def noop() -> None:
+        pass
+
+    @dg.job(name="extract_documents")
+    def queued_job() -> None:
+        noop()
+
+    return instance.create_run_for_job(queued_job, tags=tags).run_id  # NOT_STARTED: alive
