@@ -31,12 +31,15 @@ class Reply:
 
 
 class FakeLLMServer:
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.requests: list[dict[str, Any]] = []
         self.replies: deque[Reply] = deque()
         self.answer: Callable[[list[dict[str, str]]], Reply] = lambda messages: Reply(json.dumps({}))
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.served_tokens_in = 0  # tokens of the answers actually sent (200 replies)
+        self.peak_in_flight = 0
+        self._in_flight = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -86,8 +89,18 @@ class FakeLLMServer:
                     self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
                     return
                 reply = fake._next_reply(body)
-                if reply.delay:
-                    time.sleep(reply.delay)
+                with fake._lock:
+                    fake._in_flight += 1
+                    fake.peak_in_flight = max(fake.peak_in_flight, fake._in_flight)
+                try:
+                    if reply.delay:
+                        time.sleep(reply.delay)
+                    self._answer(reply, body)
+                finally:
+                    with fake._lock:
+                        fake._in_flight -= 1
+
+            def _answer(self, reply: Reply, body: dict[str, Any]) -> None:
                 if reply.status != 200:
                     self._send(
                         reply.status,
@@ -95,7 +108,7 @@ class FakeLLMServer:
                         reply.headers,
                     )
                     return
-                self._send(
+                sent = self._send(
                     200,
                     {
                         "id": "chatcmpl-fake",
@@ -116,8 +129,11 @@ class FakeLLMServer:
                         },
                     },
                 )
+                if sent:
+                    with fake._lock:
+                        fake.served_tokens_in += reply.tokens_in
 
-            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> bool:
                 data = json.dumps(payload).encode()
                 try:
                     self.send_response(status)
@@ -127,8 +143,10 @@ class FakeLLMServer:
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
+                    self.wfile.flush()
+                    return True
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout test, killed worker)
+                    return False  # the client gave up (timeout test, killed worker)
 
         return Handler
 

@@ -1,0 +1,488 @@
+"""Fault drills (issue: nothing lost), each the way an operator meets it: a batch of synthetic
+trial PDFs through `extraction-pipeline daemon` on PostgreSQL (ledger and Dagster storage), the
+loopback fake LLM, one fault per batch. Each ends with every item terminal, every document once
+in the workbook, the ledger/Dagster invariant (invariant.py) checked, and nothing lost that a
+retry could have saved: every document completed.
+
+`./dev test` runs the quick drills; CI (CI=true) runs them all (`slow_drill`). Budgets and
+timings are scaled down through the EXTRACTION_* settings so each drill takes one to three minutes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+from sqlalchemy import create_engine, text
+
+from extraction_pipeline.core.documents import register_pdf
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.batches import create_batch, get_batch
+from extraction_pipeline.core.ledger.breakers import failing_providers
+from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.synthetic import make_trial, write_report
+from extraction_pipeline_tests.conftest import _fresh_pg_database
+from extraction_pipeline_tests.dagster_support import _answer_from_trial
+from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply
+from extraction_pipeline_tests.invariant import batch_runs, invariant_violations
+
+pytestmark = pytest.mark.drill
+CLI = Path(sys.executable).parent / "extraction-pipeline"
+CLOSE_TIMEOUT = 420
+DEAD_RUN_BOUND_SECONDS = 120  # documented in ARCHITECTURE.md: dead runs are failed within this
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+class DrillLLM:
+    """The fake provider with knobs: latency, a share of 429s, and an outage (port closed)."""
+
+    def __init__(self, latency: float = 3.0) -> None:
+        self.latency = latency
+        self.rate_limit_every = 0  # n: every n-th request gets a 429
+        self.count = 0
+        self.port = _free_port()
+        self.served_tokens_in = 0
+        self.server: FakeLLMServer | None = None
+        self.lock = threading.Lock()
+        self.up()
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _answer(self, messages: list[dict[str, str]]) -> Reply:
+        with self.lock:
+            self.count += 1
+            limited = self.rate_limit_every and self.count % self.rate_limit_every == 0
+        if limited:
+            return Reply(status=429, error_message="Rate limit reached", headers={"Retry-After": "1"})
+        reply = _answer_from_trial(messages)
+        reply.delay = self.latency
+        return reply
+
+    def up(self) -> None:
+        self.server = FakeLLMServer(port=self.port).start()
+        self.server.answer = self._answer
+
+    def down(self) -> None:
+        assert self.server is not None
+        self.served_tokens_in += self.server.served_tokens_in
+        self.server.stop()
+        self.server = None
+
+    def total_served_tokens(self) -> int:
+        return self.served_tokens_in + (self.server.served_tokens_in if self.server else 0)
+
+    def requests(self) -> int:
+        return self.count
+
+
+@dataclass
+class Drill:
+    home: Path
+    env: dict[str, str]
+    ledger: Ledger
+    llm: DrillLLM
+    dagster_pg_url: str
+    daemon: subprocess.Popen[bytes] | None = None
+    daemon_log: Path | None = None
+    logs: list[Path] = field(default_factory=list)
+
+    # --- processes ---
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(CLI), *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    def start_daemon(self) -> None:
+        self.daemon_log = self.home / f"cli-daemon-{len(self.logs)}.log"
+        self.logs.append(self.daemon_log)
+        with self.daemon_log.open("wb") as log:
+            self.daemon = subprocess.Popen(
+                [str(CLI), "daemon"], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def dagster_daemon_pid(self) -> int:
+        assert self.daemon_log is not None
+        found = _wait(
+            lambda: re.search(r"pid (\d+)", self.daemon_log.read_text()) if self.daemon_log else None,  # type: ignore[union-attr]
+            60,
+            "the daemon to start",
+        )
+        return int(found.group(1))
+
+    def kill_daemon(self) -> None:
+        """SIGKILL of the daemon's whole process group (daemon, code servers, run workers) and of
+        the CLI wrapper: what a crash of the machine's service looks like."""
+        assert self.daemon is not None
+        group = self.dagster_daemon_pid()
+        for target in (group, self.daemon.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(target, signal.SIGKILL)
+        self.daemon.wait(timeout=30)
+        _wait(lambda: not _group_alive(group), 30, "the daemon's process group to die")
+
+    def stop_daemon(self, timeout: float = 180) -> str:
+        """SIGTERM to `extraction-pipeline daemon`, as a service manager stops it."""
+        assert self.daemon is not None and self.daemon_log is not None
+        self.daemon.send_signal(signal.SIGTERM)
+        self.daemon.wait(timeout=timeout)
+        return self.daemon_log.read_text()
+
+    def close(self) -> None:
+        if self.daemon is not None and self.daemon.poll() is None:
+            try:
+                group = self.dagster_daemon_pid()
+                os.killpg(group, signal.SIGKILL)
+            except (AssertionError, ProcessLookupError):
+                pass
+            os.killpg(self.daemon.pid, signal.SIGKILL)
+            self.daemon.wait(timeout=30)
+
+    # --- the batch ---
+    def batch(self, count: int, key: str) -> int:
+        doc_ids = [
+            register_pdf(
+                self.ledger, self.home / "documents", "drill", write_report(make_trial(i), self.home / "in")
+            ).id
+            for i in range(1, count + 1)
+        ]
+        return create_batch(self.ledger, idempotency_key=key, project="drill", user="drill", document_ids=doc_ids).id
+
+    def items(self, batch_id: int) -> list[dict[str, Any]]:
+        return batch_item_rows(self.ledger, batch_id)
+
+    def extracting(self, batch_id: int, at_least: int = 1) -> list[dict[str, Any]]:
+        busy = [item for item in self.items(batch_id) if item["status"] == "extracting"]
+        return busy if len(busy) >= at_least else []
+
+    def wait_closed(self, batch_id: int, timeout: float = CLOSE_TIMEOUT) -> dict[str, Any]:
+        def closed() -> dict[str, Any] | None:
+            batch = get_batch(self.ledger, batch_id)
+            if self.daemon is not None and self.daemon.poll() is not None:
+                raise AssertionError(f"the daemon exited: {self.daemon_log and self.daemon_log.read_text()[-2000:]}")
+            return batch if batch and batch["status"] == "completed" and batch["export_path"] else None
+
+        return _wait(closed, timeout, f"batch {batch_id} to close", interval=1)  # type: ignore[no-any-return]
+
+    def instance(self) -> dg.DagsterInstance:
+        os.environ["DAGSTER_HOME"] = str(self.home / "dagster")
+        os.environ["DAGSTER_PG_URL"] = self.dagster_pg_url
+        return dg.DagsterInstance.get()
+
+    def assert_nothing_lost(self, batch_id: int) -> None:
+        items = self.items(batch_id)
+        assert [item["status"] for item in items] == ["completed"] * len(items), [
+            (item["document_id"], item["status"], item["message"]) for item in items
+        ]
+        with self.instance() as instance:
+            assert invariant_violations(self.ledger, instance, batch_id) == []
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _drill(tmp_path: Path, ledger_url: str, dagster_url: str, llm: DrillLLM, **settings: str) -> Drill:
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EXTRACTION_", "DAGSTER_"))}
+    env.update(
+        {
+            "EXTRACTION_HOME": str(home),
+            "EXTRACTION_DATABASE_URL": ledger_url,
+            "EXTRACTION_DAGSTER_STORAGE": "postgres",
+            "DAGSTER_PG_URL": dagster_url,
+            "EXTRACTION_MODEL": "openai/fake-model",
+            "EXTRACTION_API_BASE": llm.api_base,
+            "EXTRACTION_API_KEY": "sk-drill-not-a-secret",
+            "EXTRACTION_RECONCILE_GRACE_SECONDS": "15",
+            "EXTRACTION_RETRY_BASE_SECONDS": "2",
+            "EXTRACTION_RETRY_MAX_DELAY_SECONDS": "8",
+            "EXTRACTION_RETRY_BUDGET_MINUTES": "5",
+            "EXTRACTION_DRAIN_SECONDS": "60",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            **{f"EXTRACTION_{name.upper()}": value for name, value in settings.items()},
+        }
+    )
+    drill = Drill(home, env, Ledger.connect(ledger_url), llm, dagster_url)
+    init = drill.cli("init")
+    assert init.returncode == 0, init.stderr
+    return drill
+
+
+@pytest.fixture
+def llm() -> Iterator[DrillLLM]:
+    fake = DrillLLM()
+    yield fake
+    if fake.server is not None:
+        fake.server.stop()
+
+
+@pytest.fixture
+def drill_dbs() -> Iterator[tuple[str, str]]:
+    ledger_db = _fresh_pg_database()
+    dagster_db = _fresh_pg_database()
+    yield next(ledger_db), next(dagster_db)
+    for generator in (ledger_db, dagster_db):
+        next(generator, None)
+
+
+@pytest.fixture
+def make_drill(tmp_path: Path, drill_dbs: tuple[str, str], llm: DrillLLM) -> Iterator[Callable[..., Drill]]:
+    made: list[Drill] = []
+
+    def make(ledger_url: str | None = None, dagster_url: str | None = None, **settings: str) -> Drill:
+        drill = _drill(tmp_path, ledger_url or drill_dbs[0], dagster_url or drill_dbs[1], llm, **settings)
+        made.append(drill)
+        return drill
+
+    yield make
+    for drill in made:
+        drill.close()
+        drill.ledger.dispose()
+        for log in drill.logs:  # kept for a failing test's report
+            print(f"--- {log.name} ---\n{log.read_text()[-1500:]}")
+
+
+# --- the drills -------------------------------------------------------------------------------
+
+
+def test_daemon_killed_with_its_workers_then_restarted(make_drill: Callable[..., Drill], llm: DrillLLM) -> None:
+    llm.latency = 8.0  # the kill lands while calls are in flight
+    drill = make_drill()
+    batch = drill.batch(5, "kill")
+    drill.start_daemon()
+    busy = _wait(lambda: drill.extracting(batch, at_least=2), 180, "two documents in extraction")
+    dead_runs = {item["run_id"] for item in busy}
+    drill.kill_daemon()
+    time.sleep(10)  # the machine's service manager restarts it later
+    restarted = time.monotonic()
+    drill.start_daemon()
+    with drill.instance() as instance:
+
+        def dead_runs_failed() -> bool:
+            runs = [instance.get_run_by_id(run_id) for run_id in dead_runs]
+            return all(run is not None and run.status == dg.DagsterRunStatus.FAILURE for run in runs)
+
+        _wait(dead_runs_failed, DEAD_RUN_BOUND_SECONDS, "the dead runs to be failed")
+        print(f"dead runs failed {time.monotonic() - restarted:.0f} s after the restart")
+    drill.wait_closed(batch)
+    drill.assert_nothing_lost(batch)
+    assert sum(item["tokens_in"] for item in drill.items(batch)) <= llm.total_served_tokens()
+
+
+def test_daemon_stopped_with_sigterm_hands_runs_back_and_leaves_none_started(
+    make_drill: Callable[..., Drill], llm: DrillLLM
+) -> None:
+    llm.latency = 30.0  # longer than the drain: in-flight runs are interrupted and handed back
+    drill = make_drill(drain_seconds="3")
+    batch = drill.batch(4, "sigterm")
+    drill.start_daemon()
+    _wait(lambda: drill.extracting(batch, at_least=1), 180, "a document in extraction")
+    output = drill.stop_daemon()
+    assert "stopping: no new runs" in output and "stopped" in output
+    with drill.instance() as instance:
+        runs = batch_runs(instance, get_batch(drill.ledger, batch) or {})
+        started = [
+            run.run_id for run in runs if run.status in (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING)
+        ]
+        assert started == []  # nothing left STARTED to hold run slots after a restart
+    assert {item["status"] for item in drill.items(batch)} <= {"pending", "completed"}  # handed back, not lost
+    llm.latency = 1.0
+    drill.start_daemon()
+    drill.wait_closed(batch)
+    drill.assert_nothing_lost(batch)
+
+
+def test_daemon_sigterm_lets_in_flight_runs_finish_within_the_drain(
+    make_drill: Callable[..., Drill], llm: DrillLLM
+) -> None:
+    llm.latency = 6.0
+    drill = make_drill(drain_seconds="120")
+    batch = drill.batch(2, "drain")
+    drill.start_daemon()
+    busy = _wait(lambda: drill.extracting(batch, at_least=1), 180, "a document in extraction")
+    drill.stop_daemon()
+    finished = {item["id"]: item for item in drill.items(batch)}
+    for item in busy:  # what was in flight when the stop came finished during the drain
+        assert finished[item["id"]]["status"] == "completed", finished[item["id"]]
+    drill.start_daemon()
+    drill.wait_closed(batch)
+    drill.assert_nothing_lost(batch)
+
+
+def test_half_of_the_calls_rate_limited(make_drill: Callable[..., Drill], llm: DrillLLM) -> None:
+    llm.latency = 0.5
+    llm.rate_limit_every = 2
+    drill = make_drill(breaker_failures="4")
+    batch = drill.batch(6, "429")
+    drill.start_daemon()
+    drill.wait_closed(batch)
+    drill.assert_nothing_lost(batch)
+    assert llm.requests() >= 6 + 3  # the 429s happened and were waited out
+    assert sum(item["tokens_in"] for item in drill.items(batch)) == llm.total_served_tokens()
+
+
+@pytest.mark.slow_drill
+def test_provider_down_for_a_while(make_drill: Callable[..., Drill], llm: DrillLLM) -> None:
+    llm.latency = 1.0
+    drill = make_drill(breaker_failures="2", retry_budget_minutes="4")
+    batch = drill.batch(5, "outage")
+    drill.start_daemon()
+    _wait(lambda: any(i["status"] == "completed" for i in drill.items(batch)), 180, "a first document")
+    llm.down()
+    outage_started = time.monotonic()
+    waiting = _wait(lambda: failing_providers(drill.ledger), 120, "the breaker to open")
+    assert waiting[0].last_error and "connection refused" in waiting[0].last_error
+    status = drill.cli("batch", "status", str(batch))
+    assert "waiting for the provider openai/fake-model since" in status.stdout, status.stdout
+    time.sleep(max(0.0, 60 - (time.monotonic() - outage_started)))  # scaled from the 2-minute outage
+    llm.up()
+    drill.wait_closed(batch)
+    drill.assert_nothing_lost(batch)
+    assert failing_providers(drill.ledger) == []  # the first success closed the breaker
+    assert sum(item["tokens_in"] for item in drill.items(batch)) == llm.total_served_tokens()
+
+
+@pytest.mark.slow_drill
+def test_stale_sweep_leaves_an_item_whose_retry_is_queued(make_drill: Callable[..., Drill], llm: DrillLLM) -> None:
+    llm.latency = 25.0  # the other runs keep the user's 3 run slots busy: the retry must queue
+    drill = make_drill(stale_minutes="0.3", reconcile_grace_seconds="120")
+    batch = drill.batch(6, "sweep")
+    drill.start_daemon()
+    [victim, *_] = _wait(lambda: drill.extracting(batch, at_least=3), 180, "three documents in extraction")
+    worker_pid = int(victim["worker"].rsplit(":", 1)[1])
+    os.kill(worker_pid, signal.SIGKILL)
+    with drill.instance() as instance:
+
+        def queued_retry() -> bool:
+            runs = instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": victim["run_id"]}))
+            return any(run.status == dg.DagsterRunStatus.QUEUED for run in runs)
+
+        _wait(queued_retry, 120, "the dead run's retry to be queued")
+    time.sleep(30)  # longer than the stale threshold (18 s) while the retry waits in the queue
+    assert drill.items(batch)[victim["id"] - 1]["status"] != "error"
+    drill.wait_closed(batch)
+    drill.assert_nothing_lost(batch)
+
+
+@pytest.mark.slow_drill
+def test_a_stopped_worker_is_not_swept_and_its_paid_call_counts(
+    make_drill: Callable[..., Drill], llm: DrillLLM
+) -> None:
+    llm.latency = 4.0
+    drill = make_drill(stale_minutes="0.3")
+    batch = drill.batch(3, "sigstop")
+    drill.start_daemon()
+    [victim, *_] = _wait(lambda: drill.extracting(batch, at_least=1), 180, "a document in extraction")
+    pid = int(victim["worker"].rsplit(":", 1)[1])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(40)  # more than twice the stale threshold
+        assert drill.items(batch)[victim["id"] - 1]["status"] == "extracting"  # its run is alive
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    drill.wait_closed(batch)
+    drill.assert_nothing_lost(batch)
+    assert sum(item["tokens_in"] for item in drill.items(batch)) == llm.total_served_tokens()
+
+
+# --- PostgreSQL restart: a second cluster of our own, never the shared server -----------------
+
+
+@pytest.fixture
+def own_cluster() -> Iterator[tuple[str, Callable[[float], None]]]:
+    """A throwaway PostgreSQL cluster on a free port; yields (admin URL, restart(outage_seconds))."""
+    initdb = shutil.which("initdb")
+    pg_ctl = shutil.which("pg_ctl")
+    if not (initdb and pg_ctl):
+        pytest.skip("initdb/pg_ctl not found")
+    data = Path(tempfile.mkdtemp(prefix="ep-drill-pg-", dir="/tmp"))
+    port = _free_port()
+    as_postgres: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        shutil.chown(data, "postgres", "postgres")
+        as_postgres = ["runuser", "-u", "postgres", "--"]
+    cluster = data / "cluster"
+    subprocess.run(
+        [*as_postgres, initdb, "-D", str(cluster), "-A", "trust", "-U", "postgres"], check=True, capture_output=True
+    )
+    options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off"
+
+    def pg(*args: str) -> None:
+        subprocess.run(
+            [*as_postgres, pg_ctl, "-D", str(cluster), "-l", str(data / "log"), "-w", *args],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+
+    pg("-o", options, "start")
+    admin = f"postgresql+psycopg2://postgres@127.0.0.1:{port}/postgres"
+
+    def restart(outage_seconds: float) -> None:
+        pg("-m", "fast", "stop")
+        time.sleep(outage_seconds)
+        pg("-o", options, "start")
+
+    try:
+        yield admin, restart
+    finally:
+        pg("-m", "immediate", "stop")
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def _create_database(admin_url: str, name: str) -> str:
+    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))  # a constant of this test, not input
+    engine.dispose()
+    return admin_url.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.mark.slow_drill
+def test_postgresql_restarted_mid_batch(
+    make_drill: Callable[..., Drill], llm: DrillLLM, own_cluster: tuple[str, Callable[[float], None]]
+) -> None:
+    admin, restart = own_cluster
+    llm.latency = 4.0
+    drill = make_drill(ledger_url=_create_database(admin, "ledger"), dagster_url=_create_database(admin, "dagster"))
+    batch = drill.batch(5, "pg-restart")
+    drill.start_daemon()
+    _wait(lambda: drill.extracting(batch, at_least=2), 180, "two documents in extraction")
+    restart(3.0)  # the answers of the calls in flight arrive while the database is down
+    drill.wait_closed(batch)
+    drill.assert_nothing_lost(batch)
+    assert sum(item["tokens_in"] for item in drill.items(batch)) <= llm.total_served_tokens()
