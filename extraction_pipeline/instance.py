@@ -222,6 +222,7 @@ class DaemonProcess:
         deadline = time.monotonic() + timeout_seconds
         try:
             while time.monotonic() < deadline and _group_alive(pgid):
+                self.process.poll()  # reap the exited daemon: a zombie still counts as a group member
                 time.sleep(0.5)
         except KeyboardInterrupt:
             say("stopping now: interrupting in-flight runs (their documents go back to the queue)")
