@@ -71,7 +71,7 @@ class DrillLLM:
         self.rate_limit_every = 0  # n: every n-th request gets a 429
         self.count = 0
         self.port = _free_port()
-        self.served_tokens_in = 0
+        self.servers: list[FakeLLMServer] = []  # every incarnation: answers in flight finish after down()
         self.server: FakeLLMServer | None = None
         self.lock = threading.Lock()
         self.up()
@@ -93,15 +93,16 @@ class DrillLLM:
     def up(self) -> None:
         self.server = FakeLLMServer(port=self.port).start()
         self.server.answer = self._answer
+        self.servers.append(self.server)
 
     def down(self) -> None:
+        """Close the port: calls now get "connection refused" (answers already in flight finish)."""
         assert self.server is not None
-        self.served_tokens_in += self.server.served_tokens_in
         self.server.stop()
         self.server = None
 
     def total_served_tokens(self) -> int:
-        return self.served_tokens_in + (self.server.served_tokens_in if self.server else 0)
+        return sum(server.served_tokens_in for server in self.servers)
 
     def requests(self) -> int:
         return self.count
