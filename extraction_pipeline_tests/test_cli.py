@@ -199,7 +199,7 @@ def test_batch_create_loads_no_heavy_library(home: Path) -> None:
 def test_status_watch_follows_the_batch_until_it_closes(home: Path, pdfs: list[Path]) -> None:
     from extraction_pipeline.core.ledger import Ledger
     from extraction_pipeline.core.ledger import items as states
-    from extraction_pipeline.core.ledger.batches import close_if_done, set_export_path
+    from extraction_pipeline.core.ledger.batches import close_if_done, record_workbook
     from extraction_pipeline.core.ledger.queries import batch_item_rows
 
     run_cli(home, "documents", "add", "trials", *map(str, pdfs), check=True)
@@ -238,7 +238,7 @@ def test_status_watch_follows_the_batch_until_it_closes(home: Path, pdfs: list[P
         seen.append(watcher.stdout.readline())
         assert seen[-1], seen  # the watcher must not stop before the workbook exists
     assert watcher.poll() is None
-    set_export_path(ledger, batch, "/exports/batch.xlsx")
+    assert record_workbook(ledger, batch, "/exports/batch.xlsx", 1)
     out, _ = watcher.communicate(timeout=60)
     assert watcher.returncode == 0
     lines = [*seen, *out.strip().splitlines()]

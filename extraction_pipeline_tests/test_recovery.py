@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import dagster as dg
@@ -20,12 +21,14 @@ from dagster._core.launcher import WorkerStatus
 from extraction_pipeline.cli import main as cli_main
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger import items as states
-from extraction_pipeline.core.ledger.batches import create_batch, get_batch
+from extraction_pipeline.core.ledger.batches import create_batch, get_batch, record_workbook
 from extraction_pipeline.core.ledger.queries import batch_item_rows
-from extraction_pipeline.core.ledger.schema import batch_items
+from extraction_pipeline.core.ledger.retries import retry_failed
+from extraction_pipeline.core.ledger.schema import batches
 from extraction_pipeline.core.ledger.templates import definition_from_project_file, save_version
-from extraction_pipeline.core.workers import worker_alive
+from extraction_pipeline.core.workers import worker_alive, worker_stamp
 from extraction_pipeline.defs.assets import batch_workbook, extracted_document, parsed_document
+from extraction_pipeline.defs.binding import WORKER_TAG
 from extraction_pipeline.defs.launcher import HealthCheckedRunLauncher
 from extraction_pipeline.defs.partitions import documents_partitions
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
@@ -58,7 +61,12 @@ def _fast_retries(ledger: Ledger, home: Path, fake: FakeLLMServer, budget_minute
 
 
 def _materialize(
-    instance: dg.DagsterInstance, ledger: Ledger, batch: int, resources: dict[str, object], key: str = "doc-1"
+    instance: dg.DagsterInstance,
+    ledger: Ledger,
+    batch: int,
+    resources: dict[str, object],
+    key: str = "doc-1",
+    tags: Mapping[str, str] | None = None,
 ) -> dg.ExecuteInProcessResult:
     instance.add_dynamic_partitions(documents_partitions.name, [key])
     return dg.materialize(
@@ -66,7 +74,7 @@ def _materialize(
         partition_key=key,
         instance=instance,
         resources=resources,
-        tags=_batch_tags(ledger, batch),
+        tags={**_batch_tags(ledger, batch), **(tags or {})},
         raise_on_error=False,
     )
 
@@ -166,7 +174,9 @@ def test_batch_retry_reopens_the_batch_dispatches_again_and_writes_a_new_workboo
     [request] = dispatched.run_requests or []
     assert request.run_key and request.run_key.endswith("-item-1-r1")
     fake_llm.answer = _answer_from_trial
-    run = _materialize(instance, ledger, batch, resources)
+    stale = _materialize(instance, ledger, batch, resources)  # a late run of round 0 cannot take it
+    assert not stale.success and fake_llm.requests == []
+    run = _materialize(instance, ledger, batch, resources, tags=request.tags)  # the dispatcher's run
     assert run.success and states.get_item(ledger, 1)["status"] == "completed"  # type: ignore[index]
     batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
     second = dg.materialize([batch_workbook], partition_key=f"batch-{batch}", instance=instance, resources=resources)
@@ -292,10 +302,30 @@ def test_the_launcher_fails_only_runs_whose_worker_is_gone(instance: dg.DagsterI
 
         alive = started_run(worker.pid)
         assert launcher.check_run_worker_health(alive).status == WorkerStatus.RUNNING
+        # The exact stamp a worker records on its run (host, boot id, pid, start tick).
+        stamped = started_run(worker.pid)
+        instance.add_run_tags(stamped.run_id, {WORKER_TAG: worker_stamp(worker.pid)})
+        stamped = instance.get_run_by_id(stamped.run_id)  # type: ignore[assignment]
+        assert launcher.check_run_worker_health(stamped).status == WorkerStatus.RUNNING
+        host, boot, pid, ticks = worker_stamp(worker.pid).split("|")
+        rebooted = started_run(worker.pid)
+        instance.add_run_tags(rebooted.run_id, {WORKER_TAG: "|".join((host, "another-boot", pid, ticks))})
+        rebooted = instance.get_run_by_id(rebooted.run_id)  # type: ignore[assignment]
+        assert launcher.check_run_worker_health(rebooted).status == WorkerStatus.NOT_FOUND
+        elsewhere = started_run(worker.pid)
+        instance.add_run_tags(elsewhere.run_id, {WORKER_TAG: "|".join(("other-host", boot, pid, ticks))})
+        elsewhere = instance.get_run_by_id(elsewhere.run_id)  # type: ignore[assignment]
+        assert launcher.check_run_worker_health(elsewhere).status == WorkerStatus.RUNNING  # cannot tell: never fail it
+        # A retry run inherits its dead parent's stamp with its tags: judged by its own start pid.
+        inherited = started_run(os.getpid())
+        instance.add_run_tags(inherited.run_id, {WORKER_TAG: "|".join((host, boot, "999999", "1"))})
+        inherited = instance.get_run_by_id(inherited.run_id)  # type: ignore[assignment]
+        assert launcher.check_run_worker_health(inherited).status == WorkerStatus.RUNNING
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait()
         dead = launcher.check_run_worker_health(alive)
         assert dead.status == WorkerStatus.NOT_FOUND and "is gone" in (dead.msg or "")
+        assert launcher.check_run_worker_health(stamped).status == WorkerStatus.NOT_FOUND
         # A pid that now belongs to a process started after the run (pid reuse after a restart).
         assert worker_alive(os.getpid(), started_by=time.time() - 3600) is False
         assert worker_alive(os.getpid(), started_by=time.time()) is True
@@ -313,4 +343,14 @@ def test_a_zombie_worker_is_dead() -> None:
     assert worker_alive(child.pid) is False  # exited, not yet reaped
     child.wait()
     assert worker_alive(child.pid) is False
-    assert utcnow() is not None and batch_items is not None
+
+
+def test_a_workbook_written_while_the_batch_was_reopened_is_not_recorded(ledger: Ledger, home: Path) -> None:
+    [doc] = _register(ledger, home, 1)
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
+    states.fail(ledger, 1, message="boom", from_status=states.ItemStatus.PENDING, run_id=None)
+    with ledger.engine.begin() as conn:
+        conn.execute(batches.update().values(status="completed", completed_at=utcnow()))
+    retry_failed(ledger, batch, actor="rita")  # reopened while export v1 is being written
+    assert not record_workbook(ledger, batch, "/exports/stale.xlsx", 1)
+    assert get_batch(ledger, batch)["export_path"] is None  # type: ignore[index]

@@ -18,12 +18,12 @@ from extraction_pipeline.core.extract import extract_item
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch
-from extraction_pipeline.core.ledger.breakers import breaker_state, record_failure, record_success
+from extraction_pipeline.core.ledger.breakers import breaker_state, may_call, record_failure, record_success
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
 from extraction_pipeline.core.ledger.schema import provider_breakers
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
 from extraction_pipeline.core.parsing import ParsedDocument
-from extraction_pipeline.core.reconcile import Action, ItemView, Limits, RunInfo, judge_item
+from extraction_pipeline.core.reconcile import Action, ItemView, Limits, RunInfo, Verdict, judge_item
 from extraction_pipeline.core.retry import BreakerPolicy, RetrySchedule
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply, extraction_json
@@ -210,27 +210,47 @@ def test_provider_failures_open_the_breaker_and_a_success_closes_it(ledger: Ledg
 # --- the reconcile's verdicts -----------------------------------------------------------------
 
 
-def _view(status: str = "extracting", round_: int = 0, failing_for: float | None = None) -> ItemView:
-    return ItemView(id=1, status=status, message=None, dispatch_round=round_, failing_for=failing_for)
+def _view(status: str = "extracting", round_: int = 0, retry_round: int = 0) -> ItemView:
+    return ItemView(id=1, status=status, message=None, dispatch_round=round_, retry_round=retry_round)
 
 
 def test_judge_leaves_alive_and_recent_runs_alone_and_never_restarts_a_canceled_one() -> None:
-    limits = Limits(grace_seconds=30, budget_seconds=1800, max_rounds=3)
-    alive = [RunInfo("a", "FAILURE", 0, 10), RunInfo("b", "QUEUED", 20, None)]
-    assert judge_item(_view(), runs=alive, now=1000, launcher_finished=True, limits=limits) is None
-    recent = [RunInfo("a", "FAILURE", 0, 990)]
-    assert judge_item(_view(), runs=recent, now=1000, launcher_finished=True, limits=limits) is None
-    canceled = judge_item(
-        _view(), runs=[RunInfo("c", "CANCELED", 0, 10)], now=1000, launcher_finished=True, limits=limits
-    )
+    limits = Limits(grace_seconds=30, max_rounds=3)
+
+    def judge(view: ItemView, *runs: RunInfo) -> Verdict | None:
+        return judge_item(view, runs=list(runs), now=1000, launcher_finished=True, limits=limits)
+
+    assert judge(_view(), RunInfo("a", "FAILURE", 0, 10), RunInfo("b", "QUEUED", 20, None)) is None
+    assert judge(_view(), RunInfo("a", "FAILURE", 0, 990)) is None  # within the grace period
+    canceled = judge(_view(), RunInfo("c", "CANCELED", 0, 10))
     assert canceled is not None and canceled.action == Action.FAIL and "canceled" in canceled.message
-    dead = judge_item(_view(), runs=[RunInfo("d", "FAILURE", 0, 10)], now=1000, launcher_finished=True, limits=limits)
+    dead = judge(_view(), RunInfo("d", "FAILURE", 0, 10))
     assert dead is not None and dead.action == Action.REQUEUE and "run d ended FAILURE while extracting" in dead.message
-    spent = judge_item(
-        _view("pending", failing_for=1900),
-        runs=[RunInfo("e", "FAILURE", 0, 10)],
-        now=1000,
-        launcher_finished=True,
-        limits=limits,
-    )
-    assert spent is not None and spent.action == Action.FAIL and spent.message.startswith("gave up after retry budget")
+    # A parse-only materialization succeeded: no paid extraction behind anybody's back.
+    parsed_only = judge(_view("pending"), RunInfo("p", "SUCCESS", 0, 10))
+    assert parsed_only is not None and parsed_only.action == Action.FAIL
+    # Rounds are counted since the last `batch retry`: a user's retries never use up the limit.
+    assert judge(_view(round_=2), RunInfo("e", "FAILURE", 0, 10)).action == Action.FAIL  # type: ignore[union-attr]
+    assert judge(_view(round_=6, retry_round=5), RunInfo("f", "FAILURE", 0, 10)).action == Action.REQUEUE  # type: ignore[union-attr]
+
+
+def test_an_interrupted_run_hands_the_document_back_without_starting_its_failure_clock(ledger: Ledger) -> None:
+    [doc] = add_documents(ledger, 1)
+    create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc])
+    assert states.claim(ledger, 1, run_id="r", worker="w")
+    assert states.release(ledger, 1, run_id="r", message="interrupted", failing=False)
+    assert states.get_item(ledger, 1)["failing_since"] is None  # type: ignore[index]
+    assert states.claim(ledger, 1, run_id="r", worker="w")
+    assert states.release(ledger, 1, run_id="r", message="HTTP 429")
+    assert states.get_item(ledger, 1)["failing_since"] is not None  # type: ignore[index]
+
+
+def test_only_one_caller_wins_the_probe_when_the_cooldown_ends(ledger: Ledger) -> None:
+    policy = BreakerPolicy(failures=1, base_cooldown_seconds=60, max_cooldown_seconds=60)
+    record_failure(ledger, "openai/x", "HTTP 503", policy=policy)
+    assert may_call(ledger, "openai/x", policy) is not None  # open: wait
+    with ledger.engine.begin() as conn:
+        conn.execute(provider_breakers.update().values(open_until=utcnow() - timedelta(seconds=1)))
+    verdicts = [may_call(ledger, "openai/x", policy) for _ in range(5)]
+    assert [v is None for v in verdicts] == [True, False, False, False, False]
+    assert may_call(ledger, "openai/closed", policy) is None

@@ -159,9 +159,11 @@ def _print_workbook(batch: dict[str, Any], as_json: bool) -> None:
 
 
 def cmd_batch_export(args: argparse.Namespace, settings: Settings) -> int:
-    from extraction_pipeline.core.export import default_export_path, write_workbook
+    from extraction_pipeline.core.export import write_workbook
 
-    target = Path(args.output) if args.output else default_export_path(settings.exports_dir, args.batch)
+    # By hand, never over a workbook someone may have opened: a name of its own unless -o says.
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target = Path(args.output) if args.output else settings.exports_dir / f"batch-{args.batch}-manual-{stamp}.xlsx"
     if target.suffix.lower() != ".xlsx":
         raise CliError(f"output must end in .xlsx: {target}", EXIT_USAGE)
     path = write_workbook(open_ledger(settings), args.batch, target)
@@ -221,7 +223,7 @@ def register(add: AddCommand) -> None:
     export = add(
         "export",
         cmd_batch_export,
-        "Write a batch's workbook (default: $EXTRACTION_HOME/exports/batch-N.xlsx).",
+        "Write a batch's workbook now (default: $EXTRACTION_HOME/exports/batch-N-manual-<UTC time>.xlsx).",
         batch_sub,
     )
     export.add_argument("batch", type=positive_int)

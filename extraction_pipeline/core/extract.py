@@ -34,7 +34,7 @@ from extraction_pipeline.core.grounding import (
 from extraction_pipeline.core.ledger import ItemStatus, Ledger
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.audit import record_prompt
-from extraction_pipeline.core.ledger.breakers import breaker_state, record_failure, record_success
+from extraction_pipeline.core.ledger.breakers import may_call, record_failure, record_success
 from extraction_pipeline.core.ledger.items import TRANSIENT_MESSAGE_PREFIX, Usage
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
 from extraction_pipeline.core.ledger.templates import definition_of, label_of, template_of_item
@@ -131,20 +131,23 @@ def extract_item(
     llm: LLMConfig,
     crashed_run_id: str | None = None,
     breaker: BreakerPolicy | None = None,
+    dispatch_round: int | None = None,
 ) -> ExtractionOutcome:
     """Run the extraction for ``item_id`` if this execution wins the claim.
 
     ``crashed_run_id``: when this run is Dagster's automatic retry of a run whose worker died,
     the id of that run; the item it left ``extracting`` is taken over instead of skipped.
     ``breaker``: the circuit-breaker policy; while the model's breaker is open no call is made
-    and the outcome is ``waiting`` (the item stays pending, its retry budget untouched).
+    and the outcome is ``waiting`` (the item stays pending, its retry budget untouched). When the
+    cooldown ends, one caller wins the probe and the others keep waiting.
+    ``dispatch_round``: the round this run was launched for (see ``items.claim``).
     """
     breaker = breaker or BreakerPolicy()
     if not llm.is_offline:
-        state = breaker_state(ledger, llm.effective_model)
-        if state is not None and state.is_open():
+        state = may_call(ledger, llm.effective_model, breaker)
+        if state is not None:
             return ExtractionOutcome("waiting", reason=state.describe(), wait_until=state.open_until)
-    claimed = item_states.claim(ledger, item_id, run_id=run_id, worker=worker)
+    claimed = item_states.claim(ledger, item_id, run_id=run_id, worker=worker, dispatch_round=dispatch_round)
     if not claimed and crashed_run_id:
         claimed = item_states.take_over(ledger, item_id, dead_run_id=crashed_run_id, run_id=run_id, worker=worker)
     current = None if claimed else item_states.get_item(ledger, item_id)
@@ -203,7 +206,7 @@ def extract_item(
     except BaseException:
         # Interrupted (the run was terminated, its worker is shutting down): hand the document
         # back so another run can take it, with what was already paid for.
-        _hand_back(ledger, item_id, run_id, INTERRUPTED_MESSAGE, spent)
+        _hand_back(ledger, item_id, run_id, INTERRUPTED_MESSAGE, spent, failing=False)
         raise
 
     if not stored:
@@ -238,10 +241,12 @@ def extract_item(
 INTERRUPTED_MESSAGE = f"{TRANSIENT_MESSAGE_PREFIX}interrupted: the run was stopped before the document was extracted"
 
 
-def _hand_back(ledger: Ledger, item_id: int, run_id: str, message: str, usage: Usage | None) -> None:
+def _hand_back(
+    ledger: Ledger, item_id: int, run_id: str, message: str, usage: Usage | None, *, failing: bool = True
+) -> None:
     """extracting -> pending (best effort: with the database down, a later attempt resumes it)."""
     with contextlib.suppress(SQLAlchemyError):
-        item_states.release(ledger, item_id, run_id=run_id, message=message, usage=usage)
+        item_states.release(ledger, item_id, run_id=run_id, message=message, usage=usage, failing=failing)
 
 
 def _fail_internal(ledger: Ledger, item_id: int, run_id: str, exc: BaseException, spent: Usage | None) -> None:

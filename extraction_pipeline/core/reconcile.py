@@ -8,9 +8,13 @@ this module decides — without any Dagster import — what to do:
 - every run ended, the last one less than ``grace_seconds`` ago: nothing yet (Dagster's run retry
   may still launch a retry that takes the item over);
 - the last run was canceled by a person: ``error`` (canceled work is not restarted behind their back);
+- the last run succeeded without extracting it (a parse-only materialization from the UI):
+  ``error`` saying so — requeueing would start a paid extraction nobody asked for;
 - otherwise the runs died or were interrupted without finishing the document, which is never the
-  document's fault: ``requeue`` it for a fresh run — unless its retry budget (time since its
-  failures began) or the limit of dispatch rounds is spent, then ``error`` with the real cause.
+  document's fault: ``requeue`` it for a fresh run — unless the limit of dispatch rounds (counted
+  since the last `batch retry`) is spent, then ``error`` with the real cause. Time spent queued or
+  while the daemon was down never counts: the time budget for transient failures is measured
+  inside a run (defs/retries.py).
 """
 
 from __future__ import annotations
@@ -51,13 +55,12 @@ class ItemView:
     status: str
     message: str | None
     dispatch_round: int
-    failing_for: float | None  # seconds since its failures began (None: not failing)
+    retry_round: int = 0  # the round the last `batch retry` started
 
 
 @dataclass(frozen=True)
 class Limits:
     grace_seconds: float = 30.0
-    budget_seconds: float = 1800.0
     max_rounds: int = 5
 
 
@@ -97,9 +100,11 @@ def judge_item(
     cause = _last_cause(item, latest)
     if latest.status == "CANCELED":
         return Verdict(item.id, Action.FAIL, f"run {latest.run_id} was canceled; not retried automatically")
-    spent = item.failing_for is not None and item.failing_for >= limits.budget_seconds
-    if spent or item.dispatch_round + 1 >= limits.max_rounds:
-        minutes = (item.failing_for or 0) / 60
-        why = f"retry budget spent ({minutes:.0f} min)" if spent else f"{item.dispatch_round + 1} rounds of runs"
-        return Verdict(item.id, Action.FAIL, f"gave up after {why}: {cause}")
+    if latest.status == "SUCCESS":
+        return Verdict(
+            item.id, Action.FAIL, f"run {latest.run_id} ended SUCCESS without extracting it (nothing asked for it)"
+        )
+    rounds = item.dispatch_round - item.retry_round + 1
+    if rounds >= limits.max_rounds:
+        return Verdict(item.id, Action.FAIL, f"gave up after {rounds} rounds of runs: {cause}")
     return Verdict(item.id, Action.REQUEUE, f"dispatched again (round {item.dispatch_round + 1}): {cause}")

@@ -74,7 +74,7 @@ class Settings:
     retry_max_delay_seconds: float = 300.0
     breaker_failures: int = 3  # consecutive provider failures that open the model's circuit breaker
     max_dispatch_rounds: int = 5  # fresh runs for a document whose runs keep dying
-    drain_seconds: float = 120.0  # `daemon` on SIGTERM: how long in-flight runs may finish
+    drain_seconds: float = 60.0  # `daemon` on SIGTERM: how long in-flight runs may finish
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -97,7 +97,7 @@ class Settings:
             retry_max_delay_seconds=_number(env, "RETRY_MAX_DELAY_SECONDS", 300.0, minimum=0, strict=True),
             breaker_failures=int(_number(env, "BREAKER_FAILURES", 3, minimum=1, strict=False)),
             max_dispatch_rounds=int(_number(env, "MAX_DISPATCH_ROUNDS", 5, minimum=1, strict=False)),
-            drain_seconds=_number(env, "DRAIN_SECONDS", 120.0, minimum=0, strict=False),
+            drain_seconds=_number(env, "DRAIN_SECONDS", 60.0, minimum=0, strict=False),
         )
 
     @property

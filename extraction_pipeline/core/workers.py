@@ -2,19 +2,23 @@
 health check (defs/launcher.py).
 
 A pid alone is not enough: after the daemon or the machine restarts, the number may belong to a
-new, unrelated process. A worker counts as alive only if a process with that pid exists, is not a
-zombie, and started no later than the run did (Linux ``/proc``; elsewhere only existence is
-checked).
+new, unrelated process. Each run worker records a stamp on its run (host, boot id, pid, start tick
+since boot) and is alive only if that exact process still exists. Before the stamp is written, the
+RUN_START event's pid is checked: it must exist, not be a zombie, and have started no later than
+the run (Linux ``/proc``; elsewhere only existence is checked).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 PROC = Path("/proc")
-# A worker process starts a moment before it records the run's start; allow for clock granularity.
-START_TOLERANCE_SECONDS = 5.0
+# A worker process starts a moment before it records the run's start. The boot time in /proc moves
+# with the wall clock (NTP steps), so this fallback comparison is generous; the exact check is
+# ``stamp_alive`` on the stamp the worker records itself.
+START_TOLERANCE_SECONDS = 120.0
 
 
 def _boot_time() -> float | None:
@@ -62,3 +66,45 @@ def worker_alive(pid: int, *, started_by: float | None = None) -> bool:
     if state in ("Z", "X"):
         return False  # exited, waiting to be reaped: the run will never report
     return started_by is None or process_start <= started_by + START_TOLERANCE_SECONDS
+
+
+BOOT_ID = PROC / "sys" / "kernel" / "random" / "boot_id"
+
+
+def _boot_id() -> str:
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return ""
+
+
+def _start_ticks(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot: fixed for its life, unlike wall clock."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def worker_stamp(pid: int | None = None) -> str:
+    """Who this worker is, exactly: host, boot, pid and start tick (recorded on its run)."""
+    pid = pid or os.getpid()
+    return "|".join((socket.gethostname(), _boot_id(), str(pid), _start_ticks(pid) or ""))
+
+
+def stamp_alive(stamp: str) -> bool | None:
+    """True/False for a worker on this host; None when it ran on another host (cannot tell)."""
+    try:
+        host, boot, pid_text, ticks = stamp.split("|")
+        pid = int(pid_text)
+    except ValueError:
+        return None
+    if host != socket.gethostname():
+        return None
+    if boot and _boot_id() and boot != _boot_id():
+        return False  # the machine restarted since: every process of that boot is gone
+    if not ticks:
+        return worker_alive(pid)
+    return _start_ticks(pid) == ticks

@@ -2,18 +2,16 @@
 
 import os
 import socket
-from datetime import datetime
 from typing import Any
 
 import dagster as dg
-from sqlalchemy.exc import SQLAlchemyError
 
 from extraction_pipeline.core.errors import PermanentError, TransientError
 from extraction_pipeline.core.export import default_export_path, write_workbook
 from extraction_pipeline.core.extract import ExtractionOutcome, extract_item
-from extraction_pipeline.core.ledger import ItemStatus, Ledger
+from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
-from extraction_pipeline.core.ledger.batches import get_batch, set_export_path
+from extraction_pipeline.core.ledger.batches import get_batch, record_workbook
 from extraction_pipeline.core.ledger.queries import progress
 from extraction_pipeline.core.parsing import ParsedDocument, parse_document
 from extraction_pipeline.defs.binding import bind_run, crashed_parent_run
@@ -115,7 +113,7 @@ def extracted_document(
                 metadata={"status": "already completed", "run": item["run_id"], "batch": binding.batch_id}
             )
         parsed = _parse_or_fail(context, ledger, settings, binding.document, item["id"])
-        outcome = _extract(context, db, llm, settings, item["id"], parsed)
+        outcome = _extract(context, db, llm, settings, item["id"], parsed, binding.dispatch_round)
     return _result(context, binding.batch_id, binding.document, outcome)
 
 
@@ -126,6 +124,7 @@ def _extract(
     settings: PipelineSettingsResource,
     item_id: int,
     parsed: ParsedDocument,
+    dispatch_round: int,
 ) -> ExtractionOutcome:
     run_id = context.run.run_id
     try:
@@ -138,6 +137,7 @@ def _extract(
             llm=llm.config(),
             crashed_run_id=crashed_parent_run(context),
             breaker=settings.breaker_policy(),
+            dispatch_round=dispatch_round,
         )
     except TransientError as exc:
 
@@ -149,20 +149,11 @@ def _extract(
             context,
             cause=str(exc),
             schedule=settings.retry_schedule(),
-            failing_since=_failing_since(db, item_id),
             retry_after=exc.retry_after,
             on_give_up=give_up,
         ) from exc
     except PermanentError as exc:
         raise dg.Failure(f"extraction failed: {exc}", allow_retries=False) from exc
-
-
-def _failing_since(db: Ledger, item_id: int) -> datetime | None:
-    try:
-        item = item_states.get_item(db, item_id)
-    except SQLAlchemyError:
-        return None  # the ledger is what failed: the step's own clock measures the streak
-    return item["failing_since"] if item else None
 
 
 def _result(
@@ -212,9 +203,22 @@ def batch_workbook(
         batch = get_batch(db, batch_id)
         if batch is None:
             raise dg.Failure(f"batch {batch_id} is not in this ledger", allow_retries=False)
+        if batch["status"] != "completed":
+            # Materialized by hand from the UI before the batch closed: a partial workbook under a
+            # name of its own, never recorded as the batch's workbook.
+            stamp = utcnow().strftime("%Y%m%dT%H%M%SZ")
+            path = write_workbook(db, batch_id, settings.exports_dir / f"batch-{batch_id}-partial-{stamp}.xlsx")
+            return dg.MaterializeResult(
+                metadata={"path": dg.MetadataValue.path(str(path)), "partial": "the batch is still open"}
+            )
         version = int(batch["export_version"] or 0) + 1
         path = write_workbook(db, batch_id, default_export_path(settings.exports_dir, batch_id, version))
-        set_export_path(db, batch_id, str(path), version)
+        if not record_workbook(db, batch_id, str(path), version):
+            raise dg.Failure(
+                f"batch {batch_id} was reopened (batch retry) while workbook v{version} was written: "
+                "a new workbook is written when it closes again",
+                allow_retries=False,
+            )
         counts = progress(db, batch_id)
     clear_waiting(context)
     return dg.MaterializeResult(

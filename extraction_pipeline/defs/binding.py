@@ -29,10 +29,12 @@ from extraction_pipeline.core.ledger.documents import document_id_from_partition
 from extraction_pipeline.core.ledger.items import find_item
 from extraction_pipeline.core.ledger.retries import retry_failed
 from extraction_pipeline.core.ledger.schema import BatchOrigin, ItemStatus
+from extraction_pipeline.core.workers import worker_stamp
 
 BACKFILL_TAG = "dagster/backfill"
 PARENT_RUN_TAG = "dagster/parent_run_id"
 RETRY_NUMBER_TAG = "dagster/retry_number"  # set by Dagster's automatic run retries only
+WORKER_TAG = "extraction/worker"  # host|boot id|pid|start tick of the process running the steps
 USER_TAG = "extraction/user"
 ITEM_TAG = "extraction/item"
 DOCUMENT_TAG = "extraction/document"
@@ -47,6 +49,7 @@ class Binding:
     batch_id: int
     item: dict[str, Any]
     document: dict[str, Any]
+    dispatch_round: int  # the item's round this run was launched for (0: the first launch)
 
 
 def backfill_partition_keys(instance: dg.DagsterInstance, backfill_id: str, asset_graph: Any) -> list[str]:
@@ -137,8 +140,13 @@ def bind_run(context: dg.AssetExecutionContext, ledger: Ledger) -> Binding:
     item = find_item(ledger, batch_id=batch["id"], document_id=doc_id)
     if item is None:
         raise dg.Failure(f"document {key} is not part of batch {batch['id']}", allow_retries=False)
+    # Read fresh: a previous step of this run may have moved it to a new round (UI re-execution).
+    stored = context.instance.get_run_by_id(context.run.run_id)
+    round_tag = (stored.tags if stored else context.run.tags).get(ROUND_TAG, "0")
+    dispatch_round = int(round_tag) if round_tag.isdigit() else 0
     if item["status"] == ItemStatus.ERROR and _reexecuted_by_a_person(context):
         item = _retry_from_ui(context, ledger, batch, item)
+        dispatch_round = item["dispatch_round"]
     run_tags = item_run_tags(
         batch_id=batch["id"],
         batch_uid=batch["uid"],
@@ -147,10 +155,12 @@ def bind_run(context: dg.AssetExecutionContext, ledger: Ledger) -> Binding:
         user=batch["user"],
         document_key=key,
     )
+    # Who works on it: run monitoring's health check finds this exact process by it.
+    run_tags[WORKER_TAG] = worker_stamp()
     missing = {k: v for k, v in run_tags.items() if context.run.tags.get(k) != v}
     if missing:
         context.instance.add_run_tags(context.run.run_id, missing)
-    return Binding(batch_id=batch["id"], item=item, document=document)
+    return Binding(batch_id=batch["id"], item=item, document=document, dispatch_round=dispatch_round)
 
 
 def _reexecuted_by_a_person(context: dg.AssetExecutionContext) -> bool:

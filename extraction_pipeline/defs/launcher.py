@@ -25,7 +25,10 @@ from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, Wor
 from dagster._core.storage.dagster_run import DagsterRun
 from dagster._core.storage.tags import GRPC_INFO_TAG
 
-from extraction_pipeline.core.workers import worker_alive
+from extraction_pipeline.core.workers import stamp_alive, worker_alive
+from extraction_pipeline.defs.binding import WORKER_TAG
+
+GONE = "is gone (killed, or its daemon or machine restarted); the document goes back to the queue"
 
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", ""})  # noqa: S104  (compared, not bound)
 
@@ -50,19 +53,26 @@ class HealthCheckedRunLauncher(DefaultRunLauncher):
 
     def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
         # Any status but RUNNING/SUCCESS fails the run: answer RUNNING whenever we cannot tell.
-        if not _runs_on_this_host(run):
-            return CheckRunHealthResult(WorkerStatus.RUNNING, "worker on another host: not checked")
         records = self._instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_START, limit=1).records
         if not records:
             return CheckRunHealthResult(WorkerStatus.RUNNING, "run start not recorded yet")
         entry = records[0].event_log_entry
         pid = entry.dagster_event.pid if entry.dagster_event is not None else None
+        stamp = run.tags.get(WORKER_TAG, "")
+        # The stamp counts only if this run's worker wrote it: a retry run inherits its parent's tags.
+        if pid is not None and stamp.split("|")[2:3] == [str(pid)]:
+            alive = stamp_alive(stamp)
+            if alive is None:
+                return CheckRunHealthResult(WorkerStatus.RUNNING, "worker on another host: not checked")
+            return self._verdict(alive, pid)
+        if not _runs_on_this_host(run):
+            return CheckRunHealthResult(WorkerStatus.RUNNING, "worker on another host: not checked")
         if pid is None:
             return CheckRunHealthResult(WorkerStatus.RUNNING, "no worker pid recorded")
-        if worker_alive(pid, started_by=entry.timestamp):
+        return self._verdict(worker_alive(pid, started_by=entry.timestamp), pid)
+
+    @staticmethod
+    def _verdict(alive: bool, pid: int) -> CheckRunHealthResult:
+        if alive:
             return CheckRunHealthResult(WorkerStatus.RUNNING, f"run worker pid {pid} alive")
-        return CheckRunHealthResult(
-            WorkerStatus.NOT_FOUND,
-            f"run worker process {pid} is gone (killed, or its daemon or machine restarted); "
-            "the document goes back to the queue",
-        )
+        return CheckRunHealthResult(WorkerStatus.NOT_FOUND, f"run worker process {pid} {GONE}")

@@ -82,11 +82,7 @@ class PipelineSettingsResource(dg.ConfigurableResource):  # type: ignore[type-ar
         )
 
     def reconcile_limits(self) -> Limits:
-        return Limits(
-            grace_seconds=self.reconcile_grace_seconds,
-            budget_seconds=self.retry_budget_minutes * 60,
-            max_rounds=self.max_dispatch_rounds,
-        )
+        return Limits(grace_seconds=self.reconcile_grace_seconds, max_rounds=self.max_dispatch_rounds)
 
     @property
     def exports_dir(self) -> Path:

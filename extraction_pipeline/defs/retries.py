@@ -31,8 +31,9 @@ _STREAKS: dict[str, float] = {}
 _WAITING_RUNS: set[str] = set()  # runs whose waiting tag this process set
 
 
-def _streak_key(context: dg.AssetExecutionContext) -> str:
-    return f"{context.run.run_id}:{context.asset_key.to_user_string()}"
+def _streak_key(context: dg.AssetExecutionContext, kind: str) -> str:
+    # One streak per kind of cause: a database blip early on does not shorten a later provider outage.
+    return f"{context.run.run_id}:{context.asset_key.to_user_string()}:{kind}"
 
 
 def _mark_waiting(context: dg.AssetExecutionContext, text: str) -> None:
@@ -42,8 +43,9 @@ def _mark_waiting(context: dg.AssetExecutionContext, text: str) -> None:
 
 
 def clear_waiting(context: dg.AssetExecutionContext) -> None:
-    """After a success: forget the streak and say the run is no longer waiting."""
-    _STREAKS.pop(_streak_key(context), None)
+    """After a success: forget the streaks and say the run is no longer waiting."""
+    for kind in ("provider", "database"):
+        _STREAKS.pop(_streak_key(context, kind), None)
     if context.run.run_id in _WAITING_RUNS:
         _WAITING_RUNS.discard(context.run.run_id)
         _mark_waiting(context, f"nothing (recovered {utcnow():%H:%M:%S} UTC)")
@@ -55,17 +57,17 @@ def retry_or_give_up(
     *,
     cause: str,
     schedule: RetrySchedule,
-    failing_since: datetime | None = None,
     retry_after: float | None = None,
     on_give_up: Callable[[str], None] | None = None,
 ) -> Exception:
     """The exception the step raises for a transient ``cause``: a RetryRequested while the
-    budget lasts, then a final Failure (after ``on_give_up`` recorded the message)."""
-    key = _streak_key(context)
+    budget lasts, then a final Failure (after ``on_give_up`` recorded the message).
+
+    The budget is the time this run has been failing for this kind of cause: time spent queued,
+    or while the daemon or the machine was down, never counts against a document."""
+    key = _streak_key(context, _what(cause))
     local_start = _STREAKS.setdefault(key, time.monotonic())
     failing_for = time.monotonic() - local_start
-    if failing_since is not None:
-        failing_for = max(failing_for, (utcnow() - failing_since).total_seconds())
     wait = schedule.next_wait(attempt=context.retry_number, failing_for=failing_for, retry_after=retry_after)
     if wait is None:
         message = f"gave up after {failing_for / 60:.1f} min of transient failures: {cause}"
@@ -76,7 +78,8 @@ def retry_or_give_up(
         return dg.Failure(message, allow_retries=False)
     since = utcnow().timestamp() - failing_for
     since_text = datetime.fromtimestamp(since).strftime("%H:%M:%S")
-    _mark_waiting(context, f"{_what(cause)} since {since_text} UTC: {cause}")
+    what = "the ledger database" if _what(cause) == "database" else "the provider"
+    _mark_waiting(context, f"{what} since {since_text} UTC: {cause}")
     context.log.warning(
         f"{cause}; retry {context.retry_number + 1} in {wait:.0f} s "
         f"(failing for {failing_for / 60:.1f} of {schedule.budget_seconds / 60:g} min)"
@@ -95,7 +98,7 @@ def wait_for_breaker(context: dg.AssetExecutionContext, *, until: datetime | Non
 
 
 def _what(cause: str) -> str:
-    return "ledger database" if cause.startswith("ledger database") else "the provider"
+    return "database" if cause.startswith("ledger database") else "provider"
 
 
 @contextlib.contextmanager

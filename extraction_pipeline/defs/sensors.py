@@ -9,7 +9,7 @@ import inspect
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import dagster as dg
@@ -179,15 +179,33 @@ def _dispatched_by_us(batch: dict[str, Any], item: dict[str, Any]) -> bool:
     return bool(batch["origin"] == BatchOrigin.DISPATCH or item["dispatch_round"] > 0)
 
 
-def _item_view(item: dict[str, Any], now: datetime) -> ItemView:
-    since = item["failing_since"]
+def _item_view(item: dict[str, Any]) -> ItemView:
     return ItemView(
         id=item["id"],
         status=item["status"],
         message=item["message"],
         dispatch_round=item["dispatch_round"],
-        failing_for=(now - since).total_seconds() if since is not None else None,
+        retry_round=item["retry_round"],
     )
+
+
+def _item_runs(instance: dg.DagsterInstance, item: dict[str, Any]) -> list[dg.DagsterRun]:
+    """Every run known to work on this item, whatever its job or round: those tagged with it
+    (dispatcher runs, bound runs and their retries) and the run that holds it."""
+    runs = {
+        r.dagster_run.run_id: r.dagster_run
+        for r in instance.get_run_records(dg.RunsFilter(tags={ITEM_TAG: str(item["id"])}))
+    }
+    if item["run_id"] and item["run_id"] not in runs:
+        holder = instance.get_run_by_id(item["run_id"])
+        if holder is not None:
+            runs[holder.run_id] = holder
+    return list(runs.values())
+
+
+def _live_run(instance: dg.DagsterInstance, item: dict[str, Any]) -> dg.DagsterRun | None:
+    """A queued or working run of this item, if any: then nothing may requeue, fail or sweep it."""
+    return next((run for run in _item_runs(instance, item) if run.status.value not in TERMINAL_RUN_STATUSES), None)
 
 
 def _reconcile_batch(
@@ -200,19 +218,25 @@ def _reconcile_batch(
         return counts
     runs = _runs_by_round(_run_records(context.instance, batch))
     launch_over = _backfill_over(context.instance, batch)
-    now, now_naive = time.time(), utcnow()
+    now, now_naive = time.time(), utcnow()  # epoch seconds for Dagster's run times, naive UTC for the ledger
     for item in items:
         item_runs = runs.get((partition_key(item["document_id"]), item["dispatch_round"]), [])
         if _dispatched_by_us(batch, item) and not item_runs:
             dispatched = item["dispatched_at"]
             lost = dispatched is not None and (now_naive - dispatched).total_seconds() > DISPATCH_LOST_SECONDS
-            if lost and item_states.redispatch_lost(db, item["id"], dispatched_at=dispatched):
+            if (
+                lost
+                and _live_run(context.instance, item) is None
+                and item_states.redispatch_lost(db, item["id"], dispatched_at=dispatched)
+            ):
                 context.log.warning(f"item {item['id']}: dispatched but no run appeared; dispatching again")
             continue  # the dispatcher (re)launches it: never fail an item that never had a run
-        verdict = judge_item(
-            _item_view(item, now_naive), runs=item_runs, now=now, launcher_finished=launch_over, limits=limits
-        )
+        verdict = judge_item(_item_view(item), runs=item_runs, now=now, launcher_finished=launch_over, limits=limits)
         if verdict is None:
+            continue
+        if (live := _live_run(context.instance, item)) is not None:
+            # A run of another job or round (a UI materialization, a late retry) still works on it.
+            context.log.info(f"item {item['id']}: run {live.run_id} is {live.status.value}; left to it")
             continue
         # Conditional on the state and holder we judged: a retry that took the item over wins.
         if verdict.action == Action.REQUEUE:
@@ -228,21 +252,24 @@ def _reconcile_batch(
 
 
 def _sweep(context: dg.SensorEvaluationContext, db: Ledger, stale_minutes: float) -> int:
-    """The last resort for items stuck in ``extracting``: swept to error only when no run of theirs
-    is queued or alive (a live run finishes the item; a dead one is failed by run monitoring and
-    then requeued by the reconcile)."""
+    """The last resort for items stuck in ``extracting`` whose runs Dagster no longer knows at
+    all (deleted, or a ledger pointed at another instance). An item with any run is left to that
+    run (alive) or to the reconcile (ended: it requeues the document); a stopped or slow worker
+    keeps its document."""
     idle = timedelta(minutes=stale_minutes)
     swept = 0
     for item in item_states.stale_items(db, idle=idle):
-        records = context.instance.get_run_records(dg.RunsFilter(tags={ITEM_TAG: str(item["id"])}))
-        alive = [r.dagster_run for r in records if r.dagster_run.status.value not in TERMINAL_RUN_STATUSES]
+        runs = _item_runs(context.instance, item)
+        alive = [run for run in runs if run.status.value not in TERMINAL_RUN_STATUSES]
         if alive:
             context.log.warning(
                 f"item {item['id']} has made no progress for over {stale_minutes:g} min but run "
                 f"{alive[0].run_id} is {alive[0].status.value}: left to that run"
             )
             continue
-        if item_states.sweep(db, item, idle=idle, reason="no run of it is queued or alive"):
+        if runs:
+            continue  # its runs ended: the reconcile decides (requeue, or error with the cause)
+        if item_states.sweep(db, item, idle=idle, reason="no run of it is known to Dagster"):
             swept += 1
     return swept
 

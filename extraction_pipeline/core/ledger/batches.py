@@ -160,10 +160,19 @@ def close_if_done(ledger: Ledger, batch_id: int) -> bool:
         return conn.execute(statement).rowcount == 1
 
 
-def set_export_path(ledger: Ledger, batch_id: int, path: str, version: int | None = None) -> None:
-    """Record the batch's current workbook (and, from the export asset, which version it is)."""
-    values: dict[str, Any] = {"export_path": path}
-    if version is not None:
-        values["export_version"] = version
+def record_workbook(ledger: Ledger, batch_id: int, path: str, version: int) -> bool:
+    """Record workbook ``version`` as the closed batch's current one. Refused (False) when the
+    batch was reopened by `batch retry` meanwhile or another version was recorded: the new
+    workbook comes when it closes again, and a stale one never replaces it."""
+    statement = (
+        update(batches)
+        .where(
+            batches.c.id == batch_id,
+            batches.c.status == BatchStatus.COMPLETED,
+            batches.c.export_path.is_(None),
+            batches.c.export_version == version - 1,
+        )
+        .values(export_path=path, export_version=version)
+    )
     with ledger.engine.begin() as conn:
-        conn.execute(update(batches).where(batches.c.id == batch_id).values(**values))
+        return conn.execute(statement).rowcount == 1

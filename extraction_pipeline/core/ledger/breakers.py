@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
@@ -77,6 +77,35 @@ def record_failure(
                 .values(open_until=open_until, failing_since=since)
             )
     return BreakerState(model, failures, since, open_until, error)
+
+
+def may_call(ledger: Ledger, model: str, policy: BreakerPolicy) -> BreakerState | None:
+    """None if a call to ``model`` may go ahead now; otherwise the open breaker to wait for.
+
+    Closed (or fewer failures than the threshold): go ahead. Open: wait. Cooldown over
+    (half-open): exactly one caller wins the probe — the conditional UPDATE pushes ``open_until``
+    one cooldown ahead — and everyone else waits for its verdict."""
+    state = breaker_state(ledger, model)
+    if state is None:
+        return None
+    now = utcnow()
+    if state.is_open(now):
+        return state  # also opened by a single Retry-After
+    if state.failures < policy.failures:
+        return None
+    cooldown = policy.cooldown(state.failures) or policy.base_cooldown_seconds
+    until = now + timedelta(seconds=cooldown)
+    probe = (
+        update(provider_breakers)
+        .where(
+            provider_breakers.c.model == model,
+            or_(provider_breakers.c.open_until.is_(None), provider_breakers.c.open_until <= now),
+        )
+        .values(open_until=until)
+    )
+    with ledger.engine.begin() as conn:
+        won = conn.execute(probe).rowcount == 1
+    return None if won else breaker_state(ledger, model)
 
 
 def record_success(ledger: Ledger, model: str) -> None:

@@ -47,13 +47,20 @@ def _transition(ledger: Ledger, item_id: int, where: list[Any], values: dict[str
         return conn.execute(statement).rowcount == 1
 
 
-def claim(ledger: Ledger, item_id: int, *, run_id: str, worker: str) -> bool:
-    """pending -> extracting. Only the caller that wins this update may call the LLM."""
+def claim(ledger: Ledger, item_id: int, *, run_id: str, worker: str, dispatch_round: int | None = None) -> bool:
+    """pending -> extracting. Only the caller that wins this update may call the LLM.
+
+    ``dispatch_round``: the round the run was launched for. A run of an older round (e.g. a late
+    automatic retry of a run whose item has since been requeued) must not take the item from the
+    newer round's run."""
     now = utcnow()
+    where = [batch_items.c.status == ItemStatus.PENDING]
+    if dispatch_round is not None:
+        where.append(batch_items.c.dispatch_round == dispatch_round)
     return _transition(
         ledger,
         item_id,
-        [batch_items.c.status == ItemStatus.PENDING],
+        where,
         {
             "status": ItemStatus.EXTRACTING,
             "run_id": run_id,
@@ -104,14 +111,16 @@ def complete(ledger: Ledger, item_id: int, *, run_id: str, result: dict[str, Any
     )
 
 
-def release(ledger: Ledger, item_id: int, *, run_id: str, message: str, usage: Usage | None = None) -> bool:
-    """extracting -> pending after a transient error, *before* the error is raised for retry."""
-    values: dict[str, Any] = {
-        "status": ItemStatus.PENDING,
-        "message": _truncate(message),
-        # The retry budget runs from the first failure of the streak, not from this one.
-        "failing_since": func.coalesce(batch_items.c.failing_since, utcnow()),
-    }
+def release(
+    ledger: Ledger, item_id: int, *, run_id: str, message: str, usage: Usage | None = None, failing: bool = True
+) -> bool:
+    """extracting -> pending after a transient error, *before* the error is raised for retry.
+
+    ``failing``: the document's call failed (rate limit, outage); ``failing_since`` then records
+    when the streak began. An interrupted run hands the document back without that mark."""
+    values: dict[str, Any] = {"status": ItemStatus.PENDING, "message": _truncate(message)}
+    if failing:
+        values["failing_since"] = func.coalesce(batch_items.c.failing_since, utcnow())
     if usage is not None:
         values.update(
             tokens_in=batch_items.c.tokens_in + usage.tokens_in,
@@ -210,7 +219,6 @@ def requeue(
             status=ItemStatus.PENDING,
             dispatched_at=None,
             dispatch_round=batch_items.c.dispatch_round + 1,
-            failing_since=func.coalesce(batch_items.c.failing_since, now),
             message=_truncate(message),
             updated_at=now,
         )

@@ -80,6 +80,7 @@ def retry_failed(
                     status=ItemStatus.PENDING,
                     dispatched_at=now if launched_by_caller else None,
                     dispatch_round=batch_items.c.dispatch_round + 1,
+                    retry_round=batch_items.c.dispatch_round + 1,
                     failing_since=None,
                     finished_at=None,
                     message=f"retry requested by {actor[:100]}",

@@ -124,6 +124,9 @@ batch_items = Table(
     # 0 for the run that first launched the item; +1 each time it is dispatched again (its runs
     # died, or `batch retry`). Part of the dispatcher's run key, so each round gets a new run.
     Column("dispatch_round", Integer, nullable=False, default=0),
+    # The round `batch retry` (or a UI re-execution) started; the limit on rounds for runs that
+    # keep dying counts from here, so a user's retries never use it up.
+    Column("retry_round", Integer, nullable=False, default=0),
     # When the current streak of transient failures began (None: not failing). The retry budget
     # is measured from here, across step retries and re-dispatched runs alike.
     Column("failing_since", DateTime, nullable=True),
