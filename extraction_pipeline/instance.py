@@ -23,6 +23,7 @@ from pathlib import Path
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.pdf.isolation import group_alive
 from extraction_pipeline.core.settings import Settings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -101,19 +102,9 @@ def require_initialized(settings: Settings) -> None:
         raise ConfigError(f"{settings.home_dir} is not initialized: run `extraction-pipeline init` first")
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _wait_group(pgid: int, seconds: float) -> None:
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and _group_alive(pgid):
+    while time.monotonic() < deadline and group_alive(pgid):
         time.sleep(0.2)
 
 
@@ -132,8 +123,9 @@ def fail_runs_of_dead_workers(settings: Settings) -> int:
         failed = 0
         for run in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED])):
             health = launcher.check_run_worker_health(run)
-            if health.status == WorkerStatus.NOT_FOUND:
-                instance.report_run_failed(run, health.msg)
+            current = instance.get_run_by_id(run.run_id)  # it may have finished meanwhile
+            if health.status == WorkerStatus.NOT_FOUND and current and current.status == DagsterRunStatus.STARTED:
+                instance.report_run_failed(current, health.msg)
                 failed += 1
         return failed
 
@@ -221,12 +213,12 @@ class DaemonProcess:
         say(f"stopping: no new runs; in-flight runs may finish within {timeout_seconds:g} s (Ctrl-C again: stop now)")
         deadline = time.monotonic() + timeout_seconds
         try:
-            while time.monotonic() < deadline and _group_alive(pgid):
+            while time.monotonic() < deadline and group_alive(pgid):
                 self.process.poll()  # reap the exited daemon: a zombie still counts as a group member
                 time.sleep(0.5)
         except KeyboardInterrupt:
             say("stopping now: interrupting in-flight runs (their documents go back to the queue)")
-        if _group_alive(pgid):
+        if group_alive(pgid):
             say("drain timeout: interrupting the runs still in flight (their documents go back to the queue)")
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGTERM)

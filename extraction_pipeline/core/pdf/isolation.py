@@ -43,15 +43,16 @@ def kill_process_group(process: subprocess.Popen[bytes], grace: float = TERM_GRA
         except ProcessLookupError:
             break
         deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and _group_alive(pgid):
+        while time.monotonic() < deadline and group_alive(pgid):
             process.poll()  # reap the direct child so its pid leaves the group
             time.sleep(0.05)
-        if not _group_alive(pgid):
+        if not group_alive(pgid):
             break
     process.poll()
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
+    """True while any process (a zombie too: reap your child first) is in process group ``pgid``."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -84,7 +85,7 @@ def run_isolated(
             finally:
                 # Also on cancellation (Dagster interrupts the run with an exception here): never
                 # leave the parser or anything it spawned behind.
-                if process.poll() is None or _group_alive(process.pid):
+                if process.poll() is None or group_alive(process.pid):
                     kill_process_group(process)
         if out.exists():
             payload = json.loads(out.read_text())
