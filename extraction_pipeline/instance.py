@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
@@ -143,6 +144,54 @@ def _dagster_home(settings: Settings) -> Iterator[None]:
             os.environ["DAGSTER_HOME"] = previous
 
 
+class DaemonLock:
+    """One Dagster daemon per instance home. Dagster itself only logs that two daemons heartbeat;
+    two would run every sensor twice. Held (``flock``) for the life of the process that started
+    the daemon; the kernel releases it when that process dies, so a crash never leaves it stuck."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.path = settings.home_dir / "daemon.lock"
+        self._handle: Any = None
+
+    def acquire(self) -> None:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = self.path.open("a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            handle.close()
+            raise ConfigError(
+                f"a Dagster daemon already runs on {self.path.parent} (process {holder}): stop it first"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._handle = handle
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle.close()  # closing drops the flock
+            self._handle = None
+
+
+def daemon_running(settings: Settings) -> bool:
+    """Whether a daemon started by this package holds the home's lock right now."""
+    lock = DaemonLock(settings)
+    if not lock.path.exists():
+        return False
+    try:
+        lock.acquire()
+    except ConfigError:
+        return True
+    lock.release()
+    return False
+
+
 class DaemonProcess:
     """A `dagster-daemon run` (or `dagster dev`) in its own session, stopped by process group."""
 
@@ -152,6 +201,7 @@ class DaemonProcess:
         self.port = port
         self.log_path = log_path or settings.home_dir / ("dagster-dev.log" if with_ui else "daemon.log")
         self.process: subprocess.Popen[bytes] | None = None
+        self.lock = DaemonLock(settings)
 
     def command(self) -> list[str]:
         bin_dir = Path(sys.executable).parent
@@ -169,6 +219,7 @@ class DaemonProcess:
         return [str(bin_dir / "dagster-daemon"), "run", "-m", CODE_LOCATION_MODULE]
 
     def start(self) -> DaemonProcess:
+        self.lock.acquire()  # refuses a second daemon on the same home
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
         # A new session: `dagster dev` ignores SIGTERM sent to it alone, so we stop the group.
@@ -188,6 +239,7 @@ class DaemonProcess:
 
     def stop(self, grace_seconds: float = 10.0) -> None:
         if self.process is None or self.process.poll() is not None:
+            self.lock.release()
             return
         pgid = os.getpgid(self.process.pid)
         os.killpg(pgid, signal.SIGTERM)
@@ -197,6 +249,7 @@ class DaemonProcess:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)  # the group also holds code servers and run workers
         self.process.wait(timeout=10)
+        self.lock.release()
 
     def drain(self, timeout_seconds: float, *, say: Callable[[str], None] = print) -> None:
         """Stop without losing work: the daemon stops first (no new runs, no new dispatches)
@@ -206,6 +259,7 @@ class DaemonProcess:
         to the queue. Runs left STARTED by workers that died anyway are then failed, so none
         stays STARTED and the next daemon retries them."""
         if self.process is None or self.process.poll() is not None:
+            self.lock.release()
             return
         pgid = os.getpgid(self.process.pid)
         # `dagster dev` shuts down on SIGINT (its own Ctrl-C); `dagster-daemon run` on SIGTERM.
@@ -227,6 +281,7 @@ class DaemonProcess:
             os.killpg(pgid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
+        self.lock.release()
         failed = fail_runs_of_dead_workers(self.settings)
         if failed:
             say(f"{failed} run(s) whose worker was gone marked failed; their documents will be retried")

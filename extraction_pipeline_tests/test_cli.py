@@ -556,3 +556,81 @@ def test_a_batch_never_takes_another_projects_key_or_documents(home: Path, pdfs:
     assert "already exists (same idempotency key) with 1 document(s); nothing added" in again.stdout
     foreign = ["batch", "create", "beta", "--user", "u", "--idempotency-key", "b1", "--documents", str(first[0]["id"])]
     one_line_error(run_cli(home, *foreign), 2, f"document(s) of another project: {first[0]['id']} (alpha)")
+
+
+def test_documents_add_registers_the_good_files_and_names_each_bad_one(tmp_path: Path, pdfs: list[Path]) -> None:
+    home = tmp_path / "home"
+    run_cli(home, "init", check=True)
+    text = tmp_path / "notes.pdf"
+    text.write_text("just some text")
+    result = run_cli(home, "documents", "add", "mixed", str(pdfs[0]), str(text), str(pdfs[1]), "/nonexistent/x.pdf")
+    assert result.returncode == 2  # an input error, like every other
+    assert [line.split("\t")[1] for line in result.stdout.strip().splitlines()] == [pdfs[0].name, pdfs[1].name]
+    errors = result.stderr.strip().splitlines()
+    assert len(errors) == 2 and all(line.startswith("error: ") for line in errors)
+    assert "notes.pdf: not a PDF" in errors[0] and "no such file" in errors[1]
+    copy = tmp_path / "renamed.pdf"
+    copy.write_bytes(pdfs[0].read_bytes())
+    again = run_cli(home, "documents", "add", "mixed", str(copy), check=True)
+    assert again.stdout.strip().endswith(f"(already registered as {pdfs[0].name})")
+
+
+def test_small_things_a_new_user_tripped_over(tmp_path: Path, pdfs: list[Path]) -> None:
+    from extraction_pipeline.core.settings import Settings
+    from extraction_pipeline.instance import DaemonLock
+
+    home = tmp_path / "home"
+    run_cli(home, "init", check=True)
+    run_cli(home, "documents", "add", "p", str(pdfs[0]), check=True)
+    one_line_error(run_cli(home, "batch", "create", "p", "--user", " ", "--idempotency-key", "k"), 2, "empty")
+    created = run_cli(home, "batch", "create", "p", "--user", "ann", "--idempotency-key", "k", check=True)
+    assert "no daemon is running on this home" in created.stderr  # instead of waiting at 0 % forever
+    one_line_error(run_cli(home, "template", "show", "no-such-project"), 2, "unknown project 'no-such-project'")
+    # A second daemon on the same home is refused (Dagster would only log two heartbeats).
+    lock = DaemonLock(Settings(home=home))
+    lock.acquire()
+    try:
+        one_line_error(run_cli(home, "daemon"), 2, "a Dagster daemon already runs on")
+        quiet = run_cli(home, "batch", "create", "p", "--user", "ann", "--idempotency-key", "k2", check=True)
+        assert "no daemon" not in quiet.stderr
+    finally:
+        lock.release()
+
+
+def test_output_piped_into_a_closed_reader_is_not_an_error(tmp_path: Path, pdfs: list[Path]) -> None:
+    run_cli(tmp_path / "home", "init", check=True)
+    run_cli(tmp_path / "home", "documents", "add", "p", str(pdfs[0]), check=True)
+    env = {**os.environ, "EXTRACTION_HOME": str(tmp_path / "home")}
+    env.pop("EXTRACTION_DATABASE_URL", None)
+    reader_gone = subprocess.Popen(
+        [sys.executable, "-m", "extraction_pipeline.cli", "template", "show", "p", "--schema"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert reader_gone.stdout is not None and reader_gone.stderr is not None
+    reader_gone.stdout.close()  # like `| head -1` that has already exited
+    stderr = reader_gone.stderr.read().decode()
+    reader_gone.stderr.close()
+    assert reader_gone.wait(timeout=60) == 0, stderr  # 8 KB of JSON Schema met a closed pipe
+    assert "Broken pipe" not in stderr and "Traceback" not in stderr and "Exception" not in stderr, stderr
+
+
+def test_history_shows_project_finish_time_duration_and_run(tmp_path: Path) -> None:
+    from extraction_pipeline.core.ledger import Ledger
+    from extraction_pipeline.core.ledger import items as states
+    from extraction_pipeline.core.ledger.batches import create_batch
+    from extraction_pipeline_tests.support import add_documents
+
+    home = tmp_path / "home"
+    run_cli(home, "init", check=True)
+    ledger = Ledger.connect(f"sqlite:///{home / 'ledger.db'}")
+    [doc] = add_documents(ledger, 1, project="hist")
+    create_batch(ledger, idempotency_key="h", project="hist", user="u", document_ids=[doc])
+    states.claim(ledger, 1, run_id="run-1", worker="w")
+    states.complete(ledger, 1, run_id="run-1", result={}, usage=states.Usage("m"))
+    [row] = json.loads(run_cli(home, "history", "--json", check=True).stdout)
+    assert (row["project"], row["run_id"], row["status"]) == ("hist", "run-1", "completed")
+    assert row["finished_at"] and row["seconds"] is not None and row["seconds"] >= 0
+    header = run_cli(home, "history", check=True).stdout.splitlines()[0].split("\t")
+    assert {"project", "finished_at", "seconds", "run_id"} <= set(header)

@@ -197,6 +197,7 @@ def test_broken_pdf_fails_only_its_document(instance: dg.DagsterInstance, ledger
     assert first["status"] == "error" and first["message"].startswith(damaged)
     assert "does not match its registered sha256" in first["message"]
     assert second["status"] == "completed"
+    assert first["run_id"] == results[0].run_id  # history names the run that found the broken PDF
     # The failed run tells the story in one line (the Runs page shows this description).
     [failure] = [e for e in results[0].all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
     assert failure.step_key == "parsed_document"
@@ -405,3 +406,53 @@ def test_failed_export_is_retried_with_a_new_run_key(
     assert get_batch(ledger, batch)["export_path"]  # type: ignore[index]
     done = batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
     assert isinstance(done, dg.SensorResult) and not done.run_requests
+
+
+# Dagster's own backfill builder calls its deprecated AssetSelection.sources.
+@pytest.mark.filterwarnings("ignore:Function `AssetSelection.sources` is deprecated:DeprecationWarning")
+def test_a_ui_backfill_batch_stays_open_across_aggregator_ticks_without_a_failed_tick(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path
+) -> None:
+    """The aggregator once crashed on every tick while a UI batch was open (`dg.BulkActionStatus`
+    does not exist). Every branch for a backfill batch: still requested, then over."""
+    import time
+
+    from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+
+    doc_ids = _register(ledger, home, 2)
+    keys = [partition_key(doc) for doc in doc_ids]
+    instance.add_dynamic_partitions(documents_partitions.name, keys)
+    backfill = PartitionBackfill.from_asset_partitions(
+        backfill_id="bf1",
+        asset_graph=defs.get_repository_def().asset_graph,
+        partition_names=keys,
+        asset_selection=[extracted_document.key],
+        backfill_timestamp=time.time(),
+        tags={},
+        dynamic_partitions_store=instance,
+        all_partitions=False,
+        title=None,
+        description=None,
+        run_config=None,
+    )
+    instance.add_backfill(backfill)
+    batch = create_batch(
+        ledger,
+        idempotency_key="backfill:bf1",
+        project="p",
+        user="ui",
+        document_ids=doc_ids,
+        origin=BatchOrigin.BACKFILL,
+        origin_ref="bf1",
+    ).id
+    resources = _resources(ledger, home, grace=0)
+    for _ in range(3):  # the backfill is still launching its runs: wait, and never fail a tick
+        result = batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
+        assert isinstance(result, dg.SensorResult)
+        assert [row["status"] for row in batch_item_rows(ledger, batch)] == ["pending", "pending"]
+    instance.update_backfill(backfill.with_status(BulkActionStatus.CANCELED))
+    batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
+    rows = batch_item_rows(ledger, batch)
+    assert [row["status"] for row in rows] == ["error", "error"]
+    assert rows[0]["message"].startswith("no run was ever started for this document")
+    assert get_batch(ledger, batch)["status"] == "completed"  # type: ignore[index]

@@ -10,6 +10,7 @@ second.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -73,6 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"error: ledger database: {first_line}", file=sys.stderr)
         return EXIT_FAILURE
+    except BrokenPipeError:
+        # Output piped into `head` and closed early: not an error. Point stdout at /dev/null so the
+        # interpreter's final flush does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except OSError as exc:  # unwritable export target, full disk, missing directory...
         print(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return EXIT_FAILURE

@@ -60,7 +60,24 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print(f"batch {ref.id} already exists (same idempotency key) with {documents} document(s); nothing added")
         print(f"template: {template}")
+    _warn_if_no_daemon(settings)
     return 0
+
+
+NO_DAEMON = (
+    "note: no daemon is running on this home, so nothing will move: start `extraction-pipeline daemon` "
+    "(or `ui`) in another terminal"
+)
+
+
+def _warn_if_no_daemon(settings: Settings) -> bool:
+    """On stderr (stdout may be JSON): a batch waits at 0 % forever without a daemon."""
+    from extraction_pipeline.instance import daemon_running
+
+    if daemon_running(settings):
+        return False
+    print(NO_DAEMON, file=sys.stderr, flush=True)
+    return True
 
 
 def _bar(fraction: float, width: int = 30) -> str:
@@ -74,6 +91,8 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
 
     ledger = open_ledger(settings)
     closed_at: float | None = None
+    if args.watch:
+        _warn_if_no_daemon(settings)
     while True:
         batch = get_batch(ledger, args.batch)
         if batch is None:
@@ -171,7 +190,27 @@ def cmd_batch_export(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-HISTORY_COLUMNS = ("id", "batch_id", "user", "filename", "status", "attempts", "created_at", "message")
+HISTORY_COLUMNS = (
+    "id",
+    "batch_id",
+    "project",
+    "user",
+    "filename",
+    "status",
+    "attempts",
+    "created_at",
+    "finished_at",
+    "seconds",
+    "run_id",
+    "message",
+)
+
+
+def _history_row(row: dict[str, Any]) -> dict[str, Any]:
+    """An item as `history` shows it: with how long its extraction took (started to finished)."""
+    started, finished = row.get("started_at"), row.get("finished_at")
+    seconds = round((finished - started).total_seconds(), 1) if started and finished else None
+    return {**row, "seconds": seconds}
 
 
 def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
@@ -187,11 +226,12 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
         until=args.until,
         limit=args.limit,
     )
+    shown = [_history_row(row) for row in rows]
     if args.json:
-        print_json([{k: row[k] for k in (*HISTORY_COLUMNS, "document_id", "run_id", "cost_usd")} for row in rows])
+        print_json([{k: row[k] for k in (*HISTORY_COLUMNS, "document_id", "cost_usd")} for row in shown])
     else:
         print("\t".join(HISTORY_COLUMNS))
-        for row in rows:
+        for row in shown:
             print("\t".join("" if row[k] is None else str(row[k])[:80] for k in HISTORY_COLUMNS))
     return 0
 
@@ -205,7 +245,9 @@ def register(add: AddCommand) -> None:
         batch_sub,
     )
     create.add_argument("project")
-    create.add_argument("--user", required=True, help="who launches it (run tag extraction/user, per-user limit)")
+    create.add_argument(
+        "--user", required=True, type=non_empty, help="who launches it (run tag extraction/user, per-user limit)"
+    )
     create.add_argument("--idempotency-key", required=True, help="same key = same batch, never a duplicate")
     create.add_argument(
         "--documents", type=positive_int, nargs="+", metavar="ID", help="document ids (default: all of the project)"

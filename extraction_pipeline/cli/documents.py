@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,23 +22,33 @@ from extraction_pipeline.core.settings import Settings
 
 
 def cmd_documents_add(args: argparse.Namespace, settings: Settings) -> int:
-    from extraction_pipeline.core.documents import check_pdf_file, register_pdf, validate_project
+    """Each file on its own: the good ones are registered, each bad one is named with its reason
+    (one line on stderr), and the exit status says whether any was refused."""
+    from extraction_pipeline.core.documents import register_pdf, validate_project
 
     validate_project(args.project)
-    paths = [Path(p) for p in args.pdfs]
-    for path in paths:  # check all first: a typo in the 10th file must not half-register a set
-        check_pdf_file(path, settings.max_pdf_bytes)
     ledger = open_ledger(settings)
-    registered = [
-        register_pdf(ledger, settings.documents_dir, args.project, path, settings.max_pdf_bytes) for path in paths
-    ]
+    registered = []
+    refused = 0
+    for path in (Path(p) for p in args.pdfs):
+        try:
+            registered.append(register_pdf(ledger, settings.documents_dir, args.project, path, settings.max_pdf_bytes))
+        except ExtractionError as exc:
+            refused += 1
+            print(f"error: {exc}", file=sys.stderr)
+        except OSError as exc:  # unreadable file, directory in the way
+            refused += 1
+            print(f"error: {path}: {exc.strerror or exc}", file=sys.stderr)
     if args.json:
         print_json([doc.__dict__ for doc in registered])
     else:
         for doc in registered:
-            note = "" if doc.created else " (already registered)"
+            note = ""
+            if not doc.created:
+                same = doc.registered_name == doc.filename
+                note = " (already registered)" if same else f" (already registered as {doc.registered_name})"
             print(f"{doc.id}\t{doc.filename}\t{doc.pages} pages\t{doc.sha256[:12]}{note}")
-    return 0
+    return EXIT_USAGE if refused else 0
 
 
 def cmd_documents_list(args: argparse.Namespace, settings: Settings) -> int:

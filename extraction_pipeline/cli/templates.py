@@ -23,6 +23,7 @@ MAX_TEMPLATE_FILE_BYTES = 1_000_000
 
 def cmd_template_show(args: argparse.Namespace, settings: Settings) -> int:
     from extraction_pipeline.core.documents import validate_project
+    from extraction_pipeline.core.ledger.documents import project_exists
     from extraction_pipeline.core.ledger.templates import latest_version, list_versions
     from extraction_pipeline.core.prompts import describe_custom_rules, describe_template
     from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
@@ -32,6 +33,12 @@ def cmd_template_show(args: argparse.Namespace, settings: Settings) -> int:
     ledger = open_ledger(settings)
     if args.version is None:
         shown = latest_version(ledger, args.project)
+        if shown is None and not project_exists(ledger, args.project):
+            raise CliError(
+                f"unknown project {args.project!r}: it has no documents and no template "
+                "(add PDFs with `documents add` or a template with `template set`)",
+                EXIT_USAGE,
+            )
     else:
         shown = next((v for v in list_versions(ledger, args.project) if v.version == args.version), None)
         if shown is None:

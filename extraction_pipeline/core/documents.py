@@ -22,7 +22,7 @@ from typing import BinaryIO
 
 from extraction_pipeline.core.errors import ConfigError, PermanentError
 from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline.core.ledger.documents import insert_document
+from extraction_pipeline.core.ledger.documents import get_document, insert_document
 
 PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 MAX_PDF_BYTES = 200 * 1024 * 1024
@@ -37,6 +37,7 @@ class RegisteredDocument:
     size_bytes: int
     pages: int
     created: bool
+    registered_name: str = ""  # the filename it was first registered under (re-adding keeps it)
 
 
 def validate_project(project: str) -> str:
@@ -143,7 +144,11 @@ def register_pdf(
         pages=pages,
         stored_path=str(stored),
     )
-    return RegisteredDocument(doc_id, source.name, digest, size, pages, created)
+    registered_name = source.name
+    if not created:
+        existing = get_document(ledger, doc_id)
+        registered_name = existing["filename"] if existing else source.name
+    return RegisteredDocument(doc_id, source.name, digest, size, pages, created, registered_name)
 
 
 def _store_copy(store_dir: Path, source: Path, digest: str) -> Path:

@@ -42,7 +42,13 @@ def _parse_or_fail(
         )
     except PermanentError as exc:
         # A broken PDF fails this document only, permanently; the rest of the batch goes on.
-        item_states.fail(ledger.ledger(), item_id, message=f"parse failed: {exc}", from_status=ItemStatus.PENDING)
+        item_states.fail(
+            ledger.ledger(),
+            item_id,
+            message=f"parse failed: {exc}",
+            from_status=ItemStatus.PENDING,
+            by_run=context.run.run_id,
+        )
         item_states.fail(
             ledger.ledger(),
             item_id,

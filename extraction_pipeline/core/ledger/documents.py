@@ -64,3 +64,9 @@ def documents_after(ledger: Ledger, last_id: int, limit: int = 5000) -> list[dic
     statement = select(documents).where(documents.c.id > last_id).order_by(documents.c.id).limit(limit)
     with ledger.engine.connect() as conn:
         return [dict(row) for row in conn.execute(statement).mappings()]
+
+
+def project_exists(ledger: Ledger, project: str) -> bool:
+    """A project exists once it has a document (templates are checked by their own module)."""
+    with ledger.engine.connect() as conn:
+        return conn.execute(select(documents.c.id).where(documents.c.project == project).limit(1)).first() is not None

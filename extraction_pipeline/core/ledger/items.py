@@ -146,17 +146,21 @@ def fail(
     from_status: ItemStatus = ItemStatus.EXTRACTING,
     run_id: str | None = ANY_RUN,
     usage: Usage | None = None,
+    by_run: str | None = None,
 ) -> bool:
     """``from_status`` -> error with a message. Permanent: nothing retries an errored item.
 
     ``run_id`` names the run that must still hold the item (``None``: no run ever claimed it);
-    the default ``ANY_RUN`` does not check the holder."""
+    the default ``ANY_RUN`` does not check the holder. ``by_run``: the run that found the cause
+    (recorded on an item no run had claimed yet, e.g. a PDF that failed to parse)."""
     where: list[Any] = [batch_items.c.status == from_status]
     if run_id is None:
         where.append(batch_items.c.run_id.is_(None))
     elif run_id != ANY_RUN:
         where.append(batch_items.c.run_id == run_id)
     values: dict[str, Any] = {"status": ItemStatus.ERROR, "message": _truncate(message), "finished_at": utcnow()}
+    if by_run is not None:
+        values["run_id"] = by_run
     if usage is not None:
         values.update(
             model=usage.model,
