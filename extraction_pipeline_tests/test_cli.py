@@ -585,6 +585,7 @@ def test_small_things_a_new_user_tripped_over(tmp_path: Path, pdfs: list[Path]) 
     one_line_error(run_cli(home, "batch", "create", "p", "--user", " ", "--idempotency-key", "k"), 2, "empty")
     created = run_cli(home, "batch", "create", "p", "--user", "ann", "--idempotency-key", "k", check=True)
     assert "no daemon is running on this home" in created.stderr  # instead of waiting at 0 % forever
+    assert "no model configured" in created.stderr and "finds almost nothing in real papers" in created.stderr
     one_line_error(run_cli(home, "template", "show", "no-such-project"), 2, "unknown project 'no-such-project'")
     # A second daemon on the same home is refused (Dagster would only log two heartbeats).
     lock = DaemonLock(Settings(home=home))
@@ -634,3 +635,20 @@ def test_history_shows_project_finish_time_duration_and_run(tmp_path: Path) -> N
     assert row["finished_at"] and row["seconds"] is not None and row["seconds"] >= 0
     header = run_cli(home, "history", check=True).stdout.splitlines()[0].split("\t")
     assert {"project", "finished_at", "seconds", "run_id"} <= set(header)
+
+
+def test_the_workbook_names_the_model_and_warns_about_the_offline_extractor(tmp_path: Path) -> None:
+    from extraction_pipeline.core.export import write_workbook
+    from extraction_pipeline.core.ledger import Ledger
+    from extraction_pipeline.core.ledger import items as states
+    from extraction_pipeline.core.ledger.batches import create_batch
+    from extraction_pipeline_tests.support import add_documents
+
+    ledger = Ledger.connect(f"sqlite:///{tmp_path / 'l.db'}")
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=add_documents(ledger, 1)).id
+    states.claim(ledger, 1, run_id="r", worker="w")
+    states.complete(ledger, 1, run_id="r", result={"fields": {}}, usage=states.Usage("offline/pattern-v1"))
+    sheet = openpyxl.load_workbook(write_workbook(ledger, batch, tmp_path / "out.xlsx"))["Batch"]
+    rows = {row[0].value: row[1].value for row in sheet.iter_rows() if row[0].value}
+    assert rows["model"] == "offline/pattern-v1"
+    assert rows["warning"].startswith("no model configured: the built-in offline pattern extractor")

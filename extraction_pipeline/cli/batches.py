@@ -61,6 +61,10 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
         print(f"batch {ref.id} already exists (same idempotency key) with {documents} document(s); nothing added")
         print(f"template: {template}")
     _warn_if_no_daemon(settings)
+    if not settings.model:
+        from extraction_pipeline.core.llm.offline import OFFLINE_WARNING
+
+        print(f"note: {OFFLINE_WARNING}", file=sys.stderr)
     return 0
 
 

@@ -29,6 +29,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
 from extraction_pipeline.core.ledger.templates import definition_of, label_of, template_of_batch
+from extraction_pipeline.core.llm.offline import OFFLINE_PROVIDER, OFFLINE_WARNING
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 
 DOCUMENT_COLUMNS = [
@@ -251,16 +252,20 @@ def _write_sheet(sheet: Any, data: SheetData) -> None:
 def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: dict[str, Any], template: str) -> None:
     from openpyxl.styles import PatternFill
 
+    models = sorted({item["model"] for item in batch_item_rows(ledger, batch["id"]) if item["model"]})
     rows: list[tuple[str, Any]] = [
         ("batch_id", batch["id"]),
         ("project", batch["project"]),
         ("user", batch["user"]),
         ("status", batch["status"]),
         ("template", template),
+        ("model", ", ".join(models) or "none (no document was extracted)"),
         ("created_at (UTC)", _timestamp(batch["created_at"])),
         ("completed_at (UTC)", _timestamp(batch["completed_at"])),
         *progress(ledger, batch["id"]).as_dict().items(),
     ]
+    if any(model.startswith(f"{OFFLINE_PROVIDER}/") for model in models):
+        rows.insert(6, ("warning", OFFLINE_WARNING))
     for key, value in rows:
         sheet.append([key, _cell_value(value)])
         _as_text_cells(sheet[sheet.max_row])
