@@ -46,6 +46,7 @@ defs = dg.Definitions(
             retry_max_delay_seconds=_settings.retry_max_delay_seconds,
             breaker_failures=_settings.breaker_failures,
             max_dispatch_rounds=_settings.max_dispatch_rounds,
+            public_url=_settings.public_url,
         ),
     },
     # One process per run, no subprocess per step: a run costs 4-8 CPU-s less (DESIGN.md §8).

@@ -181,6 +181,10 @@ def test_batch_retry_reopens_the_batch_dispatches_again_and_writes_a_new_workboo
     batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
     second = dg.materialize([batch_workbook], partition_key=f"batch-{batch}", instance=instance, resources=resources)
     assert second.success
+    metadata = second.asset_materializations_for_node("batch_workbook")[0].metadata
+    # Clickable in the Dagster UI: the same server serves both files (test_web.py fetches them).
+    assert metadata["download"].value == f"http://127.0.0.1:3000/extraction/batches/{batch}/workbook.xlsx"
+    assert metadata["meta_analysis_csv"].value.endswith(f"/extraction/batches/{batch}/meta-analysis.csv")
     v2 = home / "exports" / f"batch-{batch}-v2.xlsx"
     assert get_batch(ledger, batch)["export_path"] == str(v2)  # type: ignore[index]
     assert (home / "exports" / f"batch-{batch}.xlsx").is_file()  # the first workbook is kept

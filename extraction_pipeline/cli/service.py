@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import time
 
@@ -53,7 +54,29 @@ def _run_in_foreground(settings: Settings, *, with_ui: bool, port: int = 3000) -
 
 
 def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
-    return _run_in_foreground(settings, with_ui=True, port=args.port)
+    """The Dagster UI and the project's pages on one port, plus the daemon beside it."""
+    import os
+
+    from extraction_pipeline.instance import DaemonProcess, dagster_env, require_initialized
+    from extraction_pipeline.web.server import check_binding, serve
+
+    require_initialized(settings)
+    check_binding(args.host, settings.ui_token)
+    os.environ.update({k: v for k, v in dagster_env(settings).items() if k in ("DAGSTER_HOME", "EXTRACTION_HOME")})
+    signal.signal(signal.SIGTERM, _interrupt)
+    daemon = DaemonProcess(settings).start()
+    assert daemon.process is not None  # started just above
+    url = f"http://{args.host}:{args.port}"
+    print(
+        f"Dagster UI on {url}, batches and downloads on {url}/extraction (daemon pid {daemon.process.pid}, "
+        f"log: {daemon.log_path}); Ctrl-C stops both",
+        flush=True,
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        serve(settings, host=args.host, port=args.port, token=settings.ui_token)
+    daemon.drain(settings.drain_seconds, say=lambda text: print(text, flush=True))
+    print("stopped", flush=True)
+    return 0
 
 
 def cmd_daemon(args: argparse.Namespace, settings: Settings) -> int:
@@ -85,6 +108,12 @@ def register(add: AddCommand) -> None:
     demo.add_argument("--timeout", type=positive_int, default=600, help="seconds to wait for the batch (default 600)")
     demo.add_argument("--json", action="store_true", help="also print the summary as JSON")
 
-    ui = add("ui", cmd_ui, "Open the Dagster UI (webserver + daemon) on this instance home.")
+    ui = add(
+        "ui",
+        cmd_ui,
+        "Serve the Dagster UI and the batches/download pages on one port, with the daemon. Beyond loopback "
+        "it needs EXTRACTION_UI_TOKEN.",
+    )
+    ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     ui.add_argument("--port", type=positive_int, default=3000)
     add("daemon", cmd_daemon, "Run the Dagster daemon (sensors, run queue, monitoring) without the UI.")

@@ -18,6 +18,7 @@ from extraction_pipeline.defs.binding import bind_run, crashed_parent_run
 from extraction_pipeline.defs.partitions import batch_id_from_partition, batches_partitions, documents_partitions
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 from extraction_pipeline.defs.retries import clear_waiting, retry_database_outages, retry_or_give_up, wait_for_breaker
+from extraction_pipeline.web.urls import csv_url, workbook_url
 
 TERMINAL = (ItemStatus.COMPLETED.value, ItemStatus.ERROR.value)
 
@@ -229,6 +230,8 @@ def batch_workbook(
     clear_waiting(context)
     return dg.MaterializeResult(
         metadata={
+            "download": dg.MetadataValue.url(workbook_url(settings.public_url, batch_id)),
+            "meta_analysis_csv": dg.MetadataValue.url(csv_url(settings.public_url, batch_id)),
             "path": dg.MetadataValue.path(str(path)),
             "version": version,
             "documents": counts.total,

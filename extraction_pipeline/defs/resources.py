@@ -66,6 +66,7 @@ class PipelineSettingsResource(dg.ConfigurableResource):  # type: ignore[type-ar
     retry_max_delay_seconds: float = 300.0
     breaker_failures: int = 3
     max_dispatch_rounds: int = 5
+    public_url: str = "http://127.0.0.1:3000"
 
     def retry_schedule(self) -> RetrySchedule:
         return RetrySchedule(

@@ -164,3 +164,10 @@ def unexported_batches(ledger: Ledger, limit: int = 1000) -> list[dict[str, Any]
     )
     with ledger.engine.connect() as conn:
         return [dict(row) for row in conn.execute(statement).mappings()]
+
+
+def recent_batches(ledger: Ledger, limit: int = 200) -> list[dict[str, Any]]:
+    """Batches, newest first (the batches page)."""
+    statement = select(batches).order_by(batches.c.id.desc()).limit(limit)
+    with ledger.engine.connect() as conn:
+        return [dict(row) for row in conn.execute(statement).mappings()]

@@ -1,0 +1,70 @@
+"""One access token for the whole server (the Dagster UI included: it can launch and cancel runs).
+
+Required whenever the server listens beyond loopback. A browser presents it once as ``?token=…``
+and keeps it in an HttpOnly cookie; scripts send ``Authorization: Bearer …``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+COOKIE = "extraction_token"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+class TokenGate:
+    """ASGI middleware: every HTTP request must carry the token; websockets (Dagster's live
+    updates) are checked by their cookie."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token
+
+    def _presented(self, request: Request) -> tuple[str | None, bool]:
+        header = request.headers.get("authorization", "")
+        if header.lower().startswith("bearer "):
+            return header[7:].strip(), False
+        if "token" in request.query_params:
+            return request.query_params["token"], True
+        return request.cookies.get(COOKIE), False
+
+    def _valid(self, presented: str | None) -> bool:
+        return presented is not None and hmac.compare_digest(presented.encode(), self.token.encode())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        presented, from_query = self._presented(request)
+        if not self._valid(presented):
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 4401})
+                return
+            response: Response = PlainTextResponse(
+                "access token required: open the link with ?token=... or send 'Authorization: Bearer ...'\n",
+                status_code=401,
+            )
+            await response(scope, receive, send)
+            return
+        if from_query:
+            # Remember it and drop it from the address bar (and from later Referer headers).
+            clean = request.url.remove_query_params("token")
+            redirect = Response(status_code=303, headers={"location": str(clean)})
+            redirect.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
+            await redirect(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

@@ -1,0 +1,52 @@
+"""One server, one port: the Dagster UI and the project's pages in the same ASGI app.
+
+Dagster's webserver is a Starlette app; ours is mounted beside it (``/extraction/...``) and one
+uvicorn process serves both, behind the token gate when it listens beyond loopback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from extraction_pipeline.core.errors import ConfigError
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.web.auth import TokenGate, is_loopback
+from extraction_pipeline.web.downloads import routes
+
+CODE_LOCATION_MODULE = "extraction_pipeline.definitions"
+
+
+def build_app(settings: Settings, dagster_app: Any, *, token: str | None) -> Any:
+    """Our routes first, the Dagster UI for everything else; gated by ``token`` when given."""
+    ledger = Ledger.connect(settings.ledger_url)
+    app: Any = Starlette(routes=[*routes(ledger, settings.exports_dir), Mount("/", app=dagster_app)])
+    return TokenGate(app, token) if token else app
+
+
+def check_binding(host: str, token: str | None) -> None:
+    if not is_loopback(host) and not token:
+        raise ConfigError(
+            f"refusing to serve on {host} without an access token: anyone who can reach it could launch "
+            "runs and download results; set EXTRACTION_UI_TOKEN (or serve on 127.0.0.1)"
+        )
+
+
+def serve(settings: Settings, *, host: str, port: int, token: str | None) -> None:
+    """Run the combined server in the foreground until interrupted."""
+    import uvicorn
+    from dagster import DagsterInstance
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import ModuleTarget
+    from dagster_webserver.app import create_app_from_workspace_process_context
+
+    check_binding(host, token)
+    target = ModuleTarget(
+        module_name=CODE_LOCATION_MODULE, attribute=None, working_directory=None, location_name="extraction_pipeline"
+    )
+    with DagsterInstance.get() as instance, WorkspaceProcessContext(instance, target) as context:
+        dagster_app = create_app_from_workspace_process_context(context)
+        uvicorn.run(build_app(settings, dagster_app, token=token), host=host, port=port, log_level="warning")
