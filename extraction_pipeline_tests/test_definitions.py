@@ -438,7 +438,7 @@ def test_a_ui_backfill_batch_stays_open_across_aggregator_ticks_without_a_failed
     instance.add_backfill(backfill)
     batch = create_batch(
         ledger,
-        idempotency_key="backfill:bf1",
+        idempotency_key="backfill:bf1:p",
         project="p",
         user="ui",
         document_ids=doc_ids,
@@ -456,3 +456,56 @@ def test_a_ui_backfill_batch_stays_open_across_aggregator_ticks_without_a_failed
     assert [row["status"] for row in rows] == ["error", "error"]
     assert rows[0]["message"].startswith("no run was ever started for this document")
     assert get_batch(ledger, batch)["status"] == "completed"  # type: ignore[index]
+
+
+@pytest.mark.filterwarnings("ignore:Function `AssetSelection.sources` is deprecated:DeprecationWarning")
+def test_a_backfill_over_two_projects_becomes_one_batch_per_project(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path, fake_llm: FakeLLMServer
+) -> None:
+    import time
+
+    from dagster._core.execution.backfill import PartitionBackfill
+
+    from extraction_pipeline.core.documents import register_pdf
+    from extraction_pipeline.core.ledger.batches import find_batch_by_key
+    from extraction_pipeline.core.synthetic import make_trial, write_report
+
+    [mine] = _register(ledger, home, 1)  # project "p"
+    theirs = register_pdf(ledger, home / "documents", "q", write_report(make_trial(7), home / "src-q")).id
+    keys = [partition_key(mine), partition_key(theirs)]
+    instance.add_dynamic_partitions(documents_partitions.name, keys)
+    instance.add_backfill(
+        PartitionBackfill.from_asset_partitions(
+            backfill_id="mixed",
+            asset_graph=defs.get_repository_def().asset_graph,
+            partition_names=keys,
+            asset_selection=[parsed_document.key, extracted_document.key],
+            backfill_timestamp=time.time(),
+            tags={},
+            dynamic_partitions_store=instance,
+            all_partitions=False,
+            title=None,
+            description=None,
+            run_config=None,
+        )
+    )
+    fake_llm.answer = _answer_from_trial
+    from extraction_pipeline.defs.jobs import extract_documents_job
+
+    job = dg.Definitions(
+        assets=[parsed_document, extracted_document],
+        jobs=[extract_documents_job],
+        resources=_resources(ledger, home, fake_llm),
+    ).resolve_job_def(extract_documents_job.name)
+    for key in keys:  # what the backfill daemon launches: one run per partition, tagged with the backfill
+        result = job.execute_in_process(
+            partition_key=key, instance=instance, tags={"dagster/backfill": "mixed", "extraction/user": "bob"}
+        )
+        assert result.success
+    batches = {project: find_batch_by_key(ledger, f"backfill:mixed:{project}") for project in ("p", "q")}
+    assert None not in batches.values() and len(set(batches.values())) == 2
+    for project, batch_id in batches.items():
+        batch = get_batch(ledger, batch_id)  # type: ignore[arg-type]
+        assert batch is not None and (batch["project"], batch["user"], batch["total_items"]) == (project, "bob", 1)
+        [item] = batch_item_rows(ledger, batch_id)  # type: ignore[arg-type]
+        assert item["document_id"] == (mine if project == "p" else theirs) and item["status"] == "completed"

@@ -243,7 +243,7 @@ def test_ui_backfill_becomes_a_batch_that_the_sensor_closes(stack: Stack) -> Non
     backfill_id = result["backfillId"]
 
     batch_id = _wait_until(
-        lambda: find_batch_by_key(stack.ledger, f"backfill:{backfill_id}"), 180, "the backfill's batch"
+        lambda: find_batch_by_key(stack.ledger, f"backfill:{backfill_id}:e2e"), 180, "the backfill's batch"
     )
     batch = wait_for_batch(stack.ledger, batch_id, timeout_seconds=BATCH_TIMEOUT, daemon=stack.daemon, quiet=True)
     assert (batch["origin"], batch["user"], batch["total_items"]) == ("backfill", "bob", 3)

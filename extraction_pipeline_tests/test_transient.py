@@ -222,8 +222,9 @@ def test_judge_leaves_alive_and_recent_runs_alone_and_never_restarts_a_canceled_
 
     assert judge(_view(), RunInfo("a", "FAILURE", 0, 10), RunInfo("b", "QUEUED", 20, None)) is None
     assert judge(_view(), RunInfo("a", "FAILURE", 0, 990)) is None  # within the grace period
-    canceled = judge(_view(), RunInfo("c", "CANCELED", 0, 10))
-    assert canceled is not None and canceled.action == Action.FAIL and "canceled" in canceled.message
+    canceled = judge(_view(), RunInfo("c", "CANCELED", 0, 10, user="ann"))
+    assert canceled is not None and canceled.action == Action.FAIL
+    assert canceled.message == "canceled by ann (run c); not retried automatically"
     dead = judge(_view(), RunInfo("d", "FAILURE", 0, 10))
     assert dead is not None and dead.action == Action.REQUEUE and "run d ended FAILURE while extracting" in dead.message
     # A parse-only materialization succeeded: no paid extraction behind anybody's back.

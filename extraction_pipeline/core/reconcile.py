@@ -33,6 +33,7 @@ class RunInfo:
     status: str  # DagsterRunStatus name
     created_at: float  # epoch seconds
     ended_at: float | None
+    user: str | None = None  # who launched it (the run's extraction/user tag)
 
 
 class Action(StrEnum):
@@ -99,7 +100,8 @@ def judge_item(
         return None  # Dagster's run retry launches a retry a few seconds after a crash: wait for it
     cause = _last_cause(item, latest)
     if latest.status == "CANCELED":
-        return Verdict(item.id, Action.FAIL, f"run {latest.run_id} was canceled; not retried automatically")
+        who = f" by {latest.user}" if latest.user else ""
+        return Verdict(item.id, Action.FAIL, f"canceled{who} (run {latest.run_id}); not retried automatically")
     if latest.status == "SUCCESS":
         return Verdict(
             item.id, Action.FAIL, f"run {latest.run_id} ended SUCCESS without extracting it (nothing asked for it)"

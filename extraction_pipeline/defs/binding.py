@@ -1,8 +1,9 @@
 """Which batch item a run works on, whatever launched it.
 
 - runs from our dispatcher carry ``extraction/batch_uid`` (CLI batches);
-- runs of a UI backfill carry ``dagster/backfill``: the backfill *is* the batch, created
-  idempotently (key ``backfill:<id>``) with one item per partition it targets;
+- runs of a UI backfill carry ``dagster/backfill``: the backfill *is* the batch — one batch per
+  project it touches (key ``backfill:<id>:<project>``), created idempotently with one item per
+  targeted document of that project, so a backfill over two projects never mixes their templates;
 - a single materialization from the UI becomes a one-document batch keyed by its run id.
 
 The run is then tagged with batch, document, filename and user so the Runs page filters by them.
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
+from dagster._check import CheckError
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
@@ -66,26 +68,43 @@ def backfill_partition_keys(instance: dg.DagsterInstance, backfill_id: str, asse
     return list(backfill.partition_names or [])
 
 
+def backfill_batch_key(backfill_id: str, project: str) -> str:
+    """One batch per (backfill, project): each project keeps its own template and workbook."""
+    return f"backfill:{backfill_id}:{project}"
+
+
 def ensure_backfill_batch(
-    ledger: Ledger, instance: dg.DagsterInstance, backfill_id: str, asset_graph: Any, user: str
+    ledger: Ledger, instance: dg.DagsterInstance, backfill_id: str, asset_graph: Any, user: str, project: str
 ) -> int:
-    """The batch of a UI backfill, created on first sight with one item per targeted document."""
-    key = f"backfill:{backfill_id}"
+    """The batch of a UI backfill for ``project``, created on first sight with one item per
+    targeted document of that project (a backfill over two projects becomes two batches)."""
+    key = backfill_batch_key(backfill_id, project)
     existing = find_batch_by_key(ledger, key)  # every run of the backfill asks: answer cheaply
     if existing is not None:
         return existing
     keys = backfill_partition_keys(instance, backfill_id, asset_graph)
     doc_ids = [doc_id for key in keys if (doc_id := document_id_from_partition(key)) is not None]
-    projects = {doc["project"] for doc_id in doc_ids if (doc := get_document(ledger, doc_id))}
+    own = [doc_id for doc_id in doc_ids if (doc := get_document(ledger, doc_id)) and doc["project"] == project]
     return create_batch(
         ledger,
         idempotency_key=key,
-        project=projects.pop() if len(projects) == 1 else "multiple",
+        project=project,
         user=user,
-        document_ids=doc_ids,
+        document_ids=own,
         origin=BatchOrigin.BACKFILL,
         origin_ref=backfill_id,
     ).id
+
+
+def _asset_graph(context: dg.AssetExecutionContext) -> Any:
+    """The code location's asset graph (a run executed in-process outside a repository, as in
+    tests, has none on its context: the project's one Definitions answers)."""
+    try:
+        return context.repository_def.asset_graph
+    except CheckError:
+        from extraction_pipeline.definitions import defs  # lazy: definitions imports this module
+
+        return defs.get_repository_def().asset_graph
 
 
 def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int, project: str) -> dict[str, Any]:
@@ -98,7 +117,7 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
         return batch
     if BACKFILL_TAG in tags:
         batch_id = ensure_backfill_batch(
-            ledger, context.instance, tags[BACKFILL_TAG], context.repository_def.asset_graph, user
+            ledger, context.instance, tags[BACKFILL_TAG], _asset_graph(context), user, project
         )
     else:
         batch_id = create_batch(

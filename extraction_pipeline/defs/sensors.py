@@ -25,7 +25,7 @@ from extraction_pipeline.core.ledger.outages import describe_database_outage, is
 from extraction_pipeline.core.ledger.queries import active_items, undispatched_items, unexported_batches
 from extraction_pipeline.core.ledger.schema import BatchOrigin
 from extraction_pipeline.core.reconcile import TERMINAL_RUN_STATUSES, Action, ItemView, Limits, RunInfo, judge_item
-from extraction_pipeline.defs.binding import BACKFILL_TAG, ITEM_TAG, ROUND_TAG, item_run_tags
+from extraction_pipeline.defs.binding import BACKFILL_TAG, ITEM_TAG, ROUND_TAG, USER_TAG, item_run_tags
 from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job
 from extraction_pipeline.defs.partitions import batch_partition_key, batches_partitions, documents_partitions
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
@@ -162,7 +162,13 @@ def _runs_by_round(records: list[dg.RunRecord]) -> dict[tuple[str, int], list[Ru
         round_text = run.tags.get(ROUND_TAG, "0")
         dispatch_round = int(round_text) if round_text.isdigit() else 0
         runs[(key, dispatch_round)].append(
-            RunInfo(run.run_id, run.status.value, record.create_timestamp.timestamp(), record.end_time)
+            RunInfo(
+                run.run_id,
+                run.status.value,
+                record.create_timestamp.timestamp(),
+                record.end_time,
+                run.tags.get(USER_TAG),
+            )
         )
     return runs
 
