@@ -651,4 +651,4 @@ def test_the_workbook_names_the_model_and_warns_about_the_offline_extractor(tmp_
     sheet = openpyxl.load_workbook(write_workbook(ledger, batch, tmp_path / "out.xlsx"))["Batch"]
     rows = {row[0].value: row[1].value for row in sheet.iter_rows() if row[0].value}
     assert rows["model"] == "offline/pattern-v1"
-    assert rows["warning"].startswith("no model configured: the built-in offline pattern extractor")
+    assert rows["warning"].startswith("no model configured: documents are extracted by the built-in offline")

@@ -15,8 +15,9 @@ OFFLINE_PROVIDER = "offline"
 OFFLINE_MODEL = f"{OFFLINE_PROVIDER}/pattern-v1"
 # Said wherever its results show up: it exists for demos and tests, not for real papers.
 OFFLINE_WARNING = (
-    "no model configured: the built-in offline pattern extractor was used; it exists for demos and "
-    "tests and finds almost nothing in real papers (set EXTRACTION_MODEL and EXTRACTION_API_KEY)"
+    "no model configured: documents are extracted by the built-in offline pattern extractor, which "
+    "exists for demos and tests and finds almost nothing in real papers (set EXTRACTION_MODEL and "
+    "EXTRACTION_API_KEY)"
 )
 
 _NCT = re.compile(r"\bNCT\d{8}\b")
