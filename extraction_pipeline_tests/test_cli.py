@@ -123,7 +123,19 @@ def test_non_pdf_and_empty_files_are_rejected(home: Path, tmp_path: Path) -> Non
     truncated.write_bytes(b"%PDF-1.7\n1 0 obj\n<<")
     one_line_error(run_cli(home, "documents", "add", "trials", str(text)), 2, "not a PDF")
     one_line_error(run_cli(home, "documents", "add", "trials", str(empty)), 2, "file is empty")
-    one_line_error(run_cli(home, "documents", "add", "trials", str(truncated)), 2, "truncated.pdf")
+    one_line_error(
+        run_cli(home, "documents", "add", "trials", str(truncated)), 2, "truncated.pdf: truncated or damaged"
+    )
+    import pymupdf
+
+    scanned = tmp_path / "scanned.pdf"
+    with pymupdf.open() as doc:  # a page that is only a picture, as a scanner makes it
+        page = doc.new_page()
+        pixmap = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, 40, 40), False)
+        pixmap.clear_with(200)
+        page.insert_image(pymupdf.Rect(50, 50, 300, 300), pixmap=pixmap)
+        doc.save(scanned)
+    one_line_error(run_cli(home, "documents", "add", "trials", str(scanned)), 2, "scanned.pdf: no text layer")
 
 
 def test_argument_errors_exit_2_with_one_line(home: Path) -> None:

@@ -85,7 +85,8 @@ def open_stored_copy(path: Path) -> io.BufferedReader:
 
 
 def count_pdf_pages(path: Path) -> int:
-    """Open the PDF and count pages; raise PermanentError with a specific reason if it is unusable."""
+    """Open the PDF, count its pages and make sure it has text to extract; raise PermanentError
+    with a specific reason if it is unusable — at registration, not only when its batch runs."""
     from extraction_pipeline.core.pdf.engine import import_pymupdf
 
     pymupdf = import_pymupdf()  # lazy: most processes never need it
@@ -95,12 +96,16 @@ def count_pdf_pages(path: Path) -> int:
             if doc.needs_pass:
                 raise PermanentError(f"{path.name}: PDF is encrypted (password-protected)")
             pages = int(doc.page_count)
+            # Stops at the first page with text: a normal paper costs one page's text.
+            has_text = any(page.get_text().strip() for page in doc)
     except PermanentError:
         raise
     except Exception as exc:  # pymupdf raises several unrelated types for damaged files
-        raise PermanentError(f"{path.name}: not a readable PDF ({exc})", original=exc) from exc
+        raise PermanentError(f"{path.name}: truncated or damaged PDF ({exc})", original=exc) from exc
     if pages == 0:
         raise PermanentError(f"{path.name}: PDF has no pages")
+    if not has_text:
+        raise PermanentError(f"{path.name}: no text layer (scanned images only?); OCR is not supported")
     return pages
 
 
