@@ -10,7 +10,12 @@ from extraction_pipeline.core.settings import load_settings
 from extraction_pipeline.defs.assets import batch_workbook, extracted_document, parsed_document
 from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
-from extraction_pipeline.defs.sensors import batch_aggregator, batch_dispatcher, document_partitions_sensor
+from extraction_pipeline.defs.sensors import (
+    batch_aggregator,
+    batch_dispatcher,
+    document_partitions_sensor,
+    stray_partitions_sensor,
+)
 
 
 def _env_or(name: str, default: str) -> str | dg.EnvVar:
@@ -24,7 +29,7 @@ _settings = load_settings()
 defs = dg.Definitions(
     assets=[parsed_document, extracted_document, batch_workbook],
     jobs=[extract_documents_job, export_batch_job],
-    sensors=[document_partitions_sensor, batch_dispatcher, batch_aggregator],
+    sensors=[document_partitions_sensor, stray_partitions_sensor, batch_dispatcher, batch_aggregator],
     resources={
         "ledger": LedgerResource(database_url=_env_or("EXTRACTION_DATABASE_URL", _settings.ledger_url)),
         "llm": LLMResource(

@@ -39,7 +39,12 @@ __all__ = ["home", "instance", "ledger"]  # fixtures used by name
 
 def test_definitions_load_with_one_role_per_module() -> None:
     repo = defs.get_repository_def()
-    assert {s.name for s in repo.sensor_defs} == {"document_partitions_sensor", "batch_dispatcher", "batch_aggregator"}
+    assert {s.name for s in repo.sensor_defs} == {
+        "document_partitions_sensor",
+        "stray_partitions_sensor",
+        "batch_dispatcher",
+        "batch_aggregator",
+    }
     assert {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()} == {
         "parsed_document",
         "extracted_document",
@@ -509,3 +514,23 @@ def test_a_backfill_over_two_projects_becomes_one_batch_per_project(
         assert batch is not None and (batch["project"], batch["user"], batch["total_items"]) == (project, "bob", 1)
         [item] = batch_item_rows(ledger, batch_id)  # type: ignore[arg-type]
         assert item["document_id"] == (mine if project == "p" else theirs) and item["status"] == "completed"
+
+
+def test_partitions_that_are_not_registered_documents_are_removed(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path
+) -> None:
+    from extraction_pipeline.defs.sensors import stray_partitions_sensor
+
+    [doc] = _register(ledger, home, 1)
+    typed_by_hand = ["foo", "doc-999", "doc-x", partition_key(doc)]
+    instance.add_dynamic_partitions(documents_partitions.name, typed_by_hand)
+    result = stray_partitions_sensor(dg.build_sensor_context(instance=instance, resources=_resources(ledger, home)))
+    assert isinstance(result, dg.SensorResult)
+    [request] = result.dynamic_partitions_requests or []
+    assert isinstance(request, dg.DeleteDynamicPartitionsRequest)
+    assert sorted(request.partition_keys or []) == ["doc-999", "doc-x", "foo"]
+    for key in request.partition_keys or []:
+        instance.delete_dynamic_partition(documents_partitions.name, key)
+    again = stray_partitions_sensor(dg.build_sensor_context(instance=instance, resources=_resources(ledger, home)))
+    assert isinstance(again, dg.SensorResult) and not again.dynamic_partitions_requests
+    assert instance.get_dynamic_partitions(documents_partitions.name) == [partition_key(doc)]

@@ -3,7 +3,8 @@
 import dagster as dg
 
 # Keys are ledger ids ("doc-12"), never filenames: commas and slashes break UI selection.
-documents_partitions = dg.DynamicPartitionsDefinition(name="documents")
+DOCUMENTS_PARTITIONS = "documents"
+documents_partitions = dg.DynamicPartitionsDefinition(name=DOCUMENTS_PARTITIONS)
 
 # "batch-7": the export workbook of batch 7.
 batches_partitions = dg.DynamicPartitionsDefinition(name="batches")

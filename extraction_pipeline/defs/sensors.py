@@ -20,14 +20,24 @@ from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import BATCH_RUN_TAG, BATCH_UID_RUN_TAG, close_if_done, open_batches
 from extraction_pipeline.core.ledger.breakers import breaker_state
-from extraction_pipeline.core.ledger.documents import documents_after, partition_key
+from extraction_pipeline.core.ledger.documents import (
+    document_id_from_partition,
+    document_ids,
+    documents_after,
+    partition_key,
+)
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
 from extraction_pipeline.core.ledger.queries import active_items, undispatched_items, unexported_batches
 from extraction_pipeline.core.ledger.schema import BatchOrigin
 from extraction_pipeline.core.reconcile import TERMINAL_RUN_STATUSES, Action, ItemView, Limits, RunInfo, judge_item
 from extraction_pipeline.defs.binding import BACKFILL_TAG, ITEM_TAG, ROUND_TAG, USER_TAG, item_run_tags
 from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job
-from extraction_pipeline.defs.partitions import batch_partition_key, batches_partitions, documents_partitions
+from extraction_pipeline.defs.partitions import (
+    DOCUMENTS_PARTITIONS,
+    batch_partition_key,
+    batches_partitions,
+    documents_partitions,
+)
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 
 DISPATCH_PER_TICK = 500
@@ -79,6 +89,20 @@ def document_partitions_sensor(context: dg.SensorEvaluationContext, ledger: Ledg
         dynamic_partitions_requests=[documents_partitions.build_add_request(keys)],
         cursor=str(cursor),
     )
+
+
+@described_sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
+def stray_partitions_sensor(context: dg.SensorEvaluationContext, ledger: LedgerResource) -> dg.SensorResult:
+    """Keeps the document list in the launch dialog honest: a `documents` partition typed by hand
+    in the UI, or left by a document that is no longer in the ledger, is removed within a minute,
+    so nobody launches a run for something that is not a registered PDF."""
+    keys = context.instance.get_dynamic_partitions(DOCUMENTS_PARTITIONS)
+    registered = document_ids(ledger.ledger())
+    stray = sorted(key for key in keys if document_id_from_partition(key) not in registered)
+    if not stray:
+        return dg.SensorResult(skip_reason=f"{len(keys)} partition(s), all registered documents")
+    context.log.warning(f"removing {len(stray)} partition(s) that are not registered documents: {stray[:10]}")
+    return dg.SensorResult(dynamic_partitions_requests=[documents_partitions.build_delete_request(stray)])
 
 
 @described_sensor(

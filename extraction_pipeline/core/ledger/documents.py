@@ -70,3 +70,9 @@ def project_exists(ledger: Ledger, project: str) -> bool:
     """A project exists once it has a document (templates are checked by their own module)."""
     with ledger.engine.connect() as conn:
         return conn.execute(select(documents.c.id).where(documents.c.project == project).limit(1)).first() is not None
+
+
+def document_ids(ledger: Ledger) -> set[int]:
+    """Every registered document's id (one indexed scan: the stray-partition check)."""
+    with ledger.engine.connect() as conn:
+        return set(conn.execute(select(documents.c.id)).scalars())
