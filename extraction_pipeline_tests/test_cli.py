@@ -664,3 +664,7 @@ def test_the_workbook_names_the_model_and_warns_about_the_offline_extractor(tmp_
     rows = {row[0].value: row[1].value for row in sheet.iter_rows() if row[0].value}
     assert rows["model"] == "offline/pattern-v1"
     assert rows["warning"].startswith("no model configured: documents are extracted by the built-in offline")
+    documents = openpyxl.load_workbook(tmp_path / "out.xlsx")["Documents"]
+    header = [cell.value for cell in documents[1]]
+    row = dict(zip(header, (cell.value for cell in documents[2]), strict=True))
+    assert row["status"] == "completed" and row["error"].startswith("completed, but no value was found")

@@ -71,6 +71,7 @@ FIELD_SUFFIXES = ("", " quote", " page", " status", " check")
 STATUS_FILLS = {VERIFIED: "C6EFCE", APPROXIMATE: "FFEB9C", UNVERIFIED: "FFC7CE"}
 FLAG_FILL = "F4B183"
 MAX_CELL_CHARS = 32_767
+NOTHING_FOUND = "completed, but no value was found: check the model (Batch sheet) and the PDF"
 # The characters openpyxl rejects (its ILLEGAL_CHARACTERS_RE), without importing openpyxl here.
 ILLEGAL_CHARACTERS = re.compile(r"[\000-\010]|[\013-\014]|[\016-\037]")
 LEGEND = [
@@ -168,6 +169,8 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
             if entry.get("status") != NOT_REPORTED or entry.get("value") is not None:
                 values.append(_value_row(identity, path, entry))
         row["outcomes"] = len(by_outcome) if fields else None
+        if item["status"] == "completed" and not any(entry.get("value") is not None for entry in fields.values()):
+            row["error"] = NOTHING_FOUND  # never a silent green "completed"
         documents.append(row)
         outcomes.extend(by_outcome[index] for index in sorted(by_outcome))
     return [

@@ -7,7 +7,7 @@ from typing import Any
 import dagster as dg
 
 from extraction_pipeline.core.errors import PermanentError, TransientError
-from extraction_pipeline.core.export import default_export_path, write_workbook
+from extraction_pipeline.core.export import NOTHING_FOUND, default_export_path, write_workbook
 from extraction_pipeline.core.extract import ExtractionOutcome, extract_item
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
@@ -181,8 +181,12 @@ def _result(
             return dg.MaterializeResult(metadata={"status": "already completed", "reason": outcome.reason})
         raise dg.Failure(f"not extracted by this run: {outcome.reason}", allow_retries=False)
     clear_waiting(context)
+    warning = {"warning": NOTHING_FOUND} if outcome.fields_found == 0 else {}
+    if warning:
+        context.log.warning(f"{document['filename']}: {NOTHING_FOUND}")
     return dg.MaterializeResult(
         metadata={
+            **warning,
             "status": "completed",
             "batch": batch_id,
             "filename": document["filename"],
