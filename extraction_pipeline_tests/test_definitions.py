@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -413,25 +414,17 @@ def test_failed_export_is_retried_with_a_new_run_key(
     assert isinstance(done, dg.SensorResult) and not done.run_requests
 
 
-# Dagster's own backfill builder calls its deprecated AssetSelection.sources.
-@pytest.mark.filterwarnings("ignore:Function `AssetSelection.sources` is deprecated:DeprecationWarning")
-def test_a_ui_backfill_batch_stays_open_across_aggregator_ticks_without_a_failed_tick(
-    instance: dg.DagsterInstance, ledger: Ledger, home: Path
-) -> None:
-    """The aggregator once crashed on every tick while a UI batch was open (`dg.BulkActionStatus`
-    does not exist). Every branch for a backfill batch: still requested, then over."""
+def _add_backfill(instance: dg.DagsterInstance, backfill_id: str, keys: list[str], assets: list[dg.AssetKey]) -> Any:
+    """A UI backfill as the webserver records it (REQUESTED), over these document partitions."""
     import time
 
-    from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+    from dagster._core.execution.backfill import PartitionBackfill
 
-    doc_ids = _register(ledger, home, 2)
-    keys = [partition_key(doc) for doc in doc_ids]
-    instance.add_dynamic_partitions(documents_partitions.name, keys)
     backfill = PartitionBackfill.from_asset_partitions(
-        backfill_id="bf1",
+        backfill_id=backfill_id,
         asset_graph=defs.get_repository_def().asset_graph,
         partition_names=keys,
-        asset_selection=[extracted_document.key],
+        asset_selection=assets,
         backfill_timestamp=time.time(),
         tags={},
         dynamic_partitions_store=instance,
@@ -441,6 +434,22 @@ def test_a_ui_backfill_batch_stays_open_across_aggregator_ticks_without_a_failed
         run_config=None,
     )
     instance.add_backfill(backfill)
+    return backfill
+
+
+# Dagster's own backfill builder calls its deprecated AssetSelection.sources.
+@pytest.mark.filterwarnings("ignore:Function `AssetSelection.sources` is deprecated:DeprecationWarning")
+def test_a_ui_backfill_batch_stays_open_across_aggregator_ticks_without_a_failed_tick(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path
+) -> None:
+    """The aggregator once crashed on every tick while a UI batch was open (`dg.BulkActionStatus`
+    does not exist). Every branch for a backfill batch: still requested, then over."""
+    from dagster._core.execution.backfill import BulkActionStatus
+
+    doc_ids = _register(ledger, home, 2)
+    keys = [partition_key(doc) for doc in doc_ids]
+    instance.add_dynamic_partitions(documents_partitions.name, keys)
+    backfill = _add_backfill(instance, "bf1", keys, [extracted_document.key])
     batch = create_batch(
         ledger,
         idempotency_key="backfill:bf1:p",
@@ -467,10 +476,6 @@ def test_a_ui_backfill_batch_stays_open_across_aggregator_ticks_without_a_failed
 def test_a_backfill_over_two_projects_becomes_one_batch_per_project(
     instance: dg.DagsterInstance, ledger: Ledger, home: Path, fake_llm: FakeLLMServer
 ) -> None:
-    import time
-
-    from dagster._core.execution.backfill import PartitionBackfill
-
     from extraction_pipeline.core.documents import register_pdf
     from extraction_pipeline.core.ledger.batches import find_batch_by_key
     from extraction_pipeline.core.synthetic import make_trial, write_report
@@ -479,21 +484,7 @@ def test_a_backfill_over_two_projects_becomes_one_batch_per_project(
     theirs = register_pdf(ledger, home / "documents", "q", write_report(make_trial(7), home / "src-q")).id
     keys = [partition_key(mine), partition_key(theirs)]
     instance.add_dynamic_partitions(documents_partitions.name, keys)
-    instance.add_backfill(
-        PartitionBackfill.from_asset_partitions(
-            backfill_id="mixed",
-            asset_graph=defs.get_repository_def().asset_graph,
-            partition_names=keys,
-            asset_selection=[parsed_document.key, extracted_document.key],
-            backfill_timestamp=time.time(),
-            tags={},
-            dynamic_partitions_store=instance,
-            all_partitions=False,
-            title=None,
-            description=None,
-            run_config=None,
-        )
-    )
+    _add_backfill(instance, "mixed", keys, [parsed_document.key, extracted_document.key])
     fake_llm.answer = _answer_from_trial
     from extraction_pipeline.defs.jobs import extract_documents_job
 

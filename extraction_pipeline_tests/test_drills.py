@@ -35,6 +35,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.breakers import failing_providers
 from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.pdf.isolation import group_alive
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline_tests.conftest import _fresh_pg_database
 from extraction_pipeline_tests.dagster_support import _answer_from_trial
@@ -149,7 +150,7 @@ class Drill:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(target, signal.SIGKILL)
         self.daemon.wait(timeout=30)
-        _wait(lambda: not _group_alive(group), 30, "the daemon's process group to die")
+        _wait(lambda: not group_alive(group), 30, "the daemon's process group to die")
 
     def stop_daemon(self, timeout: float = 180) -> str:
         """SIGTERM to `extraction-pipeline daemon`, as a service manager stops it."""
@@ -206,14 +207,6 @@ class Drill:
         ]
         with self.instance() as instance:
             assert invariant_violations(self.ledger, instance, batch_id) == []
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _drill(tmp_path: Path, ledger_url: str, dagster_url: str, llm: DrillLLM, **settings: str) -> Drill:
