@@ -6,8 +6,11 @@ Sheets:
   arm, Risk of Bias, project fields) as value, quote, page, status and check columns.
 - **Outcomes**: one row per reported outcome of each document, same five columns per field.
 - **Values**: one row per extracted value with its exact location (page, start, end), confidence
-  and reason: the list to filter when reviewing.
-- **Batch**: the batch, its frozen template version, totals, and what the colours mean.
+  and reason: the list to filter when reviewing. Its decision / corrected value / corrected quote /
+  comment columns are for reviewers who work in the spreadsheet (``review import`` reads them
+  back, matched by the hidden, signed row id); the final value, decision and reviewer of every
+  value already decided are filled in.
+- **Batch**: the batch, its frozen template version, totals, review progress, and what the colours mean.
 
 Status cells are filled by tier (green / yellow / red) and check cells with a flag in orange.
 Written to a temporary file and renamed, so a reader never sees a half-written workbook.
@@ -30,8 +33,21 @@ from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
 from extraction_pipeline.core.ledger.templates import definition_of, label_of, template_of_batch
 from extraction_pipeline.core.llm.offline import OFFLINE_PROVIDER, OFFLINE_WARNING
+from extraction_pipeline.core.review.decisions import comments_of, current_decisions
+from extraction_pipeline.core.review.progress import review_of
+from extraction_pipeline.core.review.row_ids import make_row_id
+from extraction_pipeline.core.review.values import APPROVE, DECISIONS, Decision, decision_label, is_reviewable
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 
+DECISION_COLUMN, CORRECTED_VALUE_COLUMN, CORRECTED_QUOTE_COLUMN, COMMENT_COLUMN = (
+    "decision",
+    "corrected value",
+    "corrected quote",
+    "comment",
+)
+EDITABLE_COLUMNS = (DECISION_COLUMN, CORRECTED_VALUE_COLUMN, CORRECTED_QUOTE_COLUMN, COMMENT_COLUMN)
+ROW_ID_COLUMN = "row id"
+EDITABLE_FILL = "DDEBF7"
 DOCUMENT_COLUMNS = [
     "document_id",
     "filename",
@@ -48,6 +64,7 @@ DOCUMENT_COLUMNS = [
     "values unverified",
     "values flagged",
     "outcomes",
+    "review",
 ]
 OUTCOME_COLUMNS = ["document_id", "filename", "outcome"]
 VALUE_COLUMNS = [
@@ -66,8 +83,14 @@ VALUE_COLUMNS = [
     "confidence",
     "reason",
     "check",
+    "final value",
+    "decided by",
+    "decided at (UTC)",
+    "comments so far",
+    *EDITABLE_COLUMNS,
+    ROW_ID_COLUMN,
 ]
-FIELD_SUFFIXES = ("", " quote", " page", " status", " check")
+FIELD_SUFFIXES = ("", " quote", " page", " status", " check", " final", " decision")
 STATUS_FILLS = {VERIFIED: "C6EFCE", APPROXIMATE: "FFEB9C", UNVERIFIED: "FFC7CE"}
 FLAG_FILL = "F4B183"
 MAX_CELL_CHARS = 32_767
@@ -82,6 +105,11 @@ LEGEND = [
     (NOT_REPORTED, "no value given: the model found nothing to extract for this field"),
     ("check", "a plausibility rule failed (e.g. estimate outside its CI, events above totals, a flipped sign)"),
     ("start, end", "character offsets of the quote's match in the page text or table text named in source"),
+    ("final value", "the value after review: the machine's (approve), the reviewer's (correct), empty (not reported)"),
+    (
+        "decision",
+        "Values sheet, blue columns: approve / correct / not reported, then `review import FILE --reviewer NAME`",
+    ),
 ]
 
 
@@ -96,14 +124,21 @@ def _field_columns(names: list[str]) -> list[str]:
     return [f"{name}{suffix}" for name in names for suffix in FIELD_SUFFIXES]
 
 
-def _field_cells(name: str, entry: dict[str, Any]) -> dict[str, Any]:
+def _field_cells(name: str, entry: dict[str, Any], decision: Decision | None) -> dict[str, Any]:
     return {
         name: entry.get("value"),
         f"{name} quote": entry.get("quote"),
         f"{name} page": entry.get("page"),
         f"{name} status": entry.get("status"),
         f"{name} check": _check_text(entry),
+        f"{name} final": _final_value(entry, decision),
+        f"{name} decision": decision_label(decision) or None,
     }
+
+
+def _final_value(entry: dict[str, Any], decision: Decision | None) -> Any:
+    """The value a meta-analysis should use: the decided one, else the machine's."""
+    return decision.value if decision is not None else entry.get("value")
 
 
 def _check_text(entry: dict[str, Any]) -> str | None:
@@ -133,6 +168,8 @@ def _column_of(path: str, entry: dict[str, Any]) -> str:
 def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition) -> list[SheetData]:
     """The Documents, Outcomes and Values sheets as plain data (the workbook writes them)."""
     items = batch_item_rows(ledger, batch_id)
+    decided = current_decisions(ledger, batch_id)
+    comments = comments_of(ledger, batch_id)
     results = [json.loads(item["result_json"]) if item["result_json"] else {} for item in items]
     single, repeated = _column_names(template, results)
     documents: list[dict[str, Any]] = []
@@ -160,15 +197,18 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
         by_outcome: dict[int, dict[str, Any]] = {}
         for path, entry in fields.items():
             index = entry.get("index")
+            decision = decided.get((item["id"], path))
             if index is None:
-                row.update(_field_cells(_column_of(path, entry), entry))
+                row.update(_field_cells(_column_of(path, entry), entry, decision))
             else:
                 by_outcome.setdefault(index, {**identity, "outcome": index}).update(
-                    _field_cells(entry.get("field", path), entry)
+                    _field_cells(entry.get("field", path), entry, decision)
                 )
-            if entry.get("status") != NOT_REPORTED or entry.get("value") is not None:
-                values.append(_value_row(identity, path, entry))
+            if is_reviewable(entry):
+                review = _review_cells(item, path, entry, decision, comments.get((item["id"], path), []))
+                values.append({**_value_row(identity, path, entry), **review})
         row["outcomes"] = len(by_outcome) if fields else None
+        row["review"] = review_of(item, decided).label
         if item["status"] == "completed" and not any(entry.get("value") is not None for entry in fields.values()):
             row["error"] = NOTHING_FOUND  # never a silent green "completed"
         documents.append(row)
@@ -197,6 +237,25 @@ def _value_row(identity: dict[str, Any], path: str, entry: dict[str, Any]) -> di
         "reason": entry.get("reason"),
         "check": _check_text(entry),
     }
+
+
+def _review_cells(
+    item: dict[str, Any], path: str, entry: dict[str, Any], decision: Decision | None, comments: list[dict[str, Any]]
+) -> dict[str, Any]:
+    seq = decision.seq if decision else 0
+    cells: dict[str, Any] = {
+        "final value": _final_value(entry, decision),
+        "decided by": decision.reviewer if decision else None,
+        "decided at (UTC)": _timestamp(decision.created_at) if decision else None,
+        "comments so far": " | ".join(f"{c['reviewer']}: {c['comment']}" for c in comments) or None,
+        ROW_ID_COLUMN: make_row_id(item["batch_uid"], item["id"], path, seq),
+    }
+    if decision is not None:  # the current state, so re-importing an untouched workbook changes nothing
+        cells[DECISION_COLUMN] = decision.action
+        if decision.action != APPROVE and decision.value is not None:
+            cells[CORRECTED_VALUE_COLUMN] = decision.value
+        cells[CORRECTED_QUOTE_COLUMN] = decision.quote
+    return cells
 
 
 def write_workbook(ledger: Ledger, batch_id: int, path: Path) -> Path:
@@ -250,6 +309,32 @@ def _write_sheet(sheet: Any, data: SheetData) -> None:
     for index, name in enumerate(data.header, start=1):
         width = 60 if name == "quote" or name.endswith(" quote") or name in ("reason", "error") else 14
         sheet.column_dimensions[get_column_letter(index)].width = width
+    if DECISION_COLUMN in data.header:
+        _make_reviewable(sheet, data)
+
+
+def _make_reviewable(sheet: Any, data: SheetData) -> None:
+    """Blue editable columns, a drop-down of decisions, and the row id hidden (not deleted: the
+    import matches rows by it, whatever the reviewer sorts or filters)."""
+    from openpyxl.styles import PatternFill
+    from openpyxl.utils import get_column_letter
+    from openpyxl.worksheet.datavalidation import DataValidation
+
+    fill = PatternFill("solid", start_color=EDITABLE_FILL, end_color=EDITABLE_FILL)
+    for name in EDITABLE_COLUMNS:
+        sheet.cell(row=1, column=data.header.index(name) + 1).fill = fill
+    letter = get_column_letter(data.header.index(DECISION_COLUMN) + 1)
+    choices = DataValidation(
+        type="list",
+        formula1=f'"{",".join(DECISIONS)}"',
+        allow_blank=True,
+        showErrorMessage=True,
+        errorTitle="decision",
+        error=f"choose one of: {', '.join(DECISIONS)}",
+    )
+    sheet.add_data_validation(choices)
+    choices.add(f"{letter}2:{letter}{max(len(data.rows) + 1, 2)}")
+    sheet.column_dimensions[get_column_letter(data.header.index(ROW_ID_COLUMN) + 1)].hidden = True
 
 
 def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: dict[str, Any], template: str) -> None:
@@ -266,6 +351,7 @@ def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: dict[str, Any], templa
         ("created_at (UTC)", _timestamp(batch["created_at"])),
         ("completed_at (UTC)", _timestamp(batch["completed_at"])),
         *progress(ledger, batch["id"]).as_dict().items(),
+        *_review_rows(ledger, batch["id"]),
     ]
     if any(model.startswith(f"{OFFLINE_PROVIDER}/") for model in models):
         rows.insert(6, ("warning", OFFLINE_WARNING))
@@ -278,6 +364,17 @@ def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: dict[str, Any], templa
         sheet.append([name, meaning])
         if color := STATUS_FILLS.get(name, FLAG_FILL if name == "check" else None):
             sheet.cell(row=sheet.max_row, column=1).fill = PatternFill("solid", start_color=color, end_color=color)
+
+
+def _review_rows(ledger: Ledger, batch_id: int) -> list[tuple[str, Any]]:
+    decided = current_decisions(ledger, batch_id)
+    reviews = [review_of(item, decided) for item in batch_item_rows(ledger, batch_id) if item["status"] == "completed"]
+    waiting = [r.filename for r in reviews if not r.reviewed]
+    rows: list[tuple[str, Any]] = [("reviewed documents", f"{len(reviews) - len(waiting)} of {len(reviews)}")]
+    if waiting:
+        shown = ", ".join(waiting[:50]) + (f" and {len(waiting) - 50} more" if len(waiting) > 50 else "")
+        rows.append(("not yet reviewed", shown))
+    return rows
 
 
 def _timestamp(value: datetime | None) -> str:

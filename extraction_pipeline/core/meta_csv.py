@@ -5,6 +5,10 @@ Column names follow ``metafor::escalc``'s arm-level arguments — ``xi``/``ni`` 
 "MN"``) — and the study-level effect as printed (``estimate``, ``ci.lb``, ``ci.ub``, ``pval``, as
 metafor names them). RevMan's import wizard maps the same columns (Study ID, Events, Total, Mean,
 SD). Each number carries its verification status, so a filter keeps only verified values.
+
+After review the number columns hold the *final* values (a reviewer's correction replaces the
+machine's value; "not reported" empties it); ``machine_*`` keeps what the model extracted,
+``decision_*`` says who decided what, and ``review`` says whether the document is fully reviewed.
 """
 
 from __future__ import annotations
@@ -16,8 +20,12 @@ from typing import Any
 
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.review.decisions import current_decisions
+from extraction_pipeline.core.review.progress import review_of
+from extraction_pipeline.core.review.values import Decision, decision_label
 
 ARMS = ("treatment", "control")
+REVIEWED = ("xi", "ni", "mi", "sdi", "estimate")
 COLUMNS = (
     "study",
     "document_id",
@@ -41,14 +49,23 @@ COLUMNS = (
     "status_mi",
     "status_sdi",
     "status_estimate",
+    *(f"machine_{name}" for name in REVIEWED),
+    *(f"decision_{name}" for name in REVIEWED),
+    "review",
 )
 # Formula-looking text must stay text when the CSV is opened in a spreadsheet.
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _value(fields: dict[str, Any], path: str) -> Any:
+def _machine(fields: dict[str, Any], path: str) -> Any:
     entry = fields.get(path)
     return entry.get("value") if isinstance(entry, dict) else None
+
+
+def _final(fields: dict[str, Any], decided: dict[str, Decision], path: str) -> Any:
+    """The reviewer's value where one decided, else the machine's."""
+    decision = decided.get(path)
+    return decision.value if decision is not None else _machine(fields, path)
 
 
 def _status(fields: dict[str, Any], path: str) -> str:
@@ -73,48 +90,64 @@ def _is_number(text: str) -> bool:
 def meta_analysis_rows(ledger: Ledger, batch_id: int) -> list[dict[str, Any]]:
     """Rows of the long format, for every completed document's every outcome and arm."""
     rows: list[dict[str, Any]] = []
+    decided = current_decisions(ledger, batch_id)
     for item in batch_item_rows(ledger, batch_id):
         if item["status"] != "completed" or not item["result_json"]:
             continue
         fields: dict[str, Any] = json.loads(item["result_json"]).get("fields", {})
-        study = _value(fields, "metadata.study_id") or _value(fields, "metadata.nct_number") or item["filename"]
+        mine: dict[str, Decision] = {path: d for (item_id, path), d in decided.items() if item_id == item["id"]}
+
+        review = review_of(item, decided).label
+        study = (
+            _final(fields, mine, "metadata.study_id") or _final(fields, mine, "metadata.nct_number") or item["filename"]
+        )
         outcomes = sorted({int(path.split(".")[1]) for path in fields if path.startswith("outcomes.")})
         for number in outcomes:
             prefix = f"outcomes.{number}."
             for arm in ARMS:
                 dichotomous = (f"{prefix}events_{arm}", f"{prefix}total_{arm}")
                 continuous = (f"{prefix}mean_{arm}", f"{prefix}sd_{arm}", f"{prefix}n_{arm}")
-                if all(_value(fields, path) is None for path in (*dichotomous, *continuous)):
+                if all(_final(fields, mine, path) is None for path in (*dichotomous, *continuous)):
                     continue  # this arm reports nothing for this outcome
-                total = _value(fields, f"{prefix}total_{arm}")
-                n = total if total is not None else _value(fields, f"{prefix}n_{arm}")
+                total = _final(fields, mine, f"{prefix}total_{arm}")
+                n = total if total is not None else _final(fields, mine, f"{prefix}n_{arm}")
                 n_path = f"{prefix}total_{arm}" if total is not None else f"{prefix}n_{arm}"
-                rows.append(
-                    {
-                        "study": study,
-                        "document_id": item["document_id"],
-                        "filename": item["filename"],
-                        "outcome": number,
-                        "outcome_name": _value(fields, f"{prefix}outcome_name"),
-                        "timepoint": _value(fields, f"{prefix}timepoint"),
-                        "outcome_type": _value(fields, f"{prefix}outcome_type"),
-                        "group": arm,
-                        "xi": _value(fields, f"{prefix}events_{arm}"),
-                        "ni": n,
-                        "mi": _value(fields, f"{prefix}mean_{arm}"),
-                        "sdi": _value(fields, f"{prefix}sd_{arm}"),
-                        "measure": _value(fields, f"{prefix}effect_measure"),
-                        "estimate": _value(fields, f"{prefix}effect_estimate"),
-                        "ci.lb": _value(fields, f"{prefix}ci_lower"),
-                        "ci.ub": _value(fields, f"{prefix}ci_upper"),
-                        "pval": _value(fields, f"{prefix}p_value"),
-                        "status_xi": _status(fields, f"{prefix}events_{arm}"),
-                        "status_ni": _status(fields, n_path),
-                        "status_mi": _status(fields, f"{prefix}mean_{arm}"),
-                        "status_sdi": _status(fields, f"{prefix}sd_{arm}"),
-                        "status_estimate": _status(fields, f"{prefix}effect_estimate"),
-                    }
-                )
+                paths = {
+                    "xi": f"{prefix}events_{arm}",
+                    "ni": n_path,
+                    "mi": f"{prefix}mean_{arm}",
+                    "sdi": f"{prefix}sd_{arm}",
+                    "estimate": f"{prefix}effect_estimate",
+                }
+                row = {
+                    "study": study,
+                    "document_id": item["document_id"],
+                    "filename": item["filename"],
+                    "outcome": number,
+                    "outcome_name": _final(fields, mine, f"{prefix}outcome_name"),
+                    "timepoint": _final(fields, mine, f"{prefix}timepoint"),
+                    "outcome_type": _final(fields, mine, f"{prefix}outcome_type"),
+                    "group": arm,
+                    "xi": _final(fields, mine, f"{prefix}events_{arm}"),
+                    "ni": n,
+                    "mi": _final(fields, mine, f"{prefix}mean_{arm}"),
+                    "sdi": _final(fields, mine, f"{prefix}sd_{arm}"),
+                    "measure": _final(fields, mine, f"{prefix}effect_measure"),
+                    "estimate": _final(fields, mine, f"{prefix}effect_estimate"),
+                    "ci.lb": _final(fields, mine, f"{prefix}ci_lower"),
+                    "ci.ub": _final(fields, mine, f"{prefix}ci_upper"),
+                    "pval": _final(fields, mine, f"{prefix}p_value"),
+                    "status_xi": _status(fields, f"{prefix}events_{arm}"),
+                    "status_ni": _status(fields, n_path),
+                    "status_mi": _status(fields, f"{prefix}mean_{arm}"),
+                    "status_sdi": _status(fields, f"{prefix}sd_{arm}"),
+                    "status_estimate": _status(fields, f"{prefix}effect_estimate"),
+                    "review": review,
+                }
+                for name, path in paths.items():
+                    row[f"machine_{name}"] = _machine(fields, path)
+                    row[f"decision_{name}"] = decision_label(mine.get(path)) or None
+                rows.append(row)
     return rows
 
 

@@ -1,80 +1,108 @@
 """Routes under /extraction: the list of batches and each batch's workbook and meta-analysis CSV.
 
 Only integer ids reach the handlers (Starlette's ``int`` convertor), and a workbook is served only
-from inside the instance home's exports folder, whatever the ledger says its path is.
+from inside the instance home's exports folder, whatever the ledger says its path is. Once
+reviewers have decided on values, the workbook served is a reviewed copy written next to the
+batch's own export (named after the latest decision, so every download between two decisions is
+the same file, and the machine's export is never overwritten).
 """
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
+from starlette.responses import FileResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from extraction_pipeline.core.export import write_workbook
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.queries import progress, recent_batches
 from extraction_pipeline.core.meta_csv import meta_analysis_csv
+from extraction_pipeline.core.review.decisions import latest_decision_id
+from extraction_pipeline.core.review.progress import batch_review
+from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.web.pages import esc, page, table, url_part
 from extraction_pipeline.web.urls import PREFIX
 
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
-def routes(ledger: Ledger, exports_dir: Path) -> list[Route]:
-    exports = exports_dir.resolve()
+def reviewed_workbook_path(exports_dir: Path, batch_id: int, decision_id: int) -> Path:
+    return exports_dir / f"batch-{batch_id}-reviewed-d{decision_id}.xlsx"
+
+
+def routes(ledger: Ledger, settings: Settings) -> list[Route]:
+    exports = settings.exports_dir.resolve()
 
     async def index(request: Request) -> Response:
         rows = []
         for batch in recent_batches(ledger, limit=200):
             counts = progress(ledger, batch["id"])
+            reviews = [r for r in batch_review(ledger, batch["id"]) if r.status == "completed"]
             links = (
                 f'<a href="{PREFIX}/batches/{batch["id"]}/workbook.xlsx">workbook</a> · '
                 f'<a href="{PREFIX}/batches/{batch["id"]}/meta-analysis.csv">CSV</a>'
                 if batch["export_path"]
                 else "not yet written"
             )
-            cells = (
-                batch["id"],
-                html.escape(str(batch["project"])),
-                html.escape(str(batch["user"])),
-                batch["status"],
-                f"{counts.done}/{counts.total} ({counts.error} errors)",
+            rows.append(
+                [
+                    f"<a href='{PREFIX}/batches/{batch['id']}'>batch {batch['id']}</a>",
+                    f"<a href='{PREFIX}/projects/{url_part(batch['project'])}'>{esc(batch['project'])}</a>",
+                    esc(batch["user"]),
+                    esc(batch["status"]),
+                    esc(f"{counts.done}/{counts.total} ({counts.error} errors)"),
+                    esc(f"{sum(1 for r in reviews if r.reviewed)}/{len(reviews)}"),
+                    links,
+                ]
             )
-            rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + f"<td>{links}</td></tr>")
         body = (
-            "<!doctype html><meta charset='utf-8'><title>Batches · extraction_pipeline</title>"
-            "<h1>Batches</h1><p><a href='/'>Dagster UI</a></p>"
-            "<table border='1' cellpadding='4'><tr><th>batch</th><th>project</th><th>user</th><th>status</th>"
-            "<th>documents</th><th>downloads</th></tr>" + "".join(rows) + "</table>"
+            f"<p><a href='{PREFIX}/projects'>Create a project, upload PDFs and start a batch</a></p>"
+            + table(["batch", "project", "user", "status", "documents", "reviewed", "downloads"], rows)
+            if rows
+            else f"<p>No batches yet. <a href='{PREFIX}/projects'>Create a project and upload PDFs</a>.</p>"
         )
-        return HTMLResponse(body)
+        return page("Batches", body)
 
-    def _closed_batch(batch_id: int) -> dict[str, object] | Response:
+    def _known_batch(batch_id: int) -> dict[str, object] | Response:
         batch = get_batch(ledger, batch_id)
         if batch is None:
             return PlainTextResponse(f"unknown batch {batch_id}\n", status_code=404)
         return batch
 
+    def _current_workbook(batch: dict[str, object]) -> Path:
+        """The batch's export, or its reviewed copy when decisions exist (written on first request)."""
+        batch_id = int(str(batch["id"]))
+        decision = latest_decision_id(ledger, batch_id)
+        if decision is None:
+            return Path(str(batch["export_path"])).resolve()
+        path = reviewed_workbook_path(exports, batch_id, decision)
+        if not path.is_file():
+            write_workbook(ledger, batch_id, path)
+        return path
+
     async def workbook(request: Request) -> Response:
-        batch = _closed_batch(request.path_params["batch_id"])
+        batch = _known_batch(request.path_params["batch_id"])
         if isinstance(batch, Response):
             return batch
         if not batch["export_path"]:
             return PlainTextResponse("no workbook yet: the batch is not closed and exported\n", status_code=404)
-        path = Path(str(batch["export_path"])).resolve()
+        path = await run_in_threadpool(_current_workbook, batch)
         if not path.is_relative_to(exports) or not path.is_file():
             return PlainTextResponse("workbook not available on this server\n", status_code=404)
         return FileResponse(path, media_type=XLSX, filename=path.name)
 
     async def meta_csv(request: Request) -> Response:
         batch_id = request.path_params["batch_id"]
-        batch = _closed_batch(batch_id)
+        batch = _known_batch(batch_id)
         if isinstance(batch, Response):
             return batch
         headers = {"content-disposition": f'attachment; filename="batch-{batch_id}-meta-analysis.csv"'}
-        return Response(meta_analysis_csv(ledger, batch_id), media_type="text/csv; charset=utf-8", headers=headers)
+        text = await run_in_threadpool(meta_analysis_csv, ledger, batch_id)
+        return Response(text, media_type="text/csv; charset=utf-8", headers=headers)
 
     return [
         Route(PREFIX, index),

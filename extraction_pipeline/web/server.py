@@ -14,8 +14,8 @@ from starlette.routing import Mount
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.web import downloads, projects, review
 from extraction_pipeline.web.auth import TokenGate, is_loopback
-from extraction_pipeline.web.downloads import routes
 
 CODE_LOCATION_MODULE = "extraction_pipeline.definitions"
 
@@ -23,7 +23,12 @@ CODE_LOCATION_MODULE = "extraction_pipeline.definitions"
 def build_app(settings: Settings, dagster_app: Any, *, token: str | None) -> Any:
     """Our routes first, the Dagster UI for everything else; gated by ``token`` when given."""
     ledger = Ledger.connect(settings.ledger_url)
-    app: Any = Starlette(routes=[*routes(ledger, settings.exports_dir), Mount("/", app=dagster_app)])
+    ours = [
+        *downloads.routes(ledger, settings),
+        *projects.routes(ledger, settings),
+        *review.routes(ledger, settings),
+    ]
+    app: Any = Starlette(routes=[*ours, Mount("/", app=dagster_app)])
     return TokenGate(app, token) if token else app
 
 

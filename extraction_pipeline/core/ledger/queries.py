@@ -16,6 +16,7 @@ from extraction_pipeline.core.ledger.schema import (
     batch_items,
     batches,
     documents,
+    templates,
 )
 
 
@@ -169,5 +170,29 @@ def unexported_batches(ledger: Ledger, limit: int = 1000) -> list[dict[str, Any]
 def recent_batches(ledger: Ledger, limit: int = 200) -> list[dict[str, Any]]:
     """Batches, newest first (the batches page)."""
     statement = select(batches).order_by(batches.c.id.desc()).limit(limit)
+    with ledger.engine.connect() as conn:
+        return [dict(row) for row in conn.execute(statement).mappings()]
+
+
+def projects_overview(ledger: Ledger) -> list[dict[str, Any]]:
+    """Every project (it has documents or a template), with its document count and template version."""
+    with ledger.engine.connect() as conn:
+        counts: dict[str, int] = dict(
+            conn.execute(select(documents.c.project, func.count()).group_by(documents.c.project)).tuples().all()
+        )
+        versions: dict[str, int] = dict(
+            conn.execute(select(templates.c.project, func.max(templates.c.version)).group_by(templates.c.project))
+            .tuples()
+            .all()
+        )
+    return [
+        {"project": name, "documents": counts.get(name, 0), "template_version": versions.get(name)}
+        for name in sorted(set(counts) | set(versions))
+    ]
+
+
+def project_documents(ledger: Ledger, project: str) -> list[dict[str, Any]]:
+    """A project's documents, oldest first."""
+    statement = select(documents).where(documents.c.project == project).order_by(documents.c.id)
     with ledger.engine.connect() as conn:
         return [dict(row) for row in conn.execute(statement).mappings()]

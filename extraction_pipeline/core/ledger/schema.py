@@ -200,3 +200,28 @@ prompt_audit = Table(
     Column("created_at", DateTime, nullable=False),
 )
 Index("ix_prompt_audit_item", prompt_audit.c.item_id)
+
+review_decisions = Table(
+    "review_decisions",
+    metadata,
+    # Append-only audit of what reviewers decided about each extracted value (never updated or
+    # deleted). A value is addressed by (item, path); ``seq`` numbers its decisions 1, 2, ... and
+    # is unique, so two reviewers deciding from the same state cannot both win: the second insert
+    # fails and is reported as a conflict. Comments carry no ``seq`` (they decide nothing).
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("batch_id", Integer, ForeignKey("batches.id"), nullable=False),
+    Column("item_id", Integer, ForeignKey("batch_items.id"), nullable=False),
+    Column("path", String(300), nullable=False),
+    Column("seq", Integer, nullable=True),
+    Column("action", String(20), nullable=False),
+    Column("machine_value_json", Text, nullable=True),
+    Column("value_json", Text, nullable=True),
+    Column("quote", Text, nullable=True),
+    Column("grounding_json", Text, nullable=True),
+    Column("comment", Text, nullable=True),
+    Column("reviewer", String(200), nullable=False),
+    Column("origin", String(300), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    UniqueConstraint("item_id", "path", "seq", name="uq_review_decisions_value_seq"),
+)
+Index("ix_review_decisions_batch", review_decisions.c.batch_id)

@@ -1,0 +1,177 @@
+"""A PDF page as a PNG image with a quote's source span highlighted on it.
+
+The span comes from grounding: (source, start, end) in the page's text or in one of its tables'
+text, as the parse engine produced them. For page text the engine's text is PyMuPDF's
+``get_text("text")``, whose words come in the same order as ``get_text("words")``, so each word's
+character range is found by walking the text and the words overlapping the span are highlighted.
+A table span is found by its letters and digits among the page's words, row by row (a table's
+text is rebuilt from cells, so it has no offsets on the page).
+
+Rendering reads an untrusted PDF, so the web layer calls ``render_isolated``: a child process with
+a hard timeout, like the parse step, so a page that hangs or crashes MuPDF costs one image.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from extraction_pipeline.core.errors import PermanentError
+from extraction_pipeline.core.pdf.isolation import group_alive, kill_process_group
+
+HIGHLIGHT_FILL = (1.0, 0.85, 0.0)
+HIGHLIGHT_EDGE = (0.9, 0.45, 0.0)
+HIGHLIGHT_OPACITY = 0.45
+DEFAULT_ZOOM = 1.5
+RENDER_TIMEOUT_SECONDS = 30.0
+WORKER_MODULE = "extraction_pipeline.core.review.page_image"
+
+
+@dataclass(frozen=True)
+class Span:
+    source: str  # "text" or "table N"
+    start: int
+    end: int
+    text: str  # the span's text (page text or table text between start and end)
+
+
+def _skeleton(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKC", text).lower() if c.isalnum())
+
+
+def _text_span_words(page_text: str, words: list[Any], span: Span) -> list[int]:
+    """Indexes of the words whose characters overlap [start, end) of the page text."""
+    chosen, cursor = [], 0
+    for index, word in enumerate(words):
+        found = page_text.find(word[4], cursor)
+        if found == -1:
+            continue  # not where expected: the rest still maps
+        cursor = found + len(word[4])
+        if found < span.end and cursor > span.start:
+            chosen.append(index)
+        if found >= span.end:
+            break
+    return chosen
+
+
+def _find_run(skeletons: list[str], target: str, first: int = 0) -> list[int]:
+    """The shortest run of consecutive words whose skeletons, joined, contain ``target``."""
+    if not target:
+        return []
+    joined, owners = "", []
+    for index in range(first, len(skeletons)):
+        joined += skeletons[index]
+        owners.extend([index] * len(skeletons[index]))
+    at = joined.find(target)
+    if at == -1:
+        return []
+    return sorted(set(owners[at : at + len(target)]))
+
+
+def _table_span_words(words: list[Any], span: Span) -> list[int]:
+    skeletons = [_skeleton(word[4]) for word in words]
+    whole = _find_run(skeletons, _skeleton(span.text))
+    if whole:
+        return whole
+    chosen: list[int] = []
+    for row in span.text.splitlines():
+        found = _find_run(skeletons, _skeleton(row))
+        if not found:
+            for cell in row.split("\t"):
+                found += _find_run(skeletons, _skeleton(cell), chosen[-1] + 1 if chosen else 0)
+        chosen.extend(found)
+    return sorted(set(chosen))
+
+
+def highlight_rects(page: Any, span: Span) -> list[tuple[float, float, float, float]]:
+    """Rectangles (PDF points) of the words that make up ``span`` on ``page``."""
+    words = page.get_text("words")
+    if span.source == "text":
+        indexes = _text_span_words(page.get_text("text"), words, span)
+    else:
+        indexes = _table_span_words(words, span)
+    return [tuple(words[i][:4]) for i in indexes]
+
+
+def render(
+    pdf: Path, page_number: int, span: Span | None, zoom: float = DEFAULT_ZOOM
+) -> tuple[bytes, list[list[float]]]:
+    """(PNG bytes, highlighted rectangles in image pixels) for 1-based ``page_number``."""
+    from extraction_pipeline.core.pdf.engine import import_pymupdf
+
+    pymupdf = import_pymupdf()
+    with pymupdf.open(pdf, filetype="pdf") as doc:
+        if not 1 <= page_number <= doc.page_count:
+            raise PermanentError(f"page {page_number} is not in this PDF ({doc.page_count} pages)")
+        page = doc[page_number - 1]
+        rects = highlight_rects(page, span) if span else []
+        for x0, y0, x1, y1 in rects:
+            page.draw_rect(
+                pymupdf.Rect(x0 - 1, y0 - 1, x1 + 1, y1 + 1),
+                color=HIGHLIGHT_EDGE,
+                fill=HIGHLIGHT_FILL,
+                fill_opacity=HIGHLIGHT_OPACITY,
+                width=0.6,
+            )
+        pixmap = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False)
+        scaled = [[round(v * zoom, 1) for v in rect] for rect in rects]
+        return pixmap.tobytes("png"), scaled
+
+
+def render_isolated(
+    pdf: Path, page_number: int, span: Span | None, *, timeout_seconds: float = RENDER_TIMEOUT_SECONDS
+) -> tuple[bytes, list[list[float]]]:
+    """``render`` in a child process in its own session, killed (with anything it started) on timeout."""
+    with tempfile.TemporaryDirectory(prefix="page-") as tmp:
+        out = Path(tmp) / "page"
+        spec = json.dumps({"page": page_number, "span": span.__dict__ if span else None})
+        with subprocess.Popen(
+            [sys.executable, "-m", WORKER_MODULE, str(pdf), str(out), spec],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        ) as process:
+            try:
+                output, _ = process.communicate(timeout=timeout_seconds)
+            except subprocess.TimeoutExpired:
+                kill_process_group(process)
+                raise PermanentError(f"rendering the page timed out after {timeout_seconds:g} s") from None
+            finally:
+                if process.poll() is None or group_alive(process.pid):
+                    kill_process_group(process)
+        meta = out.with_suffix(".json")
+        if not meta.exists():
+            last = (output or b"").decode(errors="replace").strip().splitlines()[-1:] or [""]
+            raise PermanentError(f"rendering the page failed: {last[0][:300]}")
+        payload = json.loads(meta.read_text())
+        if "error" in payload:
+            raise PermanentError(str(payload["error"]))
+        return out.with_suffix(".png").read_bytes(), payload["rects"]
+
+
+def main(argv: list[str]) -> int:
+    pdf, out, spec = Path(argv[0]), Path(argv[1]), json.loads(argv[2])
+    span = Span(**spec["span"]) if spec.get("span") else None
+    try:
+        png, rects = render(pdf, int(spec["page"]), span)
+    except Exception as exc:  # one clean line for the page, whatever MuPDF raised
+        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+        out.with_suffix(".json").write_text(json.dumps({"error": f"cannot render the page ({first_line})"}))
+        return 3
+    out.with_suffix(".png").write_bytes(png)
+    tmp = out.with_suffix(".partial")
+    tmp.write_text(json.dumps({"rects": rects}))
+    os.replace(tmp, out.with_suffix(".json"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

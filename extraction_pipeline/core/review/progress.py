@@ -1,0 +1,68 @@
+"""How far the review of a batch has come, per document (one read of items, one of decisions)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from extraction_pipeline.core.grounding import APPROXIMATE, UNVERIFIED, VERIFIED
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.review.decisions import current_decisions
+from extraction_pipeline.core.review.values import Decision, reviewable_values
+
+
+@dataclass(frozen=True)
+class DocumentReview:
+    item_id: int
+    document_id: int
+    filename: str
+    status: str  # the item's extraction status
+    message: str | None
+    verified: int = 0
+    approximate: int = 0
+    unverified: int = 0
+    flagged: int = 0
+    values: int = 0
+    decided: int = 0
+    reviewers: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def reviewed(self) -> bool:
+        """Every value has a decision (a completed document without values counts as reviewed
+        once it is completed: there is nothing to decide)."""
+        return self.status == "completed" and self.decided == self.values
+
+    @property
+    def label(self) -> str:
+        if self.status != "completed":
+            return f"not reviewable ({self.status})"
+        if self.reviewed:
+            return f"reviewed by {', '.join(self.reviewers)}" if self.reviewers else "reviewed (no values)"
+        return f"not yet reviewed ({self.decided} of {self.values} values decided)"
+
+
+def batch_review(ledger: Ledger, batch_id: int) -> list[DocumentReview]:
+    decided = current_decisions(ledger, batch_id)
+    return [review_of(item, decided) for item in batch_item_rows(ledger, batch_id)]
+
+
+def review_of(item: dict[str, Any], decided: dict[tuple[int, str], Decision]) -> DocumentReview:
+    values = reviewable_values(item["result_json"])
+    statuses = [entry.get("status") for entry in values.values()]
+    item_id = int(item["id"])
+    mine = [decided[(item_id, path)] for path in values if (item_id, path) in decided]
+    return DocumentReview(
+        item_id=item_id,
+        document_id=int(item["document_id"]),
+        filename=str(item["filename"]),
+        status=str(item["status"]),
+        message=item["message"],
+        verified=statuses.count(VERIFIED),
+        approximate=statuses.count(APPROXIMATE),
+        unverified=statuses.count(UNVERIFIED),
+        flagged=sum(1 for entry in values.values() if entry.get("flags")),
+        values=len(values),
+        decided=len(mine),
+        reviewers=tuple(sorted({d.reviewer for d in mine})),
+    )

@@ -1,0 +1,101 @@
+"""The page image a reviewer sees next to a value: which page, which span, rendered once.
+
+The span is the one grounding stored with the value (or with the reviewer's corrected quote). The
+PDF is the registered copy, read only from the instance's document store, without following
+links, and only if its bytes still hash to the registered digest. Images are cached by content
+(digest, page, span), so each page view renders at most once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from extraction_pipeline.core.documents import READD_HINT, copy_hashing, open_stored_copy
+from extraction_pipeline.core.errors import ConfigError, PermanentError
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.documents import get_document
+from extraction_pipeline.core.ledger.items import get_item
+from extraction_pipeline.core.parsing import ParseOptions, parse_document
+from extraction_pipeline.core.review.page_image import Span, render_isolated
+
+
+@dataclass(frozen=True)
+class PageImage:
+    png: bytes
+    page: int
+    pages: int
+    rects: list[list[float]]
+
+
+def anchor_of(entry: dict[str, Any], grounding: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Where the value's quote is: the reviewer's re-grounded quote first, else the machine's."""
+    for candidate in (grounding, entry):
+        if candidate and candidate.get("page") and candidate.get("start") is not None:
+            return {key: candidate[key] for key in ("page", "source", "start", "end")}
+    return None
+
+
+def _span_text(ledger: Ledger, document: dict[str, Any], anchor: dict[str, Any], options: ParseOptions | None) -> str:
+    parsed = parse_document(ledger, sha256=document["sha256"], stored_path=document["stored_path"], options=options)
+    page, source, start, end = anchor["page"], str(anchor["source"]), int(anchor["start"]), int(anchor["end"])
+    if source == "text":
+        return str(parsed.pages_text[page - 1][start:end])
+    number = int(source.split()[-1])
+    return str(parsed.tables_on(page)[number - 1].text[start:end])
+
+
+def page_image(
+    ledger: Ledger,
+    *,
+    item_id: int,
+    entry: dict[str, Any] | None,
+    grounding: dict[str, Any] | None,
+    page: int | None,
+    documents_dir: Path,
+    cache_dir: Path,
+    options: ParseOptions | None = None,
+) -> PageImage:
+    """The page (``page``, else the value's own page, else 1) with the value's span highlighted
+    when the span is on that page."""
+    item = get_item(ledger, item_id)
+    document = get_document(ledger, item["document_id"]) if item else None
+    if document is None:
+        raise ConfigError(f"unknown item {item_id}")
+    anchor = anchor_of(entry or {}, grounding)
+    shown = page or (anchor["page"] if anchor else 1)
+    if not 1 <= shown <= document["pages"]:
+        raise ConfigError(f"page {shown} is not in this PDF ({document['pages']} pages)")
+    span = None
+    if anchor and anchor["page"] == shown:
+        span = Span(str(anchor["source"]), int(anchor["start"]), int(anchor["end"]), "")
+        span = Span(span.source, span.start, span.end, _span_text(ledger, document, anchor, options))
+    key = hashlib.sha256(json.dumps([document["sha256"], shown, asdict(span) if span else None]).encode()).hexdigest()
+    cached_png, cached_meta = cache_dir / f"{key}.png", cache_dir / f"{key}.json"
+    if cached_png.is_file() and cached_meta.is_file():
+        rects = json.loads(cached_meta.read_text())
+        return PageImage(cached_png.read_bytes(), shown, document["pages"], rects)
+    png, rects = _render_registered(document, documents_dir, shown, span)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    cached_png.write_bytes(png)
+    cached_meta.write_text(json.dumps(rects))
+    return PageImage(png, shown, document["pages"], rects)
+
+
+def _render_registered(
+    document: dict[str, Any], documents_dir: Path, page: int, span: Span | None
+) -> tuple[bytes, list[list[float]]]:
+    stored = Path(document["stored_path"])
+    if not stored.resolve().is_relative_to(documents_dir.resolve()):
+        raise PermanentError(f"the stored copy of {document['filename']} is outside the document store: refused")
+    with tempfile.TemporaryDirectory(prefix="view-") as tmp:
+        copy = Path(tmp) / "document.pdf"
+        with open_stored_copy(stored) as source, copy.open("wb") as target:
+            digest = copy_hashing(source, target)
+        if digest != document["sha256"]:
+            raise PermanentError(f"the stored copy of {document['filename']} has changed: {READD_HINT}")
+        return render_isolated(copy, page, span)

@@ -1,0 +1,80 @@
+"""Which extracted values a reviewer decides on, and what each one's final value is.
+
+A reviewable value is one the Values sheet lists: every field the model answered (a value or at
+least a quote). Fields reported as absent need no decision; a document is *reviewed* when every
+reviewable value has one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from extraction_pipeline.core.grounding import APPROXIMATE, NOT_REPORTED, UNVERIFIED, VERIFIED
+
+APPROVE = "approve"
+CORRECT = "correct"
+MARK_NOT_REPORTED = "not reported"
+COMMENT = "comment"
+DECISIONS = (APPROVE, CORRECT, MARK_NOT_REPORTED)
+ACTIONS = (*DECISIONS, COMMENT)
+# Review order: what most needs a human first.
+_STATUS_ORDER = {UNVERIFIED: 0, APPROXIMATE: 2, VERIFIED: 3, NOT_REPORTED: 4}
+
+
+def is_reviewable(entry: dict[str, Any]) -> bool:
+    return entry.get("status") != NOT_REPORTED or entry.get("value") is not None
+
+
+def reviewable_values(result_json: str | None) -> dict[str, dict[str, Any]]:
+    """path -> entry for every value of a stored result that needs a decision."""
+    if not result_json:
+        return {}
+    fields: dict[str, Any] = json.loads(result_json).get("fields", {})
+    return {path: entry for path, entry in fields.items() if is_reviewable(entry)}
+
+
+def review_rank(entry: dict[str, Any]) -> tuple[int, int]:
+    """Sort key: unverified first, then flagged, approximate, verified."""
+    status_rank = _STATUS_ORDER.get(str(entry.get("status")), 0)
+    if entry.get("flags") and status_rank > 1:
+        status_rank = 1
+    return status_rank, 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The latest decision on one value (comments aside)."""
+
+    id: int
+    item_id: int
+    path: str
+    seq: int
+    action: str
+    machine_value: Any
+    value: Any  # the final value: the machine's (approve), the reviewer's (correct), None (not reported)
+    quote: str | None
+    grounding: dict[str, Any] | None
+    comment: str | None
+    reviewer: str
+    origin: str
+    created_at: Any
+
+    def same_outcome(self, action: str, value: Any) -> bool:
+        """Would deciding (action, value) change nothing?"""
+        if action != self.action:
+            return False
+        return action != CORRECT or _comparable(value) == _comparable(self.value)
+
+
+def _comparable(value: Any) -> Any:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def decision_label(decision: Decision | None) -> str:
+    if decision is None:
+        return ""
+    return f"{decision.action} by {decision.reviewer}"

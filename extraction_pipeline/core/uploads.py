@@ -1,0 +1,77 @@
+"""PDFs uploaded through the browser: the same validation and registration as ``documents add``.
+
+An upload is staged under the instance home (never at a path a user names), registered from there
+and the staged copy removed; the filename the user sent is reduced to a plain file name first.
+Each file gets its own verdict, so one bad PDF never costs the good ones.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from extraction_pipeline.core.documents import RegisteredDocument, register_pdf
+from extraction_pipeline.core.errors import ExtractionError
+from extraction_pipeline.core.ledger import Ledger
+
+MAX_FILENAME_CHARS = 200
+_UNSAFE = re.compile(r"[^\w .()+,-]")
+
+
+@dataclass(frozen=True)
+class UploadVerdict:
+    filename: str
+    document: RegisteredDocument | None
+    reason: str | None  # why it was refused (None: registered)
+
+
+def safe_filename(sent: str | None) -> str:
+    """A plain, printable file name: no directories, no control characters, ends in .pdf."""
+    name = unicodedata.normalize("NFC", (sent or "").replace("\\", "/").rsplit("/", 1)[-1])
+    name = _UNSAFE.sub("_", name).strip(" .")[:MAX_FILENAME_CHARS]
+    if not name:
+        name = "upload"
+    return name if name.lower().endswith(".pdf") else f"{name}.pdf"
+
+
+def register_upload(
+    ledger: Ledger,
+    store_dir: Path,
+    staging_dir: Path,
+    project: str,
+    sent_name: str | None,
+    data: BinaryIO,
+    max_bytes: int,
+) -> UploadVerdict:
+    """Stage ``data`` (at most ``max_bytes`` + 1 bytes are read), register it, drop the staged copy."""
+    filename = safe_filename(sent_name)
+    staging_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=staging_dir, prefix="upload-") as tmp:
+        staged = Path(tmp) / filename
+        with staged.open("wb") as target:
+            copied = _copy_limited(data, target, max_bytes)
+        if copied > max_bytes:
+            return UploadVerdict(filename, None, f"larger than the limit of {max_bytes} bytes (EXTRACTION_MAX_PDF_MB)")
+        try:
+            return UploadVerdict(filename, register_pdf(ledger, store_dir, project, staged, max_bytes), None)
+        except ExtractionError as exc:
+            # The reason names the staged path: show the user's file name instead.
+            return UploadVerdict(filename, None, str(exc).replace(str(staged), filename).replace(f"{filename}: ", ""))
+
+
+def _copy_limited(source: BinaryIO, target: BinaryIO, max_bytes: int) -> int:
+    copied = 0
+    while block := source.read(1 << 20):
+        copied += len(block)
+        if copied > max_bytes:
+            break
+        target.write(block)
+    return copied
+
+
+def staging_dir(home: Path) -> Path:
+    return home / "uploads"

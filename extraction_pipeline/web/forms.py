@@ -1,0 +1,70 @@
+"""Reading form posts safely, and remembering who the browser's user is.
+
+A form post must come from this server's own pages: a browser sends ``Origin`` (or at least
+``Referer``) with every POST, and a page on another site that tries to make a reviewer's browser
+post here (cross-site request forgery) is refused. The user's name is kept in a cookie only to
+pre-fill forms; every decision still names its reviewer explicitly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+USER_COOKIE = "extraction_user"
+MAX_USER_CHARS = 200
+
+
+def same_origin(request: Request) -> bool:
+    sent = request.headers.get("origin") or request.headers.get("referer")
+    if not sent or sent == "null":
+        return False
+    return urlsplit(sent).netloc == request.headers.get("host", "")
+
+
+async def read_form(request: Request, *, max_files: int = 0) -> FormData:
+    if not same_origin(request):
+        raise HTTPException(403, "form posts are accepted from this server's own pages only")
+    return await request.form(max_files=max(max_files, 1), max_fields=5000)
+
+
+def user_of(request: Request) -> str:
+    return " ".join(unquote(request.cookies.get(USER_COOKIE, "")).split())[:MAX_USER_CHARS]
+
+
+def remember_user(response: Response, user: str) -> None:
+    response.set_cookie(
+        USER_COOKIE, quote(user[:MAX_USER_CHARS]), httponly=True, samesite="strict", max_age=180 * 86400
+    )
+
+
+def text_field(form: FormData, name: str, limit: int = 10_000) -> str:
+    value: Any = form.get(name)
+    return value[:limit] if isinstance(value, str) else ""
+
+
+FLASH_COOKIE = "extraction_flash"
+
+
+def set_flash(response: Response, message: str, *, error: bool = False) -> None:
+    """A one-time message for the page the browser is redirected to (post, redirect, get)."""
+    response.set_cookie(FLASH_COOKIE, quote(("!" if error else "") + message[:500]), httponly=True, samesite="strict")
+
+
+def read_flash(request: Request) -> tuple[str | None, str | None]:
+    """(message, error message) left by the previous post (clear it with ``clear_flash``)."""
+    raw = unquote(request.cookies.get(FLASH_COOKIE, ""))
+    if not raw:
+        return None, None
+    return (None, raw[1:]) if raw.startswith("!") else (raw, None)
+
+
+def clear_flash(request: Request, response: Response) -> Response:
+    if FLASH_COOKIE in request.cookies:
+        response.delete_cookie(FLASH_COOKIE)
+    return response
