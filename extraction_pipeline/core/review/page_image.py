@@ -97,7 +97,12 @@ def highlight_rects(page: Any, span: Span) -> list[tuple[float, float, float, fl
         indexes = _text_span_words(page.get_text("text"), words, span)
     else:
         indexes = _table_span_words(words, span)
-    return [tuple(words[i][:4]) for i in indexes]
+    lines: dict[tuple[int, int], list[float]] = {}  # one box per line: (block, line) -> x0, y0, x1, y1
+    for index in indexes:
+        x0, y0, x1, y1, _text, block, line = words[index][:7]
+        box = lines.setdefault((block, line), [x0, y0, x1, y1])
+        box[:] = [min(box[0], x0), min(box[1], y0), max(box[2], x1), max(box[3], y1)]
+    return [(box[0], box[1], box[2], box[3]) for box in lines.values()]
 
 
 def render(
