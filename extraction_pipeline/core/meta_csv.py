@@ -26,6 +26,7 @@ from extraction_pipeline.core.review.values import Decision, decision_label
 
 ARMS = ("treatment", "control")
 REVIEWED = ("xi", "ni", "mi", "sdi", "estimate")
+OVERALL = "overall"  # the group of a row that carries only the study-level effect
 COLUMNS = (
     "study",
     "document_id",
@@ -68,6 +69,11 @@ def _final(fields: dict[str, Any], decided: dict[str, Decision], path: str) -> A
     return decision.value if decision is not None else _machine(fields, path)
 
 
+def _arm_reports(fields: dict[str, Any], decided: dict[str, Decision], prefix: str, arm: str) -> bool:
+    names = ("events", "total", "mean", "sd", "n")
+    return any(_final(fields, decided, f"{prefix}{name}_{arm}") is not None for name in names)
+
+
 def _status(fields: dict[str, Any], path: str) -> str:
     entry = fields.get(path)
     return str(entry.get("status", "")) if isinstance(entry, dict) and entry.get("value") is not None else ""
@@ -88,7 +94,8 @@ def _is_number(text: str) -> bool:
 
 
 def meta_analysis_rows(ledger: Ledger, batch_id: int) -> list[dict[str, Any]]:
-    """Rows of the long format, for every completed document's every outcome and arm."""
+    """Rows of the long format, for every completed document's every outcome and arm; an outcome
+    reported only as an effect (hazard ratio and CI, no arm data) gets one row, group "overall"."""
     rows: list[dict[str, Any]] = []
     decided = current_decisions(ledger, batch_id)
     for item in batch_item_rows(ledger, batch_id):
@@ -104,11 +111,10 @@ def meta_analysis_rows(ledger: Ledger, batch_id: int) -> list[dict[str, Any]]:
         outcomes = sorted({int(path.split(".")[1]) for path in fields if path.startswith("outcomes.")})
         for number in outcomes:
             prefix = f"outcomes.{number}."
-            for arm in ARMS:
-                dichotomous = (f"{prefix}events_{arm}", f"{prefix}total_{arm}")
-                continuous = (f"{prefix}mean_{arm}", f"{prefix}sd_{arm}", f"{prefix}n_{arm}")
-                if all(_final(fields, mine, path) is None for path in (*dichotomous, *continuous)):
-                    continue  # this arm reports nothing for this outcome
+            reporting = [arm for arm in ARMS if _arm_reports(fields, mine, prefix, arm)]
+            if not reporting and _final(fields, mine, f"{prefix}effect_estimate") is not None:
+                reporting = [OVERALL]  # only the effect (e.g. a hazard ratio): one row, for inverse-variance pooling
+            for arm in reporting:
                 total = _final(fields, mine, f"{prefix}total_{arm}")
                 n = total if total is not None else _final(fields, mine, f"{prefix}n_{arm}")
                 n_path = f"{prefix}total_{arm}" if total is not None else f"{prefix}n_{arm}"

@@ -348,7 +348,7 @@ def _value_card(
 ) -> str:
     module = entry.get("module", path.split(".")[0])
     name = entry.get("field", path)
-    outcome = f" #{int(entry['index']) + 1}" if entry.get("index") is not None else ""
+    outcome = f" #{entry['index']}" if entry.get("index") is not None else ""
     flags = "".join(f"<div class='pill flag'>check: {esc(flag)}</div>" for flag in entry.get("flags") or [])
     shown_value = esc(json.dumps(entry.get("value"), ensure_ascii=False) if entry.get("value") is not None else "—")
     final = ""

@@ -178,12 +178,10 @@ def projects_overview(ledger: Ledger) -> list[dict[str, Any]]:
     """Every project (it has documents or a template), with its document count and template version."""
     with ledger.engine.connect() as conn:
         counts: dict[str, int] = dict(
-            conn.execute(select(documents.c.project, func.count()).group_by(documents.c.project)).tuples().all()
+            conn.execute(select(documents.c.project, func.count()).group_by(documents.c.project)).all()
         )
         versions: dict[str, int] = dict(
-            conn.execute(select(templates.c.project, func.max(templates.c.version)).group_by(templates.c.project))
-            .tuples()
-            .all()
+            conn.execute(select(templates.c.project, func.max(templates.c.version)).group_by(templates.c.project)).all()
         )
     return [
         {"project": name, "documents": counts.get(name, 0), "template_version": versions.get(name)}

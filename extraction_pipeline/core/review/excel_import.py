@@ -126,9 +126,7 @@ def _check_ids(ledger: Ledger, rows: list[RowDecision]) -> list[str]:
                 select(batch_items.c.id, batches.c.uid)
                 .join(batches, batches.c.id == batch_items.c.batch_id)
                 .where(batch_items.c.id.in_(item_ids))
-            )
-            .tuples()
-            .all()
+            ).all()
         )
     errors = []
     for row in rows:
