@@ -16,6 +16,7 @@ from extraction_pipeline.core.errors import ConfigError, PermanentError
 from extraction_pipeline.core.export import ROW_ID_COLUMN, write_workbook
 from extraction_pipeline.core.grounding import UNVERIFIED, VERIFIED
 from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.items import get_item
 from extraction_pipeline.core.meta_csv import meta_analysis_csv
 from extraction_pipeline.core.review import corrections, decisions
 from extraction_pipeline.core.review.excel_import import import_decisions
@@ -23,7 +24,6 @@ from extraction_pipeline.core.review.page_image import HIGHLIGHT_FILL, Span, ren
 from extraction_pipeline.core.review.progress import batch_review
 from extraction_pipeline.core.review.source_view import page_image
 from extraction_pipeline.core.review.values import APPROVE, COMMENT, CORRECT, MARK_NOT_REPORTED, reviewable_values
-from extraction_pipeline.core.ledger.items import get_item
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline_tests.fake_llm import FakeLLMServer
 from extraction_pipeline_tests.review_support import ReviewCase, make_case, results_sentence
