@@ -107,7 +107,9 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
             rows,
             attrs="id='documents'",
         )
-        script = "setTimeout(()=>location.reload(),4000);" if batch["status"] == "open" else ""
+        # Refresh while there is something to wait for: documents still running, or the workbook.
+        waiting = batch["status"] == "open" or not batch["export_path"]
+        script = "setTimeout(()=>location.reload(),4000);" if waiting else ""
         response = page(f"Batch {batch_id} · {batch['project']}", body, flash=flash, error=error, script=script)
         return clear_flash(request, response)
 
