@@ -19,6 +19,7 @@ import openpyxl
 
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch
+from extraction_pipeline.core.ledger.documents import partition_key_of
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 
 TERMINAL = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
@@ -53,7 +54,7 @@ def invariant_violations(ledger: Ledger, instance: dg.DagsterInstance, batch_id:
             problems.append(f"run {run.run_id} is still {run.status.value}")
     items = batch_item_rows(ledger, batch_id)
     for item in items:
-        key = f"doc-{item['document_id']}"
+        key = partition_key_of(item["document_id"], item["partition_key"])
         item_runs = [run for run in runs if run.tags.get("dagster/partition") == key]
         succeeded = [run for run in item_runs if run.status == dg.DagsterRunStatus.SUCCESS]
         if item["status"] == "completed":

@@ -24,3 +24,12 @@ def add_documents(ledger: Ledger, count: int, project: str = "p", start: int = 0
         )
         ids.append(doc_id)
     return ids
+
+
+def key_of(ledger: Ledger, document_id: int) -> str:
+    """The document's Dagster partition key, as registration stored it."""
+    from extraction_pipeline.core.ledger.documents import get_document, partition_key_of
+
+    document = get_document(ledger, document_id)
+    assert document is not None, document_id
+    return partition_key_of(document_id, document["partition_key"])

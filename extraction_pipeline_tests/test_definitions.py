@@ -13,7 +13,6 @@ import pytest
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
-from extraction_pipeline.core.ledger.documents import partition_key
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
 from extraction_pipeline.core.ledger.schema import BatchOrigin, batch_items, documents
 from extraction_pipeline.core.synthetic import report_pages
@@ -34,6 +33,7 @@ from extraction_pipeline_tests.dagster_support import (
     ledger,
 )
 from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply
+from extraction_pipeline_tests.support import key_of
 
 __all__ = ["home", "instance", "ledger"]  # fixtures used by name
 
@@ -53,6 +53,9 @@ def test_definitions_load_with_one_role_per_module() -> None:
     }
     for asset in (parsed_document, extracted_document, batch_workbook):
         assert asset.descriptions_by_key[asset.key]  # every asset says what it means
+    graph = repo.asset_graph  # the lineage a user sees: parse -> extract -> workbook
+    assert graph.get(batch_workbook.key).parent_keys == {extracted_document.key}
+    assert graph.get(extracted_document.key).parent_keys == {parsed_document.key}
     for sensor in (document_partitions_sensor, batch_dispatcher, batch_aggregator):
         assert sensor.description
 
@@ -66,7 +69,7 @@ def test_partition_sensor_publishes_new_documents_with_a_cursor(
     # Published at once, but the cursor waits until no lower id can still commit (PostgreSQL).
     assert isinstance(result, dg.SensorResult) and result.cursor == "0"
     [request] = result.dynamic_partitions_requests or []
-    assert list(request.partition_keys or []) == ["doc-1", "doc-2"]
+    assert list(request.partition_keys or []) == ["doc-1-trial-001", "doc-2-trial-002"]
     with ledger.engine.begin() as conn:
         conn.execute(documents.update().values(created_at=utcnow() - timedelta(minutes=2)))
     settled = document_partitions_sensor(dg.build_sensor_context(instance=instance, resources=_resources(ledger, home)))
@@ -88,12 +91,12 @@ def test_dispatcher_requests_one_tagged_run_per_item_once(
     requests = result.run_requests or []
     uid = _batch_tags(ledger, batch)["extraction/batch_uid"]
     assert [r.run_key for r in requests] == [f"{uid}-item-{i}" for i in (1, 2, 3)]
-    assert [r.partition_key for r in requests] == ["doc-1", "doc-2", "doc-3"]
+    assert [r.partition_key for r in requests] == ["doc-1-trial-001", "doc-2-trial-002", "doc-3-trial-003"]
     assert requests[0].tags == {
         "extraction/batch": str(batch),
         "extraction/batch_uid": uid,
         "extraction/item": "1",
-        "extraction/document": "doc-1",
+        "extraction/document": "doc-1-trial-001",
         "extraction/filename": "trial-001.pdf",
         "extraction/user": "ann",
         "extraction/round": "0",
@@ -107,11 +110,11 @@ def test_materializing_a_dispatched_document_completes_its_item(
 ) -> None:
     [doc] = _register(ledger, home, 1)
     batch = create_batch(ledger, idempotency_key="k", project="p", user="ann", document_ids=[doc]).id
-    instance.add_dynamic_partitions(documents_partitions.name, [partition_key(doc)])
+    instance.add_dynamic_partitions(documents_partitions.name, [key_of(ledger, doc)])
     fake_llm.answer = _answer_from_trial
     result = dg.materialize(
         [parsed_document, extracted_document],
-        partition_key="doc-1",
+        partition_key="doc-1-trial-001",
         instance=instance,
         resources=_resources(ledger, home, fake_llm),
         tags={**_batch_tags(ledger, batch), "extraction/user": "ann"},
@@ -131,7 +134,7 @@ def test_materializing_a_dispatched_document_completes_its_item(
     # Re-materializing the same document (a duplicate run) makes no LLM call and changes nothing.
     again = dg.materialize(
         [parsed_document, extracted_document],
-        partition_key="doc-1",
+        partition_key="doc-1-trial-001",
         instance=instance,
         resources=_resources(ledger, home, fake_llm),
         tags=_batch_tags(ledger, batch),
@@ -144,10 +147,10 @@ def test_single_ui_materialization_becomes_a_one_document_batch(
     instance: dg.DagsterInstance, ledger: Ledger, home: Path
 ) -> None:
     _register(ledger, home, 1)
-    instance.add_dynamic_partitions(documents_partitions.name, ["doc-1"])
+    instance.add_dynamic_partitions(documents_partitions.name, ["doc-1-trial-001"])
     result = dg.materialize(
         [parsed_document, extracted_document],
-        partition_key="doc-1",
+        partition_key="doc-1-trial-001",
         instance=instance,
         resources=_resources(ledger, home),
     )
@@ -165,11 +168,11 @@ def test_permanent_llm_failure_fails_the_run_without_retry(
 ) -> None:
     [doc] = _register(ledger, home, 1)
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
-    instance.add_dynamic_partitions(documents_partitions.name, ["doc-1"])
+    instance.add_dynamic_partitions(documents_partitions.name, ["doc-1-trial-001"])
     fake_llm.answer = lambda messages: Reply(status=401, error_message="invalid key")
     result = dg.materialize(
         [parsed_document, extracted_document],
-        partition_key="doc-1",
+        partition_key="doc-1-trial-001",
         instance=instance,
         resources=_resources(ledger, home, fake_llm),
         tags=_batch_tags(ledger, batch),
@@ -186,7 +189,7 @@ def test_broken_pdf_fails_only_its_document(instance: dg.DagsterInstance, ledger
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids).id
     stored = Path(batch_item_rows(ledger, batch)[0]["stored_path"])
     stored.write_bytes(stored.read_bytes()[:300])  # the stored copy gets damaged after registration
-    instance.add_dynamic_partitions(documents_partitions.name, ["doc-1", "doc-2"])
+    instance.add_dynamic_partitions(documents_partitions.name, ["doc-1-trial-001", "doc-2-trial-002"])
     results = [
         dg.materialize(
             [parsed_document, extracted_document],
@@ -196,7 +199,7 @@ def test_broken_pdf_fails_only_its_document(instance: dg.DagsterInstance, ledger
             tags=_batch_tags(ledger, batch),
             raise_on_error=False,
         )
-        for key in ("doc-1", "doc-2")
+        for key in ("doc-1-trial-001", "doc-2-trial-002")
     ]
     first, second = batch_item_rows(ledger, batch)
     damaged = "parse failed: stored copy"  # the damaged copy no longer has its registered sha256
@@ -219,9 +222,9 @@ def test_aggregator_requeues_documents_of_dead_runs_then_gives_up_with_the_cause
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids).id
     items = batch_item_rows(ledger, batch)
     tags = _batch_tags(ledger, batch)
-    dead = _failed_run(instance, {**tags, "dagster/partition": "doc-1"})
+    dead = _failed_run(instance, {**tags, "dagster/partition": "doc-1-trial-001"})
     states.claim(ledger, items[0]["id"], run_id=dead, worker="w")  # its worker died while extracting
-    interrupted = _failed_run(instance, {**tags, "dagster/partition": "doc-2"})
+    interrupted = _failed_run(instance, {**tags, "dagster/partition": "doc-2-trial-002"})
     states.claim(ledger, items[1]["id"], run_id=interrupted, worker="w")
     states.release(ledger, items[1]["id"], run_id=interrupted, message="transient, will retry: HTTP 503 boom")
     states.claim(ledger, items[2]["id"], run_id="ok", worker="w")
@@ -252,9 +255,9 @@ def test_aggregator_requeues_documents_of_dead_runs_then_gives_up_with_the_cause
     # A late retry of round 0 cannot take the item from round 1 (the claim names the round).
     assert not states.claim(ledger, items[0]["id"], run_id="late-retry", worker="w", dispatch_round=0)
     # Round 1 dies too and the limit (2 rounds) is reached: error, naming the run and the cause.
-    again = _failed_run(instance, {**tags, "dagster/partition": "doc-1", "extraction/round": "1"})
+    again = _failed_run(instance, {**tags, "dagster/partition": "doc-1-trial-001", "extraction/round": "1"})
     assert states.claim(ledger, items[0]["id"], run_id=again, worker="w", dispatch_round=1)
-    _failed_run(instance, {**tags, "dagster/partition": "doc-2", "extraction/round": "1"})
+    _failed_run(instance, {**tags, "dagster/partition": "doc-2-trial-002", "extraction/round": "1"})
     result = batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
     rows = {row["document_id"]: row for row in batch_item_rows(ledger, batch)}
     assert rows[doc_ids[0]]["status"] == "error"
@@ -275,7 +278,7 @@ def test_aggregator_waits_while_a_run_is_alive_or_within_grace(
     [doc] = _register(ledger, home, 1)
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
     item = batch_item_rows(ledger, batch)[0]["id"]
-    dead = _failed_run(instance, {**_batch_tags(ledger, batch), "dagster/partition": "doc-1"})
+    dead = _failed_run(instance, {**_batch_tags(ledger, batch), "dagster/partition": "doc-1-trial-001"})
     states.claim(ledger, item, run_id=dead, worker="w")
     # Within the grace period a run retry may still take the item over: leave it alone.
     batch_aggregator(dg.build_sensor_context(instance=instance, resources=_resources(ledger, home, grace=3600)))
@@ -307,8 +310,8 @@ def test_aggregator_leaves_an_item_held_by_a_live_run_of_another_job_or_round(
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
     item = batch_item_rows(ledger, batch)[0]["id"]
     tags = _batch_tags(ledger, batch)
-    _failed_run(instance, {**tags, "dagster/partition": "doc-1"})  # round 0's dispatcher run ended ...
-    ui_run = _queued_run(instance, {"dagster/partition": "doc-1", "extraction/item": str(item)})
+    _failed_run(instance, {**tags, "dagster/partition": "doc-1-trial-001"})  # round 0's dispatcher run ended ...
+    ui_run = _queued_run(instance, {"dagster/partition": "doc-1-trial-001", "extraction/item": str(item)})
     with ledger.engine.begin() as conn:  # ... and a run of another job took the item meanwhile
         conn.execute(batch_items.update().values(status="extracting", run_id=ui_run, dispatched_at=utcnow()))
     batch_aggregator(dg.build_sensor_context(instance=instance, resources=_resources(ledger, home, grace=0)))
@@ -322,7 +325,7 @@ def test_aggregator_never_fails_an_item_whose_run_is_alive(
     [doc] = _register(ledger, home, 1)
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
     item = batch_item_rows(ledger, batch)[0]["id"]
-    alive = _queued_run(instance, {**_batch_tags(ledger, batch), "dagster/partition": "doc-1"})
+    alive = _queued_run(instance, {**_batch_tags(ledger, batch), "dagster/partition": "doc-1-trial-001"})
     states.claim(ledger, item, run_id=alive, worker="w")
     batch_aggregator(dg.build_sensor_context(instance=instance, resources=_resources(ledger, home, grace=0)))
     assert batch_item_rows(ledger, batch)[0]["status"] == "extracting"
@@ -332,7 +335,7 @@ def test_single_run_batch_is_matched_by_run_id_before_tags_exist(
     instance: dg.DagsterInstance, ledger: Ledger, home: Path
 ) -> None:
     [doc] = _register(ledger, home, 1)
-    run_id = _queued_run(instance, {"dagster/partition": "doc-1"})  # no extraction tags yet
+    run_id = _queued_run(instance, {"dagster/partition": "doc-1-trial-001"})  # no extraction tags yet
     batch = create_batch(
         ledger,
         idempotency_key=f"run:{run_id}",
@@ -352,7 +355,7 @@ def test_new_ledger_on_an_old_instance_does_not_inherit_old_runs(
 ) -> None:
     [doc] = _register(ledger, home, 1)
     old = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
-    _failed_run(instance, {**_batch_tags(ledger, old), "dagster/partition": "doc-1"})
+    _failed_run(instance, {**_batch_tags(ledger, old), "dagster/partition": "doc-1-trial-001"})
     fresh = Ledger.connect(f"sqlite:///{tmp_path / 'fresh.db'}")  # ids restart at 1
     [new_doc] = _register(fresh, tmp_path / "fresh-home", 1)
     new = create_batch(fresh, idempotency_key="k", project="p", user="u", document_ids=[new_doc]).id
@@ -447,7 +450,7 @@ def test_a_ui_backfill_batch_stays_open_across_aggregator_ticks_without_a_failed
     from dagster._core.execution.backfill import BulkActionStatus
 
     doc_ids = _register(ledger, home, 2)
-    keys = [partition_key(doc) for doc in doc_ids]
+    keys = [key_of(ledger, doc) for doc in doc_ids]
     instance.add_dynamic_partitions(documents_partitions.name, keys)
     backfill = _add_backfill(instance, "bf1", keys, [extracted_document.key])
     batch = create_batch(
@@ -482,7 +485,7 @@ def test_a_backfill_over_two_projects_becomes_one_batch_per_project(
 
     [mine] = _register(ledger, home, 1)  # project "p"
     theirs = register_pdf(ledger, home / "documents", "q", write_report(make_trial(7), home / "src-q")).id
-    keys = [partition_key(mine), partition_key(theirs)]
+    keys = [key_of(ledger, mine), key_of(ledger, theirs)]
     instance.add_dynamic_partitions(documents_partitions.name, keys)
     _add_backfill(instance, "mixed", keys, [parsed_document.key, extracted_document.key])
     fake_llm.answer = _answer_from_trial
@@ -513,15 +516,50 @@ def test_partitions_that_are_not_registered_documents_are_removed(
     from extraction_pipeline.defs.sensors import stray_partitions_sensor
 
     [doc] = _register(ledger, home, 1)
-    typed_by_hand = ["foo", "doc-999", "doc-x", partition_key(doc)]
+    assert key_of(ledger, doc) == "doc-1-trial-001"  # readable in the launch dialog
+    typed_by_hand = ["foo", "doc-999", "doc-x", "doc-1", "doc-1-other-name", key_of(ledger, doc)]
     instance.add_dynamic_partitions(documents_partitions.name, typed_by_hand)
     result = stray_partitions_sensor(dg.build_sensor_context(instance=instance, resources=_resources(ledger, home)))
     assert isinstance(result, dg.SensorResult)
     [request] = result.dynamic_partitions_requests or []
     assert isinstance(request, dg.DeleteDynamicPartitionsRequest)
-    assert sorted(request.partition_keys or []) == ["doc-999", "doc-x", "foo"]
+    assert sorted(request.partition_keys or []) == ["doc-1", "doc-1-other-name", "doc-999", "doc-x", "foo"]
     for key in request.partition_keys or []:
         instance.delete_dynamic_partition(documents_partitions.name, key)
     again = stray_partitions_sensor(dg.build_sensor_context(instance=instance, resources=_resources(ledger, home)))
     assert isinstance(again, dg.SensorResult) and not again.dynamic_partitions_requests
-    assert instance.get_dynamic_partitions(documents_partitions.name) == [partition_key(doc)]
+    assert instance.get_dynamic_partitions(documents_partitions.name) == [key_of(ledger, doc)]
+
+
+def test_a_key_naming_a_document_by_another_name_is_refused_and_legacy_keys_still_work(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path, fake_llm: FakeLLMServer
+) -> None:
+    from sqlalchemy import update
+
+    [doc] = _register(ledger, home, 1)
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
+    instance.add_dynamic_partitions(documents_partitions.name, ["doc-1-not-its-name"])
+    wrong = dg.materialize(
+        [parsed_document, extracted_document],
+        partition_key="doc-1-not-its-name",
+        instance=instance,
+        resources=_resources(ledger, home, fake_llm),
+        tags=_batch_tags(ledger, batch),
+        raise_on_error=False,
+    )
+    assert not wrong.success
+    assert states.get_item(ledger, 1)["status"] == "pending"  # type: ignore[index]
+    # A document registered before readable keys has none stored: its "doc-1" partition still works.
+    with ledger.engine.begin() as conn:
+        conn.execute(update(documents).values(partition_key=None))
+    assert key_of(ledger, doc) == "doc-1"
+    fake_llm.answer = _answer_from_trial
+    instance.add_dynamic_partitions(documents_partitions.name, ["doc-1"])
+    legacy = dg.materialize(
+        [parsed_document, extracted_document],
+        partition_key="doc-1",
+        instance=instance,
+        resources=_resources(ledger, home, fake_llm),
+        tags=_batch_tags(ledger, batch),
+    )
+    assert legacy.success and states.get_item(ledger, 1)["status"] == "completed"  # type: ignore[index]

@@ -23,6 +23,7 @@ import pytest
 from extraction_pipeline.core.documents import register_pdf
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, find_batch_by_key, get_batch
+from extraction_pipeline.core.ledger.documents import partition_key_of
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.prompts import document_from_messages
 from extraction_pipeline.core.settings import Settings
@@ -31,6 +32,7 @@ from extraction_pipeline.demo import wait_for_batch
 from extraction_pipeline.instance import DaemonProcess, init_home
 from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply, extraction_json
 from extraction_pipeline_tests.oracle import CORPUS, ORACLE_PAPERS, OracleAnswer, build_answer, skeleton
+from extraction_pipeline_tests.support import key_of
 
 pytestmark = pytest.mark.e2e
 BATCH_TIMEOUT = 420
@@ -165,7 +167,7 @@ def _assert_ledger_and_dagster_agree(stack: Stack, batch_id: int) -> None:
     materialized = stack.instance.get_materialized_partitions(dg.AssetKey("extracted_document"))
     runs = {run.run_id: run for run in _runs_for_batch(stack.instance, batch_id)}
     for item in batch_item_rows(stack.ledger, batch_id):
-        key = f"doc-{item['document_id']}"
+        key = partition_key_of(item["document_id"], item["partition_key"])
         run = runs[item["run_id"]]
         assert run.tags["dagster/partition"] == key and run.tags["extraction/item"] == str(item["id"])
         if item["status"] == "completed":
@@ -222,7 +224,7 @@ mutation LaunchBackfill($params: LaunchBackfillParams!) {
 
 def test_ui_backfill_becomes_a_batch_that_the_sensor_closes(stack: Stack) -> None:
     doc_ids = stack.register(range(201, 204))
-    keys = [f"doc-{doc_id}" for doc_id in doc_ids]
+    keys = [key_of(stack.ledger, doc_id) for doc_id in doc_ids]
     _wait_until(
         lambda: set(keys) <= set(stack.instance.get_dynamic_partitions("documents")), 60, "the partition sensor"
     )

@@ -20,6 +20,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.defs.assets import extracted_document, parsed_document
+from extraction_pipeline_tests.support import key_of
 
 
 def _materialize(instance_ref: object, ledger_url: str, home: str, key: str, uid: str) -> None:
@@ -73,7 +74,7 @@ def test_pdf_parse_pool_limit_holds_across_concurrent_runs(tmp_path: Path, pg_da
     storage = {"storage": {"postgres": {"postgres_url": pg_dagster_database}}}
     with dg.instance_for_test(overrides=storage) as instance:
         instance.event_log_storage.set_concurrency_slots("pdf_parse", 1)
-        keys = [f"doc-{doc_id}" for doc_id in doc_ids]
+        keys = [key_of(ledger, doc_id) for doc_id in doc_ids]
         instance.add_dynamic_partitions("documents", keys)
         ctx = multiprocessing.get_context("spawn")
         procs = [

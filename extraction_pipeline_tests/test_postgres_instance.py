@@ -16,6 +16,7 @@ from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.defs.assets import extracted_document, parsed_document
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 from extraction_pipeline.instance import init_home
+from extraction_pipeline_tests.support import key_of
 
 
 def test_init_and_materialize_on_postgres(
@@ -38,10 +39,10 @@ def test_init_and_materialize_on_postgres(
     with dg.DagsterInstance.get() as instance:
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
         assert instance.event_log_storage.get_concurrency_info("llm").slot_count == 5
-        instance.add_dynamic_partitions("documents", [f"doc-{doc}"])
+        instance.add_dynamic_partitions("documents", [key_of(ledger, doc)])
         result = dg.materialize(
             [parsed_document, extracted_document],
-            partition_key=f"doc-{doc}",
+            partition_key=key_of(ledger, doc),
             instance=instance,
             resources={
                 "ledger": LedgerResource(database_url=pg_database),
@@ -52,7 +53,7 @@ def test_init_and_materialize_on_postgres(
         )
         assert result.success
         run = instance.get_run_by_id(result.run_id)
-        assert run is not None and run.tags["extraction/document"] == f"doc-{doc}"
+        assert run is not None and run.tags["extraction/document"] == key_of(ledger, doc)
     [item] = batch_item_rows(ledger, batch)
     assert (item["status"], item["run_id"]) == ("completed", result.run_id)
     ledger.dispose()

@@ -65,7 +65,7 @@ def _materialize(
     ledger: Ledger,
     batch: int,
     resources: dict[str, object],
-    key: str = "doc-1",
+    key: str = "doc-1-trial-001",
     tags: Mapping[str, str] | None = None,
 ) -> dg.ExecuteInProcessResult:
     instance.add_dynamic_partitions(documents_partitions.name, [key])
@@ -220,10 +220,10 @@ def test_re_executing_a_failed_run_from_the_ui_retries_its_document(
     failed = _materialize(instance, ledger, batch, _resources(ledger, home, fake_llm))
     assert not failed.success and states.get_item(ledger, 1)["status"] == "error"  # type: ignore[index]
     fake_llm.answer = _answer_from_trial  # the key was fixed; the analyst clicks Re-execute
-    instance.add_dynamic_partitions(documents_partitions.name, ["doc-1"])
+    instance.add_dynamic_partitions(documents_partitions.name, ["doc-1-trial-001"])
     again = dg.materialize(
         [parsed_document, extracted_document],
-        partition_key="doc-1",
+        partition_key="doc-1-trial-001",
         instance=instance,
         resources=_resources(ledger, home, fake_llm),
         tags={**_batch_tags(ledger, batch), "dagster/parent_run_id": failed.run_id, "extraction/user": "ann"},
@@ -248,10 +248,10 @@ def test_an_automatic_run_retry_never_reopens_a_permanent_error(
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
     states.fail(ledger, 1, message="parse failed: PDF is encrypted", from_status=states.ItemStatus.PENDING, run_id=None)
     tags = {**_batch_tags(ledger, batch), "dagster/parent_run_id": "x", "dagster/retry_number": "1"}
-    instance.add_dynamic_partitions(documents_partitions.name, ["doc-1"])
+    instance.add_dynamic_partitions(documents_partitions.name, ["doc-1-trial-001"])
     result = dg.materialize(
         [parsed_document, extracted_document],
-        partition_key="doc-1",
+        partition_key="doc-1-trial-001",
         instance=instance,
         resources=_resources(ledger, home, fake_llm),
         tags=tags,

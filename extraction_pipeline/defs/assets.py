@@ -201,7 +201,15 @@ def _result(
     )
 
 
-@dg.asset(partitions_def=batches_partitions, group_name="export", kinds={"excel"})
+@dg.asset(
+    partitions_def=batches_partitions,
+    group_name="export",
+    kinds={"excel"},
+    # Downstream of the extraction in the asset graph: a batch's workbook is made of its documents'
+    # extractions. Which documents belong to a batch is the ledger's knowledge, not a partition
+    # mapping's, so the dependency is drawn to all of them; the export runs when the batch closes.
+    deps=[dg.AssetDep(extracted_document, partition_mapping=dg.AllPartitionMapping())],
+)
 def batch_workbook(
     context: dg.AssetExecutionContext, ledger: LedgerResource, settings: PipelineSettingsResource
 ) -> dg.MaterializeResult[None]:

@@ -27,7 +27,7 @@ from extraction_pipeline.core.ledger.batches import (
     find_batch_by_uid,
     get_batch,
 )
-from extraction_pipeline.core.ledger.documents import document_id_from_partition, get_document
+from extraction_pipeline.core.ledger.documents import document_id_from_partition, get_document, partition_key_of
 from extraction_pipeline.core.ledger.items import find_item
 from extraction_pipeline.core.ledger.retries import retry_failed
 from extraction_pipeline.core.ledger.schema import BatchOrigin, ItemStatus
@@ -153,7 +153,7 @@ def bind_run(context: dg.AssetExecutionContext, ledger: Ledger) -> Binding:
     key = context.partition_key
     doc_id = document_id_from_partition(key)
     document = get_document(ledger, doc_id) if doc_id is not None else None
-    if document is None or doc_id is None:
+    if document is None or doc_id is None or partition_key_of(doc_id, document["partition_key"]) != key:
         raise dg.Failure(f"partition {key!r} is not a registered document", allow_retries=False)
     batch = _batch_of_run(context, ledger, doc_id, document["project"])
     item = find_item(ledger, batch_id=batch["id"], document_id=doc_id)

@@ -20,12 +20,7 @@ from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import BATCH_RUN_TAG, BATCH_UID_RUN_TAG, close_if_done, open_batches
 from extraction_pipeline.core.ledger.breakers import breaker_state
-from extraction_pipeline.core.ledger.documents import (
-    document_id_from_partition,
-    document_ids,
-    documents_after,
-    partition_key,
-)
+from extraction_pipeline.core.ledger.documents import document_partition_keys, documents_after, partition_key_of
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
 from extraction_pipeline.core.ledger.queries import active_items, undispatched_items, unexported_batches
 from extraction_pipeline.core.ledger.schema import BatchOrigin
@@ -83,7 +78,7 @@ def document_partitions_sensor(context: dg.SensorEvaluationContext, ledger: Ledg
         return dg.SensorResult(skip_reason="no new documents")
     settled = utcnow() - timedelta(seconds=CURSOR_SETTLE_SECONDS)
     cursor = max((doc["id"] for doc in new_docs if doc["created_at"] < settled), default=last_id)
-    keys = [partition_key(doc["id"]) for doc in new_docs]
+    keys = [partition_key_of(doc["id"], doc["partition_key"]) for doc in new_docs]
     # Adding an existing partition is a no-op, so re-sending unsettled ones is harmless.
     return dg.SensorResult(
         dynamic_partitions_requests=[documents_partitions.build_add_request(keys)],
@@ -97,8 +92,8 @@ def stray_partitions_sensor(context: dg.SensorEvaluationContext, ledger: LedgerR
     in the UI, or left by a document that is no longer in the ledger, is removed within a minute,
     so nobody launches a run for something that is not a registered PDF."""
     keys = context.instance.get_dynamic_partitions(DOCUMENTS_PARTITIONS)
-    registered = document_ids(ledger.ledger())
-    stray = sorted(key for key in keys if document_id_from_partition(key) not in registered)
+    registered = document_partition_keys(ledger.ledger())
+    stray = sorted(key for key in keys if key not in registered)
     if not stray:
         return dg.SensorResult(skip_reason=f"{len(keys)} partition(s), all registered documents")
     context.log.warning(f"removing {len(stray)} partition(s) that are not registered documents: {stray[:10]}")
@@ -125,7 +120,7 @@ def batch_dispatcher(context: dg.SensorEvaluationContext, ledger: LedgerResource
     items = undispatched_items(db, DISPATCH_PER_TICK)
     if not items:
         return dg.SensorResult(skip_reason="nothing to dispatch")
-    keys = [partition_key(item["document_id"]) for item in items]
+    keys = [partition_key_of(item["document_id"], item["partition_key"]) for item in items]
     run_requests = [
         dg.RunRequest(
             run_key=dispatch_run_key(item),
@@ -250,7 +245,8 @@ def _reconcile_batch(
     launch_over = _backfill_over(context.instance, batch)
     now, now_naive = time.time(), utcnow()  # epoch seconds for Dagster's run times, naive UTC for the ledger
     for item in items:
-        item_runs = runs.get((partition_key(item["document_id"]), item["dispatch_round"]), [])
+        key = partition_key_of(item["document_id"], item["partition_key"])
+        item_runs = runs.get((key, item["dispatch_round"]), [])
         if _dispatched_by_us(batch, item) and not item_runs:
             dispatched = item["dispatched_at"]
             lost = dispatched is not None and (now_naive - dispatched).total_seconds() > DISPATCH_LOST_SECONDS

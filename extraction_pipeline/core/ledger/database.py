@@ -16,6 +16,7 @@ from extraction_pipeline.core.ledger.schema import metadata
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # (table, column, SQL type) added to tables after their first release; constants, never user input.
 ADDED_COLUMNS = (
+    ("documents", "partition_key", "VARCHAR(120)"),
     ("batches", "template_id", "INTEGER REFERENCES templates(id)"),
     ("batches", "export_version", "INTEGER NOT NULL DEFAULT 0"),
     ("batch_items", "dispatch_round", "INTEGER NOT NULL DEFAULT 0"),

@@ -3,26 +3,40 @@ so moving or deleting the source file later never breaks a batch."""
 
 from __future__ import annotations
 
+import re
+from pathlib import PurePath
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
 from extraction_pipeline.core.ledger.schema import documents
 
 PARTITION_PREFIX = "doc-"
+SLUG_CHARS = 48
+_NOT_SLUG = re.compile(r"[^a-z0-9]+")
+_KEY = re.compile(r"^doc-(\d+)(?:-[a-z0-9]+(?:-[a-z0-9]+)*)?$")
 
 
-def partition_key(document_id: int) -> str:
-    """The Dagster partition key of a document: a safe id, never the filename."""
-    return f"{PARTITION_PREFIX}{document_id}"
+def make_partition_key(document_id: int, filename: str) -> str:
+    """``doc-12-smith-2020-nejm``: the ledger id (what the key means) and the file name's stem
+    reduced to lower-case letters, digits and dashes, so the launch dialog is readable while the
+    key stays safe (commas and slashes break selection in the UI)."""
+    slug = _NOT_SLUG.sub("-", PurePath(filename).stem.lower()).strip("-")[:SLUG_CHARS].rstrip("-")
+    return f"{PARTITION_PREFIX}{document_id}-{slug}" if slug else f"{PARTITION_PREFIX}{document_id}"
+
+
+def partition_key_of(document_id: int, stored_key: str | None) -> str:
+    """A document's key: the one stored at registration, or "doc-12" for a document registered
+    before keys were readable (its partition, runs and history keep that key)."""
+    return stored_key or f"{PARTITION_PREFIX}{document_id}"
 
 
 def document_id_from_partition(key: str) -> int | None:
-    if not key.startswith(PARTITION_PREFIX) or not key[len(PARTITION_PREFIX) :].isdigit():
-        return None
-    return int(key[len(PARTITION_PREFIX) :])
+    """The document id a key names (both forms); None for anything else."""
+    match = _KEY.match(key)
+    return int(match.group(1)) if match else None
 
 
 def insert_document(
@@ -44,6 +58,11 @@ def insert_document(
                 )
                 .returning(documents.c.id)
             ).scalar_one()
+            conn.execute(
+                update(documents)
+                .where(documents.c.id == doc_id)
+                .values(partition_key=make_partition_key(doc_id, filename))
+            )
         return doc_id, True
     except IntegrityError:
         with ledger.engine.connect() as conn:
@@ -72,7 +91,8 @@ def project_exists(ledger: Ledger, project: str) -> bool:
         return conn.execute(select(documents.c.id).where(documents.c.project == project).limit(1)).first() is not None
 
 
-def document_ids(ledger: Ledger) -> set[int]:
-    """Every registered document's id (one indexed scan: the stray-partition check)."""
+def document_partition_keys(ledger: Ledger) -> set[str]:
+    """Every registered document's partition key (one scan: the stray-partition check)."""
     with ledger.engine.connect() as conn:
-        return set(conn.execute(select(documents.c.id)).scalars())
+        rows = conn.execute(select(documents.c.id, documents.c.partition_key)).all()
+    return {partition_key_of(doc_id, key) for doc_id, key in rows}

@@ -88,6 +88,7 @@ def _item_rows(
             documents.c.sha256,
             documents.c.pages,
             documents.c.stored_path,
+            documents.c.partition_key,
             batches.c.user,
             batches.c.origin,
             batches.c.uid.label("batch_uid"),

@@ -57,6 +57,9 @@ documents = Table(
     Column("pages", Integer, nullable=False),
     Column("stored_path", Text, nullable=False),
     Column("created_at", DateTime, nullable=False),
+    # The Dagster partition key, readable in the launch dialog ("doc-12-smith-2020-nejm"); NULL in
+    # ledgers older than readable keys, whose documents keep their "doc-12" partitions.
+    Column("partition_key", String(120), nullable=True),
     UniqueConstraint("project", "sha256", name="uq_documents_project_sha256"),
 )
 
