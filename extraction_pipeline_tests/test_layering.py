@@ -1,4 +1,5 @@
-"""Layering rule (DESIGN.md §4): `core` never imports dagster, directly or indirectly."""
+"""Layering rules (ARCHITECTURE.md): `core` never imports dagster, directly or indirectly, nor the
+web framework or the adapters built on it (`defs`, `web`, `cli`)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,17 @@ def test_no_core_module_mentions_dagster_in_an_import() -> None:
     assert len(list(CORE.rglob("*.py"))) > 10  # the scan really saw the package
 
 
+ADAPTERS = ("starlette", "uvicorn", "extraction_pipeline.web", "extraction_pipeline.defs", "extraction_pipeline.cli")
+
+
+def test_no_core_module_imports_the_web_or_an_adapter() -> None:
+    offenders = {
+        str(path.relative_to(CORE)): sorted(m for m in _imported_modules(path) if m.startswith(ADAPTERS))
+        for path in CORE.rglob("*.py")
+    }
+    assert {path: mods for path, mods in offenders.items() if mods} == {}
+
+
 def test_importing_all_of_core_loads_no_dagster() -> None:
     modules = sorted(
         "extraction_pipeline.core." + ".".join(p.relative_to(CORE).with_suffix("").parts)
@@ -39,7 +51,7 @@ def test_importing_all_of_core_loads_no_dagster() -> None:
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}: importlib.import_module(name)\n"
-        "leaked = sorted(m for m in sys.modules if m.split('.')[0].startswith('dagster'))\n"
+        "leaked = sorted(m for m in sys.modules if m.split('.')[0].startswith(('dagster', 'starlette', 'uvicorn')))\n"
         "print(','.join(leaked))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
