@@ -173,6 +173,10 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     expect(page.locator("#workbook-link")).to_be_visible(timeout=BATCH_TIMEOUT_MS)  # exported once closed
     journey.shot("batch-completed")
     batch_url = page.url.split("?")[0]
+    page.get_by_role("link", name="runs in the Dagster UI").click()  # Dagster stays the monitor
+    expect(page.get_by_text("extract_documents").first).to_be_visible(timeout=60_000)
+    journey.shot("dagster-runs-of-the-batch")
+    page.goto(batch_url)
 
     # 5. Open the first document: the forged value is first, its page shows the highlighted quote.
     page.locator("#documents a", has_text="review").first.click()

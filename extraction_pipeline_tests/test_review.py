@@ -332,3 +332,25 @@ def test_a_table_span_is_found_by_its_letters_and_digits(case: ReviewCase) -> No
     assert len(rects) == 1  # the cells are on one line of the page
     _png, none = render(case.pdf, 1, Span("table 1", 0, 9, "not there"))
     assert none == []
+
+
+def test_review_import_command_reports_and_exits_by_outcome(tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+    from extraction_pipeline_tests.test_cli import run_cli
+
+    settings = Settings(home=tmp_path / "home")
+    settings.home_dir.mkdir(parents=True)
+    case = make_case(settings, Ledger.connect(settings.ledger_url), fake_llm)
+    exported = write_workbook(case.ledger, case.batch_id, tmp_path / "batch.xlsx")
+    filled = _fill(exported, {"effect_estimate": ("approve", None, None), "nct_number": ("approve", None, None)})
+    _record(case, NCT, MARK_NOT_REPORTED, reviewer="bob")  # decided elsewhere meanwhile
+    first = run_cli(settings.home_dir, "review", "import", str(filled), "--reviewer", "xena")
+    assert first.returncode == 1, first.stderr
+    assert "recorded  row" in first.stdout and "CONFLICT  row" in first.stdout
+    assert "1 decision(s) recorded, 0 unchanged, 0 comment(s), 1 conflict(s) not applied" in first.stdout
+    again = run_cli(settings.home_dir, "review", "import", str(filled), "--reviewer", "xena", "--json")
+    assert again.returncode == 1 and json.loads(again.stdout)["recorded"] == 0
+    assert json.loads(again.stdout)["unchanged"] == 1
+    missing = run_cli(settings.home_dir, "review", "import", str(tmp_path / "nope.xlsx"), "--reviewer", "xena")
+    assert missing.returncode == 2 and missing.stderr.startswith("error: ") and "no such file" in missing.stderr
+    nameless = run_cli(settings.home_dir, "review", "import", str(filled), "--reviewer", " ")
+    assert nameless.returncode == 2

@@ -191,6 +191,8 @@ def test_review_pages_record_decisions_and_show_the_highlighted_page(site: Site)
         assert odd.status_code == 200 and json.loads(odd.headers["x-highlight-rects"]) == []
         assert client.get(f"/extraction/items/{case.item_id}/page.png", params={"page": "9"}).status_code == 404
         assert client.get("/extraction/items/999/page.png").status_code == 404
+        elsewhere = client.post("/extraction/reviewer", data={"reviewer": "Rita", "back": "https://evil.example/x"})
+        assert elsewhere.status_code == 303 and elsewhere.headers["location"] == "/extraction/"  # no open redirect
     current = decisions.current_decisions(case.ledger, case.batch_id)
     assert [(d.action, d.reviewer) for d in current.values()] == [("approve", "Rita")]
 
