@@ -27,7 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from extraction_pipeline.core.errors import ConfigError
-from extraction_pipeline.core.grounding import APPROXIMATE, NOT_REPORTED, UNVERIFIED, VERIFIED
+from extraction_pipeline.core.grounding import (
+    APPROXIMATE,
+    JUDGEMENT_APPROXIMATE,
+    JUDGEMENT_NOT_FOUND,
+    JUDGEMENT_STATUSES,
+    JUDGEMENT_SUPPORTED,
+    JUDGEMENT_UNSUPPORTED,
+    NOT_REPORTED,
+    UNVERIFIED,
+    VERIFIED,
+)
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
@@ -63,6 +73,7 @@ DOCUMENT_COLUMNS = [
     "values approximate",
     "values unverified",
     "values flagged",
+    "judgements",
     "outcomes",
     "review",
 ]
@@ -91,7 +102,16 @@ VALUE_COLUMNS = [
     ROW_ID_COLUMN,
 ]
 FIELD_SUFFIXES = ("", " quote", " page", " status", " check", " final", " decision")
-STATUS_FILLS = {VERIFIED: "C6EFCE", APPROXIMATE: "FFEB9C", UNVERIFIED: "FFC7CE"}
+STATUS_FILLS = {
+    VERIFIED: "C6EFCE",
+    APPROXIMATE: "FFEB9C",
+    UNVERIFIED: "FFC7CE",
+    # Judgements: blue when a quote supports them (never the green of a checked number).
+    JUDGEMENT_SUPPORTED: "BDD7EE",
+    JUDGEMENT_APPROXIMATE: "FFEB9C",
+    JUDGEMENT_NOT_FOUND: "FFC7CE",
+    JUDGEMENT_UNSUPPORTED: "FFC7CE",
+}
 FLAG_FILL = "F4B183"
 MAX_CELL_CHARS = 32_767
 NOTHING_FOUND = "completed, but no value was found: check the model (Batch sheet) and the PDF"
@@ -99,7 +119,14 @@ NOTHING_FOUND = "completed, but no value was found: check the model (Batch sheet
 ILLEGAL_CHARACTERS = re.compile(r"[\000-\010]|[\013-\014]|[\016-\037]")
 LEGEND = [
     (VERIFIED, "quote found verbatim (similarity >= 0.95), every number in it is in the source, value in quote"),
-    ("judgements", "Risk of Bias, outcome type, study id: the status is the supporting quote's; review the judgement"),
+    (
+        JUDGEMENT_SUPPORTED,
+        "a judgement (Risk of Bias, outcome type, study label) whose quote is found verbatim; "
+        "the judgement itself is the model's reading: review it",
+    ),
+    (JUDGEMENT_APPROXIMATE, "a judgement whose quote is found approximately (0.80-0.95)"),
+    (JUDGEMENT_NOT_FOUND, "a judgement whose quote is not in the document: nothing supports it"),
+    (JUDGEMENT_UNSUPPORTED, "a judgement whose quote is found but its numbers differ from the source"),
     (APPROXIMATE, "quote found approximately (0.80-0.95) with its numbers intact: check the wording"),
     (UNVERIFIED, "quote not found, a number differs from the source, or the value is not in the quote"),
     (NOT_REPORTED, "no value given: the model found nothing to extract for this field"),
@@ -194,6 +221,7 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
             for tier in (VERIFIED, APPROXIMATE, UNVERIFIED):
                 row[f"values {tier}"] = statuses.count(tier)
             row["values flagged"] = sum(1 for entry in fields.values() if entry.get("flags"))
+            row["judgements"] = sum(1 for status in statuses if status in JUDGEMENT_STATUSES)
         by_outcome: dict[int, dict[str, Any]] = {}
         for path, entry in fields.items():
             index = entry.get("index")

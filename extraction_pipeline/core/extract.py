@@ -19,7 +19,6 @@ from sqlalchemy.exc import SQLAlchemyError
 from extraction_pipeline.core.checks import check_values
 from extraction_pipeline.core.errors import PermanentError, TransientError
 from extraction_pipeline.core.grounding import (
-    APPROXIMATE,
     INSIDE_A_WORD,
     NOT_REPORTED,
     SIGN_DIFFERS,
@@ -46,7 +45,6 @@ from extraction_pipeline.core.templates.definition import FieldType, TemplateDef
 from extraction_pipeline.core.templates.schema import ExtractedValue, extracted_values
 
 NUMERIC = (FieldType.INTEGER, FieldType.NUMBER)
-JUDGEMENT_NOTE = "the judgement itself is the model's: review it"
 
 
 @dataclass(frozen=True)
@@ -116,8 +114,6 @@ def _verdict(grounder: Grounder, found: ExtractedValue) -> Grounding:
         kind = f"one of {', '.join(found.field.choices)}" if found.field.choices else f"a valid {found.field.type}"
         reason = f"the model's value {found.rejected} is not {kind}; left empty"
         return replace(verdict, status=UNVERIFIED, confidence=0.0, reason=reason)
-    if found.field.judgement and verdict.status in (VERIFIED, APPROXIMATE):
-        return replace(verdict, reason=f"{verdict.reason}; {JUDGEMENT_NOTE}")
     return verdict
 
 

@@ -11,13 +11,19 @@ Matching runs on a *skeleton* (NFKC, lower case, letters and digits only), which
 differs between renderings of the same words — spacing, line breaks, hyphenation, ligatures,
 dashes, thin spaces. Numbers are compared on the *normalized text* (separators kept), where
 "0.60–0.86" is two numbers and "−0.5" is negative.
+
+Signs and units: a true minus sign (U+2212) signs its number even when the PDF glues it to the
+word before ("was−2.41"), a span that starts at a number takes in the minus sign before it, and
+unit exponents ("kg/m2", "kg m −2", "mg·kg−1", "m²") are part of their unit, not numbers to compare.
+A quote the PDF interrupts — a running header, page number or figure caption between its halves,
+across a page break or a column — is found in two parts; the second part's location is kept too.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from decimal import Decimal, InvalidOperation
 from functools import cached_property
 from typing import Any
@@ -28,6 +34,14 @@ VERIFIED = "verified"
 APPROXIMATE = "approximate"
 UNVERIFIED = "unverified"
 NOT_REPORTED = "not reported"
+# A judgement (a Risk of Bias level, an outcome type, a study label) is not a number printed in
+# the paper: its quote can support it, but green "verified" would claim more than was checked.
+JUDGEMENT_SUPPORTED = "judgement: supported by a verified quote"
+JUDGEMENT_APPROXIMATE = "judgement: supported by an approximate quote"
+JUDGEMENT_NOT_FOUND = "judgement: quote not found"
+JUDGEMENT_UNSUPPORTED = "judgement: quote not verified"
+JUDGEMENT_STATUSES = (JUDGEMENT_SUPPORTED, JUDGEMENT_APPROXIMATE, JUDGEMENT_NOT_FOUND, JUDGEMENT_UNSUPPORTED)
+JUDGEMENT_NOTE = "the judgement itself is the model's: review it"
 VERIFIED_AT = 0.95
 APPROXIMATE_AT = 0.80
 
@@ -40,6 +54,16 @@ _CHAR_MAP = {
 _NUMBER = re.compile(r"(?:(?<![\w.)\]])-)?\d+(?:,\d{3})*(?:\.\d+)?")
 _SPACED_SIGN = re.compile(r"([\u2212\u2013\-])[\u2006\u2009\u200a\u202f]+(?=\d)")
 _HYPHEN_BREAK = re.compile(r"(?<=[a-z])-\n(?=[a-z])")
+# A real minus sign glued to the word before it ("was−2.41"): still a sign (a hyphen is not: "IL-6").
+_GLUED_MINUS = re.compile(r"(?<=[^\W\d_])\u2212(?=\d)")
+# Unit exponents, after NFKC and the dash map: signed after any unit ("kg m -2", "mg.kg-1",
+# "min-1"), unsigned only glued to a length ("m2", "kg/m2", "cm3"): "H2" or "S3" stay labels.
+_UNIT_EXPONENT = re.compile(
+    r"(?<![a-z])(?:((?:m|cm|mm|km|dm|m?g|kg|µg|μg|ng|l|dl|ml|s|min|h|mol|mmol|µmol|μmol)\s?)-\s?[1-3]"
+    r"|((?:m|cm|mm|km|dm))[23])(?!\d|[.,]\d)"
+)
+_SIGN_CHARS = "-\u2212\u2013\u2012\ufe63\uff0d"
+_THIN_SPACES = "\u2006\u2009\u200a\u202f"
 # Effect measures are reported spelled out as often as abbreviated; either form grounds the value.
 _SYNONYMS = {"hr": ("hazard ratio",), "or": ("odds ratio",), "rr": ("risk ratio", "relative risk", "rate ratio")}
 
@@ -49,13 +73,17 @@ def normalize(text: str) -> str:
     lower case. Used for numbers and value checks."""
     # Typesetting puts hair/thin spaces between a minus and its number ("−\u200a5.3"): keep them joined.
     text = _SPACED_SIGN.sub(r"\1", text)
+    text = _GLUED_MINUS.sub(" \u2212", text)
     text = unicodedata.normalize("NFKC", text).translate(_CHAR_MAP).replace("+/-", "±")
     text = _HYPHEN_BREAK.sub("", text)
     return re.sub(r"\s+", " ", text).strip().lower()
 
 
-def numbers(text: str) -> list[Decimal]:
-    """The numbers of a normalized text, in order, with sign ("1,234" is one number)."""
+def numbers(text: str, *, units: bool = False) -> list[Decimal]:
+    """The numbers of a normalized text, in order, with sign ("1,234" is one number). ``units``:
+    leave out unit exponents ("kg/m2" has no number 2), as a quote and its source are compared."""
+    if units:
+        text = _UNIT_EXPONENT.sub(lambda m: m.group(1) or m.group(2), text)
     found = []
     for token in _NUMBER.findall(text):
         try:
@@ -81,9 +109,17 @@ class Grounding:
     source: str | None = None  # "text" or "table N"
     start: int | None = None  # offsets in that page's text or table text
     end: int | None = None
+    # A quote the PDF interrupts (page break, running header, caption): where its second part is
+    # ({"page", "source", "start", "end"}); None for a quote found in one piece.
+    continued: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# An interrupted quote: each part at least this many letters/digits, the interruption at most
+# INTERRUPTION_MAX (a header, page number, footer, caption, or the tables parsed from the page).
+PART_MIN_FIRST, PART_MIN_SECOND, INTERRUPTION_MAX = 12, 8, 6000
 
 
 class Grounder:
@@ -109,6 +145,37 @@ class Grounder:
     def skeleton(text: str) -> str:
         return "".join(c for c in unicodedata.normalize("NFKC", text).lower() if c.isalnum())
 
+    def _interrupted(self, quote_skeleton: str) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        """Two exact parts of the quote, the second shortly after the first with something else
+        in between: ((start, end), (start, end)) in ``self.text``, or None."""
+        skeleton, offsets = self._skeleton
+        size = len(quote_skeleton)
+        if size < PART_MIN_FIRST + PART_MIN_SECOND:
+            return None
+        head = quote_skeleton[:PART_MIN_FIRST]
+        best: tuple[int, int, int, int] | None = None  # (gap, first start, split, second start)
+        at = skeleton.find(head)
+        for _ in range(200):  # a common opening ("the primary outcome") may occur many times
+            if at == -1:
+                break
+            matched = PART_MIN_FIRST
+            while matched < size and at + matched < len(skeleton) and skeleton[at + matched] == quote_skeleton[matched]:
+                matched += 1
+            # The first part may run on by a few letters that the interruption happens to share.
+            for split in range(matched, max(PART_MIN_FIRST, matched - 6) - 1, -1):
+                rest = quote_skeleton[split:]
+                if len(rest) < PART_MIN_SECOND:
+                    continue
+                second = skeleton.find(rest, at + split + 1, at + split + 1 + INTERRUPTION_MAX + len(rest))
+                if second != -1 and (best is None or second - (at + split) < best[0]):
+                    best = (second - (at + split), at, split, second)
+            at = skeleton.find(head, at + 1)
+        if best is None:
+            return None
+        _gap, at, split, second = best  # the closest pair: the interruption is as short as possible
+        rest_end = second + size - split - 1
+        return (offsets[at], offsets[at + split - 1] + 1), (offsets[second], offsets[rest_end] + 1)
+
     def _align(self, quote_skeleton: str) -> tuple[float, int, int] | None:
         """(similarity 0..1, start, end) of the best match in ``self.text``, or None."""
         from rapidfuzz import fuzz  # lazy: only processes that ground pay for it
@@ -125,6 +192,10 @@ class Grounder:
             return None
         return alignment.score / 100, offsets[alignment.dest_start], offsets[alignment.dest_end - 1] + 1
 
+    def _anchor(self, start: int, end: int) -> dict[str, Any]:
+        where = self.parsed.locate(start, end)
+        return {"page": where.page, "source": where.source, "start": where.start, "end": where.end} if where else {}
+
     def _widen_to_tokens(self, start: int, end: int) -> tuple[int, int]:
         """A fuzzy span may cut a number at its edge ("0.8" of "0.86"): widen to whole tokens."""
         text = self.text
@@ -134,37 +205,77 @@ class Grounder:
             text[end].isalnum() or (text[end] in ".," and end + 1 < len(text) and text[end + 1].isdigit())
         ):
             end += 1
-        return start, end
+        return self._take_leading_sign(start), end
+
+    def _take_leading_sign(self, start: int) -> int:
+        """A span that starts at a number takes in the minus sign before it ("−1.42 (−2.10; …"):
+        the skeleton has no signs, so without this a quote starting with a negative number would
+        be compared with the unsigned one. A dash between two numbers ("0.60–0.86") is a range."""
+        text = self.text
+        if start >= len(text) or not text[start].isdigit():
+            return start
+        at = start - 1
+        while at >= 0 and text[at] in _THIN_SPACES:
+            at -= 1
+        if at < 0 or text[at] not in _SIGN_CHARS:
+            return start
+        before = text[at - 1] if at > 0 else " "
+        return at if before.isspace() or before in "([{=:;,<>\u2264\u2265" else start
 
     def ground(self, value: str | float | int | None, quote: str | None, *, judgement: bool = False) -> Grounding:
         """``judgement``: the value is an assessment the quote supports (e.g. a Risk of Bias
-        judgement), so the quote is verified but the value is not looked for inside it."""
+        judgement), so the quote is checked but the value is not looked for inside it, and the
+        verdict carries a judgement status (never plain "verified")."""
+        verdict = self._ground(value, quote, judgement=judgement)
+        return as_judgement(verdict) if judgement and value is not None else verdict
+
+    def _ground(self, value: str | float | int | None, quote: str | None, *, judgement: bool) -> Grounding:
         if value is None and not quote:
             return Grounding(NOT_REPORTED, 0.0, "field not reported")
         if not quote or not quote.strip():
             return Grounding(UNVERIFIED, 0.0, "no quote given")
         quote_norm = normalize(quote)
-        aligned = self._align(self.skeleton(quote))
-        if aligned is None or aligned[0] < APPROXIMATE_AT:
-            score = round(aligned[0], 3) if aligned else 0.0
-            return Grounding(UNVERIFIED, score, "quote not found in the document")
-        score, start, end = aligned
-        start, end = self._widen_to_tokens(start, end)
-        where = self.parsed.locate(start, end)
-        anchor: dict[str, Any] = (
-            {"page": where.page, "source": where.source, "start": where.start, "end": where.end} if where else {}
-        )
+        quote_skeleton = self.skeleton(quote)
+        aligned = self._align(quote_skeleton)
+        spans: list[tuple[int, int]] = []
+        score = aligned[0] if aligned else 0.0
+        if aligned is not None and score >= APPROXIMATE_AT:
+            spans = [(aligned[1], aligned[2])]
+        if score < VERIFIED_AT and (parts := self._interrupted(quote_skeleton)):
+            score, spans = 1.0, list(parts)
+        if not spans:
+            return Grounding(UNVERIFIED, round(score, 3), "quote not found in the document")
+        spans = [self._widen_to_tokens(start, end) for start, end in spans]
+        anchor = self._anchor(*spans[0])
+        if len(spans) == 2:
+            anchor["continued"] = self._anchor(*spans[1]) or None
         confidence = round(score, 3)
-        quoted, source = numbers(quote_norm), numbers(normalize(self.text[start:end]))
+        quoted = numbers(quote_norm, units=True)
+        source = [n for start, end in spans for n in numbers(normalize(self.text[start:end]), units=True)]
         if not _in_order(source, quoted):
             missing = [str(n) for n in quoted if n not in source]
             detail = f"not in the source span: {', '.join(missing)}" if missing else "in another order in the source"
             return Grounding(UNVERIFIED, confidence, f"numbers differ from the source ({detail})", **anchor)
         if value is not None and not judgement and not value_in_quote(value, quote_norm):
             return Grounding(UNVERIFIED, confidence, "value not in quote", **anchor)
+        if score >= VERIFIED_AT and len(spans) == 2:
+            pages = f"pages {anchor.get('page')} and {(anchor.get('continued') or {}).get('page')}"
+            reason = f"quote found in two parts ({pages}: the PDF interrupts it); its numbers match the source"
+            return Grounding(VERIFIED, confidence, reason, **anchor)
         if score >= VERIFIED_AT:
             return Grounding(VERIFIED, confidence, "quote found; its numbers match the source", **anchor)
         return Grounding(APPROXIMATE, confidence, "quote found approximately; its numbers match the source", **anchor)
+
+
+def as_judgement(verdict: Grounding) -> Grounding:
+    """The judgement status for a quote's verdict (what the quote supports, not what was checked)."""
+    if verdict.status == VERIFIED:
+        return replace(verdict, status=JUDGEMENT_SUPPORTED, reason=f"{verdict.reason}; {JUDGEMENT_NOTE}")
+    if verdict.status == APPROXIMATE:
+        return replace(verdict, status=JUDGEMENT_APPROXIMATE, reason=f"{verdict.reason}; {JUDGEMENT_NOTE}")
+    if verdict.status == UNVERIFIED:
+        return replace(verdict, status=JUDGEMENT_NOT_FOUND if verdict.page is None else JUDGEMENT_UNSUPPORTED)
+    return verdict
 
 
 def _as_number(value: str | float | int) -> Decimal | None:

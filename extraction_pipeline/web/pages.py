@@ -12,6 +12,15 @@ from urllib.parse import quote
 
 from starlette.responses import HTMLResponse
 
+from extraction_pipeline.core.grounding import (
+    APPROXIMATE,
+    JUDGEMENT_APPROXIMATE,
+    JUDGEMENT_NOT_FOUND,
+    JUDGEMENT_SUPPORTED,
+    JUDGEMENT_UNSUPPORTED,
+    UNVERIFIED,
+    VERIFIED,
+)
 from extraction_pipeline.web.urls import PREFIX
 
 CSS = """
@@ -26,6 +35,7 @@ th{background:#eef1f5}
 .flash.error{background:#fdecea;border-color:#f1a39b}
 .warn{padding:8px 12px;border-radius:4px;margin:8px 0;background:#fff4d6;border:1px solid #e8c56b}
 .verified{background:#c6efce}.approximate{background:#ffeb9c}.unverified{background:#ffc7ce}
+.judgement-supported{background:#bdd7ee}
 .flag{background:#f4b183}.decided{color:#1a7f37;font-weight:600}
 .pill{display:inline-block;padding:1px 7px;border-radius:9px;font-size:12px}
 form.inline{display:inline}
@@ -85,6 +95,17 @@ def table(header: list[str], rows: list[list[str]], *, attrs: str = "") -> str:
     return f"<table {attrs}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+_STATUS_CLASSES = {
+    VERIFIED: "verified",
+    APPROXIMATE: "approximate",
+    UNVERIFIED: "unverified",
+    JUDGEMENT_SUPPORTED: "judgement-supported",
+    JUDGEMENT_APPROXIMATE: "approximate",
+    JUDGEMENT_NOT_FOUND: "unverified",
+    JUDGEMENT_UNSUPPORTED: "unverified",
+}
+
+
 def status_pill(status: str | None) -> str:
-    css = (status or "").replace(" ", "-")
-    return f'<span class="pill {esc(css)}">{esc(status or "")}</span>'
+    css = _STATUS_CLASSES.get(status or "", "")
+    return f'<span class="pill {css}">{esc(status or "")}</span>'

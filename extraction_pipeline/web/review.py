@@ -96,6 +96,7 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
                 esc(r.approximate),
                 esc(r.unverified),
                 esc(r.flagged),
+                esc(r.judgements),
                 esc(f"{r.decided}/{r.values}"),
                 f"<span class='{'decided' if r.reviewed else ''}'>{esc(r.label)}</span>",
                 f"<a href='{_document_url(batch_id, r.item_id)}'>review</a>" if r.status == "completed" else "",
@@ -103,7 +104,18 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
             for r in reviews
         ]
         body += table(
-            ["document", "extraction", "verified", "approximate", "unverified", "flagged", "decided", "review", ""],
+            [
+                "document",
+                "extraction",
+                "verified",
+                "approximate",
+                "unverified",
+                "flagged",
+                "judgements",
+                "decided",
+                "review",
+                "",
+            ],
             rows,
             attrs="id='documents'",
         )
@@ -333,7 +345,7 @@ def _module_summary(values: list[Any], decided: dict[tuple[int, str], Decision],
         counts = modules.setdefault(str(entry.get("module", path.split(".")[0])), [0, 0, 0, 0])
         counts[0] += 1
         counts[1] += entry.get("status") == "verified"
-        counts[2] += entry.get("status") == "unverified" or bool(entry.get("flags"))
+        counts[2] += review_rank(entry)[0] <= 1  # unverified, quote not found, or flagged
         counts[3] += (item_id, path) in decided
     rows = [[esc(name), esc(c[0]), esc(c[1]), esc(c[2]), esc(f"{c[3]}/{c[0]}")] for name, c in modules.items()]
     return table(["module", "values", "verified", "needs attention", "decided"], rows, attrs="id='modules'")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from extraction_pipeline.core.grounding import APPROXIMATE, UNVERIFIED, VERIFIED
+from extraction_pipeline.core.grounding import APPROXIMATE, JUDGEMENT_STATUSES, UNVERIFIED, VERIFIED
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.review.decisions import current_decisions
@@ -23,6 +23,7 @@ class DocumentReview:
     approximate: int = 0
     unverified: int = 0
     flagged: int = 0
+    judgements: int = 0
     values: int = 0
     decided: int = 0
     reviewers: tuple[str, ...] = field(default_factory=tuple)
@@ -62,6 +63,7 @@ def review_of(item: dict[str, Any], decided: dict[tuple[int, str], Decision]) ->
         approximate=statuses.count(APPROXIMATE),
         unverified=statuses.count(UNVERIFIED),
         flagged=sum(1 for entry in values.values() if entry.get("flags")),
+        judgements=sum(1 for status in statuses if status in JUDGEMENT_STATUSES),
         values=len(values),
         decided=len(mine),
         reviewers=tuple(sorted({d.reviewer for d in mine})),

@@ -11,7 +11,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from extraction_pipeline.core.grounding import APPROXIMATE, NOT_REPORTED, UNVERIFIED, VERIFIED
+from extraction_pipeline.core.grounding import (
+    APPROXIMATE,
+    JUDGEMENT_APPROXIMATE,
+    JUDGEMENT_NOT_FOUND,
+    JUDGEMENT_SUPPORTED,
+    JUDGEMENT_UNSUPPORTED,
+    NOT_REPORTED,
+    UNVERIFIED,
+    VERIFIED,
+)
 
 APPROVE = "approve"
 CORRECT = "correct"
@@ -20,7 +29,16 @@ COMMENT = "comment"
 DECISIONS = (APPROVE, CORRECT, MARK_NOT_REPORTED)
 ACTIONS = (*DECISIONS, COMMENT)
 # Review order: what most needs a human first.
-_STATUS_ORDER = {UNVERIFIED: 0, APPROXIMATE: 2, VERIFIED: 3, NOT_REPORTED: 4}
+_STATUS_ORDER = {
+    UNVERIFIED: 0,
+    JUDGEMENT_NOT_FOUND: 0,
+    JUDGEMENT_UNSUPPORTED: 0,
+    APPROXIMATE: 2,
+    JUDGEMENT_APPROXIMATE: 2,
+    JUDGEMENT_SUPPORTED: 3,  # a judgement is the model's reading even with its quote found: before verified numbers
+    VERIFIED: 4,
+    NOT_REPORTED: 5,
+}
 
 
 def is_reviewable(entry: dict[str, Any]) -> bool:
