@@ -354,3 +354,56 @@ def test_review_import_command_reports_and_exits_by_outcome(tmp_path: Path, fake
     assert missing.returncode == 2 and missing.stderr.startswith("error: ") and "no such file" in missing.stderr
     nameless = run_cli(settings.home_dir, "review", "import", str(filled), "--reviewer", " ")
     assert nameless.returncode == 2
+
+
+def test_an_interrupted_quote_is_highlighted_on_both_of_its_pages(case: ReviewCase) -> None:
+    entry = dict(_values(case)[ESTIMATE])
+    entry["continued"] = {"page": 2, "source": "text", "start": 0, "end": len("Participants")}
+    views = [
+        page_image(
+            case.ledger,
+            item_id=case.item_id,
+            entry=entry,
+            grounding=None,
+            page=page,
+            documents_dir=case.settings.documents_dir,
+            cache_dir=case.settings.home_dir / "cache",
+        )
+        for page in (1, 2)
+    ]
+    assert len(views[0].rects) == 2 and len(views[1].rects) == 1
+    assert _highlighted_pixels(views[1].png, views[1].rects[0]) > 20
+
+
+def test_judgements_are_blue_in_the_workbook_and_explained_in_the_legend(tmp_path: Path) -> None:
+    from extraction_pipeline.core.grounding import JUDGEMENT_NOT_FOUND, JUDGEMENT_SUPPORTED
+    from extraction_pipeline.core.ledger import items as states
+    from extraction_pipeline.core.ledger.batches import create_batch
+    from extraction_pipeline_tests.support import add_documents
+
+    ledger = Ledger.connect(f"sqlite:///{tmp_path / 'ledger.db'}")
+    [doc] = add_documents(ledger, 1)
+    batch = create_batch(ledger, idempotency_key="j", project="p", user="u", document_ids=[doc]).id
+    entry = {"module": "risk_of_bias", "field": "randomization", "index": None, "quote": "q", "flags": []}
+    result = {
+        "fields": {
+            "risk_of_bias.randomization": {**entry, "value": "low", "status": JUDGEMENT_SUPPORTED},
+            "risk_of_bias.overall": {**entry, "field": "overall", "value": "high", "status": JUDGEMENT_NOT_FOUND},
+        }
+    }
+    states.claim(ledger, 1, run_id="r", worker="w")
+    states.complete(ledger, 1, run_id="r", result=result, usage=states.Usage("openai/x"))
+    book = openpyxl.load_workbook(write_workbook(ledger, batch, tmp_path / "j.xlsx"))
+    values = book["Values"]
+    header = [c.value for c in values[1]]
+    fills = {
+        row[header.index("status")].value: row[header.index("status")].fill.start_color.rgb
+        for row in values.iter_rows(min_row=2)
+    }
+    assert fills[JUDGEMENT_SUPPORTED].endswith("BDD7EE") and fills[JUDGEMENT_NOT_FOUND].endswith("FFC7CE")
+    legend = {r[0] for r in book["Batch"].iter_rows(values_only=True) if r}
+    assert {JUDGEMENT_SUPPORTED, JUDGEMENT_NOT_FOUND} <= legend
+    documents = book["Documents"]
+    doc_header = [c.value for c in documents[1]]
+    row = [c.value for c in documents[2]]
+    assert row[doc_header.index("values verified")] == 0 and row[doc_header.index("judgements")] == 2

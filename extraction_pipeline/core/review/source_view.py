@@ -36,7 +36,9 @@ def anchor_of(entry: dict[str, Any], grounding: dict[str, Any] | None) -> dict[s
     """Where the value's quote is: the reviewer's re-grounded quote first, else the machine's."""
     for candidate in (grounding, entry):
         if candidate and candidate.get("page") and candidate.get("start") is not None:
-            return {key: candidate[key] for key in ("page", "source", "start", "end")}
+            anchor = {key: candidate[key] for key in ("page", "source", "start", "end")}
+            anchor["continued"] = candidate.get("continued")  # the second part of an interrupted quote
+            return anchor
     return None
 
 
@@ -71,9 +73,11 @@ def page_image(
     if not 1 <= shown <= document["pages"]:
         raise ConfigError(f"page {shown} is not in this PDF ({document['pages']} pages)")
     span = None
-    if anchor and anchor["page"] == shown:
-        span = Span(str(anchor["source"]), int(anchor["start"]), int(anchor["end"]), "")
-        span = Span(span.source, span.start, span.end, _span_text(ledger, document, anchor, options))
+    parts = [anchor, anchor.get("continued")] if anchor else []
+    here = next((part for part in parts if part and part.get("page") == shown), None)
+    if here is not None:
+        text = _span_text(ledger, document, here, options)
+        span = Span(str(here["source"]), int(here["start"]), int(here["end"]), text)
     key = hashlib.sha256(json.dumps([document["sha256"], shown, asdict(span) if span else None]).encode()).hexdigest()
     cached_png, cached_meta = cache_dir / f"{key}.png", cache_dir / f"{key}.json"
     if cached_png.is_file() and cached_meta.is_file():
