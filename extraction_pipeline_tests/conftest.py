@@ -70,8 +70,8 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     with ledger.engine.begin() as conn:
         conn.execute(
             text(
-                "TRUNCATE review_decisions, item_history, provider_breakers, prompt_audit, batch_items, batches, "
-                "templates, documents, parsed_documents RESTART IDENTITY CASCADE"
+                "TRUNCATE model_answers, review_decisions, item_history, provider_breakers, prompt_audit, "
+                "batch_items, batches, templates, documents, parsed_documents RESTART IDENTITY CASCADE"
             )
         )
     ledger.dispose()

@@ -363,9 +363,10 @@ def test_cost_comes_from_litellms_price_table_and_sums_per_batch(ledger: Ledger,
     batch = create_batch(ledger, idempotency_key="priced", project="p", user="u", document_ids=docs).id
     config = LLMConfig(model="openai/gpt-4o-mini", api_base=fake_llm.api_base, api_key="sk-x", timeout_seconds=10)
     fake_llm.push(Reply(GOOD, tokens_in=10_000, tokens_out=1_000), Reply(GOOD, tokens_in=20_000, tokens_out=500))
-    for item, run in ((1, "r1"), (2, "r2")):
+    other_paper = ParsedDocument("sha2", [*PAGES, "Appendix."])  # another prompt: paid for, not reused
+    for item, run, parsed in ((1, "r1", PARSED), (2, "r2", other_paper)):
         assert (
-            extract_item(ledger, item_id=item, run_id=run, worker="w", parsed=PARSED, llm=config).status == "completed"
+            extract_item(ledger, item_id=item, run_id=run, worker="w", parsed=parsed, llm=config).status == "completed"
         )
     price = litellm.model_cost["gpt-4o-mini"]
     expected = [

@@ -47,7 +47,12 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
         if not doc_ids:
             raise CliError(f"project {args.project!r} has no documents: add some with `documents add`")
     ref = create_batch(
-        ledger, idempotency_key=args.idempotency_key, project=args.project, user=args.user, document_ids=doc_ids
+        ledger,
+        idempotency_key=args.idempotency_key,
+        project=args.project,
+        user=args.user,
+        document_ids=doc_ids,
+        fresh=args.fresh,
     )
     template = label_of(template_of_batch(ledger, ref.id))
     batch = get_batch(ledger, ref.id)
@@ -253,6 +258,12 @@ def register(add: AddCommand) -> None:
         "--user", required=True, type=non_empty, help="who launches it (run tag extraction/user, per-user limit)"
     )
     create.add_argument("--idempotency-key", required=True, help="same key = same batch, never a duplicate")
+    create.add_argument(
+        "--fresh",
+        action="store_true",
+        help="ask the model again even where the same prompt was already answered (by default such "
+        "an answer is reused: no call, no cost)",
+    )
     create.add_argument(
         "--documents", type=positive_int, nargs="+", metavar="ID", help="document ids (default: all of the project)"
     )

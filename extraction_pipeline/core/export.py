@@ -75,6 +75,7 @@ DOCUMENT_COLUMNS = [
     "values flagged",
     "judgements",
     "outcomes",
+    "answer",
     "review",
 ]
 OUTCOME_COLUMNS = ["document_id", "filename", "outcome"]
@@ -236,6 +237,7 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
                 review = _review_cells(item, path, entry, decision, comments.get((item["id"], path), []))
                 values.append({**_value_row(identity, path, entry), **review})
         row["outcomes"] = len(by_outcome) if fields else None
+        row["answer"] = reused_label(result.get("reused")) if fields else None
         row["review"] = review_of(item, decided).label
         if item["status"] == "completed" and not any(entry.get("value") is not None for entry in fields.values()):
             row["error"] = NOTHING_FOUND  # never a silent green "completed"
@@ -265,6 +267,16 @@ def _value_row(identity: dict[str, Any], path: str, entry: dict[str, Any]) -> di
         "reason": entry.get("reason"),
         "check": _check_text(entry),
     }
+
+
+def reused_label(reused: dict[str, Any] | None) -> str:
+    """How the model's answer was obtained: a new call, or one already paid for (no cost now)."""
+    if not reused:
+        return "new call"
+    paid = f"{reused.get('tokens_in', 0)}+{reused.get('tokens_out', 0)} tokens, ${reused.get('cost_usd', 0):.4f}"
+    return (
+        f"reused: same prompt answered for item {reused.get('item')} at {reused.get('paid_at')} ({paid}); no cost now"
+    )
 
 
 def _review_cells(

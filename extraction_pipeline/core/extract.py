@@ -30,14 +30,21 @@ from extraction_pipeline.core.grounding import (
     signed_in_quote,
     value_match,
 )
-from extraction_pipeline.core.ledger import ItemStatus, Ledger
+from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
+from extraction_pipeline.core.ledger.answers import (
+    StoredAnswer,
+    answer_key,
+    store_answer,
+    stored_answer,
+    wants_fresh_answers,
+)
 from extraction_pipeline.core.ledger.audit import record_prompt
 from extraction_pipeline.core.ledger.breakers import may_call, record_failure, record_success
 from extraction_pipeline.core.ledger.items import TRANSIENT_MESSAGE_PREFIX, Usage
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
 from extraction_pipeline.core.ledger.templates import definition_of, label_of, template_of_item
-from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
+from extraction_pipeline.core.llm.gateway import LLMConfig, LLMResult, complete_extraction, parse_answer
 from extraction_pipeline.core.parsing import ParsedDocument
 from extraction_pipeline.core.prompts import build_messages
 from extraction_pipeline.core.retry import BreakerPolicy
@@ -63,6 +70,7 @@ class ExtractionOutcome:
     result: dict[str, Any] = field(default_factory=dict)
     item_status: str = ""  # the item's state when this execution ended
     wait_until: datetime | None = None  # "waiting": the model's breaker is open until then
+    reused: dict[str, Any] | None = None  # the stored answer reused instead of a call (paid once)
 
 
 def ground_output(template: TemplateDefinition, answer: BaseModel, parsed: ParsedDocument) -> dict[str, Any]:
@@ -164,8 +172,7 @@ def extract_item(
         frozen = template_of_item(ledger, item_id)
         template = definition_of(frozen)
         messages = build_messages(template, parsed.pages_text, parsed.tables)
-        record_prompt(ledger, item_id=item_id, run_id=run_id, model=llm.effective_model, messages=messages)
-        reply = complete_extraction(llm, messages, template)
+        reply, reused = _answer(ledger, item_id, run_id, llm, messages, template)
         spent = reply.usage  # paid for: recorded whatever happens next
         grounded = ground_output(template, reply.output, parsed)
         result = {
@@ -174,6 +181,8 @@ def extract_item(
             "template": {"id": frozen.id, "version": frozen.version} if frozen else None,
             "fields": grounded,
         }
+        if reused is not None:
+            result["reused"] = reused
         stored = item_states.complete(ledger, item_id, run_id=run_id, result=result, usage=reply.usage)
         if not llm.is_offline:
             record_success(ledger, llm.effective_model)
@@ -231,7 +240,45 @@ def extract_item(
         usage=reply.usage,
         result=result,
         item_status=ItemStatus.COMPLETED.value,
+        reused=reused,
     )
+
+
+def _answer(
+    ledger: Ledger,
+    item_id: int,
+    run_id: str,
+    llm: LLMConfig,
+    messages: list[dict[str, str]],
+    template: TemplateDefinition,
+) -> tuple[LLMResult, dict[str, Any] | None]:
+    """The model's answer: the one already paid for when the exact same prompt went to the same
+    model before (unless the batch asks for fresh answers), else a new call, stored for next time.
+    The offline extractor costs nothing and is not stored."""
+    key = answer_key(llm.effective_model, messages)
+    if not llm.is_offline and not wants_fresh_answers(ledger, item_id):
+        stored = stored_answer(ledger, key)
+        if stored is not None:
+            output = parse_answer(stored.content, template)
+            reused = {
+                "item": stored.item_id,
+                "paid_at": stored.created_at.isoformat(timespec="seconds"),
+                "tokens_in": stored.tokens_in,
+                "tokens_out": stored.tokens_out,
+                "cost_usd": stored.cost_usd,
+            }
+            return LLMResult(output, Usage(stored.model), repaired=False, content=stored.content), reused
+    record_prompt(ledger, item_id=item_id, run_id=run_id, model=llm.effective_model, messages=messages)
+    reply = complete_extraction(llm, messages, template)
+    if not llm.is_offline and reply.content:
+        usage = reply.usage
+        store_answer(
+            ledger,
+            StoredAnswer(
+                key, usage.model, reply.content, usage.tokens_in, usage.tokens_out, usage.cost_usd, item_id, utcnow()
+            ),
+        )
+    return reply, None
 
 
 INTERRUPTED_MESSAGE = f"{TRANSIENT_MESSAGE_PREFIX}interrupted: the run was stopped before the document was extracted"

@@ -7,7 +7,7 @@ from typing import Any
 import dagster as dg
 
 from extraction_pipeline.core.errors import PermanentError, TransientError
-from extraction_pipeline.core.export import NOTHING_FOUND, default_export_path, write_workbook
+from extraction_pipeline.core.export import NOTHING_FOUND, default_export_path, reused_label, write_workbook
 from extraction_pipeline.core.extract import ExtractionOutcome, extract_item
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
@@ -196,6 +196,7 @@ def _result(
             "values_flagged": outcome.values_flagged,
             "outcomes": outcome.outcomes,
             "template": outcome.template,
+            "answer": reused_label(outcome.reused),
             **spent,
         }
     )

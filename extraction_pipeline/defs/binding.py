@@ -43,6 +43,7 @@ DOCUMENT_TAG = "extraction/document"
 FILENAME_TAG = "extraction/filename"
 # Which dispatch round of its item a run belongs to (absent on a UI backfill's own runs: round 0).
 ROUND_TAG = "extraction/round"
+FRESH_TAG = "extraction/fresh"  # "true" on a UI launch: ask the model again, never reuse a paid answer
 DEFAULT_UI_USER = "ui"
 
 
@@ -74,7 +75,14 @@ def backfill_batch_key(backfill_id: str, project: str) -> str:
 
 
 def ensure_backfill_batch(
-    ledger: Ledger, instance: dg.DagsterInstance, backfill_id: str, asset_graph: Any, user: str, project: str
+    ledger: Ledger,
+    instance: dg.DagsterInstance,
+    backfill_id: str,
+    asset_graph: Any,
+    user: str,
+    project: str,
+    *,
+    fresh: bool = False,
 ) -> int:
     """The batch of a UI backfill for ``project``, created on first sight with one item per
     targeted document of that project (a backfill over two projects becomes two batches)."""
@@ -93,6 +101,7 @@ def ensure_backfill_batch(
         document_ids=own,
         origin=BatchOrigin.BACKFILL,
         origin_ref=backfill_id,
+        fresh=fresh,
     ).id
 
 
@@ -115,9 +124,10 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
         if batch is None:
             raise dg.Failure(f"batch {tags[BATCH_UID_RUN_TAG]} is not in this ledger", allow_retries=False)
         return batch
+    fresh = tags.get(FRESH_TAG, "").strip().lower() in ("true", "1", "yes")
     if BACKFILL_TAG in tags:
         batch_id = ensure_backfill_batch(
-            ledger, context.instance, tags[BACKFILL_TAG], _asset_graph(context), user, project
+            ledger, context.instance, tags[BACKFILL_TAG], _asset_graph(context), user, project, fresh=fresh
         )
     else:
         batch_id = create_batch(
@@ -128,6 +138,7 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
             document_ids=[doc_id],
             origin=BatchOrigin.RUN,
             origin_ref=context.run.run_id,
+            fresh=fresh,
         ).id
     batch = get_batch(ledger, batch_id)
     assert batch is not None  # just created or found by its key

@@ -202,7 +202,10 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
                 request, project, error=f"document(s) not in project {project}: {foreign[:10]}", status_code=400
             )
         key = str(form.get("request_id") or "")[:100] or uuid.uuid4().hex
-        ref = create_batch(ledger, idempotency_key=f"web:{key}", project=project, user=user, document_ids=chosen)
+        fresh = form.get("fresh") == "on"
+        ref = create_batch(
+            ledger, idempotency_key=f"web:{key}", project=project, user=user, document_ids=chosen, fresh=fresh
+        )
         response = RedirectResponse(f"{PREFIX}/batches/{ref.id}?started=1", status_code=303)
         remember_user(response, user)
         return response
@@ -253,7 +256,8 @@ def _documents_and_launch(project: str, documents: list[dict[str, Any]], user: s
         + table(["", "id", "file", "pages", "sha256"], rows)
         + f"<input type='hidden' name='request_id' value='{uuid.uuid4().hex}'>"
         f"<label>Your name <input type='text' name='user' required maxlength='200' value='{esc(user)}'></label> "
-        "<button type='submit'>Start batch with the selected documents</button></form>"
+        "<label><input type='checkbox' name='fresh'> ask the model again (do not reuse answers already paid for)"
+        "</label> <button type='submit'>Start batch with the selected documents</button></form>"
         "<p class='muted'>The batch freezes the current template version; its runs appear in the Dagster UI "
         "(Runs, tagged extraction/batch).</p>"
     )

@@ -47,10 +47,12 @@ def create_batch(
     document_ids: list[int],
     origin: BatchOrigin = BatchOrigin.DISPATCH,
     origin_ref: str | None = None,
+    fresh: bool = False,
 ) -> BatchRef:
     """Create a batch of one pending item per document, or return the batch that already has
     this idempotency key (``created=False``). ``origin_ref``: the backfill or run id behind it.
-    The batch freezes the project's current template version."""
+    The batch freezes the project's current template version. ``fresh``: its documents are
+    extracted by a new call even where the same prompt's answer was already paid for."""
     if not idempotency_key or len(idempotency_key) > MAX_KEY_CHARS:
         raise ConfigError(f"idempotency key must be 1..{MAX_KEY_CHARS} characters")
     template_id = current_template(ledger, project).id
@@ -72,6 +74,7 @@ def create_batch(
                     status=status,
                     total_items=len(unique_ids),
                     template_id=template_id,
+                    fresh=1 if fresh else 0,
                     created_at=now,
                     # An empty batch has nothing to wait for: it completes on creation.
                     completed_at=None if unique_ids else now,

@@ -19,6 +19,7 @@ ADDED_COLUMNS = (
     ("documents", "partition_key", "VARCHAR(120)"),
     ("batches", "template_id", "INTEGER REFERENCES templates(id)"),
     ("batches", "export_version", "INTEGER NOT NULL DEFAULT 0"),
+    ("batches", "fresh", "INTEGER NOT NULL DEFAULT 0"),
     ("batch_items", "dispatch_round", "INTEGER NOT NULL DEFAULT 0"),
     ("batch_items", "failing_since", "TIMESTAMP"),
     ("batch_items", "retry_round", "INTEGER NOT NULL DEFAULT 0"),

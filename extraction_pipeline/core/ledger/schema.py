@@ -101,6 +101,8 @@ batches = Table(
     # How many workbooks were written: a batch reopened by `batch retry` gets a new version
     # (batch-7-v2.xlsx) and the earlier workbook is kept.
     Column("export_version", Integer, nullable=False, default=0),
+    # 1: ask the model again even where an answer for the same prompt was already paid for.
+    Column("fresh", Integer, nullable=False, default=0),
 )
 
 batch_items = Table(
@@ -228,3 +230,21 @@ review_decisions = Table(
     UniqueConstraint("item_id", "path", "seq", name="uq_review_decisions_value_seq"),
 )
 Index("ix_review_decisions_batch", review_decisions.c.batch_id)
+
+model_answers = Table(
+    "model_answers",
+    metadata,
+    # Paid once: the model's accepted answer per (model, exact prompt). The prompt embeds the
+    # document's parsed text, the frozen template's schema and rules and the prompt version, so the
+    # same key means the same question; a later batch reuses the answer (no call, no cost) and
+    # grounds it again with the current code. A batch created with --fresh asks again and
+    # replaces the stored answer.
+    Column("key", String(64), primary_key=True),
+    Column("model", String(200), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("tokens_in", Integer, nullable=False),
+    Column("tokens_out", Integer, nullable=False),
+    Column("cost_usd", Float, nullable=False),
+    Column("item_id", Integer, nullable=False),  # the item whose call paid for it
+    Column("created_at", DateTime, nullable=False),
+)

@@ -45,6 +45,7 @@ class LLMResult:
     output: BaseModel  # an instance of output_model(template)
     usage: Usage
     repaired: bool
+    content: str = ""  # the accepted answer's text, as the model sent it (stored to be paid once)
 
 
 def _import_litellm() -> Any:
@@ -55,6 +56,11 @@ def _import_litellm() -> Any:
     litellm.telemetry = False
     litellm.suppress_debug_info = True
     return litellm
+
+
+def parse_answer(content: str | None, template: TemplateDefinition) -> BaseModel:
+    """The answer text validated into the template's output model (also for a stored answer)."""
+    return _parse(content, template)
 
 
 def _parse(content: str | None, template: TemplateDefinition) -> BaseModel:
@@ -147,7 +153,7 @@ def complete_extraction(config: LLMConfig, messages: list[dict[str, str]], templ
     usage = _usage_of(litellm, response, config)
     content = response.choices[0].message.content
     try:
-        return LLMResult(_parse(content, template), usage, repaired=False)
+        return LLMResult(_parse(content, template), usage, repaired=False, content=content or "")
     except (ValueError, ValidationError) as first_error:
         repair = [
             *messages,
@@ -164,8 +170,9 @@ def complete_extraction(config: LLMConfig, messages: list[dict[str, str]], templ
             exc.usage = usage  # the first answer's tokens were spent and must still be counted
             raise
         usage = _add(usage, _usage_of(litellm, response, config))
+        repaired = response.choices[0].message.content
         try:
-            return LLMResult(_parse(response.choices[0].message.content, template), usage, repaired=True)
+            return LLMResult(_parse(repaired, template), usage, repaired=True, content=repaired or "")
         except (ValueError, ValidationError) as second_error:
             raise OutputParseError(
                 f"model output is not valid JSON for the schema after one repair: {str(second_error)[:300]}",

@@ -1,0 +1,60 @@
+"""Model answers paid for once: stored per (model, exact prompt) and reused by later batches.
+
+Only the answer text is reused, never the grounded result: grounding and checks run again with
+the current code on every reuse, so an improvement to them reaches old answers for free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from extraction_pipeline.core.ledger.database import Ledger, utcnow
+from extraction_pipeline.core.ledger.schema import batch_items, batches, model_answers
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    key: str
+    model: str
+    content: str
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+    item_id: int
+    created_at: datetime
+
+
+def answer_key(model: str, messages: list[dict[str, str]]) -> str:
+    canonical = json.dumps([model, messages], ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def stored_answer(ledger: Ledger, key: str) -> StoredAnswer | None:
+    with ledger.engine.connect() as conn:
+        row = conn.execute(select(model_answers).where(model_answers.c.key == key)).mappings().first()
+    return StoredAnswer(**row) if row else None
+
+
+def store_answer(ledger: Ledger, answer: StoredAnswer) -> None:
+    """Keep ``answer`` for its key, replacing an older one (a --fresh batch asked again)."""
+    values = {**answer.__dict__, "created_at": utcnow()}
+    for _ in range(2):
+        try:
+            with ledger.engine.begin() as conn:
+                conn.execute(delete(model_answers).where(model_answers.c.key == answer.key))
+                conn.execute(insert(model_answers).values(**values))
+            return
+        except IntegrityError:
+            continue  # a concurrent run stored the same key between our delete and insert
+
+
+def wants_fresh_answers(ledger: Ledger, item_id: int) -> bool:
+    query = select(batches.c.fresh).join(batch_items, batch_items.c.batch_id == batches.c.id)
+    with ledger.engine.connect() as conn:
+        return bool(conn.execute(query.where(batch_items.c.id == item_id)).scalar())
