@@ -1,0 +1,152 @@
+"""A batch against a gold table: per field, how many gold values were found, exactly right,
+wrong or missing, with every wrong one listed (document, outcome, gold, extracted, quote).
+
+Documents are matched to gold studies by file name (stem), study id or NCT number; outcomes by
+``matching.match_outcomes``. By default the machine's values are scored (that is how models are
+compared); ``final`` scores the values after review. Gold values only shown in figures are left
+out unless asked for (no text-based extractor can read them).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+from extraction_pipeline.core.evaluation.gold import FIELDS, GoldOutcome
+from extraction_pipeline.core.evaluation.matching import ExtractedOutcome, Match, equal, match_outcomes
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.review.decisions import current_decisions
+
+
+@dataclass
+class FieldScore:
+    gold: int = 0
+    found: int = 0
+    right: int = 0
+    wrong: int = 0
+
+    @property
+    def missing(self) -> int:
+        return self.gold - self.found
+
+
+@dataclass
+class Evaluation:
+    fields: dict[str, FieldScore] = field(default_factory=lambda: {name: FieldScore() for name in FIELDS})
+    wrong: list[dict[str, Any]] = field(default_factory=list)
+    matches: list[tuple[str, Match]] = field(default_factory=list)  # (document filename, match)
+    studies_not_in_batch: list[str] = field(default_factory=list)
+    left_out_in_figures: int = 0
+
+    def total(self) -> FieldScore:
+        total = FieldScore()
+        for score in self.fields.values():
+            total.gold += score.gold
+            total.found += score.found
+            total.right += score.right
+            total.wrong += score.wrong
+        return total
+
+    def as_dict(self) -> dict[str, Any]:
+        def row(score: FieldScore) -> dict[str, int]:
+            return {
+                "gold": score.gold,
+                "found": score.found,
+                "right": score.right,
+                "wrong": score.wrong,
+                "missing": score.missing,
+            }
+
+        return {
+            "fields": {name: row(score) for name, score in self.fields.items() if score.gold},
+            "total": row(self.total()),
+            "wrong": self.wrong,
+            "matches": [
+                {"document": document, "gold_outcome": m.gold.outcome, "matched": m.why} for document, m in self.matches
+            ],
+            "studies_not_in_batch": self.studies_not_in_batch,
+            "left_out_in_figures": self.left_out_in_figures,
+        }
+
+
+def _study_keys(item: dict[str, Any], fields: dict[str, Any]) -> set[str]:
+    keys = {PurePath(str(item["filename"])).stem.lower(), str(item["filename"]).lower()}
+    for path in ("metadata.study_id", "metadata.nct_number"):
+        value = (fields.get(path) or {}).get("value")
+        if value:
+            keys.add(str(value).strip().lower())
+    return keys
+
+
+def extracted_outcomes(
+    item: dict[str, Any], fields: dict[str, Any], decided: dict[tuple[int, str], Any]
+) -> list[ExtractedOutcome]:
+    """The item's outcomes with their numeric values (the reviewers' where ``decided`` has them)."""
+    by_index: dict[int, ExtractedOutcome] = {}
+    for path, entry in fields.items():
+        if entry.get("index") is None:
+            continue
+        index = int(entry["index"])
+        outcome = by_index.setdefault(index, ExtractedOutcome(item["document_id"], item["filename"], index, ""))
+        decision = decided.get((item["id"], path))
+        value = decision.value if decision is not None else entry.get("value")
+        name = entry.get("field", path.rsplit(".", 1)[-1])
+        if name == "outcome_name" and value:
+            outcome.name = str(value)
+        elif name in FIELDS and isinstance(value, int | float) and not isinstance(value, bool):
+            outcome.values[name] = float(value)
+            outcome.quotes[name] = str(entry.get("quote") or "")
+    return [by_index[index] for index in sorted(by_index)]
+
+
+def evaluate(
+    ledger: Ledger, batch_id: int, gold: list[GoldOutcome], *, final: bool = False, include_figures: bool = False
+) -> Evaluation:
+    result = Evaluation()
+    decided = current_decisions(ledger, batch_id) if final else {}
+    documents = []
+    for item in batch_item_rows(ledger, batch_id):
+        fields = json.loads(item["result_json"]).get("fields", {}) if item["result_json"] else {}
+        documents.append((item, _study_keys(item, fields), extracted_outcomes(item, fields, decided)))
+    scored = [g for g in gold if include_figures or not g.in_figure]
+    result.left_out_in_figures = sum(len(g.values) for g in gold if g.in_figure and not include_figures)
+    for study in dict.fromkeys(g.study for g in scored):
+        rows = [g for g in scored if g.study == study]
+        key = study.lower()
+        document = next((d for d in documents if key in d[1] or (key and key in d[0]["filename"].lower())), None)
+        if document is None:
+            result.studies_not_in_batch.append(study)
+            continue
+        item, _keys, outcomes = document
+        for match in match_outcomes(rows, outcomes):
+            result.matches.append((item["filename"], match))
+            _score(result, item, match)
+    return result
+
+
+def _score(result: Evaluation, item: dict[str, Any], match: Match) -> None:
+    for name, gold_value in match.gold.values.items():
+        score = result.fields[name]
+        score.gold += 1
+        extracted = match.extracted.values.get(name) if match.extracted else None
+        if extracted is None:
+            continue
+        score.found += 1
+        if equal(gold_value, extracted):
+            score.right += 1
+            continue
+        score.wrong += 1
+        assert match.extracted is not None
+        result.wrong.append(
+            {
+                "document": item["filename"],
+                "outcome": match.gold.outcome,
+                "field": name,
+                "gold": gold_value,
+                "extracted": extracted,
+                "quote": match.extracted.quotes.get(name, ""),
+            }
+        )
