@@ -37,6 +37,7 @@ defs = dg.Definitions(
             api_base=_env_or("EXTRACTION_API_BASE", ""),
             api_key=_env_or("EXTRACTION_API_KEY", ""),
             timeout_seconds=_settings.llm_timeout_seconds,
+            context_tokens=_settings.context_tokens,
         ),
         "settings": PipelineSettingsResource(
             home=str(_settings.home_dir),

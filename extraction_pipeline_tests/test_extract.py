@@ -279,11 +279,13 @@ def test_known_schema_capable_model_gets_json_schema_output(ledger: Ledger, fake
     assert "nct_number" in json.dumps(response_format["json_schema"]["schema"])
 
 
-def test_paper_longer_than_the_context_window_is_an_explicit_error(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+def test_a_page_longer_than_the_context_window_is_an_explicit_error(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
     item = _item(ledger)
-    huge = ParsedDocument("sha", ["word " * 150_000])  # ~150k tokens; gpt-4o-mini takes 128k
+    huge = ParsedDocument("sha", ["word " * 150_000])  # one page of ~150k tokens; gpt-4o-mini takes 128k
     config = LLMConfig(model="openai/gpt-4o-mini", api_base=fake_llm.api_base, api_key="sk-x", timeout_seconds=10)
-    with pytest.raises(PermanentError, match="accepts 128000; it was not truncated"):
+    with pytest.raises(
+        PermanentError, match=r"page 1 alone needs about 15[0-9]{4} prompt tokens but .* accepts 128000"
+    ):
         extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=huge, llm=config)
     assert fake_llm.requests == []  # nothing was sent, nothing silently cut
     assert states.get_item(ledger, item)["status"] == "error"  # type: ignore[index]

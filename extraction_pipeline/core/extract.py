@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from sqlalchemy.exc import SQLAlchemyError
 
 from extraction_pipeline.core.checks import check_values
-from extraction_pipeline.core.errors import PermanentError, TransientError
+from extraction_pipeline.core.errors import ExtractionRuntimeError, PermanentError, TransientError
 from extraction_pipeline.core.grounding import (
     INSIDE_A_WORD,
     NOT_REPORTED,
@@ -45,6 +45,7 @@ from extraction_pipeline.core.ledger.items import TRANSIENT_MESSAGE_PREFIX, Usag
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
 from extraction_pipeline.core.ledger.templates import definition_of, label_of, template_of_item
 from extraction_pipeline.core.llm.gateway import LLMConfig, LLMResult, complete_extraction, parse_answer
+from extraction_pipeline.core.long_papers import Part, merge_parts, plan_parts
 from extraction_pipeline.core.parsing import ParsedDocument
 from extraction_pipeline.core.prompts import build_messages
 from extraction_pipeline.core.retry import BreakerPolicy
@@ -75,10 +76,14 @@ class ExtractionOutcome:
 
 def ground_output(template: TemplateDefinition, answer: BaseModel, parsed: ParsedDocument) -> dict[str, Any]:
     """Every field of the answer, by path, with its grounding verdict and plausibility flags."""
-    grounder = Grounder(parsed)
+    return add_checks(ground_entries(template, answer, Grounder(parsed)))
+
+
+def ground_entries(template: TemplateDefinition, answer: BaseModel, grounder: Grounder) -> dict[str, Any]:
+    """Every field of the answer with its grounding verdict and its value flag (sign, label)."""
     grounded: dict[str, Any] = {}
-    extracted = extracted_values(template, answer)
-    for found in extracted:
+    for found in extracted_values(template, answer):
+        flag = _value_flag(found)
         grounded[found.path] = {
             "module": found.module,
             "index": found.index,
@@ -86,13 +91,15 @@ def ground_output(template: TemplateDefinition, answer: BaseModel, parsed: Parse
             "value": found.value,
             "quote": found.quote,
             **_verdict(grounder, found).as_dict(),
-            "flags": [],
+            "flags": [flag] if flag else [],
         }
+    return grounded
+
+
+def add_checks(grounded: dict[str, Any]) -> dict[str, Any]:
+    """The plausibility rules over the values together (an estimate outside its CI, ...)."""
     for path, reasons in check_values({path: entry["value"] for path, entry in grounded.items()}).items():
-        grounded[path]["flags"] = reasons
-    for found in extracted:
-        if reason := _value_flag(found):
-            grounded[found.path]["flags"].append(reason)
+        grounded[path]["flags"] = [*reasons, *grounded[path]["flags"]]
     return grounded
 
 
@@ -171,10 +178,18 @@ def extract_item(
     try:
         frozen = template_of_item(ledger, item_id)
         template = definition_of(frozen)
-        messages = build_messages(template, parsed.pages_text, parsed.tables)
-        reply, reused = _answer(ledger, item_id, run_id, llm, messages, template)
-        spent = reply.usage  # paid for: recorded whatever happens next
-        grounded = ground_output(template, reply.output, parsed)
+        parts = plan_parts(template, parsed, llm)
+        if parts is None:
+            messages = build_messages(template, parsed.pages_text, parsed.tables)
+            reply, reused = _answer(ledger, item_id, run_id, llm, messages, template)
+            spent = reply.usage  # paid for: recorded whatever happens next
+            grounded = ground_output(template, reply.output, parsed)
+            part_notes: list[dict[str, Any]] = []
+        else:
+            reply, reused, grounded, part_notes = _answer_in_parts(
+                ledger, item_id, run_id, llm, template, parsed, parts
+            )
+            spent = reply.usage
         result = {
             "model": reply.usage.model,
             "repaired": reply.repaired,
@@ -183,6 +198,8 @@ def extract_item(
         }
         if reused is not None:
             result["reused"] = reused
+        if part_notes:
+            result["parts"] = part_notes
         stored = item_states.complete(ledger, item_id, run_id=run_id, result=result, usage=reply.usage)
         if not llm.is_offline:
             record_success(ledger, llm.effective_model)
@@ -242,6 +259,53 @@ def extract_item(
         item_status=ItemStatus.COMPLETED.value,
         reused=reused,
     )
+
+
+def _answer_in_parts(
+    ledger: Ledger,
+    item_id: int,
+    run_id: str,
+    llm: LLMConfig,
+    template: TemplateDefinition,
+    parsed: ParsedDocument,
+    parts: list[Part],
+) -> tuple[LLMResult, dict[str, Any] | None, dict[str, Any], list[dict[str, Any]]]:
+    """A long paper: one call per part (each paid once, so a retry after a failure in part 3
+    does not pay for parts 1 and 2 again), every answer grounded against the whole document,
+    then merged (long_papers.py)."""
+    grounder = Grounder(parsed)
+    answers, notes, stored = [], [], []
+    usage = Usage(llm.effective_model)
+    repaired = False
+    for number, part in enumerate(parts, start=1):
+        messages = part.messages(template, parsed, number, len(parts))
+        try:
+            reply, reused = _answer(ledger, item_id, run_id, llm, messages, template)
+        except ExtractionRuntimeError as exc:
+            exc.usage = _sum_usage(usage, exc.usage) if exc.usage else usage
+            raise
+        usage = _sum_usage(usage, reply.usage)
+        repaired = repaired or reply.repaired
+        if reused is not None:
+            stored.append(reused)
+        answers.append(ground_entries(template, reply.output, grounder))
+        notes.append({"pages": part.label, "reused": reused is not None})
+    merged = add_checks(merge_parts(answers))
+    # The merged fields are the result; the combined reply carries what the calls cost.
+    combined = LLMResult(reply.output, usage, repaired=repaired)
+    reused = None
+    if len(stored) == len(parts):  # every part's answer was already paid for
+        reused = {
+            **stored[0],
+            **{key: sum(s[key] for s in stored) for key in ("tokens_in", "tokens_out", "cost_usd")},
+        }
+    return combined, reused, merged, notes
+
+
+def _sum_usage(a: Usage, b: Usage | None) -> Usage:
+    if b is None:
+        return a
+    return Usage(b.model or a.model, a.tokens_in + b.tokens_in, a.tokens_out + b.tokens_out, a.cost_usd + b.cost_usd)
 
 
 def _answer(

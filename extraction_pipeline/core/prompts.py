@@ -86,11 +86,24 @@ def describe_custom_rules(template: TemplateDefinition) -> str:
 
 
 def build_messages(
-    template: TemplateDefinition, pages_text: Sequence[str], tables: Sequence[ParsedTable] = ()
+    template: TemplateDefinition,
+    pages_text: Sequence[str],
+    tables: Sequence[ParsedTable] = (),
+    *,
+    first_page: int = 1,
+    part: tuple[int, int] | None = None,
 ) -> list[dict[str, str]]:
-    document = "\n\n".join(f"[page {number}]\n{text}" for number, text in enumerate(pages_text, start=1))
+    """The prompt for the whole document, or for one part of a long one (``part``: (k, n), the
+    pages starting at ``first_page``: each part is asked for what its own pages report)."""
+    document = "\n\n".join(f"[page {number}]\n{text}" for number, text in enumerate(pages_text, start=first_page))
     table_block = "\n\n".join(f"[table {n}, page {t.page}]\n{t.html}" for n, t in enumerate(tables, start=1))
     parts = [f"Fields to extract:\n\n{describe_template(template)}"]
+    if part is not None:
+        last = first_page + len(pages_text) - 1
+        parts.append(
+            f"This is part {part[0]} of {part[1]} of a long document: pages {first_page}-{last} only. "
+            "Extract what these pages report; leave a field empty when these pages do not report it."
+        )
     if custom := describe_custom_rules(template):
         parts.append(f"{CUSTOM_BEGIN}\n{defuse(custom)}\n{CUSTOM_END}")
     parts.append(f"{FULL_TEXT_OPEN}\n{defuse(document)}\n{FULL_TEXT_CLOSE}")

@@ -61,6 +61,9 @@ class Settings:
     api_base: str | None = None
     api_key: str | None = field(default=None, repr=False)
     llm_timeout_seconds: float = 120.0
+    # The model's prompt limit in tokens (0: litellm's figure for the model, if it knows one).
+    # A paper over it is extracted in parts.
+    context_tokens: int = 0
     stale_minutes: float = 30.0  # extracting this long without an update = stale
     reconcile_grace_seconds: float = 30.0  # wait after a run fails before judging its item
     parse_timeout_seconds: float = 120.0  # hard limit for parsing one PDF (child process killed)
@@ -88,6 +91,7 @@ class Settings:
             api_base=_text(env, "API_BASE"),
             api_key=_text(env, "API_KEY"),
             llm_timeout_seconds=_number(env, "LLM_TIMEOUT_SECONDS", 120.0, minimum=0, strict=True),
+            context_tokens=int(_number(env, "CONTEXT_TOKENS", 0, minimum=0, strict=False)),
             stale_minutes=_number(env, "STALE_MINUTES", 30.0, minimum=0, strict=True),
             reconcile_grace_seconds=_number(env, "RECONCILE_GRACE_SECONDS", 30.0, minimum=0, strict=False),
             parse_timeout_seconds=_number(env, "PARSE_TIMEOUT_SECONDS", 120.0, minimum=0, strict=True),

@@ -39,6 +39,7 @@ class LLMResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     api_base: str = ""
     api_key: str = ""
     timeout_seconds: float = 120.0
+    context_tokens: int = 0  # the prompt limit; 0: litellm's figure for the model
 
     def config(self) -> LLMConfig:
         return LLMConfig(
@@ -46,6 +47,7 @@ class LLMResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             api_base=self.api_base or None,
             api_key=self.api_key or None,
             timeout_seconds=self.timeout_seconds,
+            context_tokens=self.context_tokens or None,
         )
 
 

@@ -30,6 +30,7 @@ class LLMConfig:
     api_base: str | None = None
     api_key: str | None = field(default=None, repr=False)  # never printed
     timeout_seconds: float = 120.0
+    context_tokens: int | None = None  # the prompt limit; None: litellm's figure for the model
 
     @property
     def effective_model(self) -> str:
@@ -97,19 +98,32 @@ def _response_format(litellm: Any, config: LLMConfig, template: TemplateDefiniti
     return {"type": "json_object"}
 
 
-def _check_context_window(litellm: Any, config: LLMConfig, messages: list[dict[str, str]]) -> None:
-    """A paper longer than the model's context is an explicit permanent error, never silently
-    truncated. Models litellm does not know are left to the provider (its context-length error
-    is classified permanent too)."""
+def context_limit(config: LLMConfig) -> int | None:
+    """How many prompt tokens the model takes: the configured limit, else litellm's figure for
+    the model; None when neither is known (the provider then judges, and a context-length error
+    is classified permanent)."""
     if config.is_offline:
-        return
+        return None
+    if config.context_tokens:
+        return config.context_tokens
     try:
-        limit = litellm.get_model_info(config.effective_model).get("max_input_tokens")
+        limit = _import_litellm().get_model_info(config.effective_model).get("max_input_tokens")
     except Exception:
-        return
+        return None
+    return int(limit) if limit else None
+
+
+def count_tokens(config: LLMConfig, messages: list[dict[str, str]]) -> int:
+    return int(_import_litellm().token_counter(model=config.effective_model, messages=messages))
+
+
+def _check_context_window(litellm: Any, config: LLMConfig, messages: list[dict[str, str]]) -> None:
+    """A prompt longer than the model's context is an explicit permanent error, never silently
+    truncated (the extraction splits long papers into parts before it gets here)."""
+    limit = context_limit(config)
     if not limit:
         return
-    needed = int(litellm.token_counter(model=config.effective_model, messages=messages))
+    needed = count_tokens(config, messages)
     if needed > limit:
         raise PermanentError(
             f"document needs {needed} prompt tokens but {config.effective_model} accepts {limit}; "
