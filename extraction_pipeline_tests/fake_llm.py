@@ -35,6 +35,8 @@ class FakeLLMServer:
         self.requests: list[dict[str, Any]] = []
         self.replies: deque[Reply] = deque()
         self.answer: Callable[[list[dict[str, str]]], Reply] = lambda messages: Reply(json.dumps({}))
+        # When set, answers by model: (model string as sent, messages) -> Reply (double extraction).
+        self.answer_by_model: Callable[[str, list[dict[str, str]]], Reply] | None = None
         self._lock = threading.Lock()
         self.served_tokens_in = 0  # tokens of the answers actually sent (200 replies)
         self.peak_in_flight = 0
@@ -73,6 +75,8 @@ class FakeLLMServer:
             self.requests.append(body)
             if self.replies:
                 return self.replies.popleft()
+        if self.answer_by_model is not None:
+            return self.answer_by_model(str(body.get("model", "")), body.get("messages", []))
         return self.answer(body.get("messages", []))
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

@@ -32,6 +32,10 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
     from extraction_pipeline.instance import require_initialized
 
     require_initialized(settings)
+    if args.second_model is not None and (
+        not args.second_model.strip() or args.second_model.strip() == (settings.model or "")
+    ):
+        raise CliError("--second-model must name another model than EXTRACTION_MODEL", EXIT_USAGE)
     ledger = open_ledger(settings)
     if args.documents:
         doc_ids = args.documents
@@ -53,6 +57,7 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
         user=args.user,
         document_ids=doc_ids,
         fresh=args.fresh,
+        second_model=args.second_model,
     )
     template = label_of(template_of_batch(ledger, ref.id))
     batch = get_batch(ledger, ref.id)
@@ -263,6 +268,12 @@ def register(add: AddCommand) -> None:
         action="store_true",
         help="ask the model again even where the same prompt was already answered (by default such "
         "an answer is reused: no call, no cost)",
+    )
+    create.add_argument(
+        "--second-model",
+        metavar="MODEL",
+        help="double extraction: a second litellm model extracts every document independently (same "
+        "endpoint and key); disagreements go to the top of the review queue",
     )
     create.add_argument(
         "--documents", type=positive_int, nargs="+", metavar="ID", help="document ids (default: all of the project)"

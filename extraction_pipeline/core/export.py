@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from extraction_pipeline.core.consensus import AGREE, NEEDS_REVIEW, field_of
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.grounding import (
     APPROXIMATE,
@@ -76,6 +77,7 @@ DOCUMENT_COLUMNS = [
     "judgements",
     "outcomes",
     "answer",
+    "agreement",
     "review",
 ]
 OUTCOME_COLUMNS = ["document_id", "filename", "outcome"]
@@ -95,6 +97,10 @@ VALUE_COLUMNS = [
     "confidence",
     "reason",
     "check",
+    "second model value",
+    "second model quote",
+    "second model status",
+    "agreement",
     "final value",
     "decided by",
     "decided at (UTC)",
@@ -205,6 +211,8 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
     values: list[dict[str, Any]] = []
     for item, result in zip(items, results, strict=True):
         fields: dict[str, Any] = result.get("fields", {})
+        agreements: dict[str, str] = result.get("agreement") or {}
+        second_fields: dict[str, Any] = (result.get("second") or {}).get("fields", {})
         identity = {"document_id": item["document_id"], "filename": item["filename"]}
         row: dict[str, Any] = {
             **identity,
@@ -233,11 +241,25 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
                 by_outcome.setdefault(index, {**identity, "outcome": index}).update(
                     _field_cells(entry.get("field", path), entry, decision)
                 )
-            if is_reviewable(entry):
+            agreement = agreements.get(path)
+            if is_reviewable(entry) or agreement in NEEDS_REVIEW:
                 review = _review_cells(item, path, entry, decision, comments.get((item["id"], path), []))
-                values.append({**_value_row(identity, path, entry), **review})
+                second = second_fields.get(path) or {}
+                double = (
+                    {
+                        "second model value": second.get("value"),
+                        "second model quote": second.get("quote"),
+                        "second model status": second.get("status"),
+                        "agreement": agreement,
+                    }
+                    if second_fields
+                    else {}
+                )
+                values.append({**_value_row(identity, path, entry), **double, **review})
         row["outcomes"] = len(by_outcome) if fields else None
         row["answer"] = reused_label(result.get("reused")) if fields else None
+        rate = result.get("agreement_rate")
+        row["agreement"] = f"{rate:.0%} with {result['second']['model']}" if rate is not None else None
         row["review"] = review_of(item, decided).label
         if item["status"] == "completed" and not any(entry.get("value") is not None for entry in fields.values()):
             row["error"] = NOTHING_FOUND  # never a silent green "completed"
@@ -392,6 +414,7 @@ def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: dict[str, Any], templa
         ("completed_at (UTC)", _timestamp(batch["completed_at"])),
         *progress(ledger, batch["id"]).as_dict().items(),
         *_review_rows(ledger, batch["id"]),
+        *_double_extraction_rows(ledger, batch["id"]),
     ]
     if any(model.startswith(f"{OFFLINE_PROVIDER}/") for model in models):
         rows.insert(6, ("warning", OFFLINE_WARNING))
@@ -404,6 +427,32 @@ def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: dict[str, Any], templa
         sheet.append([name, meaning])
         if color := STATUS_FILLS.get(name, FLAG_FILL if name == "check" else None):
             sheet.cell(row=sheet.max_row, column=1).fill = PatternFill("solid", start_color=color, end_color=color)
+
+
+def _double_extraction_rows(ledger: Ledger, batch_id: int) -> list[tuple[str, Any]]:
+    """Cost per model and agreement per field across the batch (only for double extraction)."""
+    by_model: dict[str, list[float]] = {}
+    by_field: dict[str, list[int]] = {}
+    for item in batch_item_rows(ledger, batch_id):
+        result = json.loads(item["result_json"]) if item["result_json"] else {}
+        for model, spent in (result.get("usage_by_model") or {}).items():
+            totals = by_model.setdefault(model, [0, 0, 0.0])
+            totals[0] += spent["tokens_in"]
+            totals[1] += spent["tokens_out"]
+            totals[2] += spent["cost_usd"]
+        for path, verdict in (result.get("agreement") or {}).items():
+            counts = by_field.setdefault(field_of(path), [0, 0])
+            counts[0] += verdict == AGREE
+            counts[1] += 1
+    rows: list[tuple[str, Any]] = [
+        (f"cost {model}", f"${cost:.4f} ({int(tokens_in)}+{int(tokens_out)} tokens)")
+        for model, (tokens_in, tokens_out, cost) in sorted(by_model.items())
+    ]
+    rows += [
+        (f"agreement {name}", f"{agree}/{total} ({agree / total:.0%})")
+        for name, (agree, total) in sorted(by_field.items())
+    ]
+    return rows
 
 
 def _review_rows(ledger: Ledger, batch_id: int) -> list[tuple[str, Any]]:

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from sqlalchemy.exc import SQLAlchemyError
 
 from extraction_pipeline.core.checks import check_values
+from extraction_pipeline.core.consensus import agreement_rate, compare
 from extraction_pipeline.core.errors import ExtractionRuntimeError, PermanentError, TransientError
 from extraction_pipeline.core.grounding import (
     INSIDE_A_WORD,
@@ -35,6 +36,7 @@ from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.answers import (
     StoredAnswer,
     answer_key,
+    second_model_of,
     store_answer,
     stored_answer,
     wants_fresh_answers,
@@ -72,6 +74,8 @@ class ExtractionOutcome:
     item_status: str = ""  # the item's state when this execution ended
     wait_until: datetime | None = None  # "waiting": the model's breaker is open until then
     reused: dict[str, Any] | None = None  # the stored answer reused instead of a call (paid once)
+    second_model: str = ""  # double extraction: the second model
+    agreement: float | None = None  # double extraction: share of compared values both models agree on
 
 
 def ground_output(template: TemplateDefinition, answer: BaseModel, parsed: ParsedDocument) -> dict[str, Any]:
@@ -178,19 +182,9 @@ def extract_item(
     try:
         frozen = template_of_item(ledger, item_id)
         template = definition_of(frozen)
-        parts = plan_parts(template, parsed, llm)
-        if parts is None:
-            messages = build_messages(template, parsed.pages_text, parsed.tables)
-            reply, reused = _answer(ledger, item_id, run_id, llm, messages, template)
-            spent = reply.usage  # paid for: recorded whatever happens next
-            grounded = ground_output(template, reply.output, parsed)
-            part_notes: list[dict[str, Any]] = []
-        else:
-            reply, reused, grounded, part_notes = _answer_in_parts(
-                ledger, item_id, run_id, llm, template, parsed, parts
-            )
-            spent = reply.usage
-        result = {
+        reply, reused, grounded, part_notes = _extract_answer(ledger, item_id, run_id, llm, template, parsed)
+        spent = reply.usage  # paid for: recorded whatever happens next
+        result: dict[str, Any] = {
             "model": reply.usage.model,
             "repaired": reply.repaired,
             "template": {"id": frozen.id, "version": frozen.version} if frozen else None,
@@ -200,6 +194,15 @@ def extract_item(
             result["reused"] = reused
         if part_notes:
             result["parts"] = part_notes
+        if second_model := second_model_of(ledger, item_id):
+            try:
+                second = _second_extraction(ledger, item_id, run_id, replace(llm, model=second_model), template, parsed)
+            except ExtractionRuntimeError as exc:
+                exc.usage = _sum_usage(spent, exc.usage)
+                raise
+            result.update(second.result(grounded, reply.usage))
+            reply = replace(reply, usage=_sum_usage(reply.usage, second.usage))
+            spent = reply.usage
         stored = item_states.complete(ledger, item_id, run_id=run_id, result=result, usage=reply.usage)
         if not llm.is_offline:
             record_success(ledger, llm.effective_model)
@@ -258,7 +261,51 @@ def extract_item(
         result=result,
         item_status=ItemStatus.COMPLETED.value,
         reused=reused,
+        second_model=str((result.get("second") or {}).get("model") or ""),
+        agreement=result.get("agreement_rate"),
     )
+
+
+def _extract_answer(
+    ledger: Ledger, item_id: int, run_id: str, llm: LLMConfig, template: TemplateDefinition, parsed: ParsedDocument
+) -> tuple[LLMResult, dict[str, Any] | None, dict[str, Any], list[dict[str, Any]]]:
+    """One model's grounded answer: (reply with its usage, reuse note, fields, parts)."""
+    parts = plan_parts(template, parsed, llm)
+    if parts is None:
+        messages = build_messages(template, parsed.pages_text, parsed.tables)
+        reply, reused = _answer(ledger, item_id, run_id, llm, messages, template)
+        return reply, reused, ground_output(template, reply.output, parsed), []
+    return _answer_in_parts(ledger, item_id, run_id, llm, template, parsed, parts)
+
+
+@dataclass(frozen=True)
+class SecondExtraction:
+    model: str
+    fields: dict[str, Any]
+    usage: Usage
+    reused: dict[str, Any] | None
+
+    def result(self, first: dict[str, Any], first_usage: Usage) -> dict[str, Any]:
+        """What double extraction adds to the stored result."""
+        agreement = compare(first, self.fields)
+
+        def spent(usage: Usage) -> dict[str, Any]:
+            return {"tokens_in": usage.tokens_in, "tokens_out": usage.tokens_out, "cost_usd": usage.cost_usd}
+
+        return {
+            "second": {"model": self.model, "fields": self.fields, "reused": self.reused},
+            "agreement": agreement,
+            "agreement_rate": agreement_rate(agreement),
+            "usage_by_model": {first_usage.model: spent(first_usage), self.model: spent(self.usage)},
+        }
+
+
+def _second_extraction(
+    ledger: Ledger, item_id: int, run_id: str, llm: LLMConfig, template: TemplateDefinition, parsed: ParsedDocument
+) -> SecondExtraction:
+    """The same prompt to the second model, independently (it never sees the first answer)."""
+    reply, reused, grounded, _parts = _extract_answer(ledger, item_id, run_id, llm, template, parsed)
+    return SecondExtraction(llm.effective_model, grounded, reply.usage, reused)
 
 
 def _answer_in_parts(

@@ -197,6 +197,7 @@ def _result(
             "outcomes": outcome.outcomes,
             "template": outcome.template,
             "answer": reused_label(outcome.reused),
+            **({"second_model": outcome.second_model, "agreement": outcome.agreement} if outcome.second_model else {}),
             **spent,
         }
     )

@@ -43,6 +43,7 @@ DOCUMENT_TAG = "extraction/document"
 FILENAME_TAG = "extraction/filename"
 # Which dispatch round of its item a run belongs to (absent on a UI backfill's own runs: round 0).
 ROUND_TAG = "extraction/round"
+SECOND_MODEL_TAG = "extraction/second_model"  # on a UI launch: double extraction with this model
 FRESH_TAG = "extraction/fresh"  # "true" on a UI launch: ask the model again, never reuse a paid answer
 DEFAULT_UI_USER = "ui"
 
@@ -83,6 +84,7 @@ def ensure_backfill_batch(
     project: str,
     *,
     fresh: bool = False,
+    second_model: str | None = None,
 ) -> int:
     """The batch of a UI backfill for ``project``, created on first sight with one item per
     targeted document of that project (a backfill over two projects becomes two batches)."""
@@ -102,6 +104,7 @@ def ensure_backfill_batch(
         origin=BatchOrigin.BACKFILL,
         origin_ref=backfill_id,
         fresh=fresh,
+        second_model=second_model,
     ).id
 
 
@@ -125,9 +128,17 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
             raise dg.Failure(f"batch {tags[BATCH_UID_RUN_TAG]} is not in this ledger", allow_retries=False)
         return batch
     fresh = tags.get(FRESH_TAG, "").strip().lower() in ("true", "1", "yes")
+    second_model = tags.get(SECOND_MODEL_TAG, "").strip() or None
     if BACKFILL_TAG in tags:
         batch_id = ensure_backfill_batch(
-            ledger, context.instance, tags[BACKFILL_TAG], _asset_graph(context), user, project, fresh=fresh
+            ledger,
+            context.instance,
+            tags[BACKFILL_TAG],
+            _asset_graph(context),
+            user,
+            project,
+            fresh=fresh,
+            second_model=second_model,
         )
     else:
         batch_id = create_batch(
@@ -139,6 +150,7 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
             origin=BatchOrigin.RUN,
             origin_ref=context.run.run_id,
             fresh=fresh,
+            second_model=second_model,
         ).id
     batch = get_batch(ledger, batch_id)
     assert batch is not None  # just created or found by its key

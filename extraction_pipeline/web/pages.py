@@ -36,6 +36,7 @@ th{background:#eef1f5}
 .warn{padding:8px 12px;border-radius:4px;margin:8px 0;background:#fff4d6;border:1px solid #e8c56b}
 .verified{background:#c6efce}.approximate{background:#ffeb9c}.unverified{background:#ffc7ce}
 .judgement-supported{background:#bdd7ee}
+.second{margin-top:6px;padding:6px 8px;border:1px dashed #e0a050;border-radius:4px;background:#fffaf0}
 .flag{background:#f4b183}.decided{color:#1a7f37;font-weight:600}
 .pill{display:inline-block;padding:1px 7px;border-radius:9px;font-size:12px}
 form.inline{display:inline}

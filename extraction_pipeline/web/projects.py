@@ -203,8 +203,19 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
             )
         key = str(form.get("request_id") or "")[:100] or uuid.uuid4().hex
         fresh = form.get("fresh") == "on"
+        second = " ".join(str(form.get("second_model") or "").split())[:200] or None
+        if second is not None and second == (settings.model or ""):
+            return _project_page(
+                request, project, error="the second model must be another model than the first", status_code=400
+            )
         ref = create_batch(
-            ledger, idempotency_key=f"web:{key}", project=project, user=user, document_ids=chosen, fresh=fresh
+            ledger,
+            idempotency_key=f"web:{key}",
+            project=project,
+            user=user,
+            document_ids=chosen,
+            fresh=fresh,
+            second_model=second,
         )
         response = RedirectResponse(f"{PREFIX}/batches/{ref.id}?started=1", status_code=303)
         remember_user(response, user)
@@ -256,6 +267,8 @@ def _documents_and_launch(project: str, documents: list[dict[str, Any]], user: s
         + table(["", "id", "file", "pages", "sha256"], rows)
         + f"<input type='hidden' name='request_id' value='{uuid.uuid4().hex}'>"
         f"<label>Your name <input type='text' name='user' required maxlength='200' value='{esc(user)}'></label> "
+        "<label>Second model (double extraction, optional) <input type='text' name='second_model' "
+        "maxlength='200' placeholder='e.g. anthropic/claude-sonnet-4'></label><br>"
         "<label><input type='checkbox' name='fresh'> ask the model again (do not reuse answers already paid for)"
         "</label> <button type='submit'>Start batch with the selected documents</button></form>"
         "<p class='muted'>The batch freezes the current template version; its runs appear in the Dagster UI "

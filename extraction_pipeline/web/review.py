@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from extraction_pipeline.core.consensus import NEEDS_REVIEW
 from extraction_pipeline.core.errors import ConfigError, ExtractionError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch
@@ -390,6 +391,7 @@ def _value_card(
         )
 
     notes = "".join(f"<div class='muted'>💬 {esc(c['reviewer'])}: {esc(c['comment'])}</div>" for c in comments)
+    notes += _second_opinion(entry, action_url, hidden)
     card_href = _document_url(batch_id, item_id, value=path)
     return (
         f"<div class='value{' current' if current else ''}' data-path='{esc(path)}' data-href='{esc(card_href)}' "
@@ -414,6 +416,33 @@ def _value_card(
         "<button type='submit'>Comment</button></form>"
         "</div></div>"
     )
+
+
+def _second_opinion(entry: dict[str, Any], action_url: str, hidden: str) -> str:
+    """Double extraction: where the two models disagree, the second model's answer side by side,
+    and a button that records the reviewer's pick of it (picking the first is Approve)."""
+    if entry.get("agreement") not in NEEDS_REVIEW:
+        return ""
+    second = entry.get("second") or {}
+    model = entry.get("second_model") or "second model"
+    value = second.get("value")
+    shown = esc(json.dumps(value, ensure_ascii=False) if value is not None else "—")
+    block = (
+        f"<div class='second'><span class='pill unverified'>{esc(entry.get('agreement'))}</span> "
+        f"<strong>{esc(model)}</strong> answered <code class='second-value'>{shown}</code> "
+        f"{status_pill(second.get('status'))}"
+        + (f"<blockquote>{esc(second.get('quote'))}</blockquote>" if second.get("quote") else "")
+    )
+    if value is not None:
+        block += (
+            f"<form method='post' action='{action_url}' class='inline pick-second'>{hidden}"
+            "<input type='hidden' name='action' value='correct'>"
+            f"<input type='hidden' name='value' value='{esc(value)}'>"
+            f"<input type='hidden' name='quote' value='{esc(second.get('quote') or '')}'>"
+            f"<input type='hidden' name='comment' value='{esc(f'picked the answer of {model}')}'>"
+            f"<button type='submit'>Pick {esc(model)}'s answer</button></form>"
+        )
+    return block + "</div>"
 
 
 def _page_panel(batch_id: int, item_id: int, path: str | None, shown: int, pages: int, anchor: int | None) -> str:

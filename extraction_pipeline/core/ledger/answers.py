@@ -58,3 +58,11 @@ def wants_fresh_answers(ledger: Ledger, item_id: int) -> bool:
     query = select(batches.c.fresh).join(batch_items, batch_items.c.batch_id == batches.c.id)
     with ledger.engine.connect() as conn:
         return bool(conn.execute(query.where(batch_items.c.id == item_id)).scalar())
+
+
+def second_model_of(ledger: Ledger, item_id: int) -> str | None:
+    """The batch's second model (double extraction), or None."""
+    query = select(batches.c.second_model).join(batch_items, batch_items.c.batch_id == batches.c.id)
+    with ledger.engine.connect() as conn:
+        found = conn.execute(query.where(batch_items.c.id == item_id)).scalar()
+    return str(found) if found else None

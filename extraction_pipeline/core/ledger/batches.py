@@ -48,6 +48,7 @@ def create_batch(
     origin: BatchOrigin = BatchOrigin.DISPATCH,
     origin_ref: str | None = None,
     fresh: bool = False,
+    second_model: str | None = None,
 ) -> BatchRef:
     """Create a batch of one pending item per document, or return the batch that already has
     this idempotency key (``created=False``). ``origin_ref``: the backfill or run id behind it.
@@ -75,6 +76,7 @@ def create_batch(
                     total_items=len(unique_ids),
                     template_id=template_id,
                     fresh=1 if fresh else 0,
+                    second_model=(second_model or "").strip() or None,
                     created_at=now,
                     # An empty batch has nothing to wait for: it completes on creation.
                     completed_at=None if unique_ids else now,

@@ -103,6 +103,9 @@ batches = Table(
     Column("export_version", Integer, nullable=False, default=0),
     # 1: ask the model again even where an answer for the same prompt was already paid for.
     Column("fresh", Integer, nullable=False, default=0),
+    # Double extraction: a second model extracts every document independently (same prompt,
+    # neither sees the other's answer); disagreements go to the top of the review queue.
+    Column("second_model", String(200), nullable=True),
 )
 
 batch_items = Table(

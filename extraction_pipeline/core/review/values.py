@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from extraction_pipeline.core.consensus import NEEDS_REVIEW
 from extraction_pipeline.core.grounding import (
     APPROXIMATE,
     JUDGEMENT_APPROXIMATE,
@@ -46,15 +47,28 @@ def is_reviewable(entry: dict[str, Any]) -> bool:
 
 
 def reviewable_values(result_json: str | None) -> dict[str, dict[str, Any]]:
-    """path -> entry for every value of a stored result that needs a decision."""
+    """path -> entry for every value of a stored result that needs a decision. With double
+    extraction each entry also carries ``agreement`` and the second model's entry (``second``),
+    and a value only the second model found is reviewable too."""
     if not result_json:
         return {}
-    fields: dict[str, Any] = json.loads(result_json).get("fields", {})
-    return {path: entry for path, entry in fields.items() if is_reviewable(entry)}
+    result = json.loads(result_json)
+    fields: dict[str, Any] = result.get("fields", {})
+    agreement: dict[str, str] = result.get("agreement") or {}
+    second: dict[str, Any] = (result.get("second") or {}).get("fields", {})
+    model = (result.get("second") or {}).get("model")
+    found = {}
+    for path, entry in fields.items():
+        if not is_reviewable(entry) and agreement.get(path) not in NEEDS_REVIEW:
+            continue
+        found[path] = {**entry, "agreement": agreement.get(path), "second": second.get(path), "second_model": model}
+    return found
 
 
 def review_rank(entry: dict[str, Any]) -> tuple[int, int]:
-    """Sort key: unverified first, then flagged, approximate, verified."""
+    """Sort key: the two models' disagreements first, then unverified, flagged, approximate, verified."""
+    if entry.get("agreement") in NEEDS_REVIEW:
+        return -1, 0
     status_rank = _STATUS_ORDER.get(str(entry.get("status")), 0)
     if entry.get("flags") and status_rank > 1:
         status_rank = 1
