@@ -10,6 +10,7 @@ from pathlib import Path
 import openpyxl
 import pytest
 
+from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.export import write_workbook
 from extraction_pipeline.core.extract import extract_item
 from extraction_pipeline.core.ledger import Ledger
@@ -99,6 +100,7 @@ def test_both_models_answer_independently_and_each_value_is_compared(
     }
     item = states.get_item(ledger, 1)
     assert item is not None and (item["tokens_in"], item["tokens_out"]) == (3000, 300)
+    assert item["model"] == FIRST  # the first model's values are the machine values
 
 
 def test_disagreements_lead_the_review_queue_and_the_pick_is_a_decision(
@@ -211,3 +213,50 @@ def test_the_review_page_shows_both_answers_and_records_the_pick(
     decision = decisions.current_decisions(ledger, batch)[(1, "outcomes.1.ci_lower")]
     assert (decision.action, decision.value, decision.reviewer) == ("correct", 0.6, "Rita")
     assert decision.comment == f"picked the answer of {SECOND}"
+
+
+def test_a_third_model_suggests_but_never_overwrites(ledger: Ledger, fake_llm: FakeLLMServer, tmp_path: Path) -> None:
+    import json
+
+    [doc] = add_documents(ledger, 1)
+    _cache_parse(ledger, doc)
+    batch = create_batch(
+        ledger,
+        idempotency_key="adj",
+        project="p",
+        user="u",
+        document_ids=[doc],
+        second_model=SECOND,
+        adjudicator_model="openai/judge",
+    ).id
+    seen: list[str] = []
+
+    def answers(model: str, messages: list[dict[str, str]]) -> Reply:
+        if model.endswith("judge"):
+            disputed = messages[-1]["content"].split("Disagreements:", 1)[1]
+            seen.extend(item["path"] for item in json.loads(disputed))
+            choice = {"path": "outcomes.1.ci_lower", "choice": "second", "reason": "the text prints 0.60"}
+            return Reply(json.dumps({"decisions": [choice, {"path": "metadata.title", "choice": "first"}]}))
+        return _answers(model, messages)
+
+    fake_llm.answer_by_model = answers
+    llm = LLMConfig(model=FIRST, api_base=fake_llm.api_base, api_key="sk-test-not-a-secret")
+    outcome = extract_item(ledger, item_id=1, run_id="r", worker="w", parsed=PARSED, llm=llm)
+    assert outcome.status == "completed"
+    assert sorted(seen) == ["metadata.randomized_n", "outcomes.1.ci_lower", "outcomes.1.ci_upper"]  # disputes only
+    adjudication = outcome.result["adjudication"]
+    assert adjudication["suggestions"] == {
+        "outcomes.1.ci_lower": {"choice": "second", "reason": "the text prints 0.60"}
+    }
+    assert outcome.result["fields"]["outcomes.1.ci_lower"]["value"] == 0.66  # a suggestion, not an overwrite
+    assert "openai/judge" in outcome.result["usage_by_model"]
+    book = openpyxl.load_workbook(write_workbook(ledger, batch, tmp_path / "adj.xlsx"))["Values"]
+    header = [c.value for c in book[1]]
+    row = next(r for r in book.iter_rows(min_row=2, values_only=True) if r[header.index("field")] == "ci_lower")
+    assert row[header.index("adjudicator suggests")] == "second (openai/judge): the text prints 0.60"
+    item = states.get_item(ledger, 1)
+    assert item is not None
+    values = reviewable_values(item["result_json"])
+    assert values["outcomes.1.ci_lower"]["suggestion"] == "second (openai/judge): the text prints 0.60"
+    with pytest.raises(ConfigError, match="needs a second model"):
+        create_batch(ledger, idempotency_key="x", project="p", user="u", document_ids=[doc], adjudicator_model="m")

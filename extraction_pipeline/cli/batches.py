@@ -58,6 +58,7 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
         document_ids=doc_ids,
         fresh=args.fresh,
         second_model=args.second_model,
+        adjudicator_model=args.adjudicator,
     )
     template = label_of(template_of_batch(ledger, ref.id))
     batch = get_batch(ledger, ref.id)
@@ -274,6 +275,12 @@ def register(add: AddCommand) -> None:
         metavar="MODEL",
         help="double extraction: a second litellm model extracts every document independently (same "
         "endpoint and key); disagreements go to the top of the review queue",
+    )
+    create.add_argument(
+        "--adjudicator",
+        metavar="MODEL",
+        help="with --second-model: a third model suggests which answer is right where the two disagree "
+        "(a suggestion shown to the reviewer, never an overwrite)",
     )
     create.add_argument(
         "--documents", type=positive_int, nargs="+", metavar="ID", help="document ids (default: all of the project)"

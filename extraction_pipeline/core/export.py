@@ -47,7 +47,14 @@ from extraction_pipeline.core.llm.offline import OFFLINE_PROVIDER, OFFLINE_WARNI
 from extraction_pipeline.core.review.decisions import comments_of, current_decisions
 from extraction_pipeline.core.review.progress import review_of
 from extraction_pipeline.core.review.row_ids import make_row_id
-from extraction_pipeline.core.review.values import APPROVE, DECISIONS, Decision, decision_label, is_reviewable
+from extraction_pipeline.core.review.values import (
+    APPROVE,
+    DECISIONS,
+    Decision,
+    decision_label,
+    is_reviewable,
+    suggestion_of,
+)
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 
 DECISION_COLUMN, CORRECTED_VALUE_COLUMN, CORRECTED_QUOTE_COLUMN, COMMENT_COLUMN = (
@@ -101,6 +108,7 @@ VALUE_COLUMNS = [
     "second model quote",
     "second model status",
     "agreement",
+    "adjudicator suggests",
     "final value",
     "decided by",
     "decided at (UTC)",
@@ -251,6 +259,7 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
                         "second model quote": second.get("quote"),
                         "second model status": second.get("status"),
                         "agreement": agreement,
+                        "adjudicator suggests": suggestion_of(result, path),
                     }
                     if second_fields
                     else {}

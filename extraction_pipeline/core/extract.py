@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy.exc import SQLAlchemyError
 
+from extraction_pipeline.core.adjudication import adjudicate
 from extraction_pipeline.core.checks import check_values
 from extraction_pipeline.core.consensus import agreement_rate, compare
 from extraction_pipeline.core.errors import ExtractionRuntimeError, PermanentError, TransientError
@@ -194,15 +195,35 @@ def extract_item(
             result["reused"] = reused
         if part_notes:
             result["parts"] = part_notes
-        if second_model := second_model_of(ledger, item_id):
+        second_model, adjudicator = second_model_of(ledger, item_id)
+        if second_model:
             try:
                 second = _second_extraction(ledger, item_id, run_id, replace(llm, model=second_model), template, parsed)
+                result.update(second.result(grounded, reply.usage))
+                reply = replace(reply, usage=_sum_usage(reply.usage, second.usage))
+                spent = reply.usage
+                if adjudicator:
+                    judged, judge_usage = adjudicate(
+                        ledger,
+                        item_id=item_id,
+                        run_id=run_id,
+                        llm=replace(llm, model=adjudicator),
+                        parsed=parsed,
+                        first=grounded,
+                        second=second.fields,
+                        agreement=result["agreement"],
+                    )
+                    result["adjudication"] = judged
+                    result["usage_by_model"][adjudicator] = {
+                        "tokens_in": judge_usage.tokens_in,
+                        "tokens_out": judge_usage.tokens_out,
+                        "cost_usd": judge_usage.cost_usd,
+                    }
+                    reply = replace(reply, usage=_sum_usage(reply.usage, judge_usage))
+                    spent = reply.usage
             except ExtractionRuntimeError as exc:
                 exc.usage = _sum_usage(spent, exc.usage)
                 raise
-            result.update(second.result(grounded, reply.usage))
-            reply = replace(reply, usage=_sum_usage(reply.usage, second.usage))
-            spent = reply.usage
         stored = item_states.complete(ledger, item_id, run_id=run_id, result=result, usage=reply.usage)
         if not llm.is_offline:
             record_success(ledger, llm.effective_model)
@@ -352,7 +373,7 @@ def _answer_in_parts(
 def _sum_usage(a: Usage, b: Usage | None) -> Usage:
     if b is None:
         return a
-    return Usage(b.model or a.model, a.tokens_in + b.tokens_in, a.tokens_out + b.tokens_out, a.cost_usd + b.cost_usd)
+    return Usage(a.model or b.model, a.tokens_in + b.tokens_in, a.tokens_out + b.tokens_out, a.cost_usd + b.cost_usd)
 
 
 def _answer(

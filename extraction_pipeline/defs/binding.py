@@ -44,6 +44,7 @@ FILENAME_TAG = "extraction/filename"
 # Which dispatch round of its item a run belongs to (absent on a UI backfill's own runs: round 0).
 ROUND_TAG = "extraction/round"
 SECOND_MODEL_TAG = "extraction/second_model"  # on a UI launch: double extraction with this model
+ADJUDICATOR_TAG = "extraction/adjudicator"  # with it: a third model suggests where the two disagree
 FRESH_TAG = "extraction/fresh"  # "true" on a UI launch: ask the model again, never reuse a paid answer
 DEFAULT_UI_USER = "ui"
 
@@ -85,6 +86,7 @@ def ensure_backfill_batch(
     *,
     fresh: bool = False,
     second_model: str | None = None,
+    adjudicator_model: str | None = None,
 ) -> int:
     """The batch of a UI backfill for ``project``, created on first sight with one item per
     targeted document of that project (a backfill over two projects becomes two batches)."""
@@ -105,6 +107,7 @@ def ensure_backfill_batch(
         origin_ref=backfill_id,
         fresh=fresh,
         second_model=second_model,
+        adjudicator_model=adjudicator_model,
     ).id
 
 
@@ -129,6 +132,7 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
         return batch
     fresh = tags.get(FRESH_TAG, "").strip().lower() in ("true", "1", "yes")
     second_model = tags.get(SECOND_MODEL_TAG, "").strip() or None
+    adjudicator = tags.get(ADJUDICATOR_TAG, "").strip() or None if second_model else None
     if BACKFILL_TAG in tags:
         batch_id = ensure_backfill_batch(
             ledger,
@@ -139,6 +143,7 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
             project,
             fresh=fresh,
             second_model=second_model,
+            adjudicator_model=adjudicator,
         )
     else:
         batch_id = create_batch(
@@ -151,6 +156,7 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
             origin_ref=context.run.run_id,
             fresh=fresh,
             second_model=second_model,
+            adjudicator_model=adjudicator,
         ).id
     batch = get_batch(ledger, batch_id)
     assert batch is not None  # just created or found by its key

@@ -204,6 +204,14 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
         key = str(form.get("request_id") or "")[:100] or uuid.uuid4().hex
         fresh = form.get("fresh") == "on"
         second = " ".join(str(form.get("second_model") or "").split())[:200] or None
+        adjudicator = " ".join(str(form.get("adjudicator") or "").split())[:200] or None
+        if adjudicator and not second:
+            return _project_page(
+                request,
+                project,
+                error="an adjudicator needs a second model: it settles their disagreements",
+                status_code=400,
+            )
         if second is not None and second == (settings.model or ""):
             return _project_page(
                 request, project, error="the second model must be another model than the first", status_code=400
@@ -216,6 +224,7 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
             document_ids=chosen,
             fresh=fresh,
             second_model=second,
+            adjudicator_model=adjudicator,
         )
         response = RedirectResponse(f"{PREFIX}/batches/{ref.id}?started=1", status_code=303)
         remember_user(response, user)
@@ -268,7 +277,8 @@ def _documents_and_launch(project: str, documents: list[dict[str, Any]], user: s
         + f"<input type='hidden' name='request_id' value='{uuid.uuid4().hex}'>"
         f"<label>Your name <input type='text' name='user' required maxlength='200' value='{esc(user)}'></label> "
         "<label>Second model (double extraction, optional) <input type='text' name='second_model' "
-        "maxlength='200' placeholder='e.g. anthropic/claude-sonnet-4'></label><br>"
+        "maxlength='200' placeholder='e.g. anthropic/claude-sonnet-4'></label> "
+        "<label>Adjudicator (optional third model) <input type='text' name='adjudicator' maxlength='200'></label><br>"
         "<label><input type='checkbox' name='fresh'> ask the model again (do not reuse answers already paid for)"
         "</label> <button type='submit'>Start batch with the selected documents</button></form>"
         "<p class='muted'>The batch freezes the current template version; its runs appear in the Dagster UI "

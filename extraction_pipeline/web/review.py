@@ -433,6 +433,8 @@ def _second_opinion(entry: dict[str, Any], action_url: str, hidden: str) -> str:
         f"{status_pill(second.get('status'))}"
         + (f"<blockquote>{esc(second.get('quote'))}</blockquote>" if second.get("quote") else "")
     )
+    if entry.get("suggestion"):
+        block += f"<div class='muted suggestion'>adjudicator suggests {esc(entry['suggestion'])}</div>"
     if value is not None:
         block += (
             f"<form method='post' action='{action_url}' class='inline pick-second'>{hidden}"

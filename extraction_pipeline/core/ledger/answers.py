@@ -60,9 +60,11 @@ def wants_fresh_answers(ledger: Ledger, item_id: int) -> bool:
         return bool(conn.execute(query.where(batch_items.c.id == item_id)).scalar())
 
 
-def second_model_of(ledger: Ledger, item_id: int) -> str | None:
-    """The batch's second model (double extraction), or None."""
-    query = select(batches.c.second_model).join(batch_items, batch_items.c.batch_id == batches.c.id)
+def second_model_of(ledger: Ledger, item_id: int) -> tuple[str | None, str | None]:
+    """The batch's (second model, adjudicator model) for double extraction; (None, None) without."""
+    query = select(batches.c.second_model, batches.c.adjudicator_model).join(
+        batch_items, batch_items.c.batch_id == batches.c.id
+    )
     with ledger.engine.connect() as conn:
-        found = conn.execute(query.where(batch_items.c.id == item_id)).scalar()
-    return str(found) if found else None
+        row = conn.execute(query.where(batch_items.c.id == item_id)).first()
+    return (row[0] or None, row[1] or None) if row else (None, None)

@@ -49,11 +49,14 @@ def create_batch(
     origin_ref: str | None = None,
     fresh: bool = False,
     second_model: str | None = None,
+    adjudicator_model: str | None = None,
 ) -> BatchRef:
     """Create a batch of one pending item per document, or return the batch that already has
     this idempotency key (``created=False``). ``origin_ref``: the backfill or run id behind it.
     The batch freezes the project's current template version. ``fresh``: its documents are
     extracted by a new call even where the same prompt's answer was already paid for."""
+    if (adjudicator_model or "").strip() and not (second_model or "").strip():
+        raise ConfigError("an adjudicator model needs a second model: it settles their disagreements")
     if not idempotency_key or len(idempotency_key) > MAX_KEY_CHARS:
         raise ConfigError(f"idempotency key must be 1..{MAX_KEY_CHARS} characters")
     template_id = current_template(ledger, project).id
@@ -77,6 +80,7 @@ def create_batch(
                     template_id=template_id,
                     fresh=1 if fresh else 0,
                     second_model=(second_model or "").strip() or None,
+                    adjudicator_model=(adjudicator_model or "").strip() or None,
                     created_at=now,
                     # An empty batch has nothing to wait for: it completes on creation.
                     completed_at=None if unique_ids else now,

@@ -21,6 +21,7 @@ ADDED_COLUMNS = (
     ("batches", "export_version", "INTEGER NOT NULL DEFAULT 0"),
     ("batches", "fresh", "INTEGER NOT NULL DEFAULT 0"),
     ("batches", "second_model", "VARCHAR(200)"),
+    ("batches", "adjudicator_model", "VARCHAR(200)"),
     ("batch_items", "dispatch_round", "INTEGER NOT NULL DEFAULT 0"),
     ("batch_items", "failing_since", "TIMESTAMP"),
     ("batch_items", "retry_round", "INTEGER NOT NULL DEFAULT 0"),

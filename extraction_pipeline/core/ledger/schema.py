@@ -106,6 +106,8 @@ batches = Table(
     # Double extraction: a second model extracts every document independently (same prompt,
     # neither sees the other's answer); disagreements go to the top of the review queue.
     Column("second_model", String(200), nullable=True),
+    # Optional third model: it suggests which extraction is right where the two disagree.
+    Column("adjudicator_model", String(200), nullable=True),
 )
 
 batch_items = Table(

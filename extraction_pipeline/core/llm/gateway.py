@@ -135,6 +135,31 @@ def _add(a: Usage, b: Usage) -> Usage:
     return Usage(a.model, a.tokens_in + b.tokens_in, a.tokens_out + b.tokens_out, a.cost_usd + b.cost_usd)
 
 
+def complete_json(config: LLMConfig, messages: list[dict[str, str]]) -> tuple[str, Usage]:
+    """One call asking for a JSON object (no schema, no repair): (content, usage). Raises
+    TransientError / PermanentError as classified; the caller validates the content."""
+    litellm = _import_litellm()
+    _check_context_window(litellm, config, messages)
+    kwargs: dict[str, Any] = {
+        "model": config.effective_model,
+        "messages": messages,
+        "timeout": config.timeout_seconds,
+        "num_retries": 0,
+        "max_retries": 0,
+        "temperature": 0,
+        "response_format": {"type": "json_object"},
+    }
+    if config.api_base:
+        kwargs["api_base"] = config.api_base
+    if config.api_key:
+        kwargs["api_key"] = config.api_key
+    try:
+        response = litellm.completion(**kwargs)
+    except Exception as exc:
+        raise classify(exc) from exc
+    return response.choices[0].message.content or "", _usage_of(litellm, response, config)
+
+
 def complete_extraction(config: LLMConfig, messages: list[dict[str, str]], template: TemplateDefinition) -> LLMResult:
     """Ask the model for an answer shaped by ``template``. Raises TransientError /
     PermanentError / OutputParseError (after one repair attempt)."""

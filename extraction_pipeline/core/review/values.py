@@ -61,8 +61,24 @@ def reviewable_values(result_json: str | None) -> dict[str, dict[str, Any]]:
     for path, entry in fields.items():
         if not is_reviewable(entry) and agreement.get(path) not in NEEDS_REVIEW:
             continue
-        found[path] = {**entry, "agreement": agreement.get(path), "second": second.get(path), "second_model": model}
+        found[path] = {
+            **entry,
+            "agreement": agreement.get(path),
+            "second": second.get(path),
+            "second_model": model,
+            "suggestion": suggestion_of(result, path),
+        }
     return found
+
+
+def suggestion_of(result: dict[str, Any], path: str) -> str | None:
+    """The adjudicator's suggestion for a disputed value, as text ("second (model): reason")."""
+    adjudication = result.get("adjudication") or {}
+    suggested = (adjudication.get("suggestions") or {}).get(path)
+    if not suggested:
+        return None
+    reason = f": {suggested['reason']}" if suggested.get("reason") else ""
+    return f"{suggested['choice']} ({adjudication.get('model')}){reason}"
 
 
 def review_rank(entry: dict[str, Any]) -> tuple[int, int]:
