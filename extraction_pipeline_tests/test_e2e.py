@@ -291,6 +291,48 @@ def test_killed_worker_ends_in_terminal_state_and_batch_closes(stack: Stack) -> 
     assert get_batch(stack.ledger, batch_id)["export_path"]  # type: ignore[index]
 
 
+def test_double_extraction_through_the_daemon_with_two_fake_models(stack: Stack) -> None:
+    doc_ids = stack.register(range(401, 403))
+    first_answer = stack.fake.answer
+
+    def by_model(model: str, messages: list[dict[str, str]]) -> Reply:
+        reply = first_answer(messages)
+        if model == "fake-model-b" and reply.content:  # the second model misreads the sample size
+            trial = next(t for t in stack.trials.values() if t.nct_number in document_from_messages(messages))
+            reply = Reply(reply.content.replace(f'"value": {trial.randomized_n}', f'"value": {trial.randomized_n + 1}'))
+        return reply
+
+    stack.fake.answer_by_model = by_model
+    try:
+        batch_id = create_batch(
+            stack.ledger,
+            idempotency_key="e2e-double",
+            project="e2e",
+            user="dee",
+            document_ids=doc_ids,
+            second_model="openai/fake-model-b",
+        ).id
+        batch = wait_for_batch(stack.ledger, batch_id, timeout_seconds=BATCH_TIMEOUT, daemon=stack.daemon, quiet=True)
+    finally:
+        stack.fake.answer_by_model = None
+    assert batch["status"] == "completed"
+    rows = _sheet_rows(str(batch["export_path"]), "Documents")
+    assert [row["agreement"] for row in rows] == ["50% with openai/fake-model-b"] * 2  # NCT agrees, N does not
+    values = [r for r in _sheet_rows(str(batch["export_path"]), "Values") if r["field"] == "randomized_n"]
+    assert [(v["agreement"], v["second model value"] - v["value"]) for v in values] == [("disagree", 1)] * 2
+    for item in batch_item_rows(stack.ledger, batch_id):
+        [event] = stack.instance.fetch_materializations(
+            dg.AssetRecordsFilter(
+                asset_key=dg.AssetKey("extracted_document"),
+                asset_partitions=[partition_key_of(item["document_id"], item["partition_key"])],
+            ),
+            limit=1,
+        ).records
+        metadata = event.asset_materialization.metadata  # type: ignore[union-attr]
+        assert metadata["second_model"].value == "openai/fake-model-b" and metadata["agreement"].value == 0.5
+    _assert_ledger_and_dagster_agree(stack, batch_id)
+
+
 def _sheet_rows(path: str, name: str) -> list[dict[str, Any]]:
     sheet = openpyxl.load_workbook(path)[name]
     header = [c.value for c in sheet[1]]
