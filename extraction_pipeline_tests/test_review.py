@@ -22,7 +22,7 @@ from extraction_pipeline.core.review import corrections, decisions
 from extraction_pipeline.core.review.excel_import import import_decisions
 from extraction_pipeline.core.review.page_image import HIGHLIGHT_FILL, Span, render
 from extraction_pipeline.core.review.progress import batch_review
-from extraction_pipeline.core.review.source_view import page_image
+from extraction_pipeline.core.review.source_view import PageImage, page_image
 from extraction_pipeline.core.review.values import APPROVE, COMMENT, CORRECT, MARK_NOT_REPORTED, reviewable_values
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline_tests.fake_llm import FakeLLMServer
@@ -263,39 +263,27 @@ def _highlighted_pixels(png: bytes, rect: list[float]) -> int:
     return hits
 
 
+def _view(case: ReviewCase, entry: dict[str, object], page: int | None) -> PageImage:
+    return page_image(
+        case.ledger,
+        item_id=case.item_id,
+        entry=entry,
+        grounding=None,
+        page=page,
+        documents_dir=case.settings.documents_dir,
+        cache_dir=case.settings.home_dir / "cache",
+    )
+
+
 def test_the_page_image_highlights_the_quote_on_its_page(case: ReviewCase) -> None:
     entry = _values(case)[ESTIMATE]
-    view = page_image(
-        case.ledger,
-        item_id=case.item_id,
-        entry=entry,
-        grounding=None,
-        page=None,
-        documents_dir=case.settings.documents_dir,
-        cache_dir=case.settings.home_dir / "cache",
-    )
+    view = _view(case, entry, None)
     assert view.page == 1 and view.pages == 2 and len(view.rects) == 2  # the sentence wraps onto two lines
     assert all(_highlighted_pixels(view.png, rect) > 50 for rect in view.rects)
-    other = page_image(
-        case.ledger,
-        item_id=case.item_id,
-        entry=entry,
-        grounding=None,
-        page=2,
-        documents_dir=case.settings.documents_dir,
-        cache_dir=case.settings.home_dir / "cache",
-    )
+    other = _view(case, entry, 2)
     assert other.page == 2 and other.rects == []
     with pytest.raises(ConfigError, match="page 3 is not in this PDF"):
-        page_image(
-            case.ledger,
-            item_id=case.item_id,
-            entry=entry,
-            grounding=None,
-            page=3,
-            documents_dir=case.settings.documents_dir,
-            cache_dir=case.settings.home_dir / "cache",
-        )
+        _view(case, entry, 3)
 
 
 def test_a_replaced_stored_copy_is_not_rendered(case: ReviewCase) -> None:
@@ -304,15 +292,7 @@ def test_a_replaced_stored_copy_is_not_rendered(case: ReviewCase) -> None:
     [stored] = case.settings.documents_dir.glob("*.pdf")
     stored.write_bytes(stored.read_bytes().replace(b"%%EOF", b"%%EOF\n% changed"))
     with pytest.raises(PermanentError, match="has changed"):
-        page_image(
-            case.ledger,
-            item_id=case.item_id,
-            entry=_values(case)[NCT],
-            grounding=None,
-            page=None,
-            documents_dir=case.settings.documents_dir,
-            cache_dir=case.settings.home_dir / "cache",
-        )
+        _view(case, _values(case)[NCT], None)
     with pytest.raises(PermanentError, match="outside the document store"):
         page_image(
             case.ledger,
@@ -359,18 +339,7 @@ def test_review_import_command_reports_and_exits_by_outcome(tmp_path: Path, fake
 def test_an_interrupted_quote_is_highlighted_on_both_of_its_pages(case: ReviewCase) -> None:
     entry = dict(_values(case)[ESTIMATE])
     entry["continued"] = {"page": 2, "source": "text", "start": 0, "end": len("Participants")}
-    views = [
-        page_image(
-            case.ledger,
-            item_id=case.item_id,
-            entry=entry,
-            grounding=None,
-            page=page,
-            documents_dir=case.settings.documents_dir,
-            cache_dir=case.settings.home_dir / "cache",
-        )
-        for page in (1, 2)
-    ]
+    views = [_view(case, entry, page) for page in (1, 2)]
     assert len(views[0].rects) == 2 and len(views[1].rects) == 1
     assert _highlighted_pixels(views[1].png, views[1].rects[0]) > 20
 

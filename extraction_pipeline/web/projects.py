@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.datastructures import UploadFile
@@ -121,21 +122,10 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
             )
         return "<h2>Batches</h2>" + (table(["batch", "user", "status", "done"], rows) if rows else "<p>None yet.</p>")
 
-    def _project(request: Request) -> str:
-        return validate_project(str(request.path_params["project"]))
-
-    async def show_project(request: Request) -> Response:
-        try:
-            project = _project(request)
-        except ConfigError as exc:
-            return page("Project", "", error=str(exc), status_code=404)
+    async def show_project(request: Request, project: str) -> Response:
         return _project_page(request, project)
 
-    async def upload(request: Request) -> Response:
-        try:
-            project = _project(request)
-        except ConfigError as exc:
-            return page("Upload", "", error=str(exc), status_code=404)
+    async def upload(request: Request, project: str) -> Response:
         form = await read_form(request, max_files=MAX_UPLOAD_FILES)
         files = [f for f in form.getlist("pdfs") if isinstance(f, UploadFile) and (f.filename or f.size)]
         if not files:
@@ -158,11 +148,7 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
         summary = f"{good} of {len(verdicts)} file(s) registered"
         return _project_page(request, project, flash=summary, uploads=verdicts)
 
-    async def save_template(request: Request) -> Response:
-        try:
-            project = _project(request)
-        except ConfigError as exc:
-            return page("Template", "", error=str(exc), status_code=404)
+    async def save_template(request: Request, project: str) -> Response:
         form = await read_form(request)
         text = str(form.get("template") or "")[:MAX_TEMPLATE_CHARS]
         try:
@@ -178,11 +164,7 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
         note = f"template {saved.label} saved; new batches use it, existing batches keep theirs"
         return _project_page(request, project, flash=note if created else f"template unchanged ({saved.label})")
 
-    async def start_batch(request: Request) -> Response:
-        try:
-            project = _project(request)
-        except ConfigError as exc:
-            return page("Batch", "", error=str(exc), status_code=404)
+    async def start_batch(request: Request, project: str) -> Response:
         form = await read_form(request)
         user = " ".join(str(form.get("user") or "").split())
         if not user:
@@ -233,11 +215,27 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
     return [
         Route(f"{PREFIX}/projects", list_projects, methods=["GET"]),
         Route(f"{PREFIX}/projects", create_project, methods=["POST"]),
-        Route(f"{PREFIX}/projects/{{project}}", show_project, methods=["GET"]),
-        Route(f"{PREFIX}/projects/{{project}}/documents", upload, methods=["POST"]),
-        Route(f"{PREFIX}/projects/{{project}}/template", save_template, methods=["POST"]),
-        Route(f"{PREFIX}/projects/{{project}}/batches", start_batch, methods=["POST"]),
+        Route(f"{PREFIX}/projects/{{project}}", _for_project(show_project), methods=["GET"]),
+        Route(f"{PREFIX}/projects/{{project}}/documents", _for_project(upload), methods=["POST"]),
+        Route(f"{PREFIX}/projects/{{project}}/template", _for_project(save_template), methods=["POST"]),
+        Route(f"{PREFIX}/projects/{{project}}/batches", _for_project(start_batch), methods=["POST"]),
     ]
+
+
+def _for_project(
+    handler: Callable[[Request, str], Awaitable[Response]],
+) -> Callable[[Request], Awaitable[Response]]:
+    """A route under /projects/{project}: the name is checked (letters, digits, . _ -) before
+    the handler sees it, so no handler can be reached with a name that could mean a path."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            project = validate_project(str(request.path_params["project"]))
+        except ConfigError as exc:
+            return page("Project", "", error=str(exc), status_code=404)
+        return await handler(request, project)
+
+    return endpoint
 
 
 def _upload_results(verdicts: list[UploadVerdict]) -> str:
