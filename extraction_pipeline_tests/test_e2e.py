@@ -330,6 +330,7 @@ def test_double_extraction_through_the_daemon_with_two_fake_models(stack: Stack)
         ).records
         metadata = event.asset_materialization.metadata  # type: ignore[union-attr]
         assert metadata["second_model"].value == "openai/fake-model-b" and metadata["agreement"].value == 0.5
+        assert metadata["disagreements"].value == "metadata.randomized_n (disagree)"
     _assert_ledger_and_dagster_agree(stack, batch_id)
 
 

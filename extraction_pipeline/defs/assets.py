@@ -197,10 +197,21 @@ def _result(
             "outcomes": outcome.outcomes,
             "template": outcome.template,
             "answer": reused_label(outcome.reused),
-            **({"second_model": outcome.second_model, "agreement": outcome.agreement} if outcome.second_model else {}),
+            **(_double_extraction_metadata(outcome) if outcome.second_model else {}),
             **spent,
         }
     )
+
+
+def _double_extraction_metadata(outcome: ExtractionOutcome) -> dict[str, Any]:
+    """The document's agreement between the two models, and where they disagree (per field)."""
+    verdicts: dict[str, str] = outcome.result.get("agreement") or {}
+    disputed = sorted(path for path, verdict in verdicts.items() if verdict != "agree")
+    return {
+        "second_model": outcome.second_model,
+        "agreement": outcome.agreement,
+        "disagreements": ", ".join(f"{path} ({verdicts[path]})" for path in disputed[:30]) or "none",
+    }
 
 
 @dg.asset(
