@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from extraction_pipeline.core.adjudication import adjudicate
 from extraction_pipeline.core.checks import check_values
 from extraction_pipeline.core.consensus import agreement_rate, compare
-from extraction_pipeline.core.errors import ExtractionRuntimeError, PermanentError, TransientError
+from extraction_pipeline.core.errors import PermanentError, TransientError
 from extraction_pipeline.core.grounding import (
     INSIDE_A_WORD,
     NOT_REPORTED,
@@ -178,13 +178,13 @@ def extract_item(
             "skipped", reason=f"item is {state_name}{holder}; not claimed, no LLM call", item_status=state_name
         )
 
-    # From here on the item is ours: every exit must complete, release or fail it.
-    spent: Usage | None = None
+    # From here on the item is ours: every exit must complete, release or fail it, and whatever
+    # was paid for (the meter counts each call as it returns) is recorded on it in every case.
+    meter = _Meter()
     try:
         frozen = template_of_item(ledger, item_id)
         template = definition_of(frozen)
-        reply, reused, grounded, part_notes = _extract_answer(ledger, item_id, run_id, llm, template, parsed)
-        spent = reply.usage  # paid for: recorded whatever happens next
+        reply, reused, grounded, part_notes = _extract_answer(ledger, item_id, run_id, llm, template, parsed, meter)
         result: dict[str, Any] = {
             "model": reply.usage.model,
             "repaired": reply.repaired,
@@ -197,46 +197,45 @@ def extract_item(
             result["parts"] = part_notes
         second_model, adjudicator = second_model_of(ledger, item_id)
         if second_model:
-            try:
-                second = _second_extraction(ledger, item_id, run_id, replace(llm, model=second_model), template, parsed)
-                result.update(second.result(grounded, reply.usage))
-                reply = replace(reply, usage=_sum_usage(reply.usage, second.usage))
-                spent = reply.usage
-                if adjudicator:
-                    judged, judge_usage = adjudicate(
-                        ledger,
-                        item_id=item_id,
-                        run_id=run_id,
-                        llm=replace(llm, model=adjudicator),
-                        parsed=parsed,
-                        first=grounded,
-                        second=second.fields,
-                        agreement=result["agreement"],
-                    )
-                    result["adjudication"] = judged
-                    result["usage_by_model"][adjudicator] = {
-                        "tokens_in": judge_usage.tokens_in,
-                        "tokens_out": judge_usage.tokens_out,
-                        "cost_usd": judge_usage.cost_usd,
-                    }
-                    reply = replace(reply, usage=_sum_usage(reply.usage, judge_usage))
-                    spent = reply.usage
-            except ExtractionRuntimeError as exc:
-                exc.usage = _sum_usage(spent, exc.usage)
-                raise
+            second_llm = replace(llm, model=second_model)
+            second = _second_extraction(ledger, item_id, run_id, second_llm, template, parsed, meter)
+            result.update(second.result(grounded, reply.usage))
+            reply = replace(reply, usage=_sum_usage(reply.usage, second.usage))
+            if adjudicator:
+                judged, judge_usage = adjudicate(
+                    ledger,
+                    item_id=item_id,
+                    run_id=run_id,
+                    llm=replace(llm, model=adjudicator),
+                    parsed=parsed,
+                    first=grounded,
+                    second=second.fields,
+                    agreement=result["agreement"],
+                )
+                meter.add(judge_usage)
+                result["adjudication"] = judged
+                result["usage_by_model"][adjudicator] = {
+                    "tokens_in": judge_usage.tokens_in,
+                    "tokens_out": judge_usage.tokens_out,
+                    "cost_usd": judge_usage.cost_usd,
+                }
+                reply = replace(reply, usage=_sum_usage(reply.usage, judge_usage))
         stored = item_states.complete(ledger, item_id, run_id=run_id, result=result, usage=reply.usage)
         if not llm.is_offline:
             record_success(ledger, llm.effective_model)
     except TransientError as exc:
+        exc.usage = meter.plus(exc.usage)
         _hand_back(ledger, item_id, run_id, f"{TRANSIENT_MESSAGE_PREFIX}{exc}", exc.usage)
         if exc.provider:
             with contextlib.suppress(SQLAlchemyError):
                 record_failure(ledger, llm.effective_model, str(exc), policy=breaker, retry_after=exc.retry_after)
         raise
     except PermanentError as exc:
+        exc.usage = meter.plus(exc.usage)
         item_states.fail(ledger, item_id, run_id=run_id, message=str(exc), usage=exc.usage)
         raise
     except SQLAlchemyError as exc:
+        spent = meter.usage
         if not is_database_outage(exc):
             _fail_internal(ledger, item_id, run_id, exc, spent)
             raise PermanentError(f"internal error: {exc}", original=exc) from exc
@@ -247,12 +246,12 @@ def extract_item(
         raise TransientError(cause, original=exc, usage=spent) from exc
     except Exception as exc:
         # An unexpected bug must not leave the item stuck in extracting.
-        _fail_internal(ledger, item_id, run_id, exc, spent)
+        _fail_internal(ledger, item_id, run_id, exc, meter.usage)
         raise PermanentError(f"internal error: {exc}", original=exc) from exc
     except BaseException:
         # Interrupted (the run was terminated, its worker is shutting down): hand the document
         # back so another run can take it, with what was already paid for.
-        _hand_back(ledger, item_id, run_id, INTERRUPTED_MESSAGE, spent, failing=False)
+        _hand_back(ledger, item_id, run_id, INTERRUPTED_MESSAGE, meter.usage, failing=False)
         raise
 
     if not stored:
@@ -287,16 +286,39 @@ def extract_item(
     )
 
 
+@dataclass
+class _Meter:
+    """What this execution has paid for so far, counted as each call returns, so a failure after
+    a paid call (grounding, the second model, the ledger) still records its tokens on the item."""
+
+    usage: Usage | None = None
+
+    def add(self, usage: Usage) -> None:
+        self.usage = usage if self.usage is None else _sum_usage(self.usage, usage)
+
+    def plus(self, failed_call: Usage | None) -> Usage | None:
+        """The total with what the failing call itself had spent (e.g. a first answer before its repair)."""
+        if failed_call is None:
+            return self.usage
+        return failed_call if self.usage is None else _sum_usage(self.usage, failed_call)
+
+
 def _extract_answer(
-    ledger: Ledger, item_id: int, run_id: str, llm: LLMConfig, template: TemplateDefinition, parsed: ParsedDocument
+    ledger: Ledger,
+    item_id: int,
+    run_id: str,
+    llm: LLMConfig,
+    template: TemplateDefinition,
+    parsed: ParsedDocument,
+    meter: _Meter,
 ) -> tuple[LLMResult, dict[str, Any] | None, dict[str, Any], list[dict[str, Any]]]:
     """One model's grounded answer: (reply with its usage, reuse note, fields, parts)."""
     parts = plan_parts(template, parsed, llm)
     if parts is None:
         messages = build_messages(template, parsed.pages_text, parsed.tables)
-        reply, reused = _answer(ledger, item_id, run_id, llm, messages, template)
+        reply, reused = _answer(ledger, item_id, run_id, llm, messages, template, meter)
         return reply, reused, ground_output(template, reply.output, parsed), []
-    return _answer_in_parts(ledger, item_id, run_id, llm, template, parsed, parts)
+    return _answer_in_parts(ledger, item_id, run_id, llm, template, parsed, parts, meter)
 
 
 @dataclass(frozen=True)
@@ -322,10 +344,16 @@ class SecondExtraction:
 
 
 def _second_extraction(
-    ledger: Ledger, item_id: int, run_id: str, llm: LLMConfig, template: TemplateDefinition, parsed: ParsedDocument
+    ledger: Ledger,
+    item_id: int,
+    run_id: str,
+    llm: LLMConfig,
+    template: TemplateDefinition,
+    parsed: ParsedDocument,
+    meter: _Meter,
 ) -> SecondExtraction:
     """The same prompt to the second model, independently (it never sees the first answer)."""
-    reply, reused, grounded, _parts = _extract_answer(ledger, item_id, run_id, llm, template, parsed)
+    reply, reused, grounded, _parts = _extract_answer(ledger, item_id, run_id, llm, template, parsed, meter)
     return SecondExtraction(llm.effective_model, grounded, reply.usage, reused)
 
 
@@ -337,6 +365,7 @@ def _answer_in_parts(
     template: TemplateDefinition,
     parsed: ParsedDocument,
     parts: list[Part],
+    meter: _Meter,
 ) -> tuple[LLMResult, dict[str, Any] | None, dict[str, Any], list[dict[str, Any]]]:
     """A long paper: one call per part (each paid once, so a retry after a failure in part 3
     does not pay for parts 1 and 2 again), every answer grounded against the whole document,
@@ -347,11 +376,7 @@ def _answer_in_parts(
     repaired = False
     for number, part in enumerate(parts, start=1):
         messages = part.messages(template, parsed, number, len(parts))
-        try:
-            reply, reused = _answer(ledger, item_id, run_id, llm, messages, template)
-        except ExtractionRuntimeError as exc:
-            exc.usage = _sum_usage(usage, exc.usage) if exc.usage else usage
-            raise
+        reply, reused = _answer(ledger, item_id, run_id, llm, messages, template, meter)
         usage = _sum_usage(usage, reply.usage)
         repaired = repaired or reply.repaired
         if reused is not None:
@@ -383,6 +408,7 @@ def _answer(
     llm: LLMConfig,
     messages: list[dict[str, str]],
     template: TemplateDefinition,
+    meter: _Meter,
 ) -> tuple[LLMResult, dict[str, Any] | None]:
     """The model's answer: the one already paid for when the exact same prompt went to the same
     model before (unless the batch asks for fresh answers), else a new call, stored for next time.
@@ -402,6 +428,7 @@ def _answer(
             return LLMResult(output, Usage(stored.model), repaired=False, content=stored.content), reused
     record_prompt(ledger, item_id=item_id, run_id=run_id, model=llm.effective_model, messages=messages)
     reply = complete_extraction(llm, messages, template)
+    meter.add(reply.usage)
     if not llm.is_offline and reply.content:
         usage = reply.usage
         store_answer(
