@@ -51,7 +51,8 @@ def busy_cpu_seconds() -> float:
 
 
 class WorkerSampler(threading.Thread):
-    """Polls /proc for Dagster run workers (`dagster api execute_run`) and keeps their peak RSS."""
+    """Polls /proc for Dagster run workers (spawned by the code server, or `dagster api
+    execute_run`) and keeps their peak RSS."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
@@ -65,7 +66,9 @@ class WorkerSampler(threading.Thread):
                 if not proc.name.isdigit():
                     continue
                 try:
-                    if b"execute_run" not in (proc / "cmdline").read_bytes():
+                    cmdline = (proc / "cmdline").read_bytes()
+                    # The code server starts each run in a spawned process (multiprocessing).
+                    if b"execute_run" not in cmdline and b"multiprocessing.spawn" not in cmdline:
                         continue
                     status = (proc / "status").read_text()
                 except OSError:
