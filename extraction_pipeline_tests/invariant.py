@@ -3,8 +3,9 @@ checked at the end of every fault drill.
 
 For every item of a closed batch:
 - it is terminal (``completed`` or ``error``) and no run of it is queued or in progress;
-- ``completed`` ⇔ the run named on the item ended SUCCESS and materialized ``extracted_document``
-  for the document's partition with status ``completed``;
+- ``completed`` ⇔ the run named on the item materialized ``extracted_document`` for the
+  document's partition with status ``completed``, and ended SUCCESS unless a run-mate (another
+  document of the same run) failed;
 - ``error`` ⇒ no run of it ended SUCCESS (Dagster never shows success for a failed document);
 - any other run of it that ended SUCCESS only re-confirmed the completed result ("already completed").
 And the batch has a workbook with every document exactly once.
@@ -38,6 +39,17 @@ def _extraction_materializations(instance: dg.DagsterInstance, run_id: str) -> d
     return found
 
 
+def run_partitions(instance: dg.DagsterInstance, run: dg.DagsterRun) -> list[str]:
+    """The document partitions a run works on: its partition, or its range of them."""
+    if "dagster/partition" in run.tags:
+        return [run.tags["dagster/partition"]]
+    start, end = run.tags.get("dagster/asset_partition_range_start"), run.tags.get("dagster/asset_partition_range_end")
+    if start is None or end is None:
+        return []
+    keys = list(instance.get_dynamic_partitions("documents"))
+    return keys[keys.index(start) : keys.index(end) + 1]
+
+
 def batch_runs(instance: dg.DagsterInstance, batch: dict[str, Any]) -> list[dg.DagsterRun]:
     runs = instance.get_runs(dg.RunsFilter(tags={"extraction/batch_uid": batch["uid"]}))
     return [run for run in runs if run.job_name != "export_batch"]
@@ -52,14 +64,16 @@ def invariant_violations(ledger: Ledger, instance: dg.DagsterInstance, batch_id:
     for run in runs:
         if run.status not in TERMINAL:
             problems.append(f"run {run.run_id} is still {run.status.value}")
+    covered = {run.run_id: run_partitions(instance, run) for run in runs}
     items = batch_item_rows(ledger, batch_id)
     for item in items:
         key = partition_key_of(item["document_id"], item["partition_key"])
-        item_runs = [run for run in runs if run.tags.get("dagster/partition") == key]
+        item_runs = [run for run in runs if key in covered[run.run_id]]
         succeeded = [run for run in item_runs if run.status == dg.DagsterRunStatus.SUCCESS]
         if item["status"] == "completed":
             holder = next((run for run in item_runs if run.run_id == item["run_id"]), None)
-            if holder is None or holder.status != dg.DagsterRunStatus.SUCCESS:
+            alone = holder is not None and len(covered[holder.run_id]) == 1
+            if holder is None or (alone and holder.status != dg.DagsterRunStatus.SUCCESS):
                 problems.append(f"{key}: completed by run {item['run_id']}, which is {holder and holder.status.value}")
             elif _extraction_materializations(instance, holder.run_id).get(key) != "completed":
                 problems.append(f"{key}: completed but run {holder.run_id} did not materialize it as completed")

@@ -14,23 +14,27 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import openpyxl
 import pytest
+import sqlalchemy as sa
 
 from extraction_pipeline.core.documents import register_pdf
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, find_batch_by_key, get_batch
 from extraction_pipeline.core.ledger.documents import partition_key_of
 from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.ledger.retries import retry_failed
 from extraction_pipeline.core.prompts import document_from_messages
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import SyntheticTrial, make_trial, write_report
 from extraction_pipeline.demo import wait_for_batch
 from extraction_pipeline.instance import DaemonProcess, init_home
 from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply, extraction_json
+from extraction_pipeline_tests.invariant import invariant_violations, run_partitions
 from extraction_pipeline_tests.oracle import CORPUS, ORACLE_PAPERS, OracleAnswer, build_answer, skeleton
 from extraction_pipeline_tests.support import key_of
 
@@ -54,6 +58,7 @@ class Stack:
     instance: dg.DagsterInstance
     trials: dict[str, SyntheticTrial]
     hang_once: set[str]  # NCT numbers whose first request hangs (the worker gets killed)
+    invalid: set[str]  # NCT numbers answered with text that is not JSON (a permanent failure)
     oracles: list[OracleAnswer]  # real corpus papers answered from their gold values
 
     def register(self, indices: range) -> list[int]:
@@ -75,7 +80,9 @@ class Stack:
             return json.loads(response.read())  # type: ignore[no-any-return]
 
 
-def _fake_answer(stack_trials: dict[str, SyntheticTrial], hang_once: set[str], oracles: list[OracleAnswer]) -> Any:
+def _fake_answer(
+    stack_trials: dict[str, SyntheticTrial], hang_once: set[str], invalid: set[str], oracles: list[OracleAnswer]
+) -> Any:
     def answer(messages: list[dict[str, str]]) -> Reply:
         text = document_from_messages(messages)
         document = skeleton(text)
@@ -86,6 +93,8 @@ def _fake_answer(stack_trials: dict[str, SyntheticTrial], hang_once: set[str], o
         if trial.nct_number in hang_once:
             hang_once.discard(trial.nct_number)
             return Reply(status=500, delay=120)  # hangs until the worker is killed
+        if trial.nct_number in invalid:
+            return Reply("I could not find a trial in this document, sorry.")
         registered = f"This trial was registered at ClinicalTrials.gov ({trial.nct_number})."
         methods = (
             f"A total of {trial.randomized_n} patients were randomized in a 1:1 ratio to {trial.drug} "
@@ -133,11 +142,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         ledger = Ledger.connect(settings.ledger_url)
         trials: dict[str, SyntheticTrial] = {}
         hang_once: set[str] = set()
+        invalid: set[str] = set()
         oracles: list[OracleAnswer] = []
-        fake.answer = _fake_answer(trials, hang_once, oracles)
+        fake.answer = _fake_answer(trials, hang_once, invalid, oracles)
         daemon = DaemonProcess(settings, with_ui=True, port=port).start()
         instance = dg.DagsterInstance.get()
-        stack = Stack(settings, ledger, fake, daemon, port, instance, trials, hang_once, oracles)
+        stack = Stack(settings, ledger, fake, daemon, port, instance, trials, hang_once, invalid, oracles)
         try:
             _wait_until(lambda: _server_up(port) or not daemon.alive(), 120, "the Dagster webserver")
             assert daemon.alive(), daemon.log_path.read_text()[-3000:]
@@ -169,9 +179,12 @@ def _assert_ledger_and_dagster_agree(stack: Stack, batch_id: int) -> None:
     for item in batch_item_rows(stack.ledger, batch_id):
         key = partition_key_of(item["document_id"], item["partition_key"])
         run = runs[item["run_id"]]
-        assert run.tags["dagster/partition"] == key and run.tags["extraction/item"] == str(item["id"])
+        assert key in run_partitions(stack.instance, run)
+        if len(run_partitions(stack.instance, run)) == 1:
+            assert run.tags["extraction/item"] == str(item["id"])
         if item["status"] == "completed":
-            assert run.status == dg.DagsterRunStatus.SUCCESS and key in materialized
+            assert key in materialized
+            assert run.status == dg.DagsterRunStatus.SUCCESS or len(run_partitions(stack.instance, run)) > 1
         else:
             assert run.status in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 
@@ -254,6 +267,119 @@ def test_ui_backfill_becomes_a_batch_that_the_sensor_closes(stack: Stack) -> Non
     assert {i["status"] for i in items} == {"completed"}
     _assert_ledger_and_dagster_agree(stack, batch_id)
     assert openpyxl.load_workbook(batch["export_path"])["Documents"].max_row == 4
+
+
+def _with_two_bad_documents(stack: Stack, doc_ids: list[int], broken: int, invalid: int) -> None:
+    """``broken``: its stored copy is overwritten (a permanent parse failure); ``invalid``: the
+    model answers it with prose (a permanent output failure)."""
+    stored = (
+        stack.ledger.engine.connect()
+        .execute(sa.text("SELECT stored_path FROM documents WHERE id = :id"), {"id": doc_ids[broken]})
+        .scalar_one()
+    )
+    Path(stored).write_bytes(b"%PDF-1.7 this is not the registered file")
+    stack.invalid.add(_nct_of(stack, doc_ids[invalid]))
+
+
+def _nct_of(stack: Stack, doc_id: int) -> str:
+    filename = (
+        stack.ledger.engine.connect()
+        .execute(sa.text("SELECT filename FROM documents WHERE id = :id"), {"id": doc_id})
+        .scalar_one()
+    )
+    return next(nct for nct, trial in stack.trials.items() if trial.filename == filename)
+
+
+def _calls_for(stack: Stack, nct: str) -> int:
+    return sum(nct in json.dumps(request) for request in stack.fake.requests)
+
+
+def _assert_isolated(stack: Stack, batch_id: int, failed_ids: set[int]) -> list[dg.DagsterRun]:
+    """Several documents per run; the two bad ones failed alone; every other document has its own
+    materialization with its own metadata; Dagster's partition status agrees."""
+    items = batch_item_rows(stack.ledger, batch_id)
+    assert {i["document_id"] for i in items if i["status"] == "error"} == failed_ids
+    assert {i["status"] for i in items if i["document_id"] not in failed_ids} == {"completed"}
+    runs = _runs_for_batch(stack.instance, batch_id)
+    assert len(runs) < len(items) and max(len(run_partitions(stack.instance, run)) for run in runs) > 1
+    statuses = stack.instance.get_status_by_partition(
+        dg.AssetKey("extracted_document"),
+        [partition_key_of(i["document_id"], i["partition_key"]) for i in items],
+        dg.DynamicPartitionsDefinition(name="documents"),
+    )
+    for item in items:
+        key = partition_key_of(item["document_id"], item["partition_key"])
+        expected = "FAILED" if item["document_id"] in failed_ids else "MATERIALIZED"
+        assert statuses[key] is not None and statuses[key].value == expected, (key, statuses[key])
+        if item["status"] == "completed":
+            record = stack.instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=dg.AssetKey("extracted_document"), asset_partitions=[key]), limit=1
+            ).records[0]
+            metadata = record.asset_materialization.metadata  # type: ignore[union-attr]
+            assert metadata["filename"].value == item["filename"] and metadata["status"].value == "completed"
+            assert record.run_id == item["run_id"]
+    failing_runs = {i["run_id"] for i in items if i["document_id"] in failed_ids}
+    for run in runs:
+        expected_status = dg.DagsterRunStatus.FAILURE if run.run_id in failing_runs else dg.DagsterRunStatus.SUCCESS
+        assert run.status == expected_status, run.tags
+    assert invariant_violations(stack.ledger, stack.instance, batch_id) == []
+    return runs
+
+
+def test_several_documents_per_run_and_a_bad_one_fails_alone(stack: Stack) -> None:
+    """CLI path: 11 documents in fewer runs; a damaged PDF and an unusable answer fail only their
+    own documents; retrying the failed one does not redo its run-mates."""
+    doc_ids = stack.register(range(401, 412))
+    _with_two_bad_documents(stack, doc_ids, broken=2, invalid=6)
+    invalid_nct = _nct_of(stack, doc_ids[6])
+    batch_id = create_batch(
+        stack.ledger, idempotency_key="e2e-many", project="e2e", user="ann", document_ids=doc_ids
+    ).id
+    wait_for_batch(stack.ledger, batch_id, timeout_seconds=BATCH_TIMEOUT, daemon=stack.daemon, quiet=True)
+    _assert_isolated(stack, batch_id, {doc_ids[2], doc_ids[6]})
+    items = {i["document_id"]: i for i in batch_item_rows(stack.ledger, batch_id)}
+    assert "does not match its registered sha256" in items[doc_ids[2]]["message"]
+    assert [i["attempts"] for i in items.values() if i["status"] == "completed"] == [1] * 9
+
+    # The model now answers the invalid one properly: a retry re-extracts it, and only it.
+    stack.invalid.clear()
+    calls_before, all_before = _calls_for(stack, invalid_nct), len(stack.fake.requests)
+    report = retry_failed(stack.ledger, batch_id, actor="ann", document_ids=[doc_ids[6]])
+    assert report.retried == [doc_ids[6]]
+    batch = wait_for_batch(stack.ledger, batch_id, timeout_seconds=BATCH_TIMEOUT, daemon=stack.daemon, quiet=True)
+    assert batch["status"] == "completed"
+    assert _calls_for(stack, invalid_nct) == calls_before + 1 and len(stack.fake.requests) == all_before + 1
+    after = {i["document_id"]: i for i in batch_item_rows(stack.ledger, batch_id)}
+    assert after[doc_ids[6]]["status"] == "completed"
+    assert all(after[d]["run_id"] == items[d]["run_id"] for d in doc_ids if d not in (doc_ids[2], doc_ids[6]))
+
+
+def test_a_ui_backfill_runs_several_documents_per_run_and_a_bad_one_fails_alone(stack: Stack) -> None:
+    doc_ids = stack.register(range(421, 426))
+    _with_two_bad_documents(stack, doc_ids, broken=1, invalid=3)
+    keys = [key_of(stack.ledger, doc_id) for doc_id in doc_ids]
+    _wait_until(
+        lambda: set(keys) <= set(stack.instance.get_dynamic_partitions("documents")), 60, "the partition sensor"
+    )
+    reply = stack.graphql(
+        LAUNCH_BACKFILL,
+        {
+            "params": {
+                "assetSelection": [{"path": ["parsed_document"]}, {"path": ["extracted_document"]}],
+                "partitionNames": keys,
+                "tags": [{"key": "extraction/user", "value": "bob"}],
+                "title": "e2e backfill of five",
+            }
+        },
+    )
+    backfill_id = reply["data"]["launchPartitionBackfill"]["backfillId"]
+    batch_id = _wait_until(
+        lambda: find_batch_by_key(stack.ledger, f"backfill:{backfill_id}:e2e"), 180, "the backfill's batch"
+    )
+    wait_for_batch(stack.ledger, batch_id, timeout_seconds=BATCH_TIMEOUT, daemon=stack.daemon, quiet=True)
+    runs = _assert_isolated(stack, batch_id, {doc_ids[1], doc_ids[3]})
+    assert len(runs) == 1 and run_partitions(stack.instance, runs[0]) == keys
+    stack.invalid.clear()
 
 
 def test_killed_worker_ends_in_terminal_state_and_batch_closes(stack: Stack) -> None:

@@ -78,6 +78,9 @@ class Settings:
     breaker_failures: int = 3  # consecutive provider failures that open the model's circuit breaker
     max_dispatch_rounds: int = 5  # fresh runs for a document whose runs keep dying
     drain_seconds: float = 60.0  # `daemon` on SIGTERM: how long in-flight runs may finish
+    # Documents one run extracts (each still its own partition, item, failure and retry): a run's
+    # start-up (process, imports) is paid once per run, not once per document.
+    documents_per_run: int = 8
     ui_token: str | None = field(default=None, repr=False)  # required to serve `ui` beyond loopback
     public_url: str = "http://127.0.0.1:3000"  # how users reach `ui` (download links in Dagster)
 
@@ -104,6 +107,7 @@ class Settings:
             breaker_failures=int(_number(env, "BREAKER_FAILURES", 3, minimum=1, strict=False)),
             max_dispatch_rounds=int(_number(env, "MAX_DISPATCH_ROUNDS", 5, minimum=1, strict=False)),
             drain_seconds=_number(env, "DRAIN_SECONDS", 60.0, minimum=0, strict=False),
+            documents_per_run=int(_number(env, "DOCUMENTS_PER_RUN", 8, minimum=1, strict=False)),
             ui_token=_text(env, "UI_TOKEN"),
             public_url=_text(env, "PUBLIC_URL") or "http://127.0.0.1:3000",
         )

@@ -2,6 +2,7 @@
 
 import os
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
@@ -14,8 +15,13 @@ from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import get_batch, record_workbook
 from extraction_pipeline.core.ledger.queries import progress
 from extraction_pipeline.core.parsing import ParsedDocument, parse_document
-from extraction_pipeline.defs.binding import bind_run, crashed_parent_run
-from extraction_pipeline.defs.partitions import batch_id_from_partition, batches_partitions, documents_partitions
+from extraction_pipeline.defs.binding import bind_document, crashed_parent_run
+from extraction_pipeline.defs.partitions import (
+    batch_id_from_partition,
+    batches_partitions,
+    documents_backfill_policy,
+    documents_partitions,
+)
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 from extraction_pipeline.defs.retries import clear_waiting, retry_database_outages, retry_or_give_up, wait_for_breaker
 from extraction_pipeline.web.urls import csv_url, workbook_url
@@ -72,6 +78,7 @@ def _not_extracted(item: dict[str, Any]) -> dg.Failure:
 
 @dg.asset(
     partitions_def=documents_partitions,
+    backfill_policy=documents_backfill_policy,
     pool="pdf_parse",
     group_name="extraction",
     kinds={"pdf"},
@@ -80,45 +87,100 @@ def parsed_document(
     context: dg.AssetExecutionContext, ledger: LedgerResource, settings: PipelineSettingsResource
 ) -> dg.MaterializeResult[None]:
     """The text of one registered trial PDF, page by page — what the extraction reads and what
-    every quote is checked against. Parsed once per content (cached by sha256 + parser version)."""
+    every quote is checked against. Parsed once per content (cached by sha256 + parser version).
+    A broken PDF fails its own document (its item is `error`, its extraction fails); the other
+    documents of the run go on."""
+    failures: list[dg.Failure] = []
+    for key in context.partition_keys:
+        try:
+            metadata = _parse_one(context, ledger, settings, key)
+        except dg.Failure as failure:
+            failures.append(failure)
+            metadata = {"status": f"not parsed: {failure.description}"}
+        context.add_asset_metadata(metadata, partition_key=key)
+    if len(failures) == len(context.partition_keys):
+        # Nothing left to extract in this run: the run says why (one document: its own failure).
+        raise failures[0] if len(failures) == 1 else _several_failed(failures, len(context.partition_keys))
+    clear_waiting(context)
+    return dg.MaterializeResult()
+
+
+def _parse_one(
+    context: dg.AssetExecutionContext, ledger: LedgerResource, settings: PipelineSettingsResource, key: str
+) -> dict[str, Any]:
     with retry_database_outages(context, settings.retry_schedule()):
-        binding = bind_run(context, ledger.ledger())
+        binding = bind_document(context, ledger.ledger(), key)
         if binding.item["status"] == ItemStatus.ERROR:
             raise _not_extracted(binding.item)
         if binding.item["status"] == ItemStatus.COMPLETED:
-            return dg.MaterializeResult(metadata={"skipped": "item already completed", "batch": binding.batch_id})
+            return {"skipped": "item already completed", "batch": binding.batch_id}
         parsed = _parse_or_fail(context, ledger, settings, binding.document, binding.item["id"])
-    clear_waiting(context)
-    return dg.MaterializeResult(
-        metadata={"batch": binding.batch_id, "filename": binding.document["filename"], **parsed.metadata()}
+    return {"batch": binding.batch_id, "filename": binding.document["filename"], **parsed.metadata()}
+
+
+def _several_failed(failures: list[dg.Failure], documents: int) -> dg.Failure:
+    lines = "; ".join(str(failure.description) for failure in failures[:20])
+    return dg.Failure(
+        f"{len(failures)} of {documents} document(s) of this run not extracted (the others were): {lines}",
+        allow_retries=False,
     )
 
 
 @dg.asset(
     partitions_def=documents_partitions,
+    backfill_policy=documents_backfill_policy,
     deps=[parsed_document],
     pool="llm",
     group_name="extraction",
     kinds={"llm"},
+    # Each document is reported as its own materialization when it is done (several per run).
+    output_required=False,
 )
 def extracted_document(
     context: dg.AssetExecutionContext, ledger: LedgerResource, llm: LLMResource, settings: PipelineSettingsResource
-) -> dg.MaterializeResult[None]:
+) -> Iterator[dg.AssetMaterialization]:
     """The structured data of one trial as its batch's frozen template asks (study details,
     baseline per arm, Risk of Bias, every reported outcome, project fields), each value with its
     verbatim quote, page, verification status and plausibility checks, recorded on the batch item.
-    Rate limits, provider outages and database restarts are waited out (30 min by default)."""
+    Rate limits, provider outages and database restarts are waited out (30 min by default).
+    A run may carry several documents: each is materialized as soon as it is done, and one
+    document's failure fails only that document."""
+    failures: list[dg.Failure] = []
+    keys = context.partition_keys
+    for key in keys:
+        try:
+            metadata = _extract_one(context, ledger, llm, settings, key)
+        except dg.Failure as failure:
+            failures.append(failure)
+            context.log.error(f"{key}: {failure.description}")
+            continue
+        # A transient failure (RetryRequested) propagates: the step retries, and the documents
+        # already materialized are skipped by the retry (their items are completed).
+        if metadata is not None:
+            yield dg.AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=metadata)
+    if failures:
+        raise failures[0] if len(keys) == 1 else _several_failed(failures, len(keys))
+
+
+def _extract_one(
+    context: dg.AssetExecutionContext,
+    ledger: LedgerResource,
+    llm: LLMResource,
+    settings: PipelineSettingsResource,
+    key: str,
+) -> dict[str, Any] | None:
+    """One document's extraction: its materialization metadata, or None when this run already
+    materialized it (an earlier attempt of the same step)."""
     db = ledger.ledger()
-    schedule = settings.retry_schedule()
-    with retry_database_outages(context, schedule):
-        binding = bind_run(context, db)
+    with retry_database_outages(context, settings.retry_schedule()):
+        binding = bind_document(context, db, key)
         item = binding.item
         if item["status"] == ItemStatus.ERROR:
             raise _not_extracted(item)
         if item["status"] == ItemStatus.COMPLETED:
-            return dg.MaterializeResult(
-                metadata={"status": "already completed", "run": item["run_id"], "batch": binding.batch_id}
-            )
+            if item["run_id"] == context.run.run_id:
+                return None
+            return {"status": "already completed", "run": item["run_id"], "batch": binding.batch_id}
         parsed = _parse_or_fail(context, ledger, settings, binding.document, item["id"])
         outcome = _extract(context, db, llm, settings, item["id"], parsed, binding.dispatch_round)
     return _result(context, binding.batch_id, binding.document, outcome)
@@ -165,7 +227,7 @@ def _extract(
 
 def _result(
     context: dg.AssetExecutionContext, batch_id: int, document: dict[str, Any], outcome: ExtractionOutcome
-) -> dg.MaterializeResult[None]:
+) -> dict[str, Any]:
     usage = outcome.usage
     spent = {
         "tokens_in": usage.tokens_in if usage else 0,
@@ -178,29 +240,27 @@ def _result(
         raise dg.Failure(outcome.reason, allow_retries=False, metadata={"status": "discarded", **spent})
     if outcome.status == "skipped":
         if outcome.item_status == ItemStatus.COMPLETED:
-            return dg.MaterializeResult(metadata={"status": "already completed", "reason": outcome.reason})
+            return {"status": "already completed", "reason": outcome.reason}
         raise dg.Failure(f"not extracted by this run: {outcome.reason}", allow_retries=False)
     clear_waiting(context)
     warning = {"warning": NOTHING_FOUND} if outcome.fields_found == 0 else {}
     if warning:
         context.log.warning(f"{document['filename']}: {NOTHING_FOUND}")
-    return dg.MaterializeResult(
-        metadata={
-            **warning,
-            "status": "completed",
-            "batch": batch_id,
-            "filename": document["filename"],
-            "model": outcome.model,
-            "fields_found": outcome.fields_found,
-            "quotes_verified": outcome.quotes_verified,
-            "values_flagged": outcome.values_flagged,
-            "outcomes": outcome.outcomes,
-            "template": outcome.template,
-            "answer": reused_label(outcome.reused),
-            **(_double_extraction_metadata(outcome) if outcome.second_model else {}),
-            **spent,
-        }
-    )
+    return {
+        **warning,
+        "status": "completed",
+        "batch": batch_id,
+        "filename": document["filename"],
+        "model": outcome.model,
+        "fields_found": outcome.fields_found,
+        "quotes_verified": outcome.quotes_verified,
+        "values_flagged": outcome.values_flagged,
+        "outcomes": outcome.outcomes,
+        "template": outcome.template,
+        "answer": reused_label(outcome.reused),
+        **(_double_extraction_metadata(outcome) if outcome.second_model else {}),
+        **spent,
+    }
 
 
 def _double_extraction_metadata(outcome: ExtractionOutcome) -> dict[str, Any]:

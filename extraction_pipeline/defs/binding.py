@@ -146,12 +146,15 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
             adjudicator_model=adjudicator,
         )
     else:
+        # A run launched from the UI without a backfill: its documents are one batch.
+        run_docs = [d for key in context.partition_keys if (d := document_id_from_partition(key)) is not None]
         batch_id = create_batch(
             ledger,
             idempotency_key=f"run:{context.run.run_id}",
             project=project,
             user=user,
-            document_ids=[doc_id],
+            document_ids=[d for d in run_docs if (doc := get_document(ledger, d)) and doc["project"] == project]
+            or [doc_id],
             origin=BatchOrigin.RUN,
             origin_ref=context.run.run_id,
             fresh=fresh,
@@ -177,9 +180,10 @@ def item_run_tags(
     }
 
 
-def bind_run(context: dg.AssetExecutionContext, ledger: Ledger) -> Binding:
-    """Find (or create) this run's batch item; raise dg.Failure with one clear line if impossible."""
-    key = context.partition_key
+def bind_document(context: dg.AssetExecutionContext, ledger: Ledger, key: str) -> Binding:
+    """Find (or create) the batch item of document partition ``key`` of this run; raise
+    dg.Failure with one clear line if impossible. A run may carry several documents
+    (``context.partition_keys``): each is bound on its own."""
     doc_id = document_id_from_partition(key)
     document = get_document(ledger, doc_id) if doc_id is not None else None
     if document is None or doc_id is None or partition_key_of(doc_id, document["partition_key"]) != key:
@@ -203,6 +207,11 @@ def bind_run(context: dg.AssetExecutionContext, ledger: Ledger) -> Binding:
         user=batch["user"],
         document_key=key,
     )
+    if len(context.partition_keys) > 1:
+        # A run of several documents is filtered by batch and user; its documents are in its
+        # partition range and in each document's own materialization.
+        for per_document in (ITEM_TAG, DOCUMENT_TAG, FILENAME_TAG):
+            run_tags.pop(per_document)
     # Who works on it: run monitoring's health check finds this exact process by it.
     run_tags[WORKER_TAG] = worker_stamp()
     missing = {k: v for k, v in run_tags.items() if context.run.tags.get(k) != v}

@@ -16,6 +16,7 @@ import dagster as dg
 from dagster._core.execution.backfill import BulkActionStatus
 from sqlalchemy.exc import SQLAlchemyError
 
+from extraction_pipeline.core.dispatch import PendingDocument, plan_runs, run_key
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import BATCH_RUN_TAG, BATCH_UID_RUN_TAG, close_if_done, open_batches
@@ -25,17 +26,30 @@ from extraction_pipeline.core.ledger.outages import describe_database_outage, is
 from extraction_pipeline.core.ledger.queries import active_items, undispatched_items, unexported_batches
 from extraction_pipeline.core.ledger.schema import BatchOrigin
 from extraction_pipeline.core.reconcile import TERMINAL_RUN_STATUSES, Action, ItemView, Limits, RunInfo, judge_item
-from extraction_pipeline.defs.binding import BACKFILL_TAG, ITEM_TAG, ROUND_TAG, USER_TAG, item_run_tags
+from extraction_pipeline.defs.binding import (
+    BACKFILL_TAG,
+    DOCUMENT_TAG,
+    FILENAME_TAG,
+    ITEM_TAG,
+    ROUND_TAG,
+    USER_TAG,
+    item_run_tags,
+)
 from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job
 from extraction_pipeline.defs.partitions import (
     DOCUMENTS_PARTITIONS,
+    DOCUMENTS_PER_RUN,
     batch_partition_key,
     batches_partitions,
     documents_partitions,
 )
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 
-DISPATCH_PER_TICK = 500
+# Items dispatched per tick: the daemon pays ~0.2 s per run it creates, and the other sensors wait
+# behind the tick, so a large batch is launched over several ticks.
+DISPATCH_PER_TICK = 200
+LLM_POOL = "llm"
+DEFAULT_LLM_SLOTS = 5
 # A dispatched item with no run after this long was lost between the sensor and the run queue
 # (e.g. the tick timed out after the ledger was updated): it is dispatched again.
 DISPATCH_LOST_SECONDS = 300
@@ -45,6 +59,8 @@ CURSOR_SETTLE_SECONDS = 60
 EXPORT_MAX_ATTEMPTS = 3
 EXPORT_RETRY_SECONDS = 60
 PARTITION_TAG = "dagster/partition"
+RANGE_START_TAG = "dagster/asset_partition_range_start"  # a run of several consecutive documents
+RANGE_END_TAG = "dagster/asset_partition_range_end"
 EXPORT_VERSION_TAG = "extraction/export_version"
 
 
@@ -120,37 +136,54 @@ def batch_dispatcher(context: dg.SensorEvaluationContext, ledger: LedgerResource
     items = undispatched_items(db, DISPATCH_PER_TICK)
     if not items:
         return dg.SensorResult(skip_reason="nothing to dispatch")
-    keys = [partition_key_of(item["document_id"], item["partition_key"]) for item in items]
-    run_requests = [
-        dg.RunRequest(
-            run_key=dispatch_run_key(item),
-            partition_key=key,
-            tags={
-                **item_run_tags(
-                    batch_id=item["batch_id"],
-                    batch_uid=item["batch_uid"],
-                    item_id=item["id"],
-                    document_key=key,
-                    filename=item["filename"],
-                    user=item["user"],
-                ),
-                ROUND_TAG: str(item["dispatch_round"]),
-            },
-        )
-        for item, key in zip(items, keys, strict=True)
+    keys = {item["id"]: partition_key_of(item["document_id"], item["partition_key"]) for item in items}
+    existing = context.instance.get_dynamic_partitions(DOCUMENTS_PARTITIONS)
+    known = set(existing)
+    # Partitions this tick adds go at the end, in document order (the order they are added in).
+    new_keys = list(dict.fromkeys(keys[item["id"]] for item in sorted(items, key=lambda i: i["document_id"])))
+    new_keys = [key for key in new_keys if key not in known]
+    position = {key: index for index, key in enumerate([*existing, *new_keys])}
+    by_id = {item["id"]: item for item in items}
+    pending = [
+        PendingDocument(item["id"], keys[item["id"]], item["batch_uid"], item["dispatch_round"]) for item in items
     ]
+    runs = plan_runs(pending, position, per_run=DOCUMENTS_PER_RUN, slots=_llm_slots(context.instance))
+    run_requests = [_run_request([by_id[doc.item_id] for doc in run], run) for run in runs]
     item_states.mark_dispatched(db, [item["id"] for item in items])
-    context.log.info(f"dispatching {len(items)} item(s)")
-    return dg.SensorResult(
-        run_requests=run_requests,
-        dynamic_partitions_requests=[documents_partitions.build_add_request(sorted(set(keys)))],
+    context.log.info(f"dispatching {len(items)} item(s) in {len(run_requests)} run(s)")
+    requests = [documents_partitions.build_add_request(new_keys)] if new_keys else []
+    return dg.SensorResult(run_requests=run_requests, dynamic_partitions_requests=requests)
+
+
+def _llm_slots(instance: dg.DagsterInstance) -> int:
+    """The `llm` pool's limit: how many runs a batch is spread over (5 when it cannot be read)."""
+    try:
+        slots = instance.event_log_storage.get_concurrency_info(LLM_POOL).slot_count
+    except Exception:  # storage without pools: spreading is only an optimisation
+        return DEFAULT_LLM_SLOTS
+    return slots if slots and slots > 0 else DEFAULT_LLM_SLOTS
+
+
+def _run_request(items: list[dict[str, Any]], documents: list[PendingDocument]) -> dg.RunRequest:
+    """One run for one document (tagged with it), or for a range of consecutive documents of one
+    batch (tagged with the batch; each document is reported as its own materialization)."""
+    first = items[0]
+    tags = item_run_tags(
+        batch_id=first["batch_id"],
+        batch_uid=first["batch_uid"],
+        item_id=first["id"],
+        document_key=documents[0].partition_key,
+        filename=first["filename"],
+        user=first["user"],
     )
-
-
-def dispatch_run_key(item: dict[str, Any]) -> str:
-    """One run key per item and dispatch round (round 0 keeps the key of earlier releases)."""
-    base = f"{item['batch_uid']}-item-{item['id']}"
-    return base if not item["dispatch_round"] else f"{base}-r{item['dispatch_round']}"
+    tags[ROUND_TAG] = str(first["dispatch_round"])
+    if len(documents) == 1:
+        return dg.RunRequest(run_key=run_key(documents), partition_key=documents[0].partition_key, tags=tags)
+    for per_document in (ITEM_TAG, DOCUMENT_TAG, FILENAME_TAG):
+        tags.pop(per_document)
+    tags[RANGE_START_TAG] = documents[0].partition_key
+    tags[RANGE_END_TAG] = documents[-1].partition_key
+    return dg.RunRequest(run_key=run_key(documents), tags=tags)
 
 
 def _run_records(instance: dg.DagsterInstance, batch: dict[str, Any]) -> list[dg.RunRecord]:
@@ -169,26 +202,52 @@ def _run_records(instance: dg.DagsterInstance, batch: dict[str, Any]) -> list[dg
     return list(records.values())
 
 
-def _runs_by_round(records: list[dg.RunRecord]) -> dict[tuple[str, int], list[RunInfo]]:
-    """Runs grouped by (document partition, dispatch round); runs without a round tag (a UI
-    backfill's own runs) belong to round 0."""
+class _PartitionOrder:
+    """The document partitions in order, read at most once per tick, and only when a run covers
+    a range of them (a run of several documents)."""
+
+    def __init__(self, instance: dg.DagsterInstance) -> None:
+        self._instance = instance
+        self._keys: list[str] | None = None
+        self._index: dict[str, int] = {}
+
+    def between(self, start: str, end: str) -> list[str]:
+        if self._keys is None:
+            self._keys = list(self._instance.get_dynamic_partitions(DOCUMENTS_PARTITIONS))
+            self._index = {key: index for index, key in enumerate(self._keys)}
+        first, last = self._index.get(start), self._index.get(end)
+        if first is None or last is None:
+            return list(dict.fromkeys([start, end]))  # a partition removed since: its ends at least
+        return self._keys[first : last + 1]
+
+
+def _run_partitions(run: dg.DagsterRun, order: _PartitionOrder) -> list[str]:
+    key = run.tags.get(PARTITION_TAG)
+    if key is not None:
+        return [key]
+    start, end = run.tags.get(RANGE_START_TAG), run.tags.get(RANGE_END_TAG)
+    if start is None or end is None:
+        return []
+    return order.between(start, end)
+
+
+def _runs_by_round(records: list[dg.RunRecord], order: _PartitionOrder) -> dict[tuple[str, int], list[RunInfo]]:
+    """Runs grouped by (document partition, dispatch round); a run of several documents counts
+    for each; runs without a round tag (a UI backfill's own runs) belong to round 0."""
     runs: dict[tuple[str, int], list[RunInfo]] = defaultdict(list)
     for record in records:
         run = record.dagster_run
-        key = run.tags.get(PARTITION_TAG)
-        if key is None:
-            continue
         round_text = run.tags.get(ROUND_TAG, "0")
         dispatch_round = int(round_text) if round_text.isdigit() else 0
-        runs[(key, dispatch_round)].append(
-            RunInfo(
-                run.run_id,
-                run.status.value,
-                record.create_timestamp.timestamp(),
-                record.end_time,
-                run.tags.get(USER_TAG),
-            )
+        info = RunInfo(
+            run.run_id,
+            run.status.value,
+            record.create_timestamp.timestamp(),
+            record.end_time,
+            run.tags.get(USER_TAG),
         )
+        for key in _run_partitions(run, order):
+            runs[(key, dispatch_round)].append(info)
     return runs
 
 
@@ -241,7 +300,7 @@ def _reconcile_batch(
     items = active_items(db, batch["id"])
     if not items:
         return counts
-    runs = _runs_by_round(_run_records(context.instance, batch))
+    runs = _runs_by_round(_run_records(context.instance, batch), _PartitionOrder(context.instance))
     launch_over = _backfill_over(context.instance, batch)
     now, now_naive = time.time(), utcnow()  # epoch seconds for Dagster's run times, naive UTC for the ledger
     for item in items:

@@ -1,0 +1,67 @@
+"""How the dispatcher groups a batch's pending documents into runs.
+
+A run may carry several documents (its start-up — a process, the imports, the code location — is
+then paid once for all of them), but Dagster gives a run a *range* of partitions: the documents of
+one run must be consecutive in the partition order, or the range would take in documents of other
+batches. Documents of one run also share their batch (the run is tagged with it) and their
+dispatch round (a retried document never rides along with the first launch of another).
+
+Small batches are spread rather than packed: 20 documents with 5 LLM slots become 5 runs of 4, not
+3 runs of 8 that would leave two slots idle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PendingDocument:
+    item_id: int
+    partition_key: str
+    batch_uid: str
+    dispatch_round: int
+
+
+def plan_runs(
+    pending: Sequence[PendingDocument], position: Mapping[str, int], *, per_run: int, slots: int
+) -> list[list[PendingDocument]]:
+    """The runs to request: lists of documents, each list consecutive in ``position`` (the
+    partition order), of one batch and round, at most ``per_run`` long and, for a group smaller
+    than ``per_run`` × ``slots``, cut into about ``slots`` runs. A document whose partition has no
+    position yet runs alone."""
+    groups: dict[tuple[str, int], list[PendingDocument]] = {}
+    for doc in pending:
+        groups.setdefault((doc.batch_uid, doc.dispatch_round), []).append(doc)
+    runs: list[list[PendingDocument]] = []
+    for group in groups.values():
+        placed = sorted((d for d in group if d.partition_key in position), key=lambda d: position[d.partition_key])
+        runs.extend([d] for d in group if d.partition_key not in position)
+        size = max(1, min(per_run, math.ceil(len(placed) / max(1, slots))))
+        current: list[PendingDocument] = []
+        for doc in placed:
+            follows = bool(current) and position[doc.partition_key] == position[current[-1].partition_key] + 1
+            if current and (not follows or len(current) >= size):
+                runs.append(current)
+                current = []
+            current.append(doc)
+        if current:
+            runs.append(current)
+    return runs
+
+
+def run_key(documents: Sequence[PendingDocument]) -> str:
+    """Deterministic per set of documents and round: a repeated tick never launches a duplicate
+    run, and a different set never collides with an earlier one. One document keeps the key of
+    earlier releases (``<batch uid>-item-<id>[-r<round>]``)."""
+    ordered = sorted(documents, key=lambda d: d.item_id)
+    first = ordered[0]
+    suffix = f"-r{first.dispatch_round}" if first.dispatch_round else ""
+    if len(ordered) == 1:
+        return f"{first.batch_uid}-item-{first.item_id}{suffix}"
+    ids = ",".join(str(d.item_id) for d in ordered)
+    digest = hashlib.sha256(ids.encode()).hexdigest()[:12]
+    return f"{first.batch_uid}-items-{first.item_id}-n{len(documents)}-{digest}{suffix}"

@@ -1,0 +1,51 @@
+"""How the dispatcher groups pending documents into runs (core/dispatch.py)."""
+
+from extraction_pipeline.core.dispatch import PendingDocument, plan_runs, run_key
+
+
+def _docs(ids: range, uid: str = "b1", dispatch_round: int = 0) -> list[PendingDocument]:
+    return [PendingDocument(i, f"doc-{i}", uid, dispatch_round) for i in ids]
+
+
+def _position(ids: range) -> dict[str, int]:
+    return {f"doc-{i}": i for i in ids}
+
+
+def test_a_large_batch_is_cut_into_runs_of_at_most_per_run_consecutive_documents() -> None:
+    runs = plan_runs(_docs(range(1, 101)), _position(range(1, 101)), per_run=8, slots=5)
+    assert [len(run) for run in runs] == [8] * 12 + [4]
+    assert [d.item_id for run in runs for d in run] == list(range(1, 101))
+
+
+def test_a_small_batch_is_spread_over_the_llm_slots() -> None:
+    assert [len(run) for run in plan_runs(_docs(range(1, 21)), _position(range(1, 21)), per_run=8, slots=5)] == [4] * 5
+    assert [len(run) for run in plan_runs(_docs(range(1, 4)), _position(range(1, 4)), per_run=8, slots=5)] == [1] * 3
+
+
+def test_a_run_never_spans_a_gap_another_batch_or_another_round() -> None:
+    position = _position(range(1, 40))
+    ours = [d for d in _docs(range(1, 13)) if d.item_id != 5]  # doc-5 belongs to someone else
+    retried = _docs(range(20, 24), dispatch_round=1)
+    other = _docs(range(30, 34), uid="b2")
+    runs = plan_runs([*ours, *retried, *other], position, per_run=8, slots=1)
+    assert [[d.item_id for d in run] for run in runs] == [
+        [1, 2, 3, 4],
+        [6, 7, 8, 9, 10, 11, 12],
+        [20, 21, 22, 23],
+        [30, 31, 32, 33],
+    ]
+
+
+def test_a_document_without_a_partition_yet_runs_alone() -> None:
+    runs = plan_runs(_docs(range(1, 5)), _position(range(1, 3)), per_run=8, slots=1)
+    assert sorted([d.item_id for d in run] for run in runs) == [[1, 2], [3], [4]]
+
+
+def test_run_keys_are_deterministic_and_differ_by_membership_and_round() -> None:
+    docs = _docs(range(1, 5))
+    assert run_key(docs) == run_key(list(reversed(docs)))
+    assert run_key(docs) != run_key(docs[:3])
+    assert run_key(docs) != run_key(_docs(range(1, 5), dispatch_round=2))
+    # One document keeps the key earlier releases used (no duplicate launch after an upgrade).
+    assert run_key(docs[:1]) == "b1-item-1"
+    assert run_key(_docs(range(7, 8), dispatch_round=3)) == "b1-item-7-r3"
