@@ -13,11 +13,21 @@ machine's busy time during the run, from /proc/stat), the peak RSS of a run work
 server's peak number of calls in flight.
 
     .venv/bin/python -m benchmarks.throughput [--documents 40] [--latency 0] [--no-baseline]
+        [--postgres] [--documents-per-run N] [--fairness M] [--pool 5]
+
+With ``--latency`` > 0 it also prints the makespan against the ideal ceil(N / pool) x latency.
+``--fairness M``: analyst B starts a batch of M documents a minute after analyst A's N, and B's
+batch is timed again alone on a fresh instance; the ratio is B's time shared / alone.
+
+``--postgres``: the ledger and Dagster's storage (for the pipeline and the baseline alike) in fresh
+databases on the PostgreSQL server at 127.0.0.1:5432 (dropped afterwards).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
 import subprocess
 import sys
@@ -25,6 +35,7 @@ import tempfile
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,43 +118,104 @@ def _answer(trials: dict[str, Any], latency: float) -> Any:
     return answer
 
 
-def measure_pipeline(documents: int, latency: float, root: Path) -> Measured:
+PG_SERVER = "postgresql+psycopg2://postgres@127.0.0.1:5432"
+
+
+@contextlib.contextmanager
+def fresh_postgres(name: str) -> Iterator[str]:
+    """A new empty database on the local server, dropped afterwards: its URL."""
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(f"{PG_SERVER}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield f"{PG_SERVER}/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def storage_env(postgres: str | None) -> dict[str, str]:
+    if postgres is None:
+        return {"EXTRACTION_DAGSTER_STORAGE": "sqlite"}
+    return {"EXTRACTION_DAGSTER_STORAGE": "postgres", "DAGSTER_PG_URL": postgres, "EXTRACTION_DATABASE_URL": postgres}
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    user: str
+    documents: int
+    start_after: float = 0.0  # seconds after the first batch
+
+
+def measure_pipeline(
+    documents: int, latency: float, root: Path, postgres: str | None, second: BatchSpec | None = None
+) -> tuple[Measured, dict[str, float]]:
+    """The pipeline's figures, and each batch's own duration (from its creation to its workbook)."""
     fake = FakeLLMServer().start()
     env = {
         "EXTRACTION_HOME": str(root / "home"),
         "EXTRACTION_MODEL": "openai/fake-model",
         "EXTRACTION_API_BASE": fake.api_base,
         "EXTRACTION_API_KEY": "sk-benchmark",
+        **storage_env(postgres),
     }
-    os.environ.update(env)
     os.environ.pop("EXTRACTION_DATABASE_URL", None)
+    os.environ.update(env)
     settings = Settings.from_env()
     init_home(settings)
     ledger = Ledger.connect(settings.ledger_url)
     trials: dict[str, Any] = {}
-    ids = []
-    for index in range(1, documents + 1):
-        trial = make_trial(10_000 + index)
-        trials[trial.nct_number] = trial
-        doc = register_pdf(ledger, settings.documents_dir, "bench", write_report(trial, root / "pdfs"))
-        parse_document(ledger, sha256=doc.sha256, stored_path=str(settings.documents_dir / f"{doc.sha256}.pdf"))
-        ids.append(doc.id)
+    specs = [BatchSpec("analyst-a", documents), *([second] if second else [])]
+    ids: list[list[int]] = []
+    counter = 0
+    for spec in specs:
+        ids.append([])
+        for _ in range(spec.documents):
+            counter += 1
+            trial = make_trial(10_000 + counter)
+            trials[trial.nct_number] = trial
+            doc = register_pdf(ledger, settings.documents_dir, "bench", write_report(trial, root / "pdfs"))
+            parse_document(ledger, sha256=doc.sha256, stored_path=str(settings.documents_dir / f"{doc.sha256}.pdf"))
+            ids[-1].append(doc.id)
     fake.answer = _answer(trials, latency)
     daemon = DaemonProcess(settings).start()
     sampler = WorkerSampler()
     sampler.start()
+    durations: dict[str, float] = {}
     try:
         time.sleep(5)  # let the daemon load the code location before the clock starts
         cpu, started = busy_cpu_seconds(), time.monotonic()
-        batch = create_batch(ledger, idempotency_key="bench", project="bench", user="bench", document_ids=ids).id
-        wait_for_batch(ledger, batch, timeout_seconds=3600, daemon=daemon, quiet=True)
+        waiters = []
+        for index, (spec, doc_ids) in enumerate(zip(specs, ids, strict=True)):
+            waiters.append(threading.Thread(target=_run_batch, args=(ledger, daemon, spec, doc_ids, index, durations)))
+            waiters[-1].start()
+        for waiter in waiters:
+            waiter.join()
         seconds, cpu_used = time.monotonic() - started, busy_cpu_seconds() - cpu
     finally:
         sampler.stopped.set()
         daemon.stop()
         fake.stop()
         ledger.dispose()
-    return Measured(documents, seconds, cpu_used, sampler.peak_kb / 1024, len(sampler.workers), fake.peak_in_flight)
+    total = sum(spec.documents for spec in specs)
+    measured = Measured(total, seconds, cpu_used, sampler.peak_kb / 1024, len(sampler.workers), fake.peak_in_flight)
+    return measured, durations
+
+
+def _run_batch(
+    ledger: Ledger, daemon: DaemonProcess, spec: BatchSpec, doc_ids: list[int], index: int, out: dict[str, float]
+) -> None:
+    time.sleep(spec.start_after)
+    started = time.monotonic()
+    batch = create_batch(
+        ledger, idempotency_key=f"bench-{index}", project="bench", user=spec.user, document_ids=doc_ids
+    ).id
+    wait_for_batch(ledger, batch, timeout_seconds=7200, daemon=daemon, quiet=True)
+    out[spec.user] = time.monotonic() - started
 
 
 BARE_PROJECT = """
@@ -172,15 +244,17 @@ defs = dg.Definitions(assets=[doc], jobs=[bare_job], sensors=[bare_sensor])
 """
 
 
-def measure_baseline(runs: int, root: Path, dagster_yaml: Path) -> Measured:
+def measure_baseline(runs: int, root: Path, dagster_yaml: Path, postgres: str | None) -> Measured:
     import dagster as dg
 
     home = root / "bare-home"
     home.mkdir(parents=True)
-    (home / "dagster.yaml").write_text(dagster_yaml.read_text())
+    template = dagster_yaml if postgres is None else dagster_yaml.with_name("dagster.postgres.yaml")
+    (home / "dagster.yaml").write_text(template.read_text())
     module = root / "bare_project.py"
     module.write_text(textwrap.dedent(BARE_PROJECT))
-    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    env = {**os.environ, **storage_env(postgres), "DAGSTER_HOME": str(home)}
+    os.environ.update(storage_env(postgres))
     log = (root / "bare-daemon.log").open("wb")
     daemon = subprocess.Popen(
         [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-f", str(module), "-d", str(root)],
@@ -217,17 +291,50 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=40)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds the fake model takes per call")
     parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--postgres", action="store_true", help="ledger and Dagster storage on PostgreSQL")
+    parser.add_argument("--documents-per-run", type=int, default=None, help="EXTRACTION_DOCUMENTS_PER_RUN")
+    parser.add_argument(
+        "--fairness",
+        type=int,
+        default=0,
+        metavar="M",
+        help="also: analyst B's batch of M documents a minute after A's, and B's batch alone on an idle system",
+    )
+    parser.add_argument("--pool", type=int, default=5, help="the `llm` pool's limit (init's default: 5)")
     args = parser.parse_args()
+    if args.documents_per_run is not None:
+        os.environ["EXTRACTION_DOCUMENTS_PER_RUN"] = str(args.documents_per_run)
     repo = Path(__file__).resolve().parents[1]
+    per_run = Settings.from_env().documents_per_run
     print(
         f"throughput: {args.documents} documents, fake LLM latency {args.latency:g} s, cached parses, "
-        f"SQLite storage, cores={os.cpu_count()}"
+        f"{'PostgreSQL' if args.postgres else 'SQLite'} storage, documents per run <= {per_run}, "
+        f"cores={os.cpu_count()}"
     )
-    with tempfile.TemporaryDirectory(prefix="throughput-") as tmp:
-        ours = measure_pipeline(args.documents, args.latency, Path(tmp) / "pipeline")
-        print(f"  pipeline  {ours.line('docs')}  fake peak concurrency {ours.peak_in_flight}")
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="throughput-"))
+        ours_db = stack.enter_context(fresh_postgres("bench_pipeline")) if args.postgres else None
+        second = BatchSpec("analyst-b", args.fairness, start_after=60.0) if args.fairness else None
+        ours, durations = measure_pipeline(args.documents, args.latency, Path(tmp) / "pipeline", ours_db, second)
+        print(f"  pipeline  {ours.line('docs')}  fake peak concurrency {ours.peak_in_flight} (pool {args.pool})")
+        if args.latency > 0 and not second:
+            ideal = math.ceil(args.documents / args.pool) * args.latency
+            print(
+                f"  LLM-bound makespan {ours.seconds:.1f} s, ideal {ideal:.0f} s "
+                f"(N / pool x latency): measured/ideal {ours.seconds / ideal:.2f}"
+            )
+        if second:
+            alone_db = stack.enter_context(fresh_postgres("bench_alone")) if args.postgres else None
+            _, alone = measure_pipeline(args.fairness, args.latency, Path(tmp) / "alone", alone_db)
+            ratio = durations["analyst-b"] / alone["analyst-a"]
+            print(
+                f"  fairness: B's {args.fairness} documents took {durations['analyst-b']:.1f} s while A's "
+                f"{args.documents} ran, {alone['analyst-a']:.1f} s alone: ratio {ratio:.2f}; "
+                f"A's batch {durations['analyst-a']:.1f} s"
+            )
         if not args.no_baseline:
-            bare = measure_baseline(args.documents, Path(tmp) / "bare", repo / "dagster.yaml")
+            bare_db = stack.enter_context(fresh_postgres("bench_bare")) if args.postgres else None
+            bare = measure_baseline(args.documents, Path(tmp) / "bare", repo / "dagster.yaml", bare_db)
             print(f"  baseline  {bare.line('runs')}")
             ratio = (ours.items / ours.seconds) / (bare.items / bare.seconds)
             print(f"  ratio pipeline/baseline (docs per minute): {ratio:.2f}")

@@ -8,7 +8,7 @@ import dagster as dg
 
 from extraction_pipeline.core.settings import load_settings
 from extraction_pipeline.defs.assets import batch_workbook, extracted_document, parsed_document
-from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job
+from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job, extract_parsed_documents_job
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 from extraction_pipeline.defs.sensors import (
     batch_aggregator,
@@ -28,7 +28,7 @@ _settings = load_settings()
 
 defs = dg.Definitions(
     assets=[parsed_document, extracted_document, batch_workbook],
-    jobs=[extract_documents_job, export_batch_job],
+    jobs=[extract_documents_job, extract_parsed_documents_job, export_batch_job],
     sensors=[document_partitions_sensor, stray_partitions_sensor, batch_dispatcher, batch_aggregator],
     resources={
         "ledger": LedgerResource(database_url=_env_or("EXTRACTION_DATABASE_URL", _settings.ledger_url)),
@@ -38,6 +38,7 @@ defs = dg.Definitions(
             api_key=_env_or("EXTRACTION_API_KEY", ""),
             timeout_seconds=_settings.llm_timeout_seconds,
             context_tokens=_settings.context_tokens,
+            slots_per_user=_settings.llm_slots_per_user,
         ),
         "settings": PipelineSettingsResource(
             home=str(_settings.home_dir),

@@ -94,6 +94,19 @@ def parse_document(
         return _parse_and_cache(ledger, pdf, sha256, options)
 
 
+def parsed_contents(ledger: Ledger, sha256s: list[str], parser_version: str) -> set[str]:
+    """Which of these contents have a successful parse cached for this parser version (one query)."""
+    if not sha256s:
+        return set()
+    statement = select(parsed_documents.c.sha256).where(
+        parsed_documents.c.sha256.in_(sorted(set(sha256s))),
+        parsed_documents.c.parser_version == parser_version,
+        parsed_documents.c.error.is_(None),
+    )
+    with ledger.engine.connect() as conn:
+        return {row[0] for row in conn.execute(statement)}
+
+
 @contextmanager
 def _verified_copy(stored: Path, sha256: str) -> Iterator[Path]:
     """A private copy of the stored PDF, hashed while it is copied, for the parser to read.

@@ -81,6 +81,8 @@ class Settings:
     # Documents one run extracts (each still its own partition, item, failure and retry): a run's
     # start-up (process, imports) is paid once per run, not once per document.
     documents_per_run: int = 8
+    # The most `llm` pool slots one analyst's calls may hold at once (0: the whole pool).
+    llm_slots_per_user: int = 0
     ui_token: str | None = field(default=None, repr=False)  # required to serve `ui` beyond loopback
     public_url: str = "http://127.0.0.1:3000"  # how users reach `ui` (download links in Dagster)
 
@@ -108,6 +110,7 @@ class Settings:
             max_dispatch_rounds=int(_number(env, "MAX_DISPATCH_ROUNDS", 5, minimum=1, strict=False)),
             drain_seconds=_number(env, "DRAIN_SECONDS", 60.0, minimum=0, strict=False),
             documents_per_run=int(_number(env, "DOCUMENTS_PER_RUN", 8, minimum=1, strict=False)),
+            llm_slots_per_user=int(_number(env, "LLM_SLOTS_PER_USER", 0, minimum=0, strict=False)),
             ui_token=_text(env, "UI_TOKEN"),
             public_url=_text(env, "PUBLIC_URL") or "http://127.0.0.1:3000",
         )

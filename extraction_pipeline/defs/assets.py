@@ -3,6 +3,7 @@
 import os
 import socket
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import dagster as dg
@@ -14,8 +15,10 @@ from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import get_batch, record_workbook
 from extraction_pipeline.core.ledger.queries import progress
+from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.parsing import ParsedDocument, parse_document
-from extraction_pipeline.defs.binding import bind_document, crashed_parent_run
+from extraction_pipeline.defs.binding import Binding, bind_document, crashed_parent_run
+from extraction_pipeline.defs.llm_slots import LLMSlotGate
 from extraction_pipeline.defs.partitions import (
     batch_id_from_partition,
     batches_partitions,
@@ -130,7 +133,9 @@ def _several_failed(failures: list[dg.Failure], documents: int) -> dg.Failure:
     partitions_def=documents_partitions,
     backfill_policy=documents_backfill_policy,
     deps=[parsed_document],
-    pool="llm",
+    # No step-level pool: each model call holds one slot of the `llm` pool for exactly its own
+    # duration (defs/llm_slots.py), so a run of several documents never sits on a slot between
+    # calls, and the pool's limit is the number of calls in flight.
     group_name="extraction",
     kinds={"llm"},
     # Each document is reported as its own materialization when it is done (several per run).
@@ -182,19 +187,32 @@ def _extract_one(
                 return None
             return {"status": "already completed", "run": item["run_id"], "batch": binding.batch_id}
         parsed = _parse_or_fail(context, ledger, settings, binding.document, item["id"])
-        outcome = _extract(context, db, llm, settings, item["id"], parsed, binding.dispatch_round)
+        outcome = _extract(context, db, _gated(context, llm, key, binding.user), settings, item, parsed, binding)
     return _result(context, binding.batch_id, binding.document, outcome)
+
+
+def _gated(context: dg.AssetExecutionContext, llm: LLMResource, key: str, user: str) -> LLMConfig:
+    """The model configuration whose every call holds one slot of the `llm` pool (defs/llm_slots.py)."""
+    gate = LLMSlotGate(
+        context.instance,
+        run_id=context.run.run_id,
+        step_key=f"{context.asset_key.to_user_string()}[{key}]",
+        user=user,
+        per_user_limit=llm.slots_per_user,
+    )
+    return replace(llm.config(), call_gate=gate)
 
 
 def _extract(
     context: dg.AssetExecutionContext,
     db: Ledger,
-    llm: LLMResource,
+    llm: LLMConfig,
     settings: PipelineSettingsResource,
-    item_id: int,
+    item: dict[str, Any],
     parsed: ParsedDocument,
-    dispatch_round: int,
+    binding: Binding,
 ) -> ExtractionOutcome:
+    item_id, dispatch_round = item["id"], binding.dispatch_round
     run_id = context.run.run_id
     try:
         return extract_item(
@@ -203,7 +221,7 @@ def _extract(
             run_id=run_id,
             worker=_worker_id(),
             parsed=parsed,
-            llm=llm.config(),
+            llm=llm,
             crashed_run_id=crashed_parent_run(context),
             breaker=settings.breaker_policy(),
             dispatch_round=dispatch_round,

@@ -55,6 +55,7 @@ class Binding:
     item: dict[str, Any]
     document: dict[str, Any]
     dispatch_round: int  # the item's round this run was launched for (0: the first launch)
+    user: str  # the analyst whose batch it is
 
 
 def backfill_partition_keys(instance: dg.DagsterInstance, backfill_id: str, asset_graph: Any) -> list[str]:
@@ -217,7 +218,9 @@ def bind_document(context: dg.AssetExecutionContext, ledger: Ledger, key: str) -
     missing = {k: v for k, v in run_tags.items() if context.run.tags.get(k) != v}
     if missing:
         context.instance.add_run_tags(context.run.run_id, missing)
-    return Binding(batch_id=batch["id"], item=item, document=document, dispatch_round=dispatch_round)
+    return Binding(
+        batch_id=batch["id"], item=item, document=document, dispatch_round=dispatch_round, user=batch["user"]
+    )
 
 
 def _reexecuted_by_a_person(context: dg.AssetExecutionContext) -> bool:

@@ -10,6 +10,17 @@ extract_documents_job = dg.define_asset_job(
     description="Parse and extract one document of a batch (launched by the batch_dispatcher sensor).",
 )
 
+extract_parsed_documents_job = dg.define_asset_job(
+    "extract_parsed_documents",
+    selection=dg.AssetSelection.assets(extracted_document),
+    description=(
+        "Extract documents whose parse is already cached (launched by the batch_dispatcher sensor): "
+        "no parse step, so a run never waits for a `pdf_parse` slot it does not need."
+    ),
+)
+
+EXTRACTION_JOBS = (extract_documents_job.name, extract_parsed_documents_job.name)
+
 export_batch_job = dg.define_asset_job(
     "export_batch",
     selection=dg.AssetSelection.assets(batch_workbook),

@@ -40,6 +40,7 @@ class LLMResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     api_key: str = ""
     timeout_seconds: float = 120.0
     context_tokens: int = 0  # the prompt limit; 0: litellm's figure for the model
+    slots_per_user: int = 0  # most `llm` pool slots one analyst's calls hold at once; 0: the whole pool
 
     def config(self) -> LLMConfig:
         return LLMConfig(

@@ -25,6 +25,7 @@ from extraction_pipeline.core.ledger.documents import document_partition_keys, d
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
 from extraction_pipeline.core.ledger.queries import active_items, undispatched_items, unexported_batches
 from extraction_pipeline.core.ledger.schema import BatchOrigin
+from extraction_pipeline.core.parsing import parsed_contents
 from extraction_pipeline.core.reconcile import TERMINAL_RUN_STATUSES, Action, ItemView, Limits, RunInfo, judge_item
 from extraction_pipeline.defs.binding import (
     BACKFILL_TAG,
@@ -35,7 +36,7 @@ from extraction_pipeline.defs.binding import (
     USER_TAG,
     item_run_tags,
 )
-from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job
+from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job, extract_parsed_documents_job
 from extraction_pipeline.defs.partitions import (
     DOCUMENTS_PARTITIONS,
     DOCUMENTS_PER_RUN,
@@ -119,9 +120,14 @@ def stray_partitions_sensor(context: dg.SensorEvaluationContext, ledger: LedgerR
 @described_sensor(
     minimum_interval_seconds=5,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    job=extract_documents_job,
+    jobs=[extract_documents_job, extract_parsed_documents_job],
 )
-def batch_dispatcher(context: dg.SensorEvaluationContext, ledger: LedgerResource, llm: LLMResource) -> dg.SensorResult:
+def batch_dispatcher(
+    context: dg.SensorEvaluationContext,
+    ledger: LedgerResource,
+    llm: LLMResource,
+    settings: PipelineSettingsResource,
+) -> dg.SensorResult:
     """Starts the extraction of batches created from the command line, and of any document that
     must run again (its runs died, or someone asked for a retry): one run per document, tagged
     with user, batch, document and filename. Run keys are deterministic per item and dispatch
@@ -148,7 +154,8 @@ def batch_dispatcher(context: dg.SensorEvaluationContext, ledger: LedgerResource
         PendingDocument(item["id"], keys[item["id"]], item["batch_uid"], item["dispatch_round"]) for item in items
     ]
     runs = plan_runs(pending, position, per_run=DOCUMENTS_PER_RUN, slots=_llm_slots(context.instance))
-    run_requests = [_run_request([by_id[doc.item_id] for doc in run], run) for run in runs]
+    parsed = parsed_contents(db, [item["sha256"] for item in items], settings.parse_options().limits.parser_version)
+    run_requests = [_run_request([by_id[doc.item_id] for doc in run], run, parsed) for run in runs]
     item_states.mark_dispatched(db, [item["id"] for item in items])
     context.log.info(f"dispatching {len(items)} item(s) in {len(run_requests)} run(s)")
     requests = [documents_partitions.build_add_request(new_keys)] if new_keys else []
@@ -164,9 +171,12 @@ def _llm_slots(instance: dg.DagsterInstance) -> int:
     return slots if slots and slots > 0 else DEFAULT_LLM_SLOTS
 
 
-def _run_request(items: list[dict[str, Any]], documents: list[PendingDocument]) -> dg.RunRequest:
+def _run_request(items: list[dict[str, Any]], documents: list[PendingDocument], parsed: set[str]) -> dg.RunRequest:
     """One run for one document (tagged with it), or for a range of consecutive documents of one
-    batch (tagged with the batch; each document is reported as its own materialization)."""
+    batch (tagged with the batch; each document is reported as its own materialization). When
+    every document's parse is cached the run has no parse step: it never waits for a `pdf_parse`
+    slot (the run queue holds back a run whose first step's pool is full)."""
+    job = extract_parsed_documents_job if all(item["sha256"] in parsed for item in items) else extract_documents_job
     first = items[0]
     tags = item_run_tags(
         batch_id=first["batch_id"],
@@ -178,19 +188,21 @@ def _run_request(items: list[dict[str, Any]], documents: list[PendingDocument]) 
     )
     tags[ROUND_TAG] = str(first["dispatch_round"])
     if len(documents) == 1:
-        return dg.RunRequest(run_key=run_key(documents), partition_key=documents[0].partition_key, tags=tags)
+        return dg.RunRequest(
+            run_key=run_key(documents), partition_key=documents[0].partition_key, tags=tags, job_name=job.name
+        )
     for per_document in (ITEM_TAG, DOCUMENT_TAG, FILENAME_TAG):
         tags.pop(per_document)
     tags[RANGE_START_TAG] = documents[0].partition_key
     tags[RANGE_END_TAG] = documents[-1].partition_key
-    return dg.RunRequest(run_key=run_key(documents), tags=tags)
+    return dg.RunRequest(run_key=run_key(documents), tags=tags, job_name=job.name)
 
 
 def _run_records(instance: dg.DagsterInstance, batch: dict[str, Any]) -> list[dg.RunRecord]:
     """Every extraction run that worked (or was launched to work) on this batch: the dispatcher's
     runs (and Dagster's retries of them) carry the batch uid; a UI backfill's runs carry the
     backfill id (the uid only once a step has bound them)."""
-    filters = [dg.RunsFilter(tags={BATCH_UID_RUN_TAG: batch["uid"]}, job_name=extract_documents_job.name)]
+    filters = [dg.RunsFilter(tags={BATCH_UID_RUN_TAG: batch["uid"]})]
     if batch["origin"] == BatchOrigin.BACKFILL:
         filters.append(dg.RunsFilter(tags={BACKFILL_TAG: batch["origin_ref"]}))
     elif batch["origin"] == BatchOrigin.RUN:
@@ -198,7 +210,8 @@ def _run_records(instance: dg.DagsterInstance, batch: dict[str, Any]) -> list[dg
     records: dict[str, dg.RunRecord] = {}
     for runs_filter in filters:
         for record in instance.get_run_records(runs_filter):
-            records[record.dagster_run.run_id] = record
+            if record.dagster_run.job_name != export_batch_job.name:
+                records[record.dagster_run.run_id] = record
     return list(records.values())
 
 

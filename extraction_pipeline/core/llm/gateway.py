@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +33,9 @@ class LLMConfig:
     api_key: str | None = field(default=None, repr=False)  # never printed
     timeout_seconds: float = 120.0
     context_tokens: int | None = None  # the prompt limit; None: litellm's figure for the model
+    # Entered around each paid call: holds one of the provider's concurrency slots for exactly the
+    # call (the orchestrator supplies it; None: no limit here).
+    call_gate: Callable[[], AbstractContextManager[None]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def effective_model(self) -> str:
@@ -131,6 +136,17 @@ def _check_context_window(litellm: Any, config: LLMConfig, messages: list[dict[s
         )
 
 
+def _completion(litellm: Any, config: LLMConfig, kwargs: dict[str, Any]) -> Any:
+    """One paid call, inside the call gate when there is one (the gate's own failures, such as a
+    lost database, are not the provider's and are not classified as such)."""
+    gate = config.call_gate() if config.call_gate is not None and not config.is_offline else nullcontext()
+    with gate:
+        try:
+            return litellm.completion(**kwargs)
+        except Exception as exc:
+            raise classify(exc) from exc
+
+
 def _add(a: Usage, b: Usage) -> Usage:
     return Usage(a.model, a.tokens_in + b.tokens_in, a.tokens_out + b.tokens_out, a.cost_usd + b.cost_usd)
 
@@ -153,10 +169,7 @@ def complete_json(config: LLMConfig, messages: list[dict[str, str]]) -> tuple[st
         kwargs["api_base"] = config.api_base
     if config.api_key:
         kwargs["api_key"] = config.api_key
-    try:
-        response = litellm.completion(**kwargs)
-    except Exception as exc:
-        raise classify(exc) from exc
+    response = _completion(litellm, config, kwargs)
     return response.choices[0].message.content or "", _usage_of(litellm, response, config)
 
 
@@ -182,10 +195,7 @@ def complete_extraction(config: LLMConfig, messages: list[dict[str, str]], templ
             kwargs["api_base"] = config.api_base
         if config.api_key:
             kwargs["api_key"] = config.api_key
-        try:
-            return litellm.completion(**kwargs)
-        except Exception as exc:
-            raise classify(exc) from exc
+        return _completion(litellm, config, kwargs)
 
     _check_context_window(litellm, config, messages)
     response = call(messages)

@@ -1,0 +1,105 @@
+"""The `llm` pool, held per model call rather than per step.
+
+The pool's limit is a promise to the provider's rate limit: never more calls in flight than it
+says, however many runs and documents are working. A step that extracts several documents would
+hold a step-level pool slot through all of them (and through its parsing, grounding and ledger
+work between calls); here a slot of Dagster's own `llm` pool is claimed just before each call and
+freed as soon as the answer is in. The Dagster UI's concurrency page shows who holds which slot.
+
+Fair share between analysts: a claim's priority falls with the number of slots its analyst
+already holds, so a newcomer's call is served before the next call of an analyst who holds
+several; with ``EXTRACTION_LLM_SLOTS_PER_USER`` set, nobody holds more than that many slots. A
+lone analyst may use the whole pool.
+
+Slots of a run whose worker dies are freed by Dagster's run monitoring when the run is failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import dagster as dg
+
+LLM_POOL = "llm"
+# A held slot's key: "<step>|call|<analyst's hash>|<unique>": who holds it is read from the key.
+CALL_MARK = "|call|"
+FIRST_POLL_SECONDS = 0.2
+MAX_POLL_SECONDS = 2.0
+
+
+def analyst_mark(user: str) -> str:
+    return hashlib.sha256(user.encode()).hexdigest()[:10]
+
+
+@dataclass
+class LLMSlotGate:
+    """A context manager factory: ``with gate(): <one model call>``."""
+
+    instance: dg.DagsterInstance
+    run_id: str
+    step_key: str
+    user: str
+    per_user_limit: int = 0  # 0: an analyst may hold the whole pool
+
+    def _slots(self) -> tuple[int, set[str]]:
+        """(slots this analyst's calls hold, keys of every held slot)."""
+        info = self.instance.event_log_storage.get_concurrency_info(LLM_POOL)
+        keys = {slot.step_key for slot in info.claimed_slots}
+        mark = f"{CALL_MARK}{analyst_mark(self.user)}|"
+        return sum(1 for key in keys if mark in key), keys
+
+    def _pool_is_limited(self) -> bool:
+        """As Dagster decides for a step: a pool without a limit (and no default limit) is open."""
+        storage = self.instance.event_log_storage
+        if not storage.supports_global_concurrency_limits:
+            return False
+        if any(pool.name == LLM_POOL for pool in storage.get_pool_limits()):
+            return True
+        if storage.get_pool_config().default_pool_limit is None:
+            return False
+        storage.initialize_concurrency_limit_to_default(LLM_POOL)
+        return True
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        if not self._pool_is_limited():
+            yield
+            return
+        storage = self.instance.event_log_storage
+        claim = f"{self.step_key}{CALL_MARK}{analyst_mark(self.user)}|{uuid.uuid4().hex[:12]}"
+        try:
+            self._wait_for_slot(claim)
+        except BaseException:
+            storage.free_concurrency_slot_for_step(self.run_id, claim)  # interrupted: leave no claim queued
+            raise
+        try:
+            yield
+        finally:
+            storage.free_concurrency_slot_for_step(self.run_id, claim)
+
+    def _wait_for_slot(self, claim: str) -> None:
+        storage = self.instance.event_log_storage
+        poll = FIRST_POLL_SECONDS
+        pending = False
+        while True:
+            held, _ = self._slots()
+            if pending or not self.per_user_limit or held < self.per_user_limit:
+                # The priority is fixed when the claim joins the queue: fewer slots held, served sooner.
+                status = storage.claim_concurrency_slot(LLM_POOL, self.run_id, claim, priority=-10 * held)
+                pending = True
+                if status.is_claimed:
+                    held, keys = self._slots()
+                    over = bool(self.per_user_limit) and held > self.per_user_limit
+                    if claim in keys and not over:
+                        return
+                    # Two claims took the same slot (SQLite storage claims read-then-write) or
+                    # two of this analyst's runs claimed past the limit at once: give it back.
+                    storage.free_concurrency_slot_for_step(self.run_id, claim)
+                    pending = False
+            time.sleep(poll)
+            poll = min(MAX_POLL_SECONDS, poll * 1.5)

@@ -1,0 +1,179 @@
+"""The `llm` pool held per model call (defs/llm_slots.py), on a real Dagster instance with
+PostgreSQL storage (where Dagster's slot claims are atomic), and the calls made over HTTP to the
+loopback fake through litellm.
+
+Counts and order are asserted, never durations."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+
+import dagster as dg
+import pytest
+
+from extraction_pipeline.core.llm.gateway import LLMConfig, complete_json
+from extraction_pipeline.defs.llm_slots import LLM_POOL, LLMSlotGate
+from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply
+
+
+@pytest.fixture
+def instance(pg_dagster_database: str) -> Iterator[dg.DagsterInstance]:
+    storage = {"storage": {"postgres": {"postgres_url": pg_dagster_database}}}
+    with dg.instance_for_test(overrides=storage) as instance:
+        yield instance
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLLMServer]:
+    server = FakeLLMServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _config(fake: FakeLLMServer, gate: LLMSlotGate) -> LLMConfig:
+    base = LLMConfig(model="openai/fake-model", api_base=fake.api_base, api_key="sk-test", timeout_seconds=30)
+    return replace(base, call_gate=gate)
+
+
+def _call_in_threads(configs: list[LLMConfig]) -> list[BaseException]:
+    errors: list[BaseException] = []
+
+    def call(config: LLMConfig) -> None:
+        try:
+            complete_json(config, [{"role": "user", "content": "answer in JSON"}])
+        except BaseException as exc:  # reported to the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call, args=(config,)) for config in configs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return errors
+
+
+def test_calls_in_flight_never_exceed_the_pool_across_runs_and_documents(
+    instance: dg.DagsterInstance, fake: FakeLLMServer
+) -> None:
+    instance.event_log_storage.set_concurrency_slots(LLM_POOL, 3)
+    fake.answer = lambda messages: Reply('{"ok": true}', delay=0.4)
+    gates = [
+        LLMSlotGate(instance, run_id=f"run-{run}", step_key=f"extracted_document[doc-{doc}]", user="ann")
+        for run in range(4)
+        for doc in range(3)
+    ]
+    assert _call_in_threads([_config(fake, gate) for gate in gates]) == []
+    assert len(fake.requests) == 12
+    assert fake.peak_in_flight == 3  # the pool filled, never more
+    assert instance.event_log_storage.get_concurrency_info(LLM_POOL).claimed_slots == []  # all given back
+
+
+def test_a_newcomer_is_served_before_the_next_call_of_an_analyst_holding_slots(
+    instance: dg.DagsterInstance, fake: FakeLLMServer
+) -> None:
+    """Pool of 1: Ann holds it, Ann's second call queues, then Bob's: Bob is served first."""
+    instance.event_log_storage.set_concurrency_slots(LLM_POOL, 1)
+    order: list[str] = []
+    fake.answer = lambda messages: Reply('{"ok": true}')
+    release = threading.Event()
+
+    def ann_holds() -> None:
+        with LLMSlotGate(instance, run_id="ann-1", step_key="extracted_document[doc-1]", user="ann")():
+            order.append("ann first")
+            release.wait(30)
+
+    def call(user: str, run_id: str) -> None:
+        with LLMSlotGate(instance, run_id=run_id, step_key="extracted_document[doc-2]", user=user)():
+            order.append(user)
+
+    holder = threading.Thread(target=ann_holds)
+    holder.start()
+    _wait_for(lambda: order == ["ann first"])
+    ann_next = threading.Thread(target=call, args=("ann", "ann-2"))
+    ann_next.start()
+    _wait_for(lambda: len(_pending(instance)) == 1)
+    bob = threading.Thread(target=call, args=("bob", "bob-1"))
+    bob.start()
+    _wait_for(lambda: len(_pending(instance)) == 2)
+    release.set()
+    for thread in (holder, ann_next, bob):
+        thread.join(timeout=60)
+    assert order == ["ann first", "bob", "ann"]
+
+
+def test_a_per_user_limit_caps_one_analyst_and_leaves_the_rest_of_the_pool_to_others(
+    instance: dg.DagsterInstance, fake: FakeLLMServer
+) -> None:
+    instance.event_log_storage.set_concurrency_slots(LLM_POOL, 4)
+    in_flight: dict[str, int] = {"ann": 0, "bob": 0}
+    peak: dict[str, int] = {"ann": 0, "bob": 0}
+    lock = threading.Lock()
+
+    def answer(messages: list[dict[str, str]]) -> Reply:
+        return Reply('{"ok": true}', delay=0.3)
+
+    fake.answer = answer
+    configs = []
+    for user in ("ann", "bob"):
+        for doc in range(4):
+            gate = LLMSlotGate(
+                instance, run_id=f"{user}-run", step_key=f"extracted_document[doc-{doc}]", user=user, per_user_limit=2
+            )
+            configs.append(_counted(_config(fake, gate), user, in_flight, peak, lock))
+    assert _call_in_threads(configs) == []
+    assert len(fake.requests) == 8
+    assert peak == {"ann": 2, "bob": 2}  # each capped at 2 of 4, and each reached it
+    assert fake.peak_in_flight <= 4
+
+
+def _counted(
+    config: LLMConfig, user: str, in_flight: dict[str, int], peak: dict[str, int], lock: threading.Lock
+) -> LLMConfig:
+    """The same gate, counting this analyst's calls while their slot is held."""
+    inner = config.call_gate
+    assert inner is not None
+
+    class Counting:
+        def __call__(self) -> Counting:
+            self._held = inner()
+            return self
+
+        def __enter__(self) -> None:
+            self._held.__enter__()
+            with lock:
+                in_flight[user] += 1
+                peak[user] = max(peak[user], in_flight[user])
+
+        def __exit__(self, *exc: object) -> None:
+            with lock:
+                in_flight[user] -= 1
+            self._held.__exit__(*exc)
+
+    return replace(config, call_gate=Counting())
+
+
+def _pending(instance: dg.DagsterInstance) -> list[str]:
+    info = instance.event_log_storage.get_concurrency_info(LLM_POOL)
+    return [step.step_key for step in info.pending_steps if step.assigned_timestamp is None]
+
+
+def _wait_for(predicate: object, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def test_a_pool_without_a_limit_lets_every_call_through(instance: dg.DagsterInstance, fake: FakeLLMServer) -> None:
+    """As for Dagster's own steps: no limit set for `llm` (and no default) means no limit."""
+    fake.answer = lambda messages: Reply('{"ok": true}', delay=0.3)
+    gates = [LLMSlotGate(instance, run_id="r", step_key=f"extracted_document[doc-{n}]", user="ann") for n in range(4)]
+    assert _call_in_threads([_config(fake, gate) for gate in gates]) == []
+    assert len(fake.requests) == 4 and fake.peak_in_flight == 4
