@@ -108,3 +108,19 @@ def test_a_key_used_by_another_project_is_refused_not_handed_over(ledger: Ledger
     assert create_batch(ledger, idempotency_key="k", project="p", user="v", document_ids=docs) == BatchRef(
         first.id, created=False
     )
+
+
+def test_an_existing_ledger_gains_the_indexes_added_since(ledger_url: str) -> None:
+    """`init` (any connect) on a ledger from an earlier release creates the indexes the
+    dispatcher and the aggregator rely on, and a second start changes nothing."""
+    from sqlalchemy import inspect, text
+
+    ledger = Ledger.connect(ledger_url)
+    with ledger.engine.begin() as conn:
+        conn.execute(text("DROP INDEX ix_items_status_dispatched"))
+    assert "ix_items_status_dispatched" not in {i["name"] for i in inspect(ledger.engine).get_indexes("batch_items")}
+    ledger.dispose()
+    upgraded = Ledger.connect(ledger_url)
+    assert "ix_items_status_dispatched" in {i["name"] for i in inspect(upgraded.engine).get_indexes("batch_items")}
+    Ledger.connect(ledger_url).dispose()
+    upgraded.dispose()

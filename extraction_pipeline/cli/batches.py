@@ -27,7 +27,7 @@ WORKBOOK_WAIT_SECONDS = 120
 
 def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
     from extraction_pipeline.core.ledger.batches import create_batch, get_batch
-    from extraction_pipeline.core.ledger.documents import documents_after, get_document
+    from extraction_pipeline.core.ledger.documents import project_documents, projects_of
     from extraction_pipeline.core.ledger.templates import label_of, template_of_batch
     from extraction_pipeline.instance import require_initialized
 
@@ -39,15 +39,16 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
     ledger = open_ledger(settings)
     if args.documents:
         doc_ids = args.documents
+        projects = projects_of(ledger, doc_ids)
         foreign = [
-            f"{doc_id} ({doc['project']})"
+            f"{doc_id} ({projects[doc_id]})"
             for doc_id in dict.fromkeys(doc_ids)
-            if (doc := get_document(ledger, doc_id)) is not None and doc["project"] != args.project
+            if doc_id in projects and projects[doc_id] != args.project
         ]
         if foreign:
             raise CliError(f"document(s) of another project: {', '.join(foreign[:10])}", EXIT_USAGE)
     else:
-        doc_ids = [d["id"] for d in documents_after(ledger, 0, limit=1_000_000) if d["project"] == args.project]
+        doc_ids = project_documents(ledger, args.project)
         if not doc_ids:
             raise CliError(f"project {args.project!r} has no documents: add some with `documents add`")
     ref = create_batch(

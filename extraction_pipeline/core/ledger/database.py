@@ -84,6 +84,22 @@ class Ledger:
             # (PostgreSQL reports it as a duplicate type); the second pass sees it exists.
             metadata.create_all(self.engine, checkfirst=True)
         self._add_missing_columns()
+        self._add_missing_indexes()
+
+    def _add_missing_indexes(self) -> None:
+        """Indexes added after their table first shipped: created on an existing ledger too
+        (``create_all`` only indexes the tables it creates)."""
+        for table in metadata.sorted_tables:
+            present = {index["name"] for index in inspect(self.engine).get_indexes(table.name)}
+            for index in table.indexes:
+                if index.name in present:
+                    continue
+                try:
+                    index.create(self.engine, checkfirst=True)
+                except (OperationalError, ProgrammingError):
+                    # Another process created it first; anything else shows up on the re-check.
+                    if index.name not in {i["name"] for i in inspect(self.engine).get_indexes(table.name)}:
+                        raise
 
     def _add_missing_columns(self) -> None:
         """Columns added after a table first shipped: an existing ledger gets them in place

@@ -85,6 +85,25 @@ def documents_after(ledger: Ledger, last_id: int, limit: int = 5000) -> list[dic
         return [dict(row) for row in conn.execute(statement).mappings()]
 
 
+def project_documents(ledger: Ledger, project: str) -> list[int]:
+    """The ids of a project's documents, oldest first (one indexed query)."""
+    statement = select(documents.c.id).where(documents.c.project == project).order_by(documents.c.id)
+    with ledger.engine.connect() as conn:
+        return list(conn.execute(statement).scalars())
+
+
+def projects_of(ledger: Ledger, document_ids: list[int]) -> dict[int, str]:
+    """Each known document's project (one query per 10,000 ids)."""
+    found: dict[int, str] = {}
+    unique = list(dict.fromkeys(document_ids))
+    with ledger.engine.connect() as conn:
+        for start in range(0, len(unique), 10_000):
+            chunk = unique[start : start + 10_000]
+            statement = select(documents.c.id, documents.c.project).where(documents.c.id.in_(chunk))
+            found.update({doc_id: project for doc_id, project in conn.execute(statement).all()})
+    return found
+
+
 def project_exists(ledger: Ledger, project: str) -> bool:
     """A project exists once it has a document (templates are checked by their own module)."""
     with ledger.engine.connect() as conn:

@@ -144,6 +144,8 @@ batch_items = Table(
 )
 Index("ix_items_batch_status", batch_items.c.batch_id, batch_items.c.status)
 Index("ix_items_status_updated", batch_items.c.status, batch_items.c.updated_at)
+# The dispatcher's question each tick: pending items not yet dispatched (and lost dispatches).
+Index("ix_items_status_dispatched", batch_items.c.status, batch_items.c.dispatched_at)
 
 item_history = Table(
     "item_history",
