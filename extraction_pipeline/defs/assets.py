@@ -1,5 +1,6 @@
 """Assets: a document's parsed text, its grounded extraction, and a batch's workbook."""
 
+import contextlib
 import os
 import socket
 from collections.abc import Iterator
@@ -7,10 +8,11 @@ from dataclasses import replace
 from typing import Any
 
 import dagster as dg
+from sqlalchemy.exc import SQLAlchemyError
 
 from extraction_pipeline.core.errors import PermanentError, TransientError
 from extraction_pipeline.core.export import NOTHING_FOUND, default_export_path, reused_label, write_workbook
-from extraction_pipeline.core.extract import ExtractionOutcome, extract_item
+from extraction_pipeline.core.extract import INTERRUPTED_MESSAGE, ExtractionOutcome, extract_item
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import get_batch, record_workbook
@@ -18,6 +20,7 @@ from extraction_pipeline.core.ledger.queries import progress
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.parsing import ParsedDocument, parse_document
 from extraction_pipeline.defs.binding import Binding, bind_document, crashed_parent_run
+from extraction_pipeline.defs.in_flight import each_document
 from extraction_pipeline.defs.llm_slots import LLMSlotGate
 from extraction_pipeline.defs.partitions import (
     batch_id_from_partition,
@@ -30,6 +33,9 @@ from extraction_pipeline.defs.retries import clear_waiting, retry_database_outag
 from extraction_pipeline.web.urls import csv_url, workbook_url
 
 TERMINAL = (ItemStatus.COMPLETED.value, ItemStatus.ERROR.value)
+# Documents of one run in flight at once (defs/in_flight.py): while one waits for the model the
+# next is prepared and sent; the `llm` pool alone bounds the calls in flight.
+DOCUMENT_LANES = 2
 
 
 def _worker_id() -> str:
@@ -150,21 +156,40 @@ def extracted_document(
     Rate limits, provider outages and database restarts are waited out (30 min by default).
     A run may carry several documents: each is materialized as soon as it is done, and one
     document's failure fails only that document."""
-    failures: list[dg.Failure] = []
     keys = context.partition_keys
-    for key in keys:
-        try:
-            metadata = _extract_one(context, ledger, llm, settings, key)
-        except dg.Failure as failure:
-            failures.append(failure)
-            context.log.error(f"{key}: {failure.description}")
-            continue
-        # A transient failure (RetryRequested) propagates: the step retries, and the documents
-        # already materialized are skipped by the retry (their items are completed).
-        if metadata is not None:
-            yield dg.AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=metadata)
+    bound: dict[str, int] = {}  # partition key -> item id, for handing back on interruption
+    failures: list[dg.Failure] = []
+    stop: BaseException | None = None
+    for done in each_document(
+        lambda key: _extract_one(context, ledger, llm, settings, key, bound),
+        keys,
+        lanes=DOCUMENT_LANES if len(keys) > 1 else 1,
+        # A transient failure (RetryRequested) or a bug stops new documents; those in flight finish.
+        keep_going=lambda done: done.error is None or isinstance(done.error, dg.Failure),
+        on_interrupt=lambda in_flight: _hand_back(context, ledger, [bound[k] for k in in_flight if k in bound]),
+    ):
+        if isinstance(done.error, dg.Failure):
+            failures.append(done.error)
+            context.log.error(f"{done.key}: {done.error.description}")
+        elif done.error is not None:
+            stop = stop or done.error
+        elif done.value is not None:
+            yield dg.AssetMaterialization(asset_key=context.asset_key, partition=done.key, metadata=done.value)
+    if stop is not None:
+        # The step retries (transient) or fails; documents already materialized are skipped by a
+        # retry (their items are completed).
+        raise stop
     if failures:
         raise failures[0] if len(keys) == 1 else _several_failed(failures, len(keys))
+
+
+def _hand_back(context: dg.AssetExecutionContext, ledger: LedgerResource, item_ids: list[int]) -> None:
+    """The run was interrupted with these documents in flight: back to the queue, for another run."""
+    for item_id in item_ids:
+        with contextlib.suppress(SQLAlchemyError):
+            item_states.release(
+                ledger.ledger(), item_id, run_id=context.run.run_id, message=INTERRUPTED_MESSAGE, failing=False
+            )
 
 
 def _extract_one(
@@ -173,6 +198,7 @@ def _extract_one(
     llm: LLMResource,
     settings: PipelineSettingsResource,
     key: str,
+    bound: dict[str, int],
 ) -> dict[str, Any] | None:
     """One document's extraction: its materialization metadata, or None when this run already
     materialized it (an earlier attempt of the same step)."""
@@ -180,6 +206,7 @@ def _extract_one(
     with retry_database_outages(context, settings.retry_schedule()):
         binding = bind_document(context, db, key)
         item = binding.item
+        bound[key] = item["id"]
         if item["status"] == ItemStatus.ERROR:
             raise _not_extracted(item)
         if item["status"] == ItemStatus.COMPLETED:

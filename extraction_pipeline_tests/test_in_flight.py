@@ -1,0 +1,61 @@
+"""Several documents of one run in flight (defs/in_flight.py): lanes, stopping, interruption."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from extraction_pipeline.defs.in_flight import Done, each_document
+
+
+def test_two_lanes_keep_two_documents_in_flight_and_yield_each_once() -> None:
+    lock = threading.Lock()
+    in_flight = peak = 0
+    both_started = threading.Barrier(2, timeout=10)
+
+    def work(key: str) -> str:
+        nonlocal in_flight, peak
+        with lock:
+            in_flight += 1
+            peak = max(peak, in_flight)
+        if key in ("a", "b"):
+            both_started.wait()  # the first two only finish once both run at the same time
+        with lock:
+            in_flight -= 1
+        return key.upper()
+
+    done = list(each_document(work, list("abcde"), lanes=2, keep_going=lambda d: True, on_interrupt=print))
+    assert sorted(d.value for d in done) == list("ABCDE") and peak == 2
+
+
+def test_after_a_stopping_result_no_new_document_starts() -> None:
+    started: list[str] = []
+
+    def work(key: str) -> str:
+        started.append(key)
+        if key == "b":
+            raise RuntimeError("provider down")
+        return key
+
+    done = list(each_document(work, list("abcdef"), lanes=1, keep_going=lambda d: d.error is None, on_interrupt=print))
+    assert started == ["a", "b"] and [d.key for d in done] == ["a", "b"]
+    assert isinstance(done[1].error, RuntimeError)
+
+
+def test_an_interrupted_caller_hands_back_what_is_in_flight() -> None:
+    release = threading.Event()
+    handed_back: list[list[str]] = []
+
+    def work(key: str) -> str:
+        if key != "a":
+            release.wait(10)  # still calling the provider when the run is stopped
+        return key
+
+    documents = each_document(work, list("abcd"), lanes=3, keep_going=lambda d: True, on_interrupt=handed_back.append)
+    first = next(documents)
+    assert first == Done("a", value="a")
+    with pytest.raises(KeyboardInterrupt):
+        documents.throw(KeyboardInterrupt())  # what the run's signal handler does to the waiting thread
+    release.set()
+    assert handed_back == [["b", "c"]]  # "d" never started
