@@ -177,3 +177,37 @@ def test_a_pool_without_a_limit_lets_every_call_through(instance: dg.DagsterInst
     gates = [LLMSlotGate(instance, run_id="r", step_key=f"extracted_document[doc-{n}]", user="ann") for n in range(4)]
     assert _call_in_threads([_config(fake, gate) for gate in gates]) == []
     assert len(fake.requests) == 4 and fake.peak_in_flight == 4
+
+
+def test_a_runs_second_lane_only_takes_a_slot_nobody_waits_for(instance: dg.DagsterInstance) -> None:
+    """Pool of 2, both held (run R, run S). R's second document and run T both want a slot: when
+    S gives its slot back, T gets it, not R's second lane (runs progress evenly)."""
+    instance.event_log_storage.set_concurrency_slots(LLM_POOL, 2)
+    order: list[str] = []
+    release_s, release_r = threading.Event(), threading.Event()
+
+    def hold(run_id: str, doc: str, until: threading.Event | None) -> None:
+        with LLMSlotGate(instance, run_id=run_id, step_key=f"extracted_document[{doc}]", user="ann")():
+            order.append(f"{run_id}:{doc}")
+            if until is not None:
+                until.wait(30)
+
+    first = [
+        threading.Thread(target=hold, args=("R", "d1", release_r)),
+        threading.Thread(target=hold, args=("S", "d3", release_s)),
+    ]
+    for thread in first:
+        thread.start()
+    _wait_for(lambda: len(order) == 2)
+    r_second = threading.Thread(target=hold, args=("R", "d2", None))
+    r_second.start()
+    time.sleep(1.0)  # R's second lane looks at the pool (and does not queue)
+    t_first = threading.Thread(target=hold, args=("T", "d5", None))
+    t_first.start()
+    _wait_for(lambda: len(_pending(instance)) == 1)  # only T waits in the queue
+    release_s.set()
+    _wait_for(lambda: len(order) == 4, timeout=30)
+    release_r.set()
+    for thread in (*first, r_second, t_first):
+        thread.join(timeout=30)
+    assert order[2:] == ["T:d5", "R:d2"]

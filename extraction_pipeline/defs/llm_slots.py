@@ -46,12 +46,19 @@ class LLMSlotGate:
     user: str
     per_user_limit: int = 0  # 0: an analyst may hold the whole pool
 
-    def _slots(self) -> tuple[int, set[str]]:
-        """(slots this analyst's calls hold, keys of every held slot)."""
+    def _pool_state(self, claim: str) -> _PoolState:
         info = self.instance.event_log_storage.get_concurrency_info(LLM_POOL)
-        keys = {slot.step_key for slot in info.claimed_slots}
         mark = f"{CALL_MARK}{analyst_mark(self.user)}|"
-        return sum(1 for key in keys if mark in key), keys
+        others_of_run = [s.step_key for s in info.claimed_slots if s.run_id == self.run_id and s.step_key != claim]
+        others_of_run += [p.step_key for p in info.pending_steps if p.run_id == self.run_id and p.step_key != claim]
+        waiting = [p for p in info.pending_steps if p.assigned_timestamp is None]
+        assigned = [p for p in info.pending_steps if p.assigned_timestamp is not None]
+        return _PoolState(
+            held_by_analyst=sum(1 for slot in info.claimed_slots if mark in slot.step_key),
+            held_keys={slot.step_key for slot in info.claimed_slots},
+            run_has_another_claim=bool(others_of_run),
+            free_and_unwanted=not waiting and info.slot_count - len(info.claimed_slots) - len(assigned) > 0,
+        )
 
     def _pool_is_limited(self) -> bool:
         """As Dagster decides for a step: a pool without a limit (and no default limit) is open."""
@@ -85,21 +92,35 @@ class LLMSlotGate:
     def _wait_for_slot(self, claim: str) -> None:
         storage = self.instance.event_log_storage
         poll = FIRST_POLL_SECONDS
-        pending = False
+        queued = False
         while True:
-            held, _ = self._slots()
-            if pending or not self.per_user_limit or held < self.per_user_limit:
+            state = self._pool_state(claim)
+            within_limit = not self.per_user_limit or state.held_by_analyst < self.per_user_limit
+            # A run's second call at once never queues: it takes only a slot nobody waits for, so
+            # runs progress evenly and a run's extra lane just fills slots that would sit idle.
+            may_queue = not state.run_has_another_claim or state.free_and_unwanted
+            if queued or (within_limit and may_queue):
                 # The priority is fixed when the claim joins the queue: fewer slots held, served sooner.
-                status = storage.claim_concurrency_slot(LLM_POOL, self.run_id, claim, priority=-10 * held)
-                pending = True
+                status = storage.claim_concurrency_slot(
+                    LLM_POOL, self.run_id, claim, priority=-10 * state.held_by_analyst
+                )
+                queued = True
                 if status.is_claimed:
-                    held, keys = self._slots()
-                    over = bool(self.per_user_limit) and held > self.per_user_limit
-                    if claim in keys and not over:
+                    after = self._pool_state(claim)
+                    over = bool(self.per_user_limit) and after.held_by_analyst > self.per_user_limit
+                    if claim in after.held_keys and not over:
                         return
                     # Two claims took the same slot (SQLite storage claims read-then-write) or
                     # two of this analyst's runs claimed past the limit at once: give it back.
                     storage.free_concurrency_slot_for_step(self.run_id, claim)
-                    pending = False
+                    queued = False
             time.sleep(poll)
             poll = min(MAX_POLL_SECONDS, poll * 1.5)
+
+
+@dataclass(frozen=True)
+class _PoolState:
+    held_by_analyst: int  # slots held by this analyst's calls
+    held_keys: set[str]  # every held slot's claim
+    run_has_another_claim: bool  # this run already holds or waits for a slot (another lane)
+    free_and_unwanted: bool  # a slot is free and no claim is waiting for one
