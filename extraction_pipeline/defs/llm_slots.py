@@ -29,7 +29,7 @@ LLM_POOL = "llm"
 # A held slot's key: "<step>|call|<analyst's hash>|<unique>": who holds it is read from the key.
 CALL_MARK = "|call|"
 FIRST_POLL_SECONDS = 0.2
-MAX_POLL_SECONDS = 2.0
+MAX_POLL_SECONDS = 1.0
 
 
 def analyst_mark(user: str) -> str:
