@@ -42,6 +42,15 @@ def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float
     return value
 
 
+def _count(env: Mapping[str, str], name: str, default: int, *, minimum: int, maximum: int) -> int:
+    value = _number(env, name, default, minimum=minimum, strict=False)
+    if not float(value).is_integer() or value > maximum:
+        raise ConfigError(
+            f"{PREFIX}{name} must be a whole number from {minimum} to {maximum}, got {_text(env, name)!r}"
+        )
+    return int(value)
+
+
 def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
     raw = _text(env, name)
     if raw is None:
@@ -109,8 +118,8 @@ class Settings:
             breaker_failures=int(_number(env, "BREAKER_FAILURES", 3, minimum=1, strict=False)),
             max_dispatch_rounds=int(_number(env, "MAX_DISPATCH_ROUNDS", 5, minimum=1, strict=False)),
             drain_seconds=_number(env, "DRAIN_SECONDS", 60.0, minimum=0, strict=False),
-            documents_per_run=int(_number(env, "DOCUMENTS_PER_RUN", 8, minimum=1, strict=False)),
-            llm_slots_per_user=int(_number(env, "LLM_SLOTS_PER_USER", 0, minimum=0, strict=False)),
+            documents_per_run=_count(env, "DOCUMENTS_PER_RUN", 8, minimum=1, maximum=100),
+            llm_slots_per_user=_count(env, "LLM_SLOTS_PER_USER", 0, minimum=0, maximum=1000),
             ui_token=_text(env, "UI_TOKEN"),
             public_url=_text(env, "PUBLIC_URL") or "http://127.0.0.1:3000",
         )
