@@ -20,12 +20,11 @@ from typing import Any
 import dagster as dg
 import openpyxl
 import pytest
-import sqlalchemy as sa
 
 from extraction_pipeline.core.documents import register_pdf
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, find_batch_by_key, get_batch
-from extraction_pipeline.core.ledger.documents import partition_key_of
+from extraction_pipeline.core.ledger.documents import get_document, partition_key_of
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.retries import retry_failed
 from extraction_pipeline.core.prompts import document_from_messages
@@ -235,13 +234,12 @@ mutation LaunchBackfill($params: LaunchBackfillParams!) {
 """
 
 
-def test_ui_backfill_becomes_a_batch_that_the_sensor_closes(stack: Stack) -> None:
-    doc_ids = stack.register(range(201, 204))
-    keys = [key_of(stack.ledger, doc_id) for doc_id in doc_ids]
+def _launch_backfill(stack: Stack, keys: list[str], title: str) -> str:
+    """What the UI sends from the asset page: Materialize -> select partitions -> Launch backfill
+    (as analyst bob); returns the backfill id."""
     _wait_until(
         lambda: set(keys) <= set(stack.instance.get_dynamic_partitions("documents")), 60, "the partition sensor"
     )
-    # What the UI sends from the asset page: Materialize -> select partitions -> Launch backfill.
     reply = stack.graphql(
         LAUNCH_BACKFILL,
         {
@@ -249,13 +247,18 @@ def test_ui_backfill_becomes_a_batch_that_the_sensor_closes(stack: Stack) -> Non
                 "assetSelection": [{"path": ["parsed_document"]}, {"path": ["extracted_document"]}],
                 "partitionNames": keys,
                 "tags": [{"key": "extraction/user", "value": "bob"}],
-                "title": "e2e backfill",
+                "title": title,
             }
         },
     )
     result = reply["data"]["launchPartitionBackfill"]
     assert result["__typename"] == "LaunchBackfillSuccess", reply
-    backfill_id = result["backfillId"]
+    return str(result["backfillId"])
+
+
+def test_ui_backfill_becomes_a_batch_that_the_sensor_closes(stack: Stack) -> None:
+    doc_ids = stack.register(range(201, 204))
+    backfill_id = _launch_backfill(stack, [key_of(stack.ledger, doc_id) for doc_id in doc_ids], "e2e backfill")
 
     batch_id = _wait_until(
         lambda: find_batch_by_key(stack.ledger, f"backfill:{backfill_id}:e2e"), 180, "the backfill's batch"
@@ -272,22 +275,16 @@ def test_ui_backfill_becomes_a_batch_that_the_sensor_closes(stack: Stack) -> Non
 def _with_two_bad_documents(stack: Stack, doc_ids: list[int], broken: int, invalid: int) -> None:
     """``broken``: its stored copy is overwritten (a permanent parse failure); ``invalid``: the
     model answers it with prose (a permanent output failure)."""
-    stored = (
-        stack.ledger.engine.connect()
-        .execute(sa.text("SELECT stored_path FROM documents WHERE id = :id"), {"id": doc_ids[broken]})
-        .scalar_one()
-    )
-    Path(stored).write_bytes(b"%PDF-1.7 this is not the registered file")
+    document = get_document(stack.ledger, doc_ids[broken])
+    assert document is not None
+    Path(document["stored_path"]).write_bytes(b"%PDF-1.7 this is not the registered file")
     stack.invalid.add(_nct_of(stack, doc_ids[invalid]))
 
 
 def _nct_of(stack: Stack, doc_id: int) -> str:
-    filename = (
-        stack.ledger.engine.connect()
-        .execute(sa.text("SELECT filename FROM documents WHERE id = :id"), {"id": doc_id})
-        .scalar_one()
-    )
-    return next(nct for nct, trial in stack.trials.items() if trial.filename == filename)
+    document = get_document(stack.ledger, doc_id)
+    assert document is not None
+    return next(nct for nct, trial in stack.trials.items() if trial.filename == document["filename"])
 
 
 def _calls_for(stack: Stack, nct: str) -> int:
@@ -358,21 +355,7 @@ def test_a_ui_backfill_runs_several_documents_per_run_and_a_bad_one_fails_alone(
     doc_ids = stack.register(range(421, 426))
     _with_two_bad_documents(stack, doc_ids, broken=1, invalid=3)
     keys = [key_of(stack.ledger, doc_id) for doc_id in doc_ids]
-    _wait_until(
-        lambda: set(keys) <= set(stack.instance.get_dynamic_partitions("documents")), 60, "the partition sensor"
-    )
-    reply = stack.graphql(
-        LAUNCH_BACKFILL,
-        {
-            "params": {
-                "assetSelection": [{"path": ["parsed_document"]}, {"path": ["extracted_document"]}],
-                "partitionNames": keys,
-                "tags": [{"key": "extraction/user", "value": "bob"}],
-                "title": "e2e backfill of five",
-            }
-        },
-    )
-    backfill_id = reply["data"]["launchPartitionBackfill"]["backfillId"]
+    backfill_id = _launch_backfill(stack, keys, "e2e backfill of five")
     batch_id = _wait_until(
         lambda: find_batch_by_key(stack.ledger, f"backfill:{backfill_id}:e2e"), 180, "the backfill's batch"
     )
