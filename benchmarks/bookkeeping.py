@@ -1,0 +1,172 @@
+"""Benchmark: the bookkeeping's cost at scale, on PostgreSQL (ledger and Dagster storage).
+
+Seeds in bulk: N documents, one batch of N items, and R finished extraction runs of that batch in
+Dagster's run storage (tagged like the dispatcher's runs). Then times, each as the median of
+``--repeats``:
+
+- one `batch_aggregator` tick with nothing to do (the batch open, 10 items still extracting
+  under STARTED runs) and one tick that closes the batch (every item completed);
+- `progress` of the N-item batch (what `batch status` shows) and `history` filtered by status;
+- `create_batch` of 10,000 documents (the ledger work of `batch create`).
+
+    .venv/bin/python -m benchmarks.bookkeeping [--items 100000] [--runs 100000] [--repeats 5]
+
+It needs the PostgreSQL server at 127.0.0.1:5432 (a fresh database, dropped afterwards).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import dagster as dg
+from sqlalchemy import insert, update
+
+from benchmarks.throughput import fresh_postgres
+from extraction_pipeline.core.ledger import Ledger, utcnow
+from extraction_pipeline.core.ledger.batches import create_batch, get_batch
+from extraction_pipeline.core.ledger.queries import history, progress
+from extraction_pipeline.core.ledger.schema import ItemStatus, batch_items, documents
+
+
+def _seed_documents(ledger: Ledger, count: int, project: str) -> list[int]:
+    now = utcnow()
+    rows = [
+        {
+            "project": project,
+            "filename": f"trial-{n}.pdf",
+            "sha256": uuid.uuid4().hex + uuid.uuid4().hex,
+            "size_bytes": 1000,
+            "pages": 10,
+            "stored_path": f"/nowhere/{n}.pdf",
+            "created_at": now,
+        }
+        for n in range(count)
+    ]
+    with ledger.engine.begin() as conn:
+        for start in range(0, count, 10_000):
+            conn.execute(insert(documents), rows[start : start + 10_000])
+    with ledger.engine.connect() as conn:
+        return list(conn.execute(documents.select().with_only_columns(documents.c.id)).scalars())
+
+
+def _seed_runs(instance: dg.DagsterInstance, batch: dict[str, Any], doc_ids: list[int], count: int) -> list[str]:
+    run_ids = []
+    for n in range(count):
+        doc_id = doc_ids[n % len(doc_ids)]
+        run = dg.DagsterRun(
+            job_name="extract_documents",
+            run_id=str(uuid.uuid4()),
+            status=dg.DagsterRunStatus.SUCCESS,
+            tags={
+                "extraction/batch": str(batch["id"]),
+                "extraction/batch_uid": batch["uid"],
+                "extraction/item": str(n % len(doc_ids) + 1),
+                "dagster/partition": f"doc-{doc_id}",
+            },
+        )
+        instance.add_run(run)
+        run_ids.append(run.run_id)
+    return run_ids
+
+
+def _median(fn: Callable[[], Any], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def _tick(instance: dg.DagsterInstance, url: str, home: str) -> Any:
+    from extraction_pipeline.defs.resources import LedgerResource, PipelineSettingsResource
+    from extraction_pipeline.defs.sensors import batch_aggregator
+
+    context = dg.build_sensor_context(
+        instance=instance,
+        resources={"ledger": LedgerResource(database_url=url), "settings": PipelineSettingsResource(home=home)},
+    )
+    return batch_aggregator(context)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    print(f"bookkeeping: {args.items} items, {args.runs} runs in Dagster's storage, PostgreSQL, cores={os.cpu_count()}")
+    with fresh_postgres("bench_bookkeeping") as url, tempfile.TemporaryDirectory() as home:
+        ledger = Ledger.connect(url)
+        started = time.perf_counter()
+        doc_ids = _seed_documents(ledger, args.items + 10_000, "bench")
+        batch_id = create_batch(
+            ledger, idempotency_key="big", project="bench", user="a", document_ids=doc_ids[: args.items]
+        ).id
+        batch = get_batch(ledger, batch_id)
+        assert batch is not None
+        storage = {"storage": {"postgres": {"postgres_url": url}}}
+        with dg.instance_for_test(overrides=storage) as instance:
+            _seed_runs(instance, batch, doc_ids[: args.items], args.runs)
+            print(f"  seeded in {time.perf_counter() - started:.0f} s")
+            # Ten documents still extracting, each under a working run of the dispatcher's shape.
+            live = [str(uuid.uuid4()) for _ in range(10)]
+            for doc_id, run_id in zip(doc_ids[:10], live, strict=True):
+                instance.add_run(
+                    dg.DagsterRun(
+                        job_name="extract_documents",
+                        run_id=run_id,
+                        status=dg.DagsterRunStatus.STARTED,
+                        tags={"extraction/batch_uid": batch["uid"], "dagster/partition": f"doc-{doc_id}"},
+                    )
+                )
+            with ledger.engine.begin() as conn:
+                conn.execute(
+                    update(batch_items)
+                    .where(batch_items.c.batch_id == batch_id)
+                    .values(status=ItemStatus.COMPLETED, run_id="seeded", finished_at=utcnow())
+                )
+                extracting = doc_ids[:10]
+                for doc_id, run_id in zip(extracting, live, strict=True):
+                    conn.execute(
+                        update(batch_items)
+                        .where(batch_items.c.batch_id == batch_id, batch_items.c.document_id == doc_id)
+                        .values(status=ItemStatus.EXTRACTING, run_id=run_id, updated_at=utcnow())
+                    )
+            idle = _median(lambda: _tick(instance, url, home), args.repeats)
+            print(f"  batch_aggregator tick, nothing to do:     {idle * 1000:8.0f} ms")
+            status = _median(lambda: progress(ledger, batch_id), args.repeats)
+            print(f"  batch status (progress of {args.items} items): {status * 1000:8.0f} ms")
+            filtered = _median(lambda: history(ledger, status="error", limit=50), args.repeats)
+            print(f"  history --status error:                   {filtered * 1000:8.0f} ms")
+            with ledger.engine.begin() as conn:
+                conn.execute(
+                    update(batch_items)
+                    .where(batch_items.c.batch_id == batch_id)
+                    .values(status=ItemStatus.COMPLETED, run_id="seeded")
+                )
+            started = time.perf_counter()
+            _tick(instance, url, home)
+            print(f"  batch_aggregator tick closing the batch:  {(time.perf_counter() - started) * 1000:8.0f} ms")
+            assert (get_batch(ledger, batch_id) or {}).get("status") == "completed"
+        ten_thousand = doc_ids[args.items : args.items + 10_000]
+        counter = iter(range(1_000_000))
+        create = _median(
+            lambda: create_batch(
+                ledger, idempotency_key=f"ten-{next(counter)}", project="bench", user="a", document_ids=ten_thousand
+            ),
+            args.repeats,
+        )
+        print(f"  create_batch of 10,000 documents:          {create * 1000:8.0f} ms")
+        ledger.dispose()
+
+
+if __name__ == "__main__":
+    main()
