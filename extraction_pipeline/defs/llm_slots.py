@@ -30,6 +30,7 @@ LLM_POOL = "llm"
 CALL_MARK = "|call|"
 FIRST_POLL_SECONDS = 0.2
 MAX_POLL_SECONDS = 1.0
+OVERWRITE_WINDOW_SECONDS = 0.05  # a racing claim's write lands within this (see _still_mine)
 
 
 def analyst_mark(user: str) -> str:
@@ -105,17 +106,29 @@ class LLMSlotGate:
                     LLM_POOL, self.run_id, claim, priority=-10 * state.held_by_analyst
                 )
                 queued = True
+                if status.is_claimed and self._still_mine(claim):
+                    return
                 if status.is_claimed:
-                    after = self._pool_state(claim)
-                    over = bool(self.per_user_limit) and after.held_by_analyst > self.per_user_limit
-                    if claim in after.held_keys and not over:
-                        return
-                    # Two claims took the same slot (SQLite storage claims read-then-write) or
-                    # two of this analyst's runs claimed past the limit at once: give it back.
+                    # Another claim took the same slot, or two of this analyst's runs claimed past
+                    # the limit at once: give it back and wait again.
                     storage.free_concurrency_slot_for_step(self.run_id, claim)
                     queued = False
             time.sleep(poll)
             poll = min(MAX_POLL_SECONDS, poll * 1.5)
+
+    def _still_mine(self, claim: str) -> bool:
+        """Dagster's slot claim is not atomic (a read-then-write on SQLite; on PostgreSQL its
+        ``SELECT … FOR UPDATE`` runs on an autocommit connection): two claims a few milliseconds
+        apart can both write the same free slot, and the later one wins. Check that the slot
+        still names this claim, now and a moment later, before calling."""
+        for pause in (0.0, OVERWRITE_WINDOW_SECONDS):
+            time.sleep(pause)
+            state = self._pool_state(claim)
+            if claim not in state.held_keys:
+                return False
+            if self.per_user_limit and state.held_by_analyst > self.per_user_limit:
+                return False
+        return True
 
 
 @dataclass(frozen=True)
