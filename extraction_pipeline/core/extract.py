@@ -225,7 +225,7 @@ def extract_item(
             record_success(ledger, llm.effective_model)
     except TransientError as exc:
         exc.usage = meter.plus(exc.usage)
-        _hand_back(ledger, item_id, run_id, f"{TRANSIENT_MESSAGE_PREFIX}{exc}", exc.usage)
+        hand_back(ledger, item_id, run_id, f"{TRANSIENT_MESSAGE_PREFIX}{exc}", exc.usage)
         if exc.provider:
             with contextlib.suppress(SQLAlchemyError):
                 record_failure(ledger, llm.effective_model, str(exc), policy=breaker, retry_after=exc.retry_after)
@@ -242,7 +242,7 @@ def extract_item(
         # The ledger itself is unreachable: worth a retry. Try to hand the item back; if even that
         # fails, the retry of this same run resumes it.
         cause = describe_database_outage(exc)
-        _hand_back(ledger, item_id, run_id, f"{TRANSIENT_MESSAGE_PREFIX}{cause}", spent)
+        hand_back(ledger, item_id, run_id, f"{TRANSIENT_MESSAGE_PREFIX}{cause}", spent)
         raise TransientError(cause, original=exc, usage=spent) from exc
     except Exception as exc:
         # An unexpected bug must not leave the item stuck in extracting.
@@ -251,7 +251,7 @@ def extract_item(
     except BaseException:
         # Interrupted (the run was terminated, its worker is shutting down): hand the document
         # back so another run can take it, with what was already paid for.
-        _hand_back(ledger, item_id, run_id, INTERRUPTED_MESSAGE, meter.usage, failing=False)
+        hand_back(ledger, item_id, run_id, INTERRUPTED_MESSAGE, meter.usage, failing=False)
         raise
 
     if not stored:
@@ -443,10 +443,11 @@ def _answer(
 INTERRUPTED_MESSAGE = f"{TRANSIENT_MESSAGE_PREFIX}interrupted: the run was stopped before the document was extracted"
 
 
-def _hand_back(
-    ledger: Ledger, item_id: int, run_id: str, message: str, usage: Usage | None, *, failing: bool = True
+def hand_back(
+    ledger: Ledger, item_id: int, run_id: str, message: str, usage: Usage | None = None, *, failing: bool = True
 ) -> None:
-    """extracting -> pending (best effort: with the database down, a later attempt resumes it)."""
+    """extracting -> pending (best effort: with the database down, a later attempt resumes it).
+    Also used for the documents a multi-document run has in flight when it is interrupted."""
     with contextlib.suppress(SQLAlchemyError):
         item_states.release(ledger, item_id, run_id=run_id, message=message, usage=usage, failing=failing)
 

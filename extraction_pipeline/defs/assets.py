@@ -1,6 +1,5 @@
 """Assets: a document's parsed text, its grounded extraction, and a batch's workbook."""
 
-import contextlib
 import os
 import socket
 from collections.abc import Iterator
@@ -8,11 +7,10 @@ from dataclasses import replace
 from typing import Any
 
 import dagster as dg
-from sqlalchemy.exc import SQLAlchemyError
 
 from extraction_pipeline.core.errors import PermanentError, TransientError
 from extraction_pipeline.core.export import NOTHING_FOUND, default_export_path, reused_label, write_workbook
-from extraction_pipeline.core.extract import INTERRUPTED_MESSAGE, ExtractionOutcome, extract_item
+from extraction_pipeline.core.extract import INTERRUPTED_MESSAGE, ExtractionOutcome, extract_item, hand_back
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import get_batch, record_workbook
@@ -186,10 +184,7 @@ def extracted_document(
 def _hand_back(context: dg.AssetExecutionContext, ledger: LedgerResource, item_ids: list[int]) -> None:
     """The run was interrupted with these documents in flight: back to the queue, for another run."""
     for item_id in item_ids:
-        with contextlib.suppress(SQLAlchemyError):
-            item_states.release(
-                ledger.ledger(), item_id, run_id=context.run.run_id, message=INTERRUPTED_MESSAGE, failing=False
-            )
+        hand_back(ledger.ledger(), item_id, context.run.run_id, INTERRUPTED_MESSAGE, failing=False)
 
 
 def _extract_one(
@@ -214,7 +209,7 @@ def _extract_one(
                 return None
             return {"status": "already completed", "run": item["run_id"], "batch": binding.batch_id}
         parsed = _parse_or_fail(context, ledger, settings, binding.document, item["id"])
-        outcome = _extract(context, db, _gated(context, llm, key, binding.user), settings, item, parsed, binding)
+        outcome = _extract(context, db, _gated(context, llm, key, binding.user), settings, binding, parsed)
     return _result(context, binding.batch_id, binding.document, outcome)
 
 
@@ -235,11 +230,10 @@ def _extract(
     db: Ledger,
     llm: LLMConfig,
     settings: PipelineSettingsResource,
-    item: dict[str, Any],
-    parsed: ParsedDocument,
     binding: Binding,
+    parsed: ParsedDocument,
 ) -> ExtractionOutcome:
-    item_id, dispatch_round = item["id"], binding.dispatch_round
+    item_id, dispatch_round = binding.item["id"], binding.dispatch_round
     run_id = context.run.run_id
     try:
         return extract_item(

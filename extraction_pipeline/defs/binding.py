@@ -168,17 +168,22 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
 
 
 def item_run_tags(
-    *, batch_id: int, batch_uid: str, item_id: int, document_key: str, filename: str, user: str
+    *,
+    batch_id: int,
+    batch_uid: str,
+    item_id: int,
+    document_key: str,
+    filename: str,
+    user: str,
+    several: bool = False,
 ) -> dict[str, str]:
-    """The tags of a run working on one batch item: the Runs page filters on them."""
-    return {
-        BATCH_RUN_TAG: str(batch_id),
-        BATCH_UID_RUN_TAG: batch_uid,
-        ITEM_TAG: str(item_id),
-        DOCUMENT_TAG: document_key,
-        FILENAME_TAG: filename[:200],
-        USER_TAG: user,
-    }
+    """The tags of a run working on a batch item: the Runs page filters on them. A run of
+    ``several`` documents carries only batch and user; its documents are in its partition range
+    and in each document's own materialization."""
+    tags = {BATCH_RUN_TAG: str(batch_id), BATCH_UID_RUN_TAG: batch_uid, USER_TAG: user}
+    if not several:
+        tags.update({ITEM_TAG: str(item_id), DOCUMENT_TAG: document_key, FILENAME_TAG: filename[:200]})
+    return tags
 
 
 def bind_document(context: dg.AssetExecutionContext, ledger: Ledger, key: str) -> Binding:
@@ -207,12 +212,8 @@ def bind_document(context: dg.AssetExecutionContext, ledger: Ledger, key: str) -
         filename=document["filename"],
         user=batch["user"],
         document_key=key,
+        several=len(context.partition_keys) > 1,
     )
-    if len(context.partition_keys) > 1:
-        # A run of several documents is filtered by batch and user; its documents are in its
-        # partition range and in each document's own materialization.
-        for per_document in (ITEM_TAG, DOCUMENT_TAG, FILENAME_TAG):
-            run_tags.pop(per_document)
     # Who works on it: run monitoring's health check finds this exact process by it.
     run_tags[WORKER_TAG] = worker_stamp()
     missing = {k: v for k, v in run_tags.items() if context.run.tags.get(k) != v}

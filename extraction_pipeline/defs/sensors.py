@@ -29,8 +29,6 @@ from extraction_pipeline.core.parsing import parsed_contents
 from extraction_pipeline.core.reconcile import TERMINAL_RUN_STATUSES, Action, ItemView, Limits, RunInfo, judge_item
 from extraction_pipeline.defs.binding import (
     BACKFILL_TAG,
-    DOCUMENT_TAG,
-    FILENAME_TAG,
     ITEM_TAG,
     ROUND_TAG,
     USER_TAG,
@@ -185,14 +183,13 @@ def _run_request(items: list[dict[str, Any]], documents: list[PendingDocument], 
         document_key=documents[0].partition_key,
         filename=first["filename"],
         user=first["user"],
+        several=len(documents) > 1,
     )
     tags[ROUND_TAG] = str(first["dispatch_round"])
     if len(documents) == 1:
         return dg.RunRequest(
             run_key=run_key(documents), partition_key=documents[0].partition_key, tags=tags, job_name=job.name
         )
-    for per_document in (ITEM_TAG, DOCUMENT_TAG, FILENAME_TAG):
-        tags.pop(per_document)
     tags[RANGE_START_TAG] = documents[0].partition_key
     tags[RANGE_END_TAG] = documents[-1].partition_key
     return dg.RunRequest(run_key=run_key(documents), tags=tags, job_name=job.name)
