@@ -463,12 +463,18 @@ def test_a_ui_backfill_batch_stays_open_across_aggregator_ticks_without_a_failed
         origin_ref="bf1",
     ).id
     resources = _resources(ledger, home, grace=0)
+    cursor = None  # the first tick reads the batch in full, the next ones follow the cursor
     for _ in range(3):  # the backfill is still launching its runs: wait, and never fail a tick
-        result = batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
-        assert isinstance(result, dg.SensorResult)
+        result = batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor))
+        assert isinstance(result, dg.SensorResult) and result.cursor
+        assert json.loads(result.cursor)["backfills"] == []  # not settled while it launches
+        cursor = result.cursor
         assert [row["status"] for row in batch_item_rows(ledger, batch)] == ["pending", "pending"]
     instance.update_backfill(backfill.with_status(BulkActionStatus.CANCELED))
-    batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
+    # No run of it ended: the cursor's tick still settles the backfill batch once it stops launching.
+    over = batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor))
+    assert isinstance(over, dg.SensorResult) and over.cursor
+    assert json.loads(over.cursor)["backfills"] == []  # settled and closed: no longer open, forgotten
     rows = batch_item_rows(ledger, batch)
     assert [row["status"] for row in rows] == ["error", "error"]
     assert rows[0]["message"].startswith("no run was ever started for this document")

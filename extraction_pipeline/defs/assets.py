@@ -2,7 +2,7 @@
 
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -158,14 +158,16 @@ def extracted_document(
     bound: dict[str, int] = {}  # partition key -> item id, for handing back on interruption
     failures: list[dg.Failure] = []
     stop: BaseException | None = None
+    unfinished = [len(keys)]  # read by the `llm` slot claims: a run with more left is served first
     for done in each_document(
-        lambda key: _extract_one(context, ledger, llm, settings, key, bound),
+        lambda key: _extract_one(context, ledger, llm, settings, key, bound, lambda: unfinished[0]),
         keys,
         lanes=DOCUMENT_LANES if len(keys) > 1 else 1,
         # A transient failure (RetryRequested) or a bug stops new documents; those in flight finish.
         keep_going=lambda done: done.error is None or isinstance(done.error, dg.Failure),
         on_interrupt=lambda in_flight: _hand_back(context, ledger, [bound[k] for k in in_flight if k in bound]),
     ):
+        unfinished[0] -= 1
         if isinstance(done.error, dg.Failure):
             failures.append(done.error)
             context.log.error(f"{done.key}: {done.error.description}")
@@ -194,6 +196,7 @@ def _extract_one(
     settings: PipelineSettingsResource,
     key: str,
     bound: dict[str, int],
+    unfinished: Callable[[], int],
 ) -> dict[str, Any] | None:
     """One document's extraction: its materialization metadata, or None when this run already
     materialized it (an earlier attempt of the same step)."""
@@ -209,11 +212,13 @@ def _extract_one(
                 return None
             return {"status": "already completed", "run": item["run_id"], "batch": binding.batch_id}
         parsed = _parse_or_fail(context, ledger, settings, binding.document, item["id"])
-        outcome = _extract(context, db, _gated(context, llm, key, binding.user), settings, binding, parsed)
+        outcome = _extract(context, db, _gated(context, llm, key, binding.user, unfinished), settings, binding, parsed)
     return _result(context, binding.batch_id, binding.document, outcome)
 
 
-def _gated(context: dg.AssetExecutionContext, llm: LLMResource, key: str, user: str) -> LLMConfig:
+def _gated(
+    context: dg.AssetExecutionContext, llm: LLMResource, key: str, user: str, unfinished: Callable[[], int]
+) -> LLMConfig:
     """The model configuration whose every call holds one slot of the `llm` pool (defs/llm_slots.py)."""
     gate = LLMSlotGate(
         context.instance,
@@ -221,6 +226,7 @@ def _gated(context: dg.AssetExecutionContext, llm: LLMResource, key: str, user: 
         step_key=f"{context.asset_key.to_user_string()}[{key}]",
         user=user,
         per_user_limit=llm.slots_per_user,
+        run_documents_left=unfinished,
     )
     return replace(llm.config(), call_gate=gate)
 

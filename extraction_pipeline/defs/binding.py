@@ -40,6 +40,8 @@ WORKER_TAG = "extraction/worker"  # host|boot id|pid|start tick of the process r
 USER_TAG = "extraction/user"
 ITEM_TAG = "extraction/item"
 DOCUMENT_TAG = "extraction/document"
+# On a dispatcher run of several documents: their ids, comma-separated (the aggregator reads them).
+DOCUMENTS_TAG = "extraction/documents"
 FILENAME_TAG = "extraction/filename"
 # Which dispatch round of its item a run belongs to (absent on a UI backfill's own runs: round 0).
 ROUND_TAG = "extraction/round"

@@ -11,6 +11,10 @@ already holds, so a newcomer's call is served before the next call of an analyst
 several; with ``EXTRACTION_LLM_SLOTS_PER_USER`` set, nobody holds more than that many slots. A
 lone analyst may use the whole pool.
 
+Even progress between runs: among one analyst's claims, the run with more documents left is
+served first. A run's documents cannot move to another run, so a batch ends when its slowest run
+does; runs that keep pace end together, with every slot busy to the last round.
+
 Slots of a run whose worker dies are freed by Dagster's run monitoring when the run is failed.
 """
 
@@ -20,7 +24,7 @@ import contextlib
 import hashlib
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import dagster as dg
@@ -31,6 +35,8 @@ CALL_MARK = "|call|"
 FIRST_POLL_SECONDS = 0.2
 MAX_POLL_SECONDS = 1.0
 OVERWRITE_WINDOW_SECONDS = 0.05  # a racing claim's write lands within this (see _still_mine)
+# One slot held by the analyst outweighs any difference in documents left (a run has at most 100).
+PRIORITY_STEP = 1000
 
 
 def analyst_mark(user: str) -> str:
@@ -46,6 +52,8 @@ class LLMSlotGate:
     step_key: str
     user: str
     per_user_limit: int = 0  # 0: an analyst may hold the whole pool
+    # How many of the run's documents are not finished yet (this call's included).
+    run_documents_left: Callable[[], int] = lambda: 1
 
     def _pool_state(self, claim: str) -> _PoolState:
         info = self.instance.event_log_storage.get_concurrency_info(LLM_POOL)
@@ -101,10 +109,7 @@ class LLMSlotGate:
             # runs progress evenly and a run's extra lane just fills slots that would sit idle.
             may_queue = not state.run_has_another_claim or state.free_and_unwanted
             if queued or (within_limit and may_queue):
-                # The priority is fixed when the claim joins the queue: fewer slots held, served sooner.
-                status = storage.claim_concurrency_slot(
-                    LLM_POOL, self.run_id, claim, priority=-10 * state.held_by_analyst
-                )
+                status = storage.claim_concurrency_slot(LLM_POOL, self.run_id, claim, priority=self._priority(state))
                 queued = True
                 if status.is_claimed and self._still_mine(claim):
                     return
@@ -115,6 +120,12 @@ class LLMSlotGate:
                     queued = False
             time.sleep(poll)
             poll = min(MAX_POLL_SECONDS, poll * 1.5)
+
+    def _priority(self, state: _PoolState) -> int:
+        """Fixed when the claim joins Dagster's queue (higher is served first): fewer slots held
+        by the analyst first; then, within a step of that, the run with more documents left."""
+        left = max(0, min(PRIORITY_STEP - 1, self.run_documents_left()))
+        return -PRIORITY_STEP * state.held_by_analyst + left
 
     def _still_mine(self, claim: str) -> bool:
         """Dagster's slot claim is not atomic (a read-then-write on SQLite; on PostgreSQL its

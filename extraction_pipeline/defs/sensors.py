@@ -6,34 +6,37 @@ for runs with deterministic run keys (so a repeated tick never launches a duplic
 
 import functools
 import inspect
+import json
 import time
-from collections import defaultdict
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import dagster as dg
-from dagster._core.execution.backfill import BulkActionStatus
 from sqlalchemy.exc import SQLAlchemyError
 
 from extraction_pipeline.core.dispatch import PendingDocument, plan_runs, run_key
-from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
+from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import BATCH_RUN_TAG, BATCH_UID_RUN_TAG, close_if_done, open_batches
 from extraction_pipeline.core.ledger.breakers import breaker_state
 from extraction_pipeline.core.ledger.documents import document_partition_keys, documents_after, partition_key_of
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
-from extraction_pipeline.core.ledger.queries import active_items, undispatched_items, unexported_batches
+from extraction_pipeline.core.ledger.queries import undispatched_items, unexported_batches
 from extraction_pipeline.core.ledger.schema import BatchOrigin
 from extraction_pipeline.core.parsing import parsed_contents
-from extraction_pipeline.core.reconcile import TERMINAL_RUN_STATUSES, Action, ItemView, Limits, RunInfo, judge_item
-from extraction_pipeline.defs.binding import (
-    BACKFILL_TAG,
-    ITEM_TAG,
-    ROUND_TAG,
-    USER_TAG,
-    item_run_tags,
+from extraction_pipeline.core.reconcile import TERMINAL_RUN_STATUSES
+from extraction_pipeline.defs.aggregation import (
+    ENDED_RUNS_MARGIN_SECONDS,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    Settled,
+    backfill_over,
+    item_runs,
+    reconcile_batch,
+    reconcile_ended_runs,
 )
+from extraction_pipeline.defs.binding import DOCUMENTS_TAG, ROUND_TAG, item_run_tags
 from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job, extract_parsed_documents_job
 from extraction_pipeline.defs.partitions import (
     DOCUMENTS_PARTITIONS,
@@ -49,17 +52,11 @@ from extraction_pipeline.defs.resources import LedgerResource, LLMResource, Pipe
 DISPATCH_PER_TICK = 200
 LLM_POOL = "llm"
 DEFAULT_LLM_SLOTS = 5
-# A dispatched item with no run after this long was lost between the sensor and the run queue
-# (e.g. the tick timed out after the ledger was updated): it is dispatched again.
-DISPATCH_LOST_SECONDS = 300
 # Documents registered within this window may still have uncommitted lower ids (PostgreSQL
 # sequences commit out of order): the partition cursor stays behind them.
 CURSOR_SETTLE_SECONDS = 60
 EXPORT_MAX_ATTEMPTS = 3
 EXPORT_RETRY_SECONDS = 60
-PARTITION_TAG = "dagster/partition"
-RANGE_START_TAG = "dagster/asset_partition_range_start"  # a run of several consecutive documents
-RANGE_END_TAG = "dagster/asset_partition_range_end"
 EXPORT_VERSION_TAG = "extraction/export_version"
 
 
@@ -127,11 +124,14 @@ def batch_dispatcher(
     settings: PipelineSettingsResource,
 ) -> dg.SensorResult:
     """Starts the extraction of batches created from the command line, and of any document that
-    must run again (its runs died, or someone asked for a retry): one run per document, tagged
-    with user, batch, document and filename. Run keys are deterministic per item and dispatch
-    round, so a document is never launched twice for the same round. While the model's provider
-    is failing (its circuit breaker is open) nothing new is launched."""
+    must run again (its runs died, or someone asked for a retry): runs of up to 8 consecutive
+    documents, tagged with user and batch (a run of one also with document and filename). Run
+    keys are deterministic per set of items and dispatch round, so a document is never launched
+    twice for the same round. While the model's provider is failing (its circuit breaker is
+    open) nothing new is launched. Cursor: when it last dispatched; documents marked dispatched
+    after that by a tick whose runs never reached Dagster are dispatched again."""
     db = ledger.ledger()
+    _redispatch_lost(context, db)
     model = llm.config()
     if not model.is_offline:
         breaker = breaker_state(db, model.effective_model)
@@ -153,11 +153,37 @@ def batch_dispatcher(
     ]
     runs = plan_runs(pending, position, per_run=DOCUMENTS_PER_RUN, slots=_llm_slots(context.instance))
     parsed = parsed_contents(db, [item["sha256"] for item in items], settings.parse_options().limits.parser_version)
-    run_requests = [_run_request([by_id[doc.item_id] for doc in run], run, parsed) for run in runs]
-    item_states.mark_dispatched(db, [item["id"] for item in items])
-    context.log.info(f"dispatching {len(items)} item(s) in {len(run_requests)} run(s)")
+    dispatched_at = utcnow()
+    # Only items this tick marked are launched: an evaluation that outlived its timeout and still
+    # runs cannot get a document launched twice.
+    marked = item_states.mark_dispatched(db, [item["id"] for item in items], at=dispatched_at)
+    runs = [[doc for doc in run if doc.item_id in marked] for run in runs]
+    run_requests = [_run_request([by_id[doc.item_id] for doc in run], run, parsed) for run in runs if run]
+    context.log.info(f"dispatching {len(marked)} item(s) in {len(run_requests)} run(s)")
     requests = [documents_partitions.build_add_request(new_keys)] if new_keys else []
-    return dg.SensorResult(run_requests=run_requests, dynamic_partitions_requests=requests)
+    return dg.SensorResult(
+        run_requests=run_requests,
+        dynamic_partitions_requests=requests,
+        cursor=json.dumps({"dispatched_at": dispatched_at.isoformat()}),
+    )
+
+
+def _redispatch_lost(context: dg.SensorEvaluationContext, db: Ledger) -> None:
+    """Items marked dispatched after the cursor's time were marked by a tick whose result (runs
+    and cursor, stored together by Dagster) never landed, e.g. an evaluation that timed out:
+    forget those dispatches so this tick launches them again."""
+    if not context.cursor:
+        return
+    try:
+        last = datetime.fromisoformat(json.loads(context.cursor)["dispatched_at"])
+    except (ValueError, KeyError, TypeError):
+        context.log.warning(f"unreadable dispatcher cursor {context.cursor!r}: ignored")
+        return
+    lost = item_states.dispatched_after(db, last)
+    for item in lost:
+        item_states.redispatch_lost(db, item["id"], dispatched_at=item["dispatched_at"])
+    if lost:
+        context.log.warning(f"{len(lost)} item(s) dispatched by a tick whose runs never started: dispatching again")
 
 
 def _llm_slots(instance: dg.DagsterInstance) -> int:
@@ -186,6 +212,8 @@ def _run_request(items: list[dict[str, Any]], documents: list[PendingDocument], 
         several=len(documents) > 1,
     )
     tags[ROUND_TAG] = str(first["dispatch_round"])
+    if len(documents) > 1:
+        tags[DOCUMENTS_TAG] = ",".join(str(item["document_id"]) for item in items)
     if len(documents) == 1:
         return dg.RunRequest(
             run_key=run_key(documents), partition_key=documents[0].partition_key, tags=tags, job_name=job.name
@@ -193,157 +221,6 @@ def _run_request(items: list[dict[str, Any]], documents: list[PendingDocument], 
     tags[RANGE_START_TAG] = documents[0].partition_key
     tags[RANGE_END_TAG] = documents[-1].partition_key
     return dg.RunRequest(run_key=run_key(documents), tags=tags, job_name=job.name)
-
-
-def _run_records(instance: dg.DagsterInstance, batch: dict[str, Any]) -> list[dg.RunRecord]:
-    """Every extraction run that worked (or was launched to work) on this batch: the dispatcher's
-    runs (and Dagster's retries of them) carry the batch uid; a UI backfill's runs carry the
-    backfill id (the uid only once a step has bound them)."""
-    filters = [dg.RunsFilter(tags={BATCH_UID_RUN_TAG: batch["uid"]})]
-    if batch["origin"] == BatchOrigin.BACKFILL:
-        filters.append(dg.RunsFilter(tags={BACKFILL_TAG: batch["origin_ref"]}))
-    elif batch["origin"] == BatchOrigin.RUN:
-        filters.append(dg.RunsFilter(run_ids=[batch["origin_ref"]]))
-    records: dict[str, dg.RunRecord] = {}
-    for runs_filter in filters:
-        for record in instance.get_run_records(runs_filter):
-            if record.dagster_run.job_name != export_batch_job.name:
-                records[record.dagster_run.run_id] = record
-    return list(records.values())
-
-
-class _PartitionOrder:
-    """The document partitions in order, read at most once per tick, and only when a run covers
-    a range of them (a run of several documents)."""
-
-    def __init__(self, instance: dg.DagsterInstance) -> None:
-        self._instance = instance
-        self._keys: list[str] | None = None
-        self._index: dict[str, int] = {}
-
-    def between(self, start: str, end: str) -> list[str]:
-        if self._keys is None:
-            self._keys = list(self._instance.get_dynamic_partitions(DOCUMENTS_PARTITIONS))
-            self._index = {key: index for index, key in enumerate(self._keys)}
-        first, last = self._index.get(start), self._index.get(end)
-        if first is None or last is None:
-            return list(dict.fromkeys([start, end]))  # a partition removed since: its ends at least
-        return self._keys[first : last + 1]
-
-
-def _run_partitions(run: dg.DagsterRun, order: _PartitionOrder) -> list[str]:
-    key = run.tags.get(PARTITION_TAG)
-    if key is not None:
-        return [key]
-    start, end = run.tags.get(RANGE_START_TAG), run.tags.get(RANGE_END_TAG)
-    if start is None or end is None:
-        return []
-    return order.between(start, end)
-
-
-def _runs_by_round(records: list[dg.RunRecord], order: _PartitionOrder) -> dict[tuple[str, int], list[RunInfo]]:
-    """Runs grouped by (document partition, dispatch round); a run of several documents counts
-    for each; runs without a round tag (a UI backfill's own runs) belong to round 0."""
-    runs: dict[tuple[str, int], list[RunInfo]] = defaultdict(list)
-    for record in records:
-        run = record.dagster_run
-        round_text = run.tags.get(ROUND_TAG, "0")
-        dispatch_round = int(round_text) if round_text.isdigit() else 0
-        info = RunInfo(
-            run.run_id,
-            run.status.value,
-            record.create_timestamp.timestamp(),
-            record.end_time,
-            run.tags.get(USER_TAG),
-        )
-        for key in _run_partitions(run, order):
-            runs[(key, dispatch_round)].append(info)
-    return runs
-
-
-def _backfill_over(instance: dg.DagsterInstance, batch: dict[str, Any]) -> bool:
-    if batch["origin"] != BatchOrigin.BACKFILL:
-        return True
-    backfill = instance.get_backfill(batch["origin_ref"])
-    # Imported from its module: `dg.BulkActionStatus` does not exist and crashed every tick.
-    return backfill is None or backfill.status != BulkActionStatus.REQUESTED
-
-
-def _dispatched_by_us(batch: dict[str, Any], item: dict[str, Any]) -> bool:
-    return bool(batch["origin"] == BatchOrigin.DISPATCH or item["dispatch_round"] > 0)
-
-
-def _item_view(item: dict[str, Any]) -> ItemView:
-    return ItemView(
-        id=item["id"],
-        status=item["status"],
-        message=item["message"],
-        dispatch_round=item["dispatch_round"],
-        retry_round=item["retry_round"],
-    )
-
-
-def _item_runs(instance: dg.DagsterInstance, item: dict[str, Any]) -> list[dg.DagsterRun]:
-    """Every run known to work on this item, whatever its job or round: those tagged with it
-    (dispatcher runs, bound runs and their retries) and the run that holds it."""
-    runs = {
-        r.dagster_run.run_id: r.dagster_run
-        for r in instance.get_run_records(dg.RunsFilter(tags={ITEM_TAG: str(item["id"])}))
-    }
-    if item["run_id"] and item["run_id"] not in runs:
-        holder = instance.get_run_by_id(item["run_id"])
-        if holder is not None:
-            runs[holder.run_id] = holder
-    return list(runs.values())
-
-
-def _live_run(instance: dg.DagsterInstance, item: dict[str, Any]) -> dg.DagsterRun | None:
-    """A queued or working run of this item, if any: then nothing may requeue, fail or sweep it."""
-    return next((run for run in _item_runs(instance, item) if run.status.value not in TERMINAL_RUN_STATUSES), None)
-
-
-def _reconcile_batch(
-    context: dg.SensorEvaluationContext, db: Ledger, batch: dict[str, Any], limits: Limits
-) -> dict[str, int]:
-    """Requeue or fail the batch's active items whose runs are all gone; returns counts."""
-    counts = {"requeued": 0, "failed": 0}
-    items = active_items(db, batch["id"])
-    if not items:
-        return counts
-    runs = _runs_by_round(_run_records(context.instance, batch), _PartitionOrder(context.instance))
-    launch_over = _backfill_over(context.instance, batch)
-    now, now_naive = time.time(), utcnow()  # epoch seconds for Dagster's run times, naive UTC for the ledger
-    for item in items:
-        key = partition_key_of(item["document_id"], item["partition_key"])
-        item_runs = runs.get((key, item["dispatch_round"]), [])
-        if _dispatched_by_us(batch, item) and not item_runs:
-            dispatched = item["dispatched_at"]
-            lost = dispatched is not None and (now_naive - dispatched).total_seconds() > DISPATCH_LOST_SECONDS
-            if (
-                lost
-                and _live_run(context.instance, item) is None
-                and item_states.redispatch_lost(db, item["id"], dispatched_at=dispatched)
-            ):
-                context.log.warning(f"item {item['id']}: dispatched but no run appeared; dispatching again")
-            continue  # the dispatcher (re)launches it: never fail an item that never had a run
-        verdict = judge_item(_item_view(item), runs=item_runs, now=now, launcher_finished=launch_over, limits=limits)
-        if verdict is None:
-            continue
-        if (live := _live_run(context.instance, item)) is not None:
-            # A run of another job or round (a UI materialization, a late retry) still works on it.
-            context.log.info(f"item {item['id']}: run {live.run_id} is {live.status.value}; left to it")
-            continue
-        # Conditional on the state and holder we judged: a retry that took the item over wins.
-        if verdict.action == Action.REQUEUE:
-            if item_states.requeue(db, item, message=verdict.message):
-                context.log.warning(f"item {item['id']} requeued: {verdict.message}")
-                counts["requeued"] += 1
-        elif item_states.fail(
-            db, item["id"], message=verdict.message, from_status=ItemStatus(item["status"]), run_id=item["run_id"]
-        ):
-            context.log.warning(f"item {item['id']} -> error: {verdict.message}")
-            counts["failed"] += 1
-    return counts
 
 
 def _sweep(context: dg.SensorEvaluationContext, db: Ledger, stale_minutes: float) -> int:
@@ -354,7 +231,7 @@ def _sweep(context: dg.SensorEvaluationContext, db: Ledger, stale_minutes: float
     idle = timedelta(minutes=stale_minutes)
     swept = 0
     for item in item_states.stale_items(db, idle=idle):
-        runs = _item_runs(context.instance, item)
+        runs = item_runs(context.instance, item)
         alive = [run for run in runs if run.status.value not in TERMINAL_RUN_STATUSES]
         if alive:
             context.log.warning(
@@ -409,21 +286,71 @@ def batch_aggregator(
 ) -> dg.SensorResult:
     """Closes batches: puts documents whose runs died back in the queue (within their retry
     budget), fails those that cannot be finished, sweeps items stuck with no live run, marks a
-    batch completed once nothing is pending or extracting, and launches its workbook export."""
+    batch completed once nothing is pending or extracting, and launches its workbook export.
+    Cursor: when it last looked, so each tick reads only the runs that ended since (a tick costs
+    what changed, not what exists), and which ended UI backfills it already settled."""
     db = ledger.ledger()
+    started = time.time()
     swept = _sweep(context, db, settings.stale_minutes)
     if swept:
         context.log.warning(f"swept {swept} stale item(s)")
     limits = settings.reconcile_limits()
-    for batch in open_batches(db):
-        _reconcile_batch(context, db, batch, limits)
+    batches = open_batches(db)
+    state = _AggregatorCursor.read(context)
+    settled = Settled()
+    if state is None:  # nothing known yet (first tick, reset cursor): every open batch in full
+        for batch in batches:
+            reconcile_batch(context, db, batch, limits, settled)
+        backfills_settled = {batch["id"] for batch in batches if backfill_over(context.instance, batch)}
+    else:
+        since = state.checked_at - limits.grace_seconds - ENDED_RUNS_MARGIN_SECONDS
+        reconcile_ended_runs(context, db, batches, since, limits, settled)
+        backfills_settled = state.backfills_settled & {batch["id"] for batch in batches}
+        for batch in batches:
+            # A backfill that stopped launching: its documents that never got a run fail now, once.
+            pending_backfill = batch["origin"] == BatchOrigin.BACKFILL and batch["id"] not in backfills_settled
+            if pending_backfill and backfill_over(context.instance, batch):
+                reconcile_batch(context, db, batch, limits, settled)
+                backfills_settled.add(batch["id"])
+    for batch in batches:
         if close_if_done(db, batch["id"]):
             context.log.info(f"batch {batch['id']} completed")
+            backfills_settled.discard(batch["id"])  # the cursor remembers open batches only
+    if settled.requeued or settled.failed:
+        context.log.info(
+            f"read {settled.runs_read} run(s), judged {settled.items_judged} item(s): "
+            f"{settled.requeued} requeued, {settled.failed} failed"
+        )
+    cursor = _AggregatorCursor(checked_at=started, backfills_settled=backfills_settled).dump()
     requests = _export_requests(context, db)
     if not requests:
-        return dg.SensorResult(skip_reason="no batch to export")
+        return dg.SensorResult(skip_reason="no batch to export", cursor=cursor)
     keys = sorted({request.partition_key for request in requests if request.partition_key})
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[batches_partitions.build_add_request(keys)],
+        cursor=cursor,
     )
+
+
+class _AggregatorCursor:
+    """The aggregator's memory between ticks, as JSON: when the last tick began and which open
+    backfill batches were settled in full after their backfill ended."""
+
+    def __init__(self, *, checked_at: float, backfills_settled: set[int]) -> None:
+        self.checked_at = checked_at
+        self.backfills_settled = backfills_settled
+
+    @classmethod
+    def read(cls, context: dg.SensorEvaluationContext) -> "_AggregatorCursor | None":
+        if not context.cursor:
+            return None
+        try:
+            data = json.loads(context.cursor)
+            return cls(checked_at=float(data["checked_at"]), backfills_settled={int(b) for b in data["backfills"]})
+        except (ValueError, KeyError, TypeError):
+            context.log.warning(f"unreadable aggregator cursor {context.cursor!r}: every open batch is read in full")
+            return None
+
+    def dump(self) -> str:
+        return json.dumps({"checked_at": self.checked_at, "backfills": sorted(self.backfills_settled)})

@@ -300,16 +300,35 @@ def redispatch_lost(ledger: Ledger, item_id: int, *, dispatched_at: datetime) ->
         return conn.execute(statement).rowcount == 1
 
 
-def mark_dispatched(ledger: Ledger, item_ids: list[int]) -> None:
-    """Record that a run was requested for these pending items (bookkeeping, not a state change)."""
+def mark_dispatched(ledger: Ledger, item_ids: list[int], *, at: datetime | None = None) -> set[int]:
+    """Record that a run is being requested for these pending, undispatched items (bookkeeping,
+    not a state change). Returns the ids marked: an item another tick marked first is not."""
     if not item_ids:
-        return
+        return set()
+    at = at or utcnow()
     with ledger.engine.begin() as conn:
         conn.execute(
             update(batch_items)
-            .where(batch_items.c.id.in_(item_ids), batch_items.c.status == ItemStatus.PENDING)
-            .values(dispatched_at=utcnow())
+            .where(
+                batch_items.c.id.in_(item_ids),
+                batch_items.c.status == ItemStatus.PENDING,
+                batch_items.c.dispatched_at.is_(None),
+            )
+            .values(dispatched_at=at)
         )
+        marked = conn.execute(
+            select(batch_items.c.id).where(batch_items.c.id.in_(item_ids), batch_items.c.dispatched_at == at)
+        )
+        return set(marked.scalars())
+
+
+def dispatched_after(ledger: Ledger, after: datetime) -> list[dict[str, Any]]:
+    """Pending items marked dispatched after ``after`` (indexed on status and dispatched_at)."""
+    statement = select(batch_items).where(
+        batch_items.c.status == ItemStatus.PENDING, batch_items.c.dispatched_at > after
+    )
+    with ledger.engine.connect() as conn:
+        return [dict(row) for row in conn.execute(statement).mappings()]
 
 
 def get_item(ledger: Ledger, item_id: int) -> dict[str, Any] | None:

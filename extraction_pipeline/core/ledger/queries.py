@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -122,8 +123,16 @@ def undispatched_items(ledger: Ledger, limit: int) -> list[dict[str, Any]]:
     )
 
 
-def active_items(ledger: Ledger, batch_id: int) -> list[dict[str, Any]]:
-    return _item_rows(ledger, batch_items.c.batch_id == batch_id, batch_items.c.status.in_(ACTIVE_ITEM_STATUSES))
+def active_items(ledger: Ledger, batch_id: int, *, document_ids: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """The batch's pending and extracting items; only those of ``document_ids`` when given."""
+    where = [batch_items.c.batch_id == batch_id, batch_items.c.status.in_(ACTIVE_ITEM_STATUSES)]
+    if document_ids is None:
+        return _item_rows(ledger, *where)
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(document_ids), 500):  # bounded IN lists
+        chunk = document_ids[start : start + 500]
+        rows.extend(_item_rows(ledger, *where, batch_items.c.document_id.in_(chunk)))
+    return rows
 
 
 def history(

@@ -1,0 +1,152 @@
+"""The aggregator follows a cursor: a tick reads the runs that ended since the last one (and
+their families), not every run of every open batch; the dispatcher finds its own lost dispatches
+through its cursor. Real Dagster instance, real ledger file."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import dagster as dg
+from dagster._core.storage.runs.schema import RunsTable
+
+from extraction_pipeline.core.ledger import Ledger, utcnow
+from extraction_pipeline.core.ledger import items as states
+from extraction_pipeline.core.ledger.batches import create_batch
+from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.ledger.schema import batch_items
+from extraction_pipeline.defs.sensors import batch_aggregator, batch_dispatcher
+from extraction_pipeline_tests.dagster_support import (
+    _batch_tags,
+    _failed_run,
+    _register,
+    _resources,
+    home,
+    instance,
+    ledger,
+)
+
+__all__ = ["home", "instance", "ledger"]  # fixtures used by name
+
+
+def _aged(instance: dg.DagsterInstance, run_id: str, seconds: float) -> None:
+    """Make a run look as if it ended ``seconds`` ago (its row's update time and end time)."""
+    ended = datetime.now(UTC) - timedelta(seconds=seconds)
+    storage = instance.run_storage
+    with storage.connect() as conn:  # type: ignore[attr-defined]
+        conn.execute(
+            RunsTable.update()
+            .where(RunsTable.c.run_id == run_id)
+            .values(update_timestamp=ended.replace(tzinfo=None), end_time=ended.timestamp())
+        )
+
+
+def _cursor(checked_at: float, backfills: tuple[int, ...] = ()) -> str:
+    return json.dumps({"checked_at": checked_at, "backfills": list(backfills)})
+
+
+def _tick(instance: dg.DagsterInstance, ledger: Ledger, home: Path, cursor: str | None, grace: float = 0.0) -> str:
+    result = batch_aggregator(
+        dg.build_sensor_context(instance=instance, resources=_resources(ledger, home, grace=grace), cursor=cursor)
+    )
+    assert isinstance(result, dg.SensorResult) and result.cursor
+    return result.cursor
+
+
+def _statuses(ledger: Ledger, batch: int) -> list[tuple[str, int]]:
+    return [(row["status"], row["dispatch_round"]) for row in batch_item_rows(ledger, batch)]
+
+
+def test_a_tick_with_a_cursor_reads_the_runs_that_ended_since_not_every_run(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path
+) -> None:
+    doc_ids = _register(ledger, home, 2)
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids).id
+    first, second = (row["id"] for row in batch_item_rows(ledger, batch))
+    tags = _batch_tags(ledger, batch)
+    old = _failed_run(instance, {**tags, "dagster/partition": "doc-1-trial-001"})
+    states.claim(ledger, first, run_id=old, worker="w")
+    _aged(instance, old, 3600)  # ended an hour before the last tick: that tick saw it
+    new = _failed_run(instance, {**tags, "dagster/partition": "doc-2-trial-002"})
+    states.claim(ledger, second, run_id=new, worker="w")
+    before = time.time()
+    cursor = _tick(instance, ledger, home, _cursor(before - 10))
+    # The run that ended since the last tick: its document goes back in the queue (round 1).
+    # The hour-old one is not read again (a tick costs what changed, not what exists).
+    assert _statuses(ledger, batch) == [("extracting", 0), ("pending", 1)]
+    assert json.loads(cursor)["checked_at"] >= before
+    # Without a cursor (first tick, reset cursor) every open batch is read in full: both settled.
+    _tick(instance, ledger, home, None)
+    assert _statuses(ledger, batch) == [("pending", 1), ("pending", 1)]
+
+
+def test_an_ended_run_is_read_again_until_its_grace_period_is_over(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path
+) -> None:
+    [doc] = _register(ledger, home, 1)
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
+    [item] = (row["id"] for row in batch_item_rows(ledger, batch))
+    dead = _failed_run(instance, {**_batch_tags(ledger, batch), "dagster/partition": "doc-1-trial-001"})
+    states.claim(ledger, item, run_id=dead, worker="w")
+    cursor = _tick(instance, ledger, home, _cursor(time.time() - 10), grace=1.5)
+    assert _statuses(ledger, batch) == [("extracting", 0)]  # Dagster's run retry may still come
+    time.sleep(2.0)
+    # Nothing else ended meanwhile; the run is still within the window the next tick reads.
+    _tick(instance, ledger, home, cursor, grace=1.5)
+    assert _statuses(ledger, batch) == [("pending", 1)]
+
+
+def test_a_run_of_several_documents_names_them_and_each_is_settled(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path
+) -> None:
+    doc_ids = _register(ledger, home, 4)
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids).id
+    instance.event_log_storage.set_concurrency_slots("llm", 1)  # one slot: one run of all four
+    resources = _resources(ledger, home)
+    dispatched = batch_dispatcher(dg.build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(dispatched, dg.SensorResult)
+    [request] = dispatched.run_requests or []
+    assert request.tags["extraction/documents"] == ",".join(map(str, doc_ids))
+    assert "extraction/item" not in request.tags
+    ids = [row["id"] for row in batch_item_rows(ledger, batch)]
+    dead = _failed_run(instance, dict(request.tags))  # its worker died after claiming two of them
+    for item in ids[:2]:
+        states.claim(ledger, item, run_id=dead, worker="w")
+    _tick(instance, ledger, home, _cursor(time.time() - 10))
+    assert _statuses(ledger, batch) == [("pending", 1)] * 4  # claimed or not, all four again
+
+
+def test_the_dispatcher_launches_again_what_a_lost_tick_marked(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path
+) -> None:
+    doc_ids = _register(ledger, home, 3)
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids).id
+    instance.event_log_storage.set_concurrency_slots("llm", 3)
+    resources = _resources(ledger, home)
+    landed = batch_dispatcher(dg.build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(landed, dg.SensorResult) and landed.cursor and len(landed.run_requests or []) == 3
+    ids = [row["id"] for row in batch_item_rows(ledger, batch)]
+    # A later tick marked the last item again (after a retry put it back) and its result was lost.
+    with ledger.engine.begin() as conn:
+        conn.execute(
+            batch_items.update()
+            .where(batch_items.c.id == ids[2])
+            .values(dispatched_at=utcnow() + timedelta(seconds=1), dispatch_round=1)
+        )
+    again = batch_dispatcher(dg.build_sensor_context(instance=instance, resources=resources, cursor=landed.cursor))
+    assert isinstance(again, dg.SensorResult)
+    assert [r.tags["extraction/item"] for r in again.run_requests or []] == [str(ids[2])]
+    # A tick that landed is not dispatched again: its cursor names it.
+    quiet = batch_dispatcher(dg.build_sensor_context(instance=instance, resources=resources, cursor=again.cursor))
+    assert isinstance(quiet, dg.SensorResult) and not quiet.run_requests
+
+
+def test_an_item_already_marked_is_not_marked_or_launched_twice(ledger: Ledger, home: Path) -> None:
+    doc_ids = _register(ledger, home, 2)
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids).id
+    ids = [row["id"] for row in batch_item_rows(ledger, batch)]
+    assert states.mark_dispatched(ledger, ids[:1]) == {ids[0]}
+    assert states.mark_dispatched(ledger, ids) == {ids[1]}  # the first was marked by another tick
+    assert states.mark_dispatched(ledger, ids) == set()
