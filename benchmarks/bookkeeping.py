@@ -7,6 +7,7 @@ Dagster's run storage (tagged like the dispatcher's runs). Then times, each as t
 - the `batch_aggregator`'s first tick (no cursor yet: every open batch read in full), then a
   tick with nothing to do (the batch open, 10 items still extracting under STARTED runs, 10 runs
   ended seconds ago) and one tick that closes the batch (every item completed);
+- one `batch_dispatcher` tick while the N items are pending (it dispatches 200 of them);
 - `progress` of the N-item batch (what `batch status` shows) and `history` filtered by status;
 - `create_batch` of 10,000 documents (the ledger work of `batch create`).
 
@@ -127,6 +128,23 @@ def _tick(instance: dg.DagsterInstance, url: str, home: str, cursor: str | None)
     return batch_aggregator(context)
 
 
+def _dispatch_tick(instance: dg.DagsterInstance, url: str, home: str) -> Any:
+    from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
+    from extraction_pipeline.defs.sensors import batch_dispatcher
+
+    context = dg.build_sensor_context(
+        instance=instance,
+        resources={
+            "ledger": LedgerResource(database_url=url),
+            "llm": LLMResource(),
+            "settings": PipelineSettingsResource(home=home),
+        },
+    )
+    result = batch_dispatcher(context)
+    assert len(result.run_requests or []) >= 25, result
+    return result
+
+
 class _Ticks:
     """Aggregator ticks that carry the cursor from one to the next, as the daemon does."""
 
@@ -161,6 +179,10 @@ def main() -> None:
             # Ten more that ended just now: what a tick during a batch reads (and finds settled).
             recent = _seed_runs(instance, batch, doc_ids[10:20], 10, age_seconds=5)
             print(f"  seeded in {time.perf_counter() - started:.0f} s ({len(recent)} runs ended just now)")
+            # The batch's documents as partitions, as the partition sensor publishes them.
+            instance.add_dynamic_partitions("documents", [f"doc-{doc_id}" for doc_id in doc_ids[: args.items]])
+            dispatch = _median(lambda: _dispatch_tick(instance, url, home), 1)
+            print(f"  batch_dispatcher tick ({args.items} items pending, 200 dispatched): {dispatch * 1000:8.0f} ms")
             # Ten documents still extracting, each under a working run of the dispatcher's shape.
             live = [str(uuid.uuid4()) for _ in range(10)]
             for doc_id, run_id in zip(doc_ids[:10], live, strict=True):

@@ -8,6 +8,7 @@ import dagster as dg
 
 from extraction_pipeline.core.settings import load_settings
 from extraction_pipeline.defs.assets import batch_workbook, extracted_document, parsed_document
+from extraction_pipeline.defs.executor import step_executor
 from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job, extract_parsed_documents_job
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 from extraction_pipeline.defs.sensors import (
@@ -56,6 +57,6 @@ defs = dg.Definitions(
             public_url=_settings.public_url,
         ),
     },
-    # One process per run, no subprocess per step: a run costs 4-8 CPU-s less (DESIGN.md §8).
-    executor=dg.in_process_executor,
+    # In each run's own process, or on Celery workers (defs/executor.py).
+    executor=step_executor(_settings),
 )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from extraction_pipeline.core.documents import store_missing_contents
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.pdf.isolation import group_alive
@@ -39,6 +40,8 @@ class InitReport:
     storage: str  # "sqlite" | "postgres"
     ledger_url: str
     pools: dict[str, int]
+    # PDFs put into a shared ledger by this init, and those whose stored copy is not on this machine
+    contents: tuple[int, int] = (0, 0)
 
 
 def _instance_template(storage: str) -> Path:
@@ -79,9 +82,12 @@ def init_home(settings: Settings, pools: dict[str, int] | None = None) -> InitRe
         shutil.copyfile(template, target)
         state = "written"
     ledger = Ledger.connect(settings.ledger_url)
-    ledger.dispose()
+    try:
+        contents = store_missing_contents(ledger)
+    finally:
+        ledger.dispose()
     _set_pool_limits(settings, pools)
-    return InitReport(settings.home_dir, state, storage, _redact(settings.ledger_url), pools)
+    return InitReport(settings.home_dir, state, storage, _redact(settings.ledger_url), pools, contents)
 
 
 def _set_pool_limits(settings: Settings, pools: dict[str, int]) -> None:

@@ -71,7 +71,8 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         conn.execute(
             text(
                 "TRUNCATE model_answers, review_decisions, item_history, provider_breakers, prompt_audit, "
-                "batch_items, batches, templates, documents, parsed_documents RESTART IDENTITY CASCADE"
+                "batch_items, batches, templates, documents, parsed_documents, document_contents "
+                "RESTART IDENTITY CASCADE"
             )
         )
     ledger.dispose()

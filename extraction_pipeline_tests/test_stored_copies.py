@@ -100,8 +100,12 @@ def test_copy_replaced_by_a_link_is_refused_before_the_parser_runs(
 
 
 def test_missing_copy_is_a_one_line_permanent_error_not_cached(ledger: Ledger, tmp_path: Path) -> None:
+    from extraction_pipeline.core.ledger.schema import document_contents
+
     _, sha256, stored = _registered(ledger, tmp_path)
     stored.unlink()
+    with ledger.engine.begin() as conn:  # nor in a shared ledger (see the test below)
+        conn.execute(document_contents.delete())
     assert _refusal(ledger, sha256, stored) == f"stored copy of the document is missing: {stored}"
 
 
@@ -185,3 +189,42 @@ def test_a_verified_copy_parses_once_then_comes_from_the_cache(ledger: Ledger, t
     stored.unlink()  # a cache hit must not even read the stored copy
     second = _parse(ledger, sha256, stored)
     assert second.cache_hit and second.pages_text == first.pages_text
+
+
+def test_a_machine_without_the_stored_copy_parses_from_a_shared_ledger(ledger: Ledger, tmp_path: Path) -> None:
+    """A Celery worker has its own EXTRACTION_HOME: the stored copy's path does not exist there.
+    A PostgreSQL ledger holds the bytes; a SQLite ledger (one machine) does not, and says so."""
+    from extraction_pipeline.core.ledger.contents import has_content, is_shared
+
+    _, sha256, stored = _registered(ledger, tmp_path)
+    elsewhere = tmp_path / "another-home" / "documents" / stored.name  # nothing there
+    if is_shared(ledger):
+        assert has_content(ledger, sha256)
+        parsed = _parse(ledger, sha256, elsewhere)
+        assert parsed.sha256 == sha256 and not parsed.cache_hit and parsed.pages_text
+    else:
+        assert not has_content(ledger, sha256)
+        assert _refusal(ledger, sha256, elsewhere).startswith("stored copy of the document is missing")
+
+
+def test_init_puts_documents_registered_earlier_into_a_shared_ledger(ledger: Ledger, tmp_path: Path) -> None:
+    from extraction_pipeline.core.documents import store_missing_contents
+    from extraction_pipeline.core.ledger.contents import has_content, is_shared
+    from extraction_pipeline.core.ledger.schema import document_contents
+
+    _, sha256, stored = _registered(ledger, tmp_path)
+    with ledger.engine.begin() as conn:  # as a ledger from before the bytes were kept
+        conn.execute(document_contents.delete())
+    other = get_document(ledger, register_pdf(ledger, tmp_path / "documents", "p", _other_pdf(tmp_path)).id)
+    assert other is not None
+    with ledger.engine.begin() as conn:
+        conn.execute(document_contents.delete().where(document_contents.c.sha256 == other["sha256"]))
+    Path(other["stored_path"]).unlink()  # this one's copy is on another machine
+    if not is_shared(ledger):
+        assert store_missing_contents(ledger) == (0, 0)  # a SQLite ledger keeps no bytes
+        return
+    assert store_missing_contents(ledger) == (1, 1)
+    assert has_content(ledger, sha256) and not has_content(ledger, other["sha256"])
+    assert store_missing_contents(ledger) == (0, 1)  # idempotent
+    parsed = _parse(ledger, sha256, tmp_path / "nowhere" / stored.name)
+    assert parsed.sha256 == sha256

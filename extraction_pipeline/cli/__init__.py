@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from extraction_pipeline.cli import batches, documents, evaluation, review, service, templates
+from extraction_pipeline.cli import batches, documents, evaluation, review, service, templates, worker
 from extraction_pipeline.cli.common import EXIT_FAILURE, EXIT_USAGE, CliError, Command
 from extraction_pipeline.core.errors import ConfigError, ExtractionError
 from extraction_pipeline.core.settings import load_settings
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.set_defaults(func=func)
         return command
 
-    for group in (service, documents, batches, templates, review, evaluation):
+    for group in (service, documents, batches, templates, review, evaluation, worker):
         group.register(add)
     return parser
 

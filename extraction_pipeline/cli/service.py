@@ -24,6 +24,10 @@ def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
     print(f"dagster    {report.home / 'dagster' / 'dagster.yaml'} ({report.dagster_yaml}, {report.storage} storage)")
     print(f"ledger     {report.ledger_url}")
     print("pools      " + ", ".join(f"{name}={limit}" for name, limit in report.pools.items()))
+    stored, elsewhere = report.contents
+    if stored or elsewhere:
+        print(f"documents  {stored} PDF(s) copied into the ledger for workers on other machines", end="")
+        print(f"; {elsewhere} not on this machine: run `init` where they were added" if elsewhere else "")
     return 0
 
 

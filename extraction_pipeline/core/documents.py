@@ -22,6 +22,7 @@ from typing import BinaryIO
 
 from extraction_pipeline.core.errors import ConfigError, PermanentError
 from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.contents import documents_without_content, store_content
 from extraction_pipeline.core.ledger.documents import get_document, insert_document
 
 PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -149,6 +150,7 @@ def register_pdf(
         pages=pages,
         stored_path=str(stored),
     )
+    store_content(ledger, digest, stored)  # a shared ledger keeps the bytes for other machines
     registered_name = source.name
     if not created:
         existing = get_document(ledger, doc_id)
@@ -202,3 +204,17 @@ def _write_copy(source: Path, stored: Path, digest: str) -> None:
         if isinstance(exc, IsADirectoryError):
             raise ConfigError(f"{stored}: a directory is in the way of the stored copy; remove it") from None
         raise
+
+
+def store_missing_contents(ledger: Ledger) -> tuple[int, int]:
+    """Put into a shared ledger the bytes of documents registered before it kept them, from this
+    machine's stored copies (each checked against its sha256). Returns (stored, not found here):
+    documents stored on another machine are added by ``init`` there."""
+    stored = unavailable = 0
+    for document in documents_without_content(ledger):
+        path = Path(str(document["stored_path"]))
+        if not _holds(path, str(document["sha256"])):
+            unavailable += 1
+            continue
+        stored += int(store_content(ledger, str(document["sha256"]), path))
+    return stored, unavailable

@@ -10,7 +10,9 @@ hash to the key: a copy that was replaced or is a link is refused, and that verd
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import tempfile
 import time
 from collections.abc import Iterator
@@ -25,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from extraction_pipeline.core.documents import READD_HINT, copy_hashing, open_stored_copy
 from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.ledger import Ledger, utcnow
+from extraction_pipeline.core.ledger.contents import read_content
 from extraction_pipeline.core.ledger.schema import parsed_documents
 from extraction_pipeline.core.pdf.engine import ENGINE, EngineOptions
 from extraction_pipeline.core.pdf.isolation import ParseTimeout, run_isolated
@@ -90,7 +93,7 @@ def parse_document(
                 )
             )
 
-    with _verified_copy(Path(stored_path), sha256) as pdf:
+    with _verified_copy(ledger, Path(stored_path), sha256) as pdf:
         return _parse_and_cache(ledger, pdf, sha256, options)
 
 
@@ -108,14 +111,22 @@ def parsed_contents(ledger: Ledger, sha256s: list[str], parser_version: str) -> 
 
 
 @contextmanager
-def _verified_copy(stored: Path, sha256: str) -> Iterator[Path]:
+def _verified_copy(ledger: Ledger, stored: Path, sha256: str) -> Iterator[Path]:
     """A private copy of the stored PDF, hashed while it is copied, for the parser to read.
 
     The parser reads exactly the bytes that were verified: the stored file being swapped between
     the check and the parse changes nothing. Copying costs about as much as hashing (milliseconds
-    for a few MB). Refusals are raised before any parse, so they are never cached."""
+    for a few MB). Refusals are raised before any parse, so they are never cached. A machine
+    without the stored copy (a worker with its own home) reads the bytes from a shared ledger."""
     with tempfile.TemporaryDirectory(prefix="verified-") as tmp:
         copy = Path(tmp) / stored.name
+        if not os.path.lexists(stored) and (content := read_content(ledger, sha256)) is not None:
+            with io.BytesIO(content) as source, copy.open("wb") as target:
+                actual = copy_hashing(source, target)
+            if actual != sha256:
+                raise PermanentError(f"the ledger's copy of {stored.name} does not match its sha256: {READD_HINT}")
+            yield copy
+            return
         with open_stored_copy(stored) as source, copy.open("wb") as target:
             actual = copy_hashing(source, target)
         if actual != sha256:

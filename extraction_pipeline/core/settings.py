@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # imported lazily at run time: `batch create` must not pay fo
 
 PREFIX = "EXTRACTION_"
 DEFAULT_HOME = Path(".extraction_home")
+DEFAULT_BROKER = "pyamqp://guest@127.0.0.1//"
+BROKER_SCHEMES = ("pyamqp://", "amqp://", "amqps://", "redis://", "rediss://")
 
 
 def _text(env: Mapping[str, str], name: str) -> str | None:
@@ -60,6 +62,31 @@ def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default
     return raw
 
 
+def _executor(env: Mapping[str, str]) -> str:
+    executor = _choice(env, "EXECUTOR", ("in_process", "celery"), "in_process")
+    if executor == "celery":
+        # Workers on other machines share only PostgreSQL and the broker with the daemon.
+        ledger = _text(env, "DATABASE_URL") or ""
+        if not ledger.startswith("postgresql") or env.get("EXTRACTION_DAGSTER_STORAGE") != "postgres":
+            raise ConfigError(
+                "EXTRACTION_EXECUTOR=celery needs PostgreSQL for the ledger (EXTRACTION_DATABASE_URL="
+                "postgresql+psycopg2://...) and for Dagster (EXTRACTION_DAGSTER_STORAGE=postgres): "
+                "workers on other machines share only those and the broker"
+            )
+    return executor
+
+
+def _broker(env: Mapping[str, str]) -> str:
+    broker = _text(env, "CELERY_BROKER") or DEFAULT_BROKER
+    if not broker.startswith(BROKER_SCHEMES):
+        scheme = broker.split("://", 1)[0] if "://" in broker else "no scheme"
+        raise ConfigError(
+            f"EXTRACTION_CELERY_BROKER must start with {', '.join(BROKER_SCHEMES)} (got {scheme!r}); "
+            "e.g. pyamqp://guest@127.0.0.1// or redis://127.0.0.1:6379/0"
+        )
+    return broker
+
+
 @dataclass(frozen=True)
 class Settings:
     """Environment-driven settings. ``api_key`` never appears in ``repr``."""
@@ -92,6 +119,11 @@ class Settings:
     documents_per_run: int = 8
     # The most `llm` pool slots one analyst's calls may hold at once (0: the whole pool).
     llm_slots_per_user: int = 0
+    # Where steps run: "in_process" (in each run's own process, beside the daemon) or "celery"
+    # (on `extraction-pipeline worker` processes, anywhere that reaches the broker and PostgreSQL).
+    executor: str = "in_process"
+    celery_broker: str = field(default=DEFAULT_BROKER, repr=False)  # may hold a password
+    celery_backend: str = field(default="rpc://", repr=False)
     ui_token: str | None = field(default=None, repr=False)  # required to serve `ui` beyond loopback
     public_url: str = "http://127.0.0.1:3000"  # how users reach `ui` (download links in Dagster)
 
@@ -120,6 +152,9 @@ class Settings:
             drain_seconds=_number(env, "DRAIN_SECONDS", 60.0, minimum=0, strict=False),
             documents_per_run=_count(env, "DOCUMENTS_PER_RUN", 8, minimum=1, maximum=100),
             llm_slots_per_user=_count(env, "LLM_SLOTS_PER_USER", 0, minimum=0, maximum=1000),
+            executor=_executor(env),
+            celery_broker=_broker(env),
+            celery_backend=_text(env, "CELERY_BACKEND") or "rpc://",
             ui_token=_text(env, "UI_TOKEN"),
             public_url=_text(env, "PUBLIC_URL") or "http://127.0.0.1:3000",
         )

@@ -18,6 +18,7 @@ from extraction_pipeline.core.ledger.queries import progress
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.parsing import ParsedDocument, parse_document
 from extraction_pipeline.defs.binding import Binding, bind_document, crashed_parent_run
+from extraction_pipeline.defs.executor import EXPORT_QUEUE, LLM_QUEUE, PARSE_QUEUE, queue_tags
 from extraction_pipeline.defs.in_flight import each_document
 from extraction_pipeline.defs.llm_slots import LLMSlotGate
 from extraction_pipeline.defs.partitions import (
@@ -87,6 +88,7 @@ def _not_extracted(item: dict[str, Any]) -> dg.Failure:
     partitions_def=documents_partitions,
     backfill_policy=documents_backfill_policy,
     pool="pdf_parse",
+    op_tags=queue_tags(PARSE_QUEUE),  # on Celery: the workers serving `pdf_parse` (defs/executor.py)
     group_name="extraction",
     kinds={"pdf"},
 )
@@ -140,6 +142,7 @@ def _several_failed(failures: list[dg.Failure], documents: int) -> dg.Failure:
     # No step-level pool: each model call holds one slot of the `llm` pool for exactly its own
     # duration (defs/llm_slots.py), so a run of several documents never sits on a slot between
     # calls, and the pool's limit is the number of calls in flight.
+    op_tags=queue_tags(LLM_QUEUE),
     group_name="extraction",
     kinds={"llm"},
     # Each document is reported as its own materialization when it is done (several per run).
@@ -321,6 +324,7 @@ def _double_extraction_metadata(outcome: ExtractionOutcome) -> dict[str, Any]:
 
 @dg.asset(
     partitions_def=batches_partitions,
+    op_tags=queue_tags(EXPORT_QUEUE),
     group_name="export",
     kinds={"excel"},
     # Downstream of the extraction in the asset graph: a batch's workbook is made of its documents'

@@ -25,4 +25,7 @@ export_batch_job = dg.define_asset_job(
     "export_batch",
     selection=dg.AssetSelection.assets(batch_workbook),
     description="Write a closed batch's workbook (launched by the batch_aggregator sensor).",
+    # Always beside the daemon, whatever runs the extraction steps: the download page serves the
+    # workbook from this machine's home.
+    executor_def=dg.in_process_executor,
 )

@@ -12,6 +12,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -196,6 +197,18 @@ parsed_documents = Table(
     # raising the limit allows a new attempt.
     Column("error", Text, nullable=True),
     Column("timeout_seconds", Float, nullable=True),
+    Column("created_at", DateTime, nullable=False),
+)
+
+document_contents = Table(
+    "document_contents",
+    metadata,
+    # The PDF's bytes, content-addressed, in a shared (PostgreSQL) ledger only: a step on another
+    # machine (a Celery worker with its own EXTRACTION_HOME) parses from here. A SQLite ledger
+    # lives on one machine with its document store, so it keeps the bytes there only.
+    Column("sha256", String(64), primary_key=True),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("content", LargeBinary, nullable=False),
     Column("created_at", DateTime, nullable=False),
 )
 
