@@ -221,6 +221,24 @@ def _run_batch(
     created = min(item["created_at"] for item in items)
     out[f"{spec.user} first start"] = (min(i["started_at"] for i in items) - created).total_seconds()
     out[f"{spec.user} documents done"] = (max(i["finished_at"] for i in items) - created).total_seconds()
+    if SHOW_TIMELINE:
+        _print_timeline(spec.user, items, created)
+
+
+SHOW_TIMELINE = False
+
+
+def _print_timeline(user: str, items: list[dict[str, Any]], created: Any) -> None:
+    """Per run: when each of its documents was claimed and finished (s after `batch create`):
+    where the makespan goes (late starts, idle slots, an uneven last round)."""
+    runs: dict[str, list[tuple[float, float]]] = {}
+    for item in items:
+        start = (item["started_at"] - created).total_seconds()
+        end = (item["finished_at"] - created).total_seconds()
+        runs.setdefault(item["run_id"], []).append((start, end))
+    print(f"  timeline of {user}'s batch (claimed-finished, s after `batch create`), one line per run:")
+    for run_id, spans in sorted(runs.items(), key=lambda entry: min(entry[1])):
+        print(f"    {run_id[:8]}  " + "  ".join(f"{a:5.1f}-{b:5.1f}" for a, b in sorted(spans)))
 
 
 BARE_PROJECT = """
@@ -306,7 +324,10 @@ def main() -> None:
         help="also: analyst B's batch of M documents a minute after A's, and B's batch alone on an idle system",
     )
     parser.add_argument("--pool", type=int, default=5, help="the `llm` pool's limit (init's default: 5)")
+    parser.add_argument("--timeline", action="store_true", help="print when each run's documents ran")
     args = parser.parse_args()
+    global SHOW_TIMELINE
+    SHOW_TIMELINE = args.timeline
     if args.documents_per_run is not None:
         os.environ["EXTRACTION_DOCUMENTS_PER_RUN"] = str(args.documents_per_run)
     repo = Path(__file__).resolve().parents[1]

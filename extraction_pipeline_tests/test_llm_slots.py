@@ -179,8 +179,8 @@ def test_a_pool_without_a_limit_lets_every_call_through(instance: dg.DagsterInst
     assert len(fake.requests) == 4 and fake.peak_in_flight == 4
 
 
-def test_a_runs_second_lane_only_takes_a_slot_nobody_waits_for(instance: dg.DagsterInstance) -> None:
-    """Pool of 2, both held (run R, run S). R's second document and run T both want a slot: when
+def test_a_run_holding_no_slot_is_served_before_another_runs_second_lane(instance: dg.DagsterInstance) -> None:
+    """Pool of 2, both held (run R, run S). R's second document queues first, then run T: when
     S gives its slot back, T gets it, not R's second lane (runs progress evenly)."""
     instance.event_log_storage.set_concurrency_slots(LLM_POOL, 2)
     order: list[str] = []
@@ -201,13 +201,47 @@ def test_a_runs_second_lane_only_takes_a_slot_nobody_waits_for(instance: dg.Dags
     _wait_for(lambda: len(order) == 2)
     r_second = threading.Thread(target=hold, args=("R", "d2", None))
     r_second.start()
-    time.sleep(1.0)  # R's second lane looks at the pool (and does not queue)
+    _wait_for(lambda: len(_pending(instance)) == 1)  # R's second lane waits in the queue ...
     t_first = threading.Thread(target=hold, args=("T", "d5", None))
     t_first.start()
-    _wait_for(lambda: len(_pending(instance)) == 1)  # only T waits in the queue
+    _wait_for(lambda: len(_pending(instance)) == 2)  # ... and T after it
     release_s.set()
     _wait_for(lambda: len(order) == 4, timeout=30)
     release_r.set()
     for thread in (*first, r_second, t_first):
         thread.join(timeout=30)
     assert order[2:] == ["T:d5", "R:d2"]
+
+
+def test_the_run_with_more_documents_left_is_served_first(instance: dg.DagsterInstance) -> None:
+    """Pool of 1, held by run S. Run T (1 document left) queues before run R (5 left): when S
+    gives the slot back, R gets it — the batch ends when its slowest run does."""
+    instance.event_log_storage.set_concurrency_slots(LLM_POOL, 1)
+    order: list[str] = []
+    release = threading.Event()
+
+    def hold(run_id: str, left: int, until: threading.Event | None) -> None:
+        gate = LLMSlotGate(
+            instance,
+            run_id=run_id,
+            step_key=f"extracted_document[{run_id}]",
+            user="ann",
+            run_documents_left=lambda: left,
+        )
+        with gate():
+            order.append(run_id)
+            if until is not None:
+                until.wait(30)
+
+    holder = threading.Thread(target=hold, args=("S", 1, release))
+    holder.start()
+    _wait_for(lambda: order == ["S"])
+    late_runs = [threading.Thread(target=hold, args=("T", 1, None)), threading.Thread(target=hold, args=("R", 5, None))]
+    late_runs[0].start()
+    _wait_for(lambda: len(_pending(instance)) == 1)
+    late_runs[1].start()
+    _wait_for(lambda: len(_pending(instance)) == 2)
+    release.set()
+    for thread in (holder, *late_runs):
+        thread.join(timeout=30)
+    assert order == ["S", "R", "T"]

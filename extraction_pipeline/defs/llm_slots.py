@@ -11,9 +11,11 @@ already holds, so a newcomer's call is served before the next call of an analyst
 several; with ``EXTRACTION_LLM_SLOTS_PER_USER`` set, nobody holds more than that many slots. A
 lone analyst may use the whole pool.
 
-Even progress between runs: among one analyst's claims, the run with more documents left is
-served first. A run's documents cannot move to another run, so a batch ends when its slowest run
-does; runs that keep pace end together, with every slot busy to the last round.
+Even progress between runs: among one analyst's claims, a run holding no slot is served before a
+run holding one (its second lane), then the run with more documents left. A run's documents
+cannot move to another run, so a batch ends when its slowest run does; runs that keep pace end
+together, with every slot busy to the last round. A waiting claim whose run's standing changes
+joins the queue again at its new priority.
 
 Slots of a run whose worker dies are freed by Dagster's run monitoring when the run is failed.
 """
@@ -35,8 +37,10 @@ CALL_MARK = "|call|"
 FIRST_POLL_SECONDS = 0.2
 MAX_POLL_SECONDS = 1.0
 OVERWRITE_WINDOW_SECONDS = 0.05  # a racing claim's write lands within this (see _still_mine)
-# One slot held by the analyst outweighs any difference in documents left (a run has at most 100).
-PRIORITY_STEP = 1000
+# Priority steps: one slot held by the analyst outweighs anything about the run; one slot held by
+# the run outweighs any difference in documents left (a run has at most 100).
+ANALYST_STEP = 1000
+RUN_STEP = 100
 
 
 def analyst_mark(user: str) -> str:
@@ -58,15 +62,11 @@ class LLMSlotGate:
     def _pool_state(self, claim: str) -> _PoolState:
         info = self.instance.event_log_storage.get_concurrency_info(LLM_POOL)
         mark = f"{CALL_MARK}{analyst_mark(self.user)}|"
-        others_of_run = [s.step_key for s in info.claimed_slots if s.run_id == self.run_id and s.step_key != claim]
-        others_of_run += [p.step_key for p in info.pending_steps if p.run_id == self.run_id and p.step_key != claim]
-        waiting = [p for p in info.pending_steps if p.assigned_timestamp is None]
-        assigned = [p for p in info.pending_steps if p.assigned_timestamp is not None]
         return _PoolState(
             held_by_analyst=sum(1 for slot in info.claimed_slots if mark in slot.step_key),
+            held_by_run=sum(1 for s in info.claimed_slots if s.run_id == self.run_id and s.step_key != claim),
             held_keys={slot.step_key for slot in info.claimed_slots},
-            run_has_another_claim=bool(others_of_run),
-            free_and_unwanted=not waiting and info.slot_count - len(info.claimed_slots) - len(assigned) > 0,
+            assigned={p.step_key for p in info.pending_steps if p.assigned_timestamp is not None},
         )
 
     def _pool_is_limited(self) -> bool:
@@ -101,31 +101,36 @@ class LLMSlotGate:
     def _wait_for_slot(self, claim: str) -> None:
         storage = self.instance.event_log_storage
         poll = FIRST_POLL_SECONDS
-        queued = False
+        queued: int | None = None  # the priority the claim waits in Dagster's queue with
         while True:
             state = self._pool_state(claim)
             within_limit = not self.per_user_limit or state.held_by_analyst < self.per_user_limit
-            # A run's second call at once never queues: it takes only a slot nobody waits for, so
-            # runs progress evenly and a run's extra lane just fills slots that would sit idle.
-            may_queue = not state.run_has_another_claim or state.free_and_unwanted
-            if queued or (within_limit and may_queue):
-                status = storage.claim_concurrency_slot(LLM_POOL, self.run_id, claim, priority=self._priority(state))
-                queued = True
+            priority = self._priority(state)
+            if queued is not None and queued != priority and claim not in state.assigned:
+                # Standings changed while it waited (slots were given back, a document finished):
+                # join the queue again at the priority it has now, so that waiting claims are
+                # ordered by where their analysts and runs stand now, not when each one arrived.
+                storage.free_concurrency_slot_for_step(self.run_id, claim)
+                queued = None
+            if queued is not None or within_limit:
+                status = storage.claim_concurrency_slot(LLM_POOL, self.run_id, claim, priority=priority)
+                queued = priority
                 if status.is_claimed and self._still_mine(claim):
                     return
                 if status.is_claimed:
                     # Another claim took the same slot, or two of this analyst's runs claimed past
                     # the limit at once: give it back and wait again.
                     storage.free_concurrency_slot_for_step(self.run_id, claim)
-                    queued = False
+                    queued = None
             time.sleep(poll)
             poll = min(MAX_POLL_SECONDS, poll * 1.5)
 
     def _priority(self, state: _PoolState) -> int:
-        """Fixed when the claim joins Dagster's queue (higher is served first): fewer slots held
-        by the analyst first; then, within a step of that, the run with more documents left."""
-        left = max(0, min(PRIORITY_STEP - 1, self.run_documents_left()))
-        return -PRIORITY_STEP * state.held_by_analyst + left
+        """Higher is served first: an analyst holding fewer slots (fair share), then a run holding
+        no slot before a run holding one (runs progress evenly), then the run with more documents
+        left (the batch ends when its slowest run does)."""
+        left = max(0, min(RUN_STEP - 1, self.run_documents_left()))
+        return -ANALYST_STEP * state.held_by_analyst - RUN_STEP * state.held_by_run + left
 
     def _still_mine(self, claim: str) -> bool:
         """Dagster's slot claim is not atomic (a read-then-write on SQLite; on PostgreSQL its
@@ -145,6 +150,6 @@ class LLMSlotGate:
 @dataclass(frozen=True)
 class _PoolState:
     held_by_analyst: int  # slots held by this analyst's calls
+    held_by_run: int  # slots held by this run's other calls (its other lane)
     held_keys: set[str]  # every held slot's claim
-    run_has_another_claim: bool  # this run already holds or waits for a slot (another lane)
-    free_and_unwanted: bool  # a slot is free and no claim is waiting for one
+    assigned: set[str]  # claims Dagster has given a slot to, not yet taken up
