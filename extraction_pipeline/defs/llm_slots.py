@@ -35,7 +35,7 @@ LLM_POOL = "llm"
 # A held slot's key: "<step>|call|<analyst's hash>|<unique>": who holds it is read from the key.
 CALL_MARK = "|call|"
 FIRST_POLL_SECONDS = 0.2
-MAX_POLL_SECONDS = 1.0
+MAX_POLL_SECONDS = 0.5
 OVERWRITE_WINDOW_SECONDS = 0.05  # a racing claim's write lands within this (see _still_mine)
 # Priority steps: one slot held by the analyst outweighs anything about the run; one slot held by
 # the run outweighs any difference in documents left (a run has at most 100).
