@@ -3,12 +3,13 @@
 The command is measured as a user runs it (a new process: interpreter start, imports, ledger
 insert of the batch and its N items). Prints configuration, core count and the median.
 
-    .venv/bin/python -m benchmarks.batch_create [--documents 100] [--repeats 7]   (from the repo root)
+    .venv/bin/python -m benchmarks.batch_create [--documents 100] [--repeats 7] [--postgres]   (from the repo root)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -17,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.throughput import fresh_postgres
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.instance import init_home
@@ -27,10 +29,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--documents", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--postgres", action="store_true", help="the ledger on PostgreSQL (a fresh database)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
         env = {**os.environ, "EXTRACTION_HOME": tmp}
         env.pop("EXTRACTION_DATABASE_URL", None)
+        if args.postgres:
+            env["EXTRACTION_DATABASE_URL"] = stack.enter_context(fresh_postgres("bench_batch_create"))
         os.environ.update(env)
         settings = Settings.from_env()
         init_home(settings)
@@ -43,7 +49,8 @@ def main() -> None:
             started = time.perf_counter()
             subprocess.run([*command, "--idempotency-key", f"bench-{repeat}"], env=env, check=True, capture_output=True)
             times.append(time.perf_counter() - started)
-    print(f"batch create: {args.documents} documents, {args.repeats} repeats, SQLite ledger, cores={os.cpu_count()}")
+    backend = "PostgreSQL" if args.postgres else "SQLite"
+    print(f"batch create: {args.documents} documents, {args.repeats} repeats, {backend} ledger, cores={os.cpu_count()}")
     print(f"median {statistics.median(times):.3f} s  min {min(times):.3f} s  max {max(times):.3f} s")
 
 

@@ -35,13 +35,19 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _stop_on_signals() -> None:
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, _interrupt)
+
+
 def _run_in_foreground(settings: Settings, *, with_ui: bool, port: int = 3000) -> int:
     from extraction_pipeline.instance import DaemonProcess, require_initialized
 
     require_initialized(settings)
     # SIGTERM (a service manager, `kill`) stops it like Ctrl-C: Dagster runs in its own session,
-    # so it is stopped only if this process gets to its cleanup.
-    signal.signal(signal.SIGTERM, _interrupt)
+    # so it is stopped only if this process gets to its cleanup. SIGINT is set too: a shell
+    # without job control starts background commands with SIGINT ignored.
+    _stop_on_signals()
     daemon = DaemonProcess(settings, with_ui=with_ui, port=port).start()
     assert daemon.process is not None  # started just above
     what = f"Dagster UI on http://127.0.0.1:{port}" if with_ui else "dagster-daemon running"
@@ -67,7 +73,7 @@ def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
     require_initialized(settings)
     check_binding(args.host, settings.ui_token)
     os.environ.update({k: v for k, v in dagster_env(settings).items() if k in ("DAGSTER_HOME", "EXTRACTION_HOME")})
-    signal.signal(signal.SIGTERM, _interrupt)
+    _stop_on_signals()
     daemon = DaemonProcess(settings).start()
     assert daemon.process is not None  # started just above
     url = f"http://{args.host}:{args.port}"

@@ -9,6 +9,7 @@ worker's own EXTRACTION_HOME may be any empty folder.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import socket
 import sys
@@ -61,7 +62,8 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     queues = list(dict.fromkeys(args.queue or ["pdf_parse", "llm"]))
     name = args.name or f"{'+'.join(queues)}-{os.getpid()}@{socket.gethostname()}"
     _check_broker(settings.celery_broker)
-    config_dir = settings.home_dir / "celery" / str(os.getpid())
+    # One folder per worker name: restarts reuse it, and workers sharing a home never share a file.
+    config_dir = settings.home_dir / "celery" / hashlib.sha256(name.encode()).hexdigest()[:12]
     worker_config(settings, config_dir)
     settings.dagster_home.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)

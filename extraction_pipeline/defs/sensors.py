@@ -302,7 +302,11 @@ def batch_aggregator(
     if state is None:  # nothing known yet (first tick, reset cursor): every open batch in full
         for batch in batches:
             reconcile_batch(context, db, batch, limits, settled)
-        backfills_settled = {batch["id"] for batch in batches if backfill_over(context.instance, batch)}
+        backfills_settled = {
+            batch["id"]
+            for batch in batches
+            if batch["origin"] == BatchOrigin.BACKFILL and backfill_over(context.instance, batch)
+        }
     else:
         since = state.checked_at - limits.grace_seconds - ENDED_RUNS_MARGIN_SECONDS
         reconcile_ended_runs(context, db, batches, since, limits, settled)
