@@ -43,8 +43,9 @@ def _aged(instance: dg.DagsterInstance, run_id: str, seconds: float) -> None:
         )
 
 
-def _cursor(checked_at: float, backfills: tuple[int, ...] = ()) -> str:
-    return json.dumps({"checked_at": checked_at, "backfills": list(backfills)})
+def _cursor(checked_at: float, backfills: tuple[int, ...] = (), read_in_full: dict[int, float] | None = None) -> str:
+    full = {str(batch): at for batch, at in (read_in_full or {}).items()}
+    return json.dumps({"checked_at": checked_at, "backfills": list(backfills), "read_in_full": full})
 
 
 def _tick(instance: dg.DagsterInstance, ledger: Ledger, home: Path, cursor: str | None, grace: float = 0.0) -> str:
@@ -150,3 +151,44 @@ def test_an_item_already_marked_is_not_marked_or_launched_twice(ledger: Ledger, 
     assert states.mark_dispatched(ledger, ids[:1]) == {ids[0]}
     assert states.mark_dispatched(ledger, ids) == {ids[1]}  # the first was marked by another tick
     assert states.mark_dispatched(ledger, ids) == set()
+
+
+def test_each_open_batch_is_still_read_in_full_every_quarter_hour(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path
+) -> None:
+    """The safety net for what no run's end announces (a run deleted, a run whose end fell
+    outside every window): one batch per tick, once its last full read is 15 minutes old."""
+    [doc] = _register(ledger, home, 1)
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
+    [item] = (row["id"] for row in batch_item_rows(ledger, batch))
+    old = _failed_run(instance, {**_batch_tags(ledger, batch), "dagster/partition": "doc-1-trial-001"})
+    states.claim(ledger, item, run_id=old, worker="w")
+    _aged(instance, old, 3600)
+    now = time.time()
+    recent = _tick(instance, ledger, home, _cursor(now - 10, read_in_full={batch: now - 60}))
+    assert _statuses(ledger, batch) == [("extracting", 0)]  # read in full a minute ago: not yet
+    assert json.loads(recent)["read_in_full"] == {str(batch): now - 60}
+    due = _tick(instance, ledger, home, _cursor(now - 10, read_in_full={batch: now - 901}))
+    assert _statuses(ledger, batch) == [("pending", 1)]
+    assert json.loads(due)["read_in_full"][str(batch)] >= now
+
+
+def test_a_run_launched_from_the_ui_taking_its_document_is_not_a_lost_dispatch(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path
+) -> None:
+    from extraction_pipeline.core.ledger.retries import retry_failed
+
+    [doc] = _register(ledger, home, 1)
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
+    resources = _resources(ledger, home)
+    landed = batch_dispatcher(dg.build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(landed, dg.SensorResult) and len(landed.run_requests or []) == 1
+    [item] = (row["id"] for row in batch_item_rows(ledger, batch))
+    states.claim(ledger, item, run_id="r1", worker="w")
+    states.fail(ledger, item, message="bad answer", from_status=states.ItemStatus.EXTRACTING, run_id="r1")
+    # Re-executed from the UI: that run takes the document back itself (after the cursor's time).
+    retry_failed(ledger, batch, actor="ann", document_ids=[doc], allow_superseded=True, launched_by_caller=True)
+    again = batch_dispatcher(dg.build_sensor_context(instance=instance, resources=resources, cursor=landed.cursor))
+    assert isinstance(again, dg.SensorResult) and not again.run_requests
+    row = batch_item_rows(ledger, batch)[0]
+    assert (row["status"], row["dispatched_by"], row["dispatch_round"]) == ("pending", "run", 1)

@@ -245,3 +245,19 @@ def test_the_run_with_more_documents_left_is_served_first(instance: dg.DagsterIn
     for thread in (holder, *late_runs):
         thread.join(timeout=30)
     assert order == ["S", "R", "T"]
+
+
+def test_claims_a_dead_attempt_of_the_same_document_left_behind_are_freed(instance: dg.DagsterInstance) -> None:
+    """A Celery worker killed mid-call never gives its slot back; the step is redelivered in the
+    same run, and before the document's first call its leftovers are freed (not another's)."""
+    instance.event_log_storage.set_concurrency_slots(LLM_POOL, 2)
+    storage = instance.event_log_storage
+    dead = "extracted_document[doc-1]|call|abc|dead"
+    other = "extracted_document[doc-2]|call|abc|live"
+    for claim in (dead, other):
+        assert storage.claim_concurrency_slot(LLM_POOL, "R", claim).is_claimed
+    gate = LLMSlotGate(instance, run_id="R", step_key="extracted_document[doc-1]", user="ann")
+    assert gate.release_leftovers() == 1
+    held = {slot.step_key for slot in storage.get_concurrency_info(LLM_POOL).claimed_slots}
+    assert held == {other}
+    assert gate.release_leftovers() == 0

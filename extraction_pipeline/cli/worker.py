@@ -36,6 +36,7 @@ def worker_config(settings: Settings, directory: Path) -> Path:
     ]
     path = directory / "dagster_celery_config.py"
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)  # also when the file was already there
     with os.fdopen(descriptor, "w") as handle:
         handle.write("\n".join(lines) + "\n")
     return path

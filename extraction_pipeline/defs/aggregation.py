@@ -17,9 +17,10 @@ of items to watch is kept.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -46,6 +47,9 @@ DISPATCH_LOST_SECONDS = 300
 # Runs that ended this long before the previous tick are read again: a run's end is committed a
 # little after its update_timestamp is taken, and ticks are not exactly periodic.
 ENDED_RUNS_MARGIN_SECONDS = 30
+# Each open batch is also read in full this often, one batch per tick at most: the safety net for
+# what no run's end announces (a queued run deleted from the UI, a tick that outlived its timeout).
+FULL_READ_SECONDS = 900
 PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"  # a run of several consecutive documents
 RANGE_END_TAG = "dagster/asset_partition_range_end"
@@ -298,3 +302,52 @@ def reconcile_ended_runs(
         if items:
             settled.batches.add(batch_id)
             _settle(context, db, by_id[batch_id], items, runs, limits, settled, lost_dispatches=False)
+
+
+@dataclass
+class AggregatorCursor:
+    """The aggregator's memory between ticks, as JSON: when the last tick began, which open
+    backfill batches were settled in full after their backfill ended, and when each open batch
+    was last read in full."""
+
+    checked_at: float
+    backfills_settled: set[int] = field(default_factory=set)
+    read_in_full: dict[int, float] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, text: str | None, *, warn: Callable[[str], None]) -> AggregatorCursor | None:
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            return cls(
+                checked_at=float(data["checked_at"]),
+                backfills_settled={int(b) for b in data.get("backfills", [])},
+                read_in_full={int(b): float(t) for b, t in data.get("read_in_full", {}).items()},
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            warn(f"unreadable aggregator cursor {text!r}: every open batch is read in full")
+            return None
+
+    def dump(self) -> str:
+        return json.dumps(
+            {
+                "checked_at": self.checked_at,
+                "backfills": sorted(self.backfills_settled),
+                "read_in_full": {str(b): t for b, t in sorted(self.read_in_full.items())},
+            }
+        )
+
+    def forget_all_but(self, open_ids: set[int]) -> None:
+        self.backfills_settled &= open_ids
+        self.read_in_full = {b: t for b, t in self.read_in_full.items() if b in open_ids}
+
+    def due_for_full_read(self, batches: list[dict[str, Any]], now: float) -> dict[str, Any] | None:
+        """The open batch read in full longest ago, if that is over FULL_READ_SECONDS ago (a batch
+        first seen now counts from now: its runs are new, so run ends announce them)."""
+        for batch in batches:
+            self.read_in_full.setdefault(batch["id"], now)
+        oldest = min(batches, key=lambda batch: self.read_in_full[batch["id"]], default=None)
+        if oldest is None or now - self.read_in_full[oldest["id"]] < FULL_READ_SECONDS:
+            return None
+        return oldest

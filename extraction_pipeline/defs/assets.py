@@ -231,6 +231,8 @@ def _gated(
         per_user_limit=llm.slots_per_user,
         run_documents_left=unfinished,
     )
+    if freed := gate.release_leftovers():
+        context.log.warning(f"{key}: freed {freed} `llm` slot(s) left by an earlier attempt of this step that died")
     return replace(llm.config(), call_gate=gate)
 
 

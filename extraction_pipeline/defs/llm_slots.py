@@ -69,6 +69,23 @@ class LLMSlotGate:
             assigned={p.step_key for p in info.pending_steps if p.assigned_timestamp is not None},
         )
 
+    def release_leftovers(self) -> int:
+        """Free this run's claims for this document left by an earlier attempt of the step that
+        died without giving them back (a Celery worker killed mid-call: its step is redelivered,
+        so the run goes on and Dagster frees the run's slots only when it ends). A document's
+        calls are made one after another, so before its first call none of them can be live.
+        Returns how many were freed."""
+        storage = self.instance.event_log_storage
+        if not storage.supports_global_concurrency_limits:
+            return 0
+        info = storage.get_concurrency_info(LLM_POOL)
+        prefix = f"{self.step_key}{CALL_MARK}"
+        mine = {s.step_key for s in info.claimed_slots if s.run_id == self.run_id and s.step_key.startswith(prefix)}
+        mine |= {p.step_key for p in info.pending_steps if p.run_id == self.run_id and p.step_key.startswith(prefix)}
+        for claim in sorted(mine):
+            storage.free_concurrency_slot_for_step(self.run_id, claim)
+        return len(mine)
+
     def _pool_is_limited(self) -> bool:
         """As Dagster decides for a step: a pool without a limit (and no default limit) is open."""
         storage = self.instance.event_log_storage

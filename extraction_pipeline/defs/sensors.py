@@ -30,6 +30,7 @@ from extraction_pipeline.defs.aggregation import (
     ENDED_RUNS_MARGIN_SECONDS,
     RANGE_END_TAG,
     RANGE_START_TAG,
+    AggregatorCursor,
     Settled,
     backfill_over,
     item_runs,
@@ -152,14 +153,14 @@ def batch_dispatcher(
     pending = [
         PendingDocument(item["id"], keys[item["id"]], item["batch_uid"], item["dispatch_round"]) for item in items
     ]
-    runs = plan_runs(pending, position, per_run=DOCUMENTS_PER_RUN, slots=_llm_slots(context.instance))
     parsed = parsed_contents(db, [item["sha256"] for item in items], settings.parse_options().limits.parser_version)
     dispatched_at = utcnow()
-    # Only items this tick marked are launched: an evaluation that outlived its timeout and still
-    # runs cannot get a document launched twice.
+    # Only items this tick marked are launched (and planned, so that no run's range spans one it
+    # did not mark): an evaluation that outlived its timeout cannot get a document launched twice.
     marked = item_states.mark_dispatched(db, [item["id"] for item in items], at=dispatched_at)
-    runs = [[doc for doc in run if doc.item_id in marked] for run in runs]
-    run_requests = [_run_request([by_id[doc.item_id] for doc in run], run, parsed) for run in runs if run]
+    pending = [doc for doc in pending if doc.item_id in marked]
+    runs = plan_runs(pending, position, per_run=DOCUMENTS_PER_RUN, slots=_llm_slots(context.instance))
+    run_requests = [_run_request([by_id[doc.item_id] for doc in run], run, parsed) for run in runs]
     context.log.info(f"dispatching {len(marked)} item(s) in {len(run_requests)} run(s)")
     requests = [documents_partitions.build_add_request(new_keys)] if new_keys else []
     return dg.SensorResult(
@@ -297,12 +298,14 @@ def batch_aggregator(
         context.log.warning(f"swept {swept} stale item(s)")
     limits = settings.reconcile_limits()
     batches = open_batches(db)
-    state = _AggregatorCursor.read(context)
+    open_ids = {batch["id"] for batch in batches}
+    state = AggregatorCursor.read(context.cursor, warn=context.log.warning)
     settled = Settled()
     if state is None:  # nothing known yet (first tick, reset cursor): every open batch in full
         for batch in batches:
             reconcile_batch(context, db, batch, limits, settled)
-        backfills_settled = {
+        state = AggregatorCursor(checked_at=started, read_in_full=dict.fromkeys(open_ids, started))
+        state.backfills_settled = {
             batch["id"]
             for batch in batches
             if batch["origin"] == BatchOrigin.BACKFILL and backfill_over(context.instance, batch)
@@ -310,23 +313,28 @@ def batch_aggregator(
     else:
         since = state.checked_at - limits.grace_seconds - ENDED_RUNS_MARGIN_SECONDS
         reconcile_ended_runs(context, db, batches, since, limits, settled)
-        backfills_settled = state.backfills_settled & {batch["id"] for batch in batches}
+        state.forget_all_but(open_ids)
         for batch in batches:
             # A backfill that stopped launching: its documents that never got a run fail now, once.
-            pending_backfill = batch["origin"] == BatchOrigin.BACKFILL and batch["id"] not in backfills_settled
+            pending_backfill = batch["origin"] == BatchOrigin.BACKFILL and batch["id"] not in state.backfills_settled
             if pending_backfill and backfill_over(context.instance, batch):
                 reconcile_batch(context, db, batch, limits, settled)
-                backfills_settled.add(batch["id"])
+                state.backfills_settled.add(batch["id"])
+        if (due := state.due_for_full_read(batches, started)) is not None:
+            reconcile_batch(context, db, due, limits, settled)
+            state.read_in_full[due["id"]] = started
     for batch in batches:
         if close_if_done(db, batch["id"]):
             context.log.info(f"batch {batch['id']} completed")
-            backfills_settled.discard(batch["id"])  # the cursor remembers open batches only
+            state.forget_all_but(open_ids - {batch["id"]})  # the cursor remembers open batches only
+            open_ids.discard(batch["id"])
     if settled.requeued or settled.failed:
         context.log.info(
             f"read {settled.runs_read} run(s), judged {settled.items_judged} item(s): "
             f"{settled.requeued} requeued, {settled.failed} failed"
         )
-    cursor = _AggregatorCursor(checked_at=started, backfills_settled=backfills_settled).dump()
+    state.checked_at = started
+    cursor = state.dump()
     requests = _export_requests(context, db)
     if not requests:
         return dg.SensorResult(skip_reason="no batch to export", cursor=cursor)
@@ -336,26 +344,3 @@ def batch_aggregator(
         dynamic_partitions_requests=[batches_partitions.build_add_request(keys)],
         cursor=cursor,
     )
-
-
-class _AggregatorCursor:
-    """The aggregator's memory between ticks, as JSON: when the last tick began and which open
-    backfill batches were settled in full after their backfill ended."""
-
-    def __init__(self, *, checked_at: float, backfills_settled: set[int]) -> None:
-        self.checked_at = checked_at
-        self.backfills_settled = backfills_settled
-
-    @classmethod
-    def read(cls, context: dg.SensorEvaluationContext) -> "_AggregatorCursor | None":
-        if not context.cursor:
-            return None
-        try:
-            data = json.loads(context.cursor)
-            return cls(checked_at=float(data["checked_at"]), backfills_settled={int(b) for b in data["backfills"]})
-        except (ValueError, KeyError, TypeError):
-            context.log.warning(f"unreadable aggregator cursor {context.cursor!r}: every open batch is read in full")
-            return None
-
-    def dump(self) -> str:
-        return json.dumps({"checked_at": self.checked_at, "backfills": sorted(self.backfills_settled)})

@@ -9,6 +9,7 @@ SQLite ledger is one machine's file: the store beside it is all there is.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from sqlalchemy import insert, select
@@ -35,6 +36,8 @@ def store_content(ledger: Ledger, sha256: str, path: Path) -> bool:
     if not is_shared(ledger) or has_content(ledger, sha256):
         return False
     content = path.read_bytes()
+    if hashlib.sha256(content).hexdigest() != sha256:
+        return False  # changed since it was checked: never store bytes under another content's key
     try:
         with ledger.engine.begin() as conn:
             conn.execute(

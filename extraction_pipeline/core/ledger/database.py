@@ -25,6 +25,7 @@ ADDED_COLUMNS = (
     ("batch_items", "dispatch_round", "INTEGER NOT NULL DEFAULT 0"),
     ("batch_items", "failing_since", "TIMESTAMP"),
     ("batch_items", "retry_round", "INTEGER NOT NULL DEFAULT 0"),
+    ("batch_items", "dispatched_by", "VARCHAR(20)"),
 )
 
 

@@ -26,6 +26,7 @@ from extraction_pipeline.core.ledger.schema import ItemStatus, batch_items, item
 MAX_MESSAGE_CHARS = 2000
 # Starts the message of an item released after a transient error (it will be retried).
 TRANSIENT_MESSAGE_PREFIX = "transient, will retry: "
+DISPATCHER = "dispatcher"  # batch_items.dispatched_by of the batch_dispatcher sensor's marks
 
 
 @dataclass(frozen=True)
@@ -294,7 +295,7 @@ def redispatch_lost(ledger: Ledger, item_id: int, *, dispatched_at: datetime) ->
             batch_items.c.status == ItemStatus.PENDING,
             batch_items.c.dispatched_at == dispatched_at,
         )
-        .values(dispatched_at=None, updated_at=utcnow())
+        .values(dispatched_at=None, dispatched_by=None, updated_at=utcnow())
     )
     with ledger.engine.begin() as conn:
         return conn.execute(statement).rowcount == 1
@@ -314,7 +315,7 @@ def mark_dispatched(ledger: Ledger, item_ids: list[int], *, at: datetime | None 
                 batch_items.c.status == ItemStatus.PENDING,
                 batch_items.c.dispatched_at.is_(None),
             )
-            .values(dispatched_at=at)
+            .values(dispatched_at=at, dispatched_by=DISPATCHER)
         )
         marked = conn.execute(
             select(batch_items.c.id).where(batch_items.c.id.in_(item_ids), batch_items.c.dispatched_at == at)
@@ -323,9 +324,12 @@ def mark_dispatched(ledger: Ledger, item_ids: list[int], *, at: datetime | None 
 
 
 def dispatched_after(ledger: Ledger, after: datetime) -> list[dict[str, Any]]:
-    """Pending items marked dispatched after ``after`` (indexed on status and dispatched_at)."""
+    """Pending items the dispatcher marked after ``after`` (indexed on status and dispatched_at);
+    not those a run launched from the UI took itself."""
     statement = select(batch_items).where(
-        batch_items.c.status == ItemStatus.PENDING, batch_items.c.dispatched_at > after
+        batch_items.c.status == ItemStatus.PENDING,
+        batch_items.c.dispatched_at > after,
+        batch_items.c.dispatched_by == DISPATCHER,
     )
     with ledger.engine.connect() as conn:
         return [dict(row) for row in conn.execute(statement).mappings()]

@@ -79,6 +79,7 @@ def retry_failed(
                 .values(
                     status=ItemStatus.PENDING,
                     dispatched_at=now if launched_by_caller else None,
+                    dispatched_by="run" if launched_by_caller else None,
                     dispatch_round=batch_items.c.dispatch_round + 1,
                     retry_round=batch_items.c.dispatch_round + 1,
                     failing_since=None,

@@ -120,6 +120,9 @@ batch_items = Table(
     Column("status", String(20), nullable=False),
     Column("attempts", Integer, nullable=False, default=0),
     Column("dispatched_at", DateTime, nullable=True),
+    # Who marked it dispatched: "dispatcher" (the sensor, which finds its own lost marks through
+    # its cursor) or "run" (a run launched from the UI took it itself).
+    Column("dispatched_by", String(20), nullable=True),
     Column("run_id", String(64), nullable=True),
     Column("worker", String(200), nullable=True),
     Column("message", Text, nullable=True),
