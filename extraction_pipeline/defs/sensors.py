@@ -313,7 +313,6 @@ def batch_aggregator(
     else:
         since = state.checked_at - limits.grace_seconds - ENDED_RUNS_MARGIN_SECONDS
         reconcile_ended_runs(context, db, batches, since, limits, settled)
-        state.forget_all_but(open_ids)
         for batch in batches:
             # A backfill that stopped launching: its documents that never got a run fail now, once.
             pending_backfill = batch["origin"] == BatchOrigin.BACKFILL and batch["id"] not in state.backfills_settled
@@ -326,8 +325,8 @@ def batch_aggregator(
     for batch in batches:
         if close_if_done(db, batch["id"]):
             context.log.info(f"batch {batch['id']} completed")
-            state.forget_all_but(open_ids - {batch["id"]})  # the cursor remembers open batches only
             open_ids.discard(batch["id"])
+    state.forget_all_but(open_ids)  # the cursor remembers open batches only
     if settled.requeued or settled.failed:
         context.log.info(
             f"read {settled.runs_read} run(s), judged {settled.items_judged} item(s): "
