@@ -81,8 +81,9 @@ def init_home(settings: Settings, pools: dict[str, int] | None = None) -> InitRe
     else:
         shutil.copyfile(template, target)
         state = "written"
-    ledger = Ledger.connect(settings.ledger_url)
+    ledger = Ledger.connect(settings.ledger_url, create_schema=False)
     try:
+        ledger.create_schema(full_check=True)  # `init` inspects every table, whatever the ledger records
         contents = store_missing_contents(ledger)
     finally:
         ledger.dispose()

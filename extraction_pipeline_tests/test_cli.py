@@ -196,11 +196,12 @@ def test_batch_create_status_history_export(home: Path, pdfs: list[Path], tmp_pa
 
 
 def test_batch_create_loads_no_heavy_library(home: Path) -> None:
-    """`batch create` must answer fast: it must not import dagster, litellm or pymupdf."""
+    """`batch create` must answer fast: it must not import dagster, litellm, pymupdf or pydantic
+    (the template's output models; freezing a template needs only its definition)."""
     code = (
         "import sys\nfrom extraction_pipeline.cli import main\n"
         "code = main(['batch', 'create', 'trials', '--user', 'u', '--idempotency-key', 'imports'])\n"
-        "heavy = [m for m in ('dagster', 'litellm', 'pymupdf', 'pandas', 'openpyxl') if m in sys.modules]\n"
+        "heavy = [m for m in ('dagster', 'litellm', 'pymupdf', 'pandas', 'openpyxl', 'pydantic') if m in sys.modules]\n"
         "print(code, heavy)\n"
     )
     env = {**os.environ, "EXTRACTION_HOME": str(home)}

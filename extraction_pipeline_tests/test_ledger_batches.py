@@ -10,9 +10,10 @@ from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import BatchRef, close_if_done, create_batch, get_batch
+from extraction_pipeline.core.ledger.database import SCHEMA_FINGERPRINT
 from extraction_pipeline.core.ledger.items import find_item
 from extraction_pipeline.core.ledger.queries import progress
-from extraction_pipeline.core.ledger.schema import batches
+from extraction_pipeline.core.ledger.schema import batch_items, batches
 from extraction_pipeline_tests.support import add_documents
 
 
@@ -64,10 +65,27 @@ def test_empty_batch_completes_immediately(ledger: Ledger) -> None:
 
 
 def test_unknown_document_is_a_config_error_and_creates_nothing(ledger: Ledger) -> None:
-    with pytest.raises(ConfigError, match="unknown document id"):
-        create_batch(ledger, idempotency_key="bad", project="p", user="u", document_ids=[999])
+    known = add_documents(ledger, 2)
+    with pytest.raises(ConfigError, match=r"unknown document id\(s\): 999, 1000$"):
+        create_batch(ledger, idempotency_key="bad", project="p", user="u", document_ids=[known[0], 999, 1000])
     with ledger.engine.connect() as conn:
         assert conn.execute(batches.select()).all() == []
+        assert conn.execute(batch_items.select()).all() == []
+
+
+def test_a_batch_has_one_pending_item_per_distinct_document(ledger: Ledger) -> None:
+    """The items are inserted from the ids sent as one parameter: every document once, whatever
+    the list's length or repeats."""
+    docs = add_documents(ledger, 1200)
+    ref = create_batch(ledger, idempotency_key="big", project="p", user="u", document_ids=[*docs, *docs[:7]])
+    with ledger.engine.connect() as conn:
+        rows = conn.execute(batch_items.select().where(batch_items.c.batch_id == ref.id)).mappings().all()
+    assert sorted(row["document_id"] for row in rows) == sorted(docs)
+    assert {(row["status"], row["attempts"], row["dispatch_round"], row["dispatched_at"]) for row in rows} == {
+        ("pending", 0, 0, None)
+    }
+    assert len({row["created_at"] for row in rows}) == 1 and rows[0]["created_at"] == rows[0]["updated_at"]
+    assert progress(ledger, ref.id).pending == 1200
 
 
 def test_batch_closes_only_when_nothing_pending_or_extracting(ledger: Ledger) -> None:
@@ -111,16 +129,65 @@ def test_a_key_used_by_another_project_is_refused_not_handed_over(ledger: Ledger
 
 
 def test_an_existing_ledger_gains_the_indexes_added_since(ledger_url: str) -> None:
-    """`init` (any connect) on a ledger from an earlier release creates the indexes the
-    dispatcher and the aggregator rely on, and a second start changes nothing."""
+    """Any connect on a ledger from an earlier release (which recorded no schema fingerprint, or
+    another one) creates the indexes the dispatcher and the aggregator rely on, and records this
+    release's fingerprint; a second start changes nothing."""
     from sqlalchemy import inspect, text
 
     ledger = Ledger.connect(ledger_url)
     with ledger.engine.begin() as conn:
         conn.execute(text("DROP INDEX ix_items_status_dispatched"))
+        conn.execute(text("DROP TABLE ledger_meta"))  # releases before it had none
     assert "ix_items_status_dispatched" not in {i["name"] for i in inspect(ledger.engine).get_indexes("batch_items")}
     ledger.dispose()
     upgraded = Ledger.connect(ledger_url)
     assert "ix_items_status_dispatched" in {i["name"] for i in inspect(upgraded.engine).get_indexes("batch_items")}
+    assert _recorded_fingerprint(upgraded) == SCHEMA_FINGERPRINT
     Ledger.connect(ledger_url).dispose()
     upgraded.dispose()
+
+
+def _recorded_fingerprint(ledger: Ledger) -> str | None:
+    from sqlalchemy import text
+
+    with ledger.engine.connect() as conn:
+        return conn.execute(text("SELECT value FROM ledger_meta WHERE key = 'schema'")).scalar()
+
+
+def _statements_of_connect(url: str, **kwargs: bool) -> list[str]:
+    from sqlalchemy import event
+
+    from extraction_pipeline.core.ledger.database import create_ledger_engine
+
+    ledger = Ledger(create_ledger_engine(url))
+    seen: list[str] = []
+    event.listen(ledger.engine, "before_cursor_execute", lambda _c, _cur, sql, *_: seen.append(sql))
+    ledger.create_schema(**kwargs)
+    ledger.dispose()
+    return [sql for sql in seen if sql.strip().upper() != "SELECT 1"]  # not the pool's pre-ping
+
+
+def test_a_ledger_that_records_this_release_schema_is_trusted_after_one_query(ledger_url: str) -> None:
+    """Each command and run worker connects: a current ledger costs one query, not an
+    inspection of every table; a different recorded fingerprint (another release) or `init`'s
+    full check inspects again and repairs what is missing."""
+    from sqlalchemy import inspect, text
+
+    Ledger.connect(ledger_url).dispose()
+    trusted = _statements_of_connect(ledger_url)
+    assert len(trusted) == 1 and "ledger_meta" in trusted[0]
+
+    ledger = Ledger.connect(ledger_url)
+    with ledger.engine.begin() as conn:
+        conn.execute(text("DROP INDEX ix_items_batch_status"))
+        conn.execute(text("UPDATE ledger_meta SET value = 'an-older-release' WHERE key = 'schema'"))
+    assert len(_statements_of_connect(ledger_url)) > 10  # inspected again
+    assert "ix_items_batch_status" in {i["name"] for i in inspect(ledger.engine).get_indexes("batch_items")}
+    assert _recorded_fingerprint(ledger) == SCHEMA_FINGERPRINT
+
+    with ledger.engine.begin() as conn:  # dropped by hand: only the full check can know
+        conn.execute(text("DROP INDEX ix_items_batch_status"))
+    assert len(_statements_of_connect(ledger_url)) == 1
+    assert len(_statements_of_connect(ledger_url, full_check=True)) > 10
+    assert "ix_items_batch_status" in {i["name"] for i in inspect(ledger.engine).get_indexes("batch_items")}
+    ledger.dispose()

@@ -8,7 +8,8 @@ from extraction_pipeline.core.llm.offline import OFFLINE_MODEL, pattern_extract
 from extraction_pipeline.core.parsing import ParsedDocument
 from extraction_pipeline.core.prompts import build_messages
 from extraction_pipeline.core.synthetic import make_trial, report_pages
-from extraction_pipeline.core.templates import RCT_TEMPLATE, output_model
+from extraction_pipeline.core.templates import RCT_TEMPLATE
+from extraction_pipeline.core.templates.schema import output_model
 
 
 def test_patterns_find_values_with_verbatim_quotes() -> None:

@@ -23,7 +23,8 @@ from extraction_pipeline.core.ledger.templates import (
 )
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.parsing import ParsedDocument
-from extraction_pipeline.core.templates import RCT_TEMPLATE, extracted_values, output_json_schema, output_model
+from extraction_pipeline.core.templates import RCT_TEMPLATE
+from extraction_pipeline.core.templates.schema import extracted_values, output_json_schema, output_model
 from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply, extraction_json
 from extraction_pipeline_tests.support import add_documents
 

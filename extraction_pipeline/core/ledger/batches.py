@@ -11,11 +11,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import exists, insert, select, update
+from sqlalchemy import DateTime, exists, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
+from extraction_pipeline.core.ledger.id_lists import id_values
 from extraction_pipeline.core.ledger.schema import (
     ACTIVE_ITEM_STATUSES,
     BatchOrigin,
@@ -64,7 +65,6 @@ def create_batch(
     now = utcnow()
     try:
         with ledger.engine.begin() as conn:
-            _check_documents_exist(conn, unique_ids)
             status = BatchStatus.OPEN if unique_ids else BatchStatus.COMPLETED
             batch_id = conn.execute(
                 insert(batches)
@@ -88,27 +88,29 @@ def create_batch(
                 .returning(batches.c.id)
             ).scalar_one()
             if unique_ids:
-                conn.execute(
-                    insert(batch_items),
-                    [
-                        {
-                            "batch_id": batch_id,
-                            "document_id": doc_id,
-                            "status": ItemStatus.PENDING,
-                            "attempts": 0,
-                            "created_at": now,
-                            "updated_at": now,
-                            "tokens_in": 0,
-                            "tokens_out": 0,
-                            "cost_usd": 0.0,
-                        }
-                        for doc_id in unique_ids
-                    ],
-                )
+                # One INSERT ... SELECT over the ids sent as one parameter (see id_lists).
+                ids = id_values(conn.dialect.name, unique_ids)
+                item = {
+                    "batch_id": literal(batch_id),
+                    "document_id": ids,
+                    "status": literal(ItemStatus.PENDING.value),
+                    "attempts": literal(0),
+                    "created_at": literal(now, DateTime),
+                    "updated_at": literal(now, DateTime),
+                    "tokens_in": literal(0),
+                    "tokens_out": literal(0),
+                    "cost_usd": literal(0.0),
+                    "dispatch_round": literal(0),
+                    "retry_round": literal(0),
+                }
+                conn.execute(insert(batch_items).from_select(list(item), select(*item.values())))
         return BatchRef(id=batch_id, created=True)
     except IntegrityError:
         existing = find_batch_by_key(ledger, idempotency_key)
-        if existing is None:  # the conflict was not on the key (e.g. a bad document id)
+        if existing is None:  # the conflict was not on the key: an unknown document (foreign key)?
+            missing = _missing_documents(ledger, unique_ids)
+            if missing:
+                raise ConfigError(f"unknown document id(s): {', '.join(map(str, missing[:10]))}") from None
             raise
         owner = get_batch(ledger, existing)
         if owner is not None and owner["project"] != project:
@@ -121,13 +123,13 @@ def create_batch(
         return BatchRef(id=existing, created=False)
 
 
-def _check_documents_exist(conn: Any, document_ids: list[int]) -> None:
-    if not document_ids:
-        return
-    found = set(conn.execute(select(documents.c.id).where(documents.c.id.in_(document_ids))).scalars())
-    missing = [doc_id for doc_id in document_ids if doc_id not in found]
-    if missing:
-        raise ConfigError(f"unknown document id(s): {', '.join(map(str, missing[:10]))}")
+def _missing_documents(ledger: Ledger, document_ids: list[int]) -> list[int]:
+    """Asked only after the items' foreign key refused the insert: checking 10,000 ids before
+    every insert would cost each batch a query that almost never finds anything."""
+    with ledger.engine.connect() as conn:
+        wanted = id_values(conn.dialect.name, document_ids)
+        found = set(conn.execute(select(documents.c.id).where(documents.c.id.in_(select(wanted)))).scalars())
+    return [doc_id for doc_id in document_ids if doc_id not in found]
 
 
 def find_batch_by_key(ledger: Ledger, idempotency_key: str) -> int | None:

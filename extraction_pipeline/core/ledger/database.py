@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy import Engine, create_engine, event, insert, inspect, select, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, ProgrammingError
 
 from extraction_pipeline.core.errors import ConfigError
-from extraction_pipeline.core.ledger.schema import metadata
+from extraction_pipeline.core.ledger.schema import ledger_meta, metadata
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # (table, column, SQL type) added to tables after their first release; constants, never user input.
@@ -27,6 +28,19 @@ ADDED_COLUMNS = (
     ("batch_items", "retry_round", "INTEGER NOT NULL DEFAULT 0"),
     ("batch_items", "dispatched_by", "VARCHAR(20)"),
 )
+
+
+def _schema_fingerprint() -> str:
+    """Changes whenever a table, column, column type or index is added, dropped or renamed."""
+    parts = [repr(ADDED_COLUMNS)]
+    for table in metadata.sorted_tables:
+        parts.append(table.name)
+        parts.extend(f"{column.name}:{column.type!r}:{column.nullable}" for column in table.columns)
+        parts.extend(sorted(f"{index.name}:{[c.name for c in index.columns]}" for index in table.indexes))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+SCHEMA_FINGERPRINT = _schema_fingerprint()
 
 
 def utcnow() -> datetime:
@@ -76,8 +90,13 @@ class Ledger:
             ledger.create_schema()
         return ledger
 
-    def create_schema(self) -> None:
-        """Create missing tables. Idempotent, and safe when several processes start at once."""
+    def create_schema(self, *, full_check: bool = False) -> None:
+        """Create missing tables, columns and indexes. Idempotent, and safe when several processes
+        start at once. Every command and run worker connects, and inspecting a dozen tables costs
+        ~0.2 s on PostgreSQL, so a ledger that records this release's schema fingerprint is
+        trusted after one query; ``full_check`` (``init``) inspects it anyway."""
+        if not full_check and self._recorded_fingerprint() == SCHEMA_FINGERPRINT:
+            return
         try:
             metadata.create_all(self.engine, checkfirst=True)
         except (IntegrityError, OperationalError, ProgrammingError):
@@ -86,6 +105,25 @@ class Ledger:
             metadata.create_all(self.engine, checkfirst=True)
         self._add_missing_columns()
         self._add_missing_indexes()
+        self._record_fingerprint()
+
+    def _recorded_fingerprint(self) -> str | None:
+        try:
+            with self.engine.connect() as conn:
+                return conn.execute(select(ledger_meta.c.value).where(ledger_meta.c.key == "schema")).scalar()
+        except (OperationalError, ProgrammingError):  # a ledger from before ledger_meta, or a new one
+            return None
+
+    def _record_fingerprint(self) -> None:
+        with self.engine.begin() as conn:
+            recorded = update(ledger_meta).where(ledger_meta.c.key == "schema").values(value=SCHEMA_FINGERPRINT)
+            if conn.execute(recorded).rowcount:
+                return
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(ledger_meta).values(key="schema", value=SCHEMA_FINGERPRINT))
+        except IntegrityError:
+            pass  # another process recorded it first; its release's value stands until the next check
 
     def _add_missing_indexes(self) -> None:
         """Indexes added after their table first shipped: created on an existing ledger too

@@ -271,3 +271,12 @@ model_answers = Table(
     Column("item_id", Integer, nullable=False),  # the item whose call paid for it
     Column("created_at", DateTime, nullable=False),
 )
+
+# What this ledger was last brought up to: key "schema" holds the fingerprint of the tables,
+# columns and indexes a release expects (see database.Ledger.create_schema).
+ledger_meta = Table(
+    "ledger_meta",
+    metadata,
+    Column("key", String(40), primary_key=True),
+    Column("value", Text, nullable=False),
+)
