@@ -10,9 +10,10 @@ from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import BatchRef, close_if_done, create_batch, get_batch
-from extraction_pipeline.core.ledger.database import SCHEMA_FINGERPRINT
+from extraction_pipeline.core.ledger.database import schema_fingerprint
+from extraction_pipeline.core.ledger.documents import projects_of
 from extraction_pipeline.core.ledger.items import find_item
-from extraction_pipeline.core.ledger.queries import progress
+from extraction_pipeline.core.ledger.queries import active_items, progress
 from extraction_pipeline.core.ledger.schema import batch_items, batches
 from extraction_pipeline_tests.support import add_documents
 
@@ -88,6 +89,23 @@ def test_a_batch_has_one_pending_item_per_distinct_document(ledger: Ledger) -> N
     assert progress(ledger, ref.id).pending == 1200
 
 
+def test_id_lists_longer_than_sqlite_parameter_limit_are_one_parameter(ledger: Ledger) -> None:
+    """Every id list the ledger sends is one parameter: 260,000 ids (SQLite allows 32,766 bound
+    parameters per statement by default, 250,000 in some builds) select, mark and map exactly the
+    ids that exist."""
+    docs = add_documents(ledger, 300)
+    ref = create_batch(ledger, idempotency_key="ids", project="p", user="u", document_ids=docs)
+    strangers = list(range(10**6, 10**6 + 260_000))
+    wanted = [*docs[:100], *strangers]
+
+    assert sorted(item["document_id"] for item in active_items(ledger, ref.id, document_ids=wanted)) == docs[:100]
+    assert projects_of(ledger, wanted) == dict.fromkeys(docs[:100], "p")
+    item_ids = [item["id"] for item in active_items(ledger, ref.id, document_ids=docs[:50])]
+    assert states.mark_dispatched(ledger, [*item_ids, *strangers]) == set(item_ids)
+    assert states.mark_dispatched(ledger, item_ids) == set()  # already marked: none taken twice
+    assert active_items(ledger, ref.id, document_ids=[]) == [] and projects_of(ledger, []) == {}
+
+
 def test_batch_closes_only_when_nothing_pending_or_extracting(ledger: Ledger) -> None:
     a, b = add_documents(ledger, 2)
     ref = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[a, b])
@@ -142,7 +160,7 @@ def test_an_existing_ledger_gains_the_indexes_added_since(ledger_url: str) -> No
     ledger.dispose()
     upgraded = Ledger.connect(ledger_url)
     assert "ix_items_status_dispatched" in {i["name"] for i in inspect(upgraded.engine).get_indexes("batch_items")}
-    assert _recorded_fingerprint(upgraded) == SCHEMA_FINGERPRINT
+    assert _recorded_fingerprint(upgraded) == schema_fingerprint()
     Ledger.connect(ledger_url).dispose()
     upgraded.dispose()
 
@@ -183,7 +201,7 @@ def test_a_ledger_that_records_this_release_schema_is_trusted_after_one_query(le
         conn.execute(text("UPDATE ledger_meta SET value = 'an-older-release' WHERE key = 'schema'"))
     assert len(_statements_of_connect(ledger_url)) > 10  # inspected again
     assert "ix_items_batch_status" in {i["name"] for i in inspect(ledger.engine).get_indexes("batch_items")}
-    assert _recorded_fingerprint(ledger) == SCHEMA_FINGERPRINT
+    assert _recorded_fingerprint(ledger) == schema_fingerprint()
 
     with ledger.engine.begin() as conn:  # dropped by hand: only the full check can know
         conn.execute(text("DROP INDEX ix_items_batch_status"))

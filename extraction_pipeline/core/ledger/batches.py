@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
-from extraction_pipeline.core.ledger.id_lists import id_values
+from extraction_pipeline.core.ledger.id_lists import id_in, id_values
 from extraction_pipeline.core.ledger.schema import (
     ACTIVE_ITEM_STATUSES,
     BatchOrigin,
@@ -127,8 +127,8 @@ def _missing_documents(ledger: Ledger, document_ids: list[int]) -> list[int]:
     """Asked only after the items' foreign key refused the insert: checking 10,000 ids before
     every insert would cost each batch a query that almost never finds anything."""
     with ledger.engine.connect() as conn:
-        wanted = id_values(conn.dialect.name, document_ids)
-        found = set(conn.execute(select(documents.c.id).where(documents.c.id.in_(select(wanted)))).scalars())
+        wanted = id_in(documents.c.id, conn.dialect.name, document_ids)
+        found = set(conn.execute(select(documents.c.id).where(wanted)).scalars())
     return [doc_id for doc_id in document_ids if doc_id not in found]
 
 

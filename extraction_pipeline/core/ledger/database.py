@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,17 +31,16 @@ ADDED_COLUMNS = (
 )
 
 
-def _schema_fingerprint() -> str:
-    """Changes whenever a table, column, column type or index is added, dropped or renamed."""
+@functools.cache
+def schema_fingerprint() -> str:
+    """Changes whenever a table, column, column type or index is added, dropped or renamed.
+    Computed on first use (~8 ms), not at import: most importers never open a ledger."""
     parts = [repr(ADDED_COLUMNS)]
     for table in metadata.sorted_tables:
         parts.append(table.name)
         parts.extend(f"{column.name}:{column.type!r}:{column.nullable}" for column in table.columns)
         parts.extend(sorted(f"{index.name}:{[c.name for c in index.columns]}" for index in table.indexes))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
-
-
-SCHEMA_FINGERPRINT = _schema_fingerprint()
 
 
 def utcnow() -> datetime:
@@ -95,7 +95,7 @@ class Ledger:
         start at once. Every command and run worker connects, and inspecting a dozen tables costs
         ~0.2 s on PostgreSQL, so a ledger that records this release's schema fingerprint is
         trusted after one query; ``full_check`` (``init``) inspects it anyway."""
-        if not full_check and self._recorded_fingerprint() == SCHEMA_FINGERPRINT:
+        if not full_check and self._recorded_fingerprint() == schema_fingerprint():
             return
         try:
             metadata.create_all(self.engine, checkfirst=True)
@@ -116,12 +116,12 @@ class Ledger:
 
     def _record_fingerprint(self) -> None:
         with self.engine.begin() as conn:
-            recorded = update(ledger_meta).where(ledger_meta.c.key == "schema").values(value=SCHEMA_FINGERPRINT)
+            recorded = update(ledger_meta).where(ledger_meta.c.key == "schema").values(value=schema_fingerprint())
             if conn.execute(recorded).rowcount:
                 return
         try:
             with self.engine.begin() as conn:
-                conn.execute(insert(ledger_meta).values(key="schema", value=SCHEMA_FINGERPRINT))
+                conn.execute(insert(ledger_meta).values(key="schema", value=schema_fingerprint()))
         except IntegrityError:
             pass  # another process recorded it first; its release's value stands until the next check
 

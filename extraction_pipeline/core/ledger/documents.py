@@ -11,6 +11,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
+from extraction_pipeline.core.ledger.id_lists import id_in
 from extraction_pipeline.core.ledger.schema import documents
 
 PARTITION_PREFIX = "doc-"
@@ -93,15 +94,14 @@ def project_documents(ledger: Ledger, project: str) -> list[int]:
 
 
 def projects_of(ledger: Ledger, document_ids: list[int]) -> dict[int, str]:
-    """Each known document's project (one query per 10,000 ids)."""
-    found: dict[int, str] = {}
+    """Each known document's project (one query, the ids sent as one parameter)."""
     unique = list(dict.fromkeys(document_ids))
+    if not unique:
+        return {}
     with ledger.engine.connect() as conn:
-        for start in range(0, len(unique), 10_000):
-            chunk = unique[start : start + 10_000]
-            statement = select(documents.c.id, documents.c.project).where(documents.c.id.in_(chunk))
-            found.update({doc_id: project for doc_id, project in conn.execute(statement).all()})
-    return found
+        wanted = id_in(documents.c.id, conn.dialect.name, unique)
+        statement = select(documents.c.id, documents.c.project).where(wanted)
+        return {doc_id: project for doc_id, project in conn.execute(statement).all()}
 
 
 def project_exists(ledger: Ledger, project: str) -> bool:

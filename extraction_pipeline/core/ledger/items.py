@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import and_, func, insert, select, update
 
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
+from extraction_pipeline.core.ledger.id_lists import id_in
 from extraction_pipeline.core.ledger.schema import ItemStatus, batch_items, item_history
 
 MAX_MESSAGE_CHARS = 2000
@@ -308,18 +309,17 @@ def mark_dispatched(ledger: Ledger, item_ids: list[int], *, at: datetime | None 
         return set()
     at = at or utcnow()
     with ledger.engine.begin() as conn:
+        wanted = id_in(batch_items.c.id, conn.dialect.name, item_ids)
         conn.execute(
             update(batch_items)
             .where(
-                batch_items.c.id.in_(item_ids),
+                wanted,
                 batch_items.c.status == ItemStatus.PENDING,
                 batch_items.c.dispatched_at.is_(None),
             )
             .values(dispatched_at=at, dispatched_by=DISPATCHER)
         )
-        marked = conn.execute(
-            select(batch_items.c.id).where(batch_items.c.id.in_(item_ids), batch_items.c.dispatched_at == at)
-        )
+        marked = conn.execute(select(batch_items.c.id).where(wanted, batch_items.c.dispatched_at == at))
         return set(marked.scalars())
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import func, or_, select
 
 from extraction_pipeline.core.ledger.database import Ledger
+from extraction_pipeline.core.ledger.id_lists import id_in
 from extraction_pipeline.core.ledger.schema import (
     ACTIVE_ITEM_STATUSES,
     BatchOrigin,
@@ -128,11 +129,9 @@ def active_items(ledger: Ledger, batch_id: int, *, document_ids: Sequence[int] |
     where = [batch_items.c.batch_id == batch_id, batch_items.c.status.in_(ACTIVE_ITEM_STATUSES)]
     if document_ids is None:
         return _item_rows(ledger, *where)
-    rows: list[dict[str, Any]] = []
-    for start in range(0, len(document_ids), 500):  # bounded IN lists
-        chunk = document_ids[start : start + 500]
-        rows.extend(_item_rows(ledger, *where, batch_items.c.document_id.in_(chunk)))
-    return rows
+    if not document_ids:
+        return []
+    return _item_rows(ledger, *where, id_in(batch_items.c.document_id, ledger.engine.dialect.name, document_ids))
 
 
 def history(

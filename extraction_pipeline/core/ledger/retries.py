@@ -16,6 +16,7 @@ from sqlalchemy import insert, select, update
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
+from extraction_pipeline.core.ledger.id_lists import id_in
 from extraction_pipeline.core.ledger.items import history_row
 from extraction_pipeline.core.ledger.schema import BatchStatus, ItemStatus, batch_items, batches, item_history
 from extraction_pipeline.core.ledger.templates import latest_version
@@ -61,7 +62,7 @@ def retry_failed(
     _check_template(ledger, batch, allow_superseded)
     where: list[Any] = [batch_items.c.batch_id == batch_id]
     if document_ids:
-        where.append(batch_items.c.document_id.in_(document_ids))
+        where.append(id_in(batch_items.c.document_id, ledger.engine.dialect.name, document_ids))
     now = utcnow()
     retried: list[int] = []
     with ledger.engine.begin() as conn:

@@ -27,6 +27,7 @@ from extraction_pipeline.core.export import (
     ROW_ID_COLUMN,
 )
 from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.id_lists import id_in
 from extraction_pipeline.core.ledger.schema import batch_items, batches, review_decisions
 from extraction_pipeline.core.parsing import ParseOptions
 from extraction_pipeline.core.review import corrections, decisions
@@ -119,13 +120,13 @@ def _read_row(number: int, cells: tuple[Any, ...], column: dict[str, int]) -> li
 
 def _check_ids(ledger: Ledger, rows: list[RowDecision]) -> list[str]:
     """Every id must name an existing value and carry its batch's signature."""
-    item_ids = {row.id.item_id for row in rows}
+    item_ids = sorted({row.id.item_id for row in rows})
     with ledger.engine.connect() as conn:
         uids = dict(
             conn.execute(
                 select(batch_items.c.id, batches.c.uid)
                 .join(batches, batches.c.id == batch_items.c.batch_id)
-                .where(batch_items.c.id.in_(item_ids))
+                .where(id_in(batch_items.c.id, conn.dialect.name, item_ids))
             ).all()
         )
     errors = []
