@@ -202,6 +202,8 @@ def measure_pipeline(
         daemon.stop()
         fake.stop()
         ledger.dispose()
+    if SHOW_TIMELINE:
+        _print_slot_use(fake.call_spans, started, POOL)
     total = sum(spec.documents for spec in specs)
     measured = Measured(total, seconds, cpu_used, sampler.peak_kb / 1024, len(sampler.workers), fake.peak_in_flight)
     return measured, durations
@@ -226,6 +228,35 @@ def _run_batch(
 
 
 SHOW_TIMELINE = False
+POOL = 5
+
+
+def _print_slot_use(spans: list[tuple[float, float]], t0: float, pool: int) -> None:
+    """Where the pool's slot-seconds went, from the fake's own record of each call: busy, idle
+    while the pool was first filling, idle between calls once it had been full (hand-over from
+    one call to the next), and idle after the last call started (the uneven last round)."""
+    if not spans:
+        return
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    last_start = max(start for start, _ in spans)
+    idle = {"filling": 0.0, "hand-over": 0.0, "tail": 0.0}
+    in_flight, previous, filled_at = 0, t0, None
+    for moment, change in events:
+        phase = "filling" if filled_at is None else ("tail" if previous >= last_start else "hand-over")
+        idle[phase] += max(0, pool - in_flight) * (moment - previous)
+        in_flight += change
+        if filled_at is None and in_flight >= pool:
+            filled_at = moment
+        previous = moment
+    starts = ", ".join(f"{start - t0:.1f}" for start, _ in sorted(spans)[:pool])
+    print(f"  first {pool} calls started at {starts} s; pool full from {(filled_at or previous) - t0:.1f} s")
+    busy = sum(end - start for start, end in spans)
+    ends_before_last_start = sum(1 for _, end in spans if end < last_start)
+    print(
+        f"  slot use: {busy:.0f} slot-s busy; idle {idle['filling']:.0f} slot-s while the pool first filled, "
+        f"{idle['hand-over']:.0f} between calls ({idle['hand-over'] / max(1, ends_before_last_start):.2f} s per "
+        f"call ended), {idle['tail']:.0f} after the last call started; {len(spans)} calls"
+    )
 
 
 def _print_timeline(user: str, items: list[dict[str, Any]], created: Any) -> None:
@@ -326,8 +357,8 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=5, help="the `llm` pool's limit (init's default: 5)")
     parser.add_argument("--timeline", action="store_true", help="print when each run's documents ran")
     args = parser.parse_args()
-    global SHOW_TIMELINE
-    SHOW_TIMELINE = args.timeline
+    global SHOW_TIMELINE, POOL
+    SHOW_TIMELINE, POOL = args.timeline, args.pool
     if args.documents_per_run is not None:
         os.environ["EXTRACTION_DOCUMENTS_PER_RUN"] = str(args.documents_per_run)
     repo = Path(__file__).resolve().parents[1]

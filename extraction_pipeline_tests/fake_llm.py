@@ -41,6 +41,7 @@ class FakeLLMServer:
         self.served_tokens_in = 0  # tokens of the answers actually sent (200 replies)
         self.peak_in_flight = 0
         self._in_flight = 0
+        self.call_spans: list[tuple[float, float]] = []  # (start, end), time.monotonic(), per answered call
         self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -93,6 +94,7 @@ class FakeLLMServer:
                     self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
                     return
                 reply = fake._next_reply(body)
+                started = time.monotonic()
                 with fake._lock:
                     fake._in_flight += 1
                     fake.peak_in_flight = max(fake.peak_in_flight, fake._in_flight)
@@ -103,6 +105,7 @@ class FakeLLMServer:
                 finally:
                     with fake._lock:
                         fake._in_flight -= 1
+                        fake.call_spans.append((started, time.monotonic()))
 
             def _answer(self, reply: Reply, body: dict[str, Any]) -> None:
                 if reply.status != 200:

@@ -15,7 +15,7 @@ import dagster as dg
 import pytest
 
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_json
-from extraction_pipeline.defs.llm_slots import LLM_POOL, LLMSlotGate
+from extraction_pipeline.defs.llm_slots import LLM_POOL, LLMSlotGate, call_lanes
 from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply
 
 
@@ -261,3 +261,44 @@ def test_claims_a_dead_attempt_of_the_same_document_left_behind_are_freed(instan
     held = {slot.step_key for slot in storage.get_concurrency_info(LLM_POOL).claimed_slots}
     assert held == {other}
     assert gate.release_leftovers() == 0
+
+
+def test_a_run_keeps_as_many_documents_in_flight_as_the_pool_has_slots(instance: dg.DagsterInstance) -> None:
+    """The first run of a batch can fill the pool alone; never more lanes than documents, the
+    analyst's cap when lower, and two when the pool has no limit."""
+    assert call_lanes(instance, 8) == 2  # no limit set for `llm`
+    instance.event_log_storage.set_concurrency_slots(LLM_POOL, 5)
+    assert [call_lanes(instance, documents) for documents in (1, 2, 3, 5, 8)] == [1, 2, 3, 5, 5]
+    assert call_lanes(instance, 8, per_user_limit=3) == 3
+    assert call_lanes(instance, 8, per_user_limit=1) == 2  # a second lane prepares the next document
+    instance.event_log_storage.set_concurrency_slots(LLM_POOL, 50)
+    assert call_lanes(instance, 8) == 8
+
+
+def test_a_claim_waiting_in_line_is_served_when_a_slot_is_given_back(instance: dg.DagsterInstance) -> None:
+    """Pool of 1: three more claims wait in Dagster's queue (polling it, not claiming again);
+    each slot given back goes to the next in line, one call at a time, nobody left queued."""
+    instance.event_log_storage.set_concurrency_slots(LLM_POOL, 1)
+    order: list[str] = []
+    in_call = [0]
+    peak = [0]
+    lock = threading.Lock()
+
+    def call(doc: str) -> None:
+        with LLMSlotGate(instance, run_id=f"run-{doc}", step_key=f"extracted_document[{doc}]", user="ann")():
+            with lock:
+                in_call[0] += 1
+                peak[0] = max(peak[0], in_call[0])
+                order.append(doc)
+            time.sleep(0.3)
+            with lock:
+                in_call[0] -= 1
+
+    threads = [threading.Thread(target=call, args=(f"d{n}",)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(order) == ["d0", "d1", "d2", "d3"] and peak[0] == 1
+    info = instance.event_log_storage.get_concurrency_info(LLM_POOL)
+    assert info.claimed_slots == [] and info.pending_steps == []

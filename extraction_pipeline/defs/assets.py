@@ -20,7 +20,7 @@ from extraction_pipeline.core.parsing import ParsedDocument, parse_document
 from extraction_pipeline.defs.binding import Binding, bind_document, crashed_parent_run
 from extraction_pipeline.defs.executor import EXPORT_QUEUE, LLM_QUEUE, PARSE_QUEUE, queue_tags
 from extraction_pipeline.defs.in_flight import each_document
-from extraction_pipeline.defs.llm_slots import LLMSlotGate
+from extraction_pipeline.defs.llm_slots import LLMSlotGate, call_lanes
 from extraction_pipeline.defs.partitions import (
     batch_id_from_partition,
     batches_partitions,
@@ -32,9 +32,6 @@ from extraction_pipeline.defs.retries import clear_waiting, retry_database_outag
 from extraction_pipeline.web.urls import csv_url, workbook_url
 
 TERMINAL = (ItemStatus.COMPLETED.value, ItemStatus.ERROR.value)
-# Documents of one run in flight at once (defs/in_flight.py): while one waits for the model the
-# next is prepared and sent; the `llm` pool alone bounds the calls in flight.
-DOCUMENT_LANES = 2
 
 
 def _worker_id() -> str:
@@ -165,7 +162,9 @@ def extracted_document(
     for done in each_document(
         lambda key: _extract_one(context, ledger, llm, settings, key, bound, lambda: unfinished[0]),
         keys,
-        lanes=DOCUMENT_LANES if len(keys) > 1 else 1,
+        # Documents in flight at once (defs/in_flight.py): up to the `llm` pool's size, so the
+        # first run of a batch fills the pool; the pool alone bounds the calls in flight.
+        lanes=call_lanes(context.instance, len(keys), llm.slots_per_user),
         # A transient failure (RetryRequested) or a bug stops new documents; those in flight finish.
         keep_going=lambda done: done.error is None or isinstance(done.error, dg.Failure),
         on_interrupt=lambda in_flight: _hand_back(context, ledger, [bound[k] for k in in_flight if k in bound]),

@@ -11,8 +11,9 @@ already holds, so a newcomer's call is served before the next call of an analyst
 several; with ``EXTRACTION_LLM_SLOTS_PER_USER`` set, nobody holds more than that many slots. A
 lone analyst may use the whole pool.
 
-Even progress between runs: among one analyst's claims, a run holding no slot is served before a
-run holding one (its second lane), then the run with more documents left. A run's documents
+Even progress between runs: a run keeps up to the pool's size of documents in flight
+(``call_lanes``), so the first run of a batch fills the pool while the others start up; among one
+analyst's claims, a run holding fewer slots is served first, then the run with more documents left. A run's documents
 cannot move to another run, so a batch ends when its slowest run does; runs that keep pace end
 together, with every slot busy to the last round. A waiting claim whose run's standing changes
 joins the queue again at its new priority.
@@ -43,6 +44,26 @@ ANALYST_STEP = 1000
 RUN_STEP = 100
 
 
+def call_lanes(instance: dg.DagsterInstance, documents: int, per_user_limit: int = 0) -> int:
+    """How many of a run's documents may be in flight at once: as many as the `llm` pool has slots
+    (the analyst's cap when lower), at least two, never more than the run's documents.
+
+    A batch's runs start one after the other and each pays seconds of start-up (a process, the
+    imports: litellm alone is ~5 CPU-s), so with two lanes per run a pool of 5 sat part-empty for
+    the first ~20 s of every batch; now the first run to start fills it, and the runs that start
+    later are served first as its calls end (their claims hold no slot: ``_priority``). A lane
+    waiting for a slot costs one read of the pool per poll, and no write."""
+    if documents <= 1:
+        return 1
+    storage = instance.event_log_storage
+    limit = 0
+    if storage.supports_global_concurrency_limits:
+        limit = storage.get_concurrency_info(LLM_POOL).slot_count
+    if per_user_limit:
+        limit = min(limit, per_user_limit) if limit else per_user_limit
+    return max(2, min(documents, limit))
+
+
 def analyst_mark(user: str) -> str:
     return hashlib.sha256(user.encode()).hexdigest()[:10]
 
@@ -66,6 +87,7 @@ class LLMSlotGate:
             held_by_analyst=sum(1 for slot in info.claimed_slots if mark in slot.step_key),
             held_by_run=sum(1 for s in info.claimed_slots if s.run_id == self.run_id and s.step_key != claim),
             held_keys={slot.step_key for slot in info.claimed_slots},
+            queued={p.step_key for p in info.pending_steps},
             assigned={p.step_key for p in info.pending_steps if p.assigned_timestamp is not None},
         )
 
@@ -129,7 +151,10 @@ class LLMSlotGate:
                 # ordered by where their analysts and runs stand now, not when each one arrived.
                 storage.free_concurrency_slot_for_step(self.run_id, claim)
                 queued = None
-            if queued is not None or within_limit:
+            # Waiting in Dagster's queue at the right priority: freeing a slot assigns it to the
+            # queue's head, which a poll sees; claiming again before that would only write.
+            in_line = queued is not None and claim in state.queued and claim not in state.assigned
+            if not in_line and (queued is not None or within_limit):
                 status = storage.claim_concurrency_slot(LLM_POOL, self.run_id, claim, priority=priority)
                 queued = priority
                 if status.is_claimed and self._still_mine(claim):
@@ -169,4 +194,5 @@ class _PoolState:
     held_by_analyst: int  # slots held by this analyst's calls
     held_by_run: int  # slots held by this run's other calls (its other lane)
     held_keys: set[str]  # every held slot's claim
+    queued: set[str]  # every claim in Dagster's queue (assigned or not)
     assigned: set[str]  # claims Dagster has given a slot to, not yet taken up
