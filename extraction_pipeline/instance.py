@@ -31,6 +31,8 @@ from extraction_pipeline.core.settings import Settings
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_POOLS = {"pdf_parse": 2, "llm": 5}
 CODE_LOCATION_MODULE = "extraction_pipeline.definitions"
+# A stopped daemon's run workers get SIGTERM again this often until they are gone (_interrupt_group).
+INTERRUPT_AGAIN_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -110,9 +112,18 @@ def require_initialized(settings: Settings) -> None:
         raise ConfigError(f"{settings.home_dir} is not initialized: run `extraction-pipeline init` first")
 
 
-def _wait_group(pgid: int, seconds: float) -> None:
+def _interrupt_group(pgid: int, seconds: float, *, every: float = INTERRUPT_AGAIN_SECONDS) -> None:
+    """SIGTERM to the group, again every ``every`` seconds while it lives, for up to ``seconds``.
+    Again, because a run worker can lose the first one: Python drops an exception that a signal
+    handler raises inside a garbage-collector callback, and such a worker would go on until the
+    SIGKILL, its document left `extracting` instead of handed back."""
     deadline = time.monotonic() + seconds
+    next_signal = time.monotonic()
     while time.monotonic() < deadline and group_alive(pgid):
+        if time.monotonic() >= next_signal:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGTERM)
+            next_signal = time.monotonic() + every
         time.sleep(0.2)
 
 
@@ -281,9 +292,7 @@ class DaemonProcess:
             say("stopping now: interrupting in-flight runs (their documents go back to the queue)")
         if group_alive(pgid):
             say("drain timeout: interrupting the runs still in flight (their documents go back to the queue)")
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGTERM)
-            _wait_group(pgid, 15.0)
+            _interrupt_group(pgid, 15.0)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):

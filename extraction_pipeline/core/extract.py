@@ -32,6 +32,7 @@ from extraction_pipeline.core.grounding import (
     signed_in_quote,
     value_match,
 )
+from extraction_pipeline.core.interrupts import interrupts_deferred
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.answers import (
@@ -250,8 +251,10 @@ def extract_item(
         raise PermanentError(f"internal error: {exc}", original=exc) from exc
     except BaseException:
         # Interrupted (the run was terminated, its worker is shutting down): hand the document
-        # back so another run can take it, with what was already paid for.
-        hand_back(ledger, item_id, run_id, INTERRUPTED_MESSAGE, meter.usage, failing=False)
+        # back so another run can take it, with what was already paid for; a second interrupt
+        # waits until that is written.
+        with interrupts_deferred():
+            hand_back(ledger, item_id, run_id, INTERRUPTED_MESSAGE, meter.usage, failing=False)
         raise
 
     if not stored:

@@ -11,6 +11,7 @@ import dagster as dg
 from extraction_pipeline.core.errors import PermanentError, TransientError
 from extraction_pipeline.core.export import NOTHING_FOUND, default_export_path, reused_label, write_workbook
 from extraction_pipeline.core.extract import INTERRUPTED_MESSAGE, ExtractionOutcome, extract_item, hand_back
+from extraction_pipeline.core.interrupts import interrupts_deferred
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import get_batch, record_workbook
@@ -186,9 +187,11 @@ def extracted_document(
 
 
 def _hand_back(context: dg.AssetExecutionContext, ledger: LedgerResource, item_ids: list[int]) -> None:
-    """The run was interrupted with these documents in flight: back to the queue, for another run."""
-    for item_id in item_ids:
-        hand_back(ledger.ledger(), item_id, context.run.run_id, INTERRUPTED_MESSAGE, failing=False)
+    """The run was interrupted with these documents in flight: back to the queue, for another run
+    (a second interrupt waits until they are)."""
+    with interrupts_deferred():
+        for item_id in item_ids:
+            hand_back(ledger.ledger(), item_id, context.run.run_id, INTERRUPTED_MESSAGE, failing=False)
 
 
 def _extract_one(
