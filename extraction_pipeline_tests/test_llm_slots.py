@@ -15,7 +15,7 @@ import dagster as dg
 import pytest
 
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_json
-from extraction_pipeline.defs.llm_slots import LLM_POOL, LLMSlotGate, call_lanes
+from extraction_pipeline.defs.llm_slots import LLM_POOL, LLMSlotGate, call_lanes, should_widen
 from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply
 
 
@@ -302,3 +302,23 @@ def test_a_claim_waiting_in_line_is_served_when_a_slot_is_given_back(instance: d
     assert sorted(order) == ["d0", "d1", "d2", "d3"] and peak[0] == 1
     info = instance.event_log_storage.get_concurrency_info(LLM_POOL)
     assert info.claimed_slots == [] and info.pending_steps == []
+
+
+def test_a_run_widens_only_when_all_its_documents_are_in_calls_and_a_slot_is_idle(
+    instance: dg.DagsterInstance,
+) -> None:
+    storage = instance.event_log_storage
+    storage.set_concurrency_slots(LLM_POOL, 3)
+    for doc in ("d1", "d2"):
+        assert storage.claim_concurrency_slot(LLM_POOL, "R", f"extracted_document[{doc}]|call|a|{doc}").is_claimed
+    assert should_widen(instance, "R", in_flight=2)  # both in calls, one slot idle
+    assert not should_widen(instance, "R", in_flight=3)  # one document is not in a call (CPU work)
+    assert not should_widen(instance, "S", in_flight=1)  # S's document is not in a call
+    assert storage.claim_concurrency_slot(LLM_POOL, "S", "extracted_document[d3]|call|b|d3").is_claimed
+    assert not should_widen(instance, "R", in_flight=2)  # the pool is full
+    assert not storage.claim_concurrency_slot(LLM_POOL, "T", "extracted_document[d4]|call|c|d4").is_claimed
+    storage.free_concurrency_slot_for_step("S", "extracted_document[d3]|call|b|d3")
+    assert not should_widen(instance, "R", in_flight=2)  # the freed slot is T's, which waited for it
+    assert storage.claim_concurrency_slot(LLM_POOL, "T", "extracted_document[d4]|call|c|d4").is_claimed
+    storage.free_concurrency_slot_for_step("T", "extracted_document[d4]|call|c|d4")
+    assert should_widen(instance, "R", in_flight=2)  # idle again, nobody waiting

@@ -21,7 +21,7 @@ from extraction_pipeline.core.parsing import ParsedDocument, parse_document
 from extraction_pipeline.defs.binding import Binding, bind_document, crashed_parent_run
 from extraction_pipeline.defs.executor import EXPORT_QUEUE, LLM_QUEUE, PARSE_QUEUE, queue_tags
 from extraction_pipeline.defs.in_flight import each_document
-from extraction_pipeline.defs.llm_slots import LLMSlotGate, call_lanes
+from extraction_pipeline.defs.llm_slots import LLMSlotGate, call_lanes, should_widen
 from extraction_pipeline.defs.partitions import (
     batch_id_from_partition,
     batches_partitions,
@@ -163,9 +163,11 @@ def extracted_document(
     for done in each_document(
         lambda key: _extract_one(context, ledger, llm, settings, key, bound, lambda: unfinished[0]),
         keys,
-        # Documents in flight at once (defs/in_flight.py): up to the `llm` pool's size, so the
-        # first run of a batch fills the pool; the pool alone bounds the calls in flight.
-        lanes=call_lanes(context.instance, len(keys), llm.slots_per_user),
+        # Documents in flight at once (defs/in_flight.py): two, and up to the `llm` pool's size
+        # while they all wait on the model and a slot is idle; the pool alone bounds the calls.
+        lanes=min(2, len(keys)),
+        max_lanes=call_lanes(context.instance, len(keys), llm.slots_per_user),
+        widen=lambda in_flight: _should_widen(context, in_flight),
         # A transient failure (RetryRequested) or a bug stops new documents; those in flight finish.
         keep_going=lambda done: done.error is None or isinstance(done.error, dg.Failure),
         on_interrupt=lambda in_flight: _hand_back(context, ledger, [bound[k] for k in in_flight if k in bound]),
@@ -184,6 +186,14 @@ def extracted_document(
         raise stop
     if failures:
         raise failures[0] if len(keys) == 1 else _several_failed(failures, len(keys))
+
+
+def _should_widen(context: dg.AssetExecutionContext, in_flight: int) -> bool:
+    try:
+        return should_widen(context.instance, context.run.run_id, in_flight)
+    except Exception as exc:  # only an optimisation: a storage hiccup must not fail the run
+        context.log.debug(f"not widening: {exc}")
+        return False
 
 
 def _hand_back(context: dg.AssetExecutionContext, ledger: LedgerResource, item_ids: list[int]) -> None:

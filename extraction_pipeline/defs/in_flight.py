@@ -19,6 +19,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+# How often a run whose lanes are all busy asks whether to open one more (one read of the pool).
+WIDEN_CHECK_SECONDS = 0.5
+
 
 @dataclass(frozen=True)
 class Done:
@@ -34,11 +37,17 @@ def each_document(
     lanes: int,
     keep_going: Callable[[Done], bool],
     on_interrupt: Callable[[list[str]], None],
+    max_lanes: int = 0,
+    widen: Callable[[int], bool] | None = None,
 ) -> Iterator[Done]:
     """Run ``work(key)`` for every key, at most ``lanes`` at once, yielding each result as it
     is done (in the caller's thread). After a result for which ``keep_going`` is false, no new
     key is started (those in flight finish). If the caller's thread is interrupted while
-    waiting, ``on_interrupt`` gets the keys still in flight, then the interruption propagates."""
+    waiting, ``on_interrupt`` gets the keys still in flight, then the interruption propagates.
+
+    With ``widen``, one more lane opens (up to ``max_lanes``) whenever ``widen(in flight)`` says
+    so, asked every ``WIDEN_CHECK_SECONDS`` while the lanes are busy: the run widens while its
+    documents wait on a slow model and a slot is idle, and stays narrow while they use the CPU."""
     if lanes <= 1:
         # One lane: in the caller's own thread, so an interruption reaches the work itself.
         for key in keys:
@@ -69,7 +78,13 @@ def each_document(
         while waiting and len(in_flight) < max(1, lanes):
             start(waiting.pop(0))
         while in_flight:
-            done = results.get()
+            try:
+                done = results.get(timeout=WIDEN_CHECK_SECONDS if widen is not None else None)
+            except queue.Empty:
+                if starting and waiting and lanes < max_lanes and widen is not None and widen(len(in_flight)):
+                    lanes += 1
+                    start(waiting.pop(0))
+                continue
             in_flight.discard(done.key)
             starting = starting and keep_going(done)
             yield done
