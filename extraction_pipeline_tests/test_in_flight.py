@@ -61,62 +61,58 @@ def test_an_interrupted_caller_hands_back_what_is_in_flight() -> None:
     assert handed_back == [["b", "c"]]  # "d" never started
 
 
-def test_a_run_widens_while_its_documents_wait_and_never_beyond_max_lanes() -> None:
-    """Work that blocks (a slow model): each time ``widen`` says yes one more lane opens, up to
-    ``max_lanes``; asked with how many are in flight."""
-    release = threading.Event()
-    lock = threading.Lock()
-    in_flight = peak = 0
-    asked: list[int] = []
+class SlowModel:
+    """Work that blocks until released, as documents waiting on a slow model: counts how many are
+    in flight at once, and lets every call through once ``release_at`` are in flight."""
 
-    def work(key: str) -> str:
-        nonlocal in_flight, peak
-        with lock:
-            in_flight += 1
-            peak = max(peak, in_flight)
-            if in_flight == 4:
-                release.set()  # the pool is full: calls start coming back
-        release.wait(10)
-        with lock:
-            in_flight -= 1
+    def __init__(self, release_at: int = 0) -> None:
+        self.release = threading.Event()
+        self.release_at = release_at
+        self.lock = threading.Lock()
+        self.in_flight = self.peak = 0
+
+    def __call__(self, key: str) -> str:
+        with self.lock:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            if self.in_flight == self.release_at:
+                self.release.set()  # the pool is full: calls start coming back
+        self.release.wait(10)
+        with self.lock:
+            self.in_flight -= 1
         return key
+
+
+def test_a_run_widens_while_its_documents_wait_and_never_beyond_max_lanes() -> None:
+    """Each time ``widen`` says yes one more lane opens, up to ``max_lanes``; it is asked with
+    how many are in flight."""
+    model = SlowModel(release_at=4)
+    asked: list[int] = []
 
     def widen(now_in_flight: int) -> bool:
         asked.append(now_in_flight)
         return True
 
     documents = each_document(
-        work, list("abcdefgh"), lanes=2, max_lanes=4, widen=widen, keep_going=lambda d: True, on_interrupt=print
+        model, list("abcdefgh"), lanes=2, max_lanes=4, widen=widen, keep_going=lambda d: True, on_interrupt=print
     )
     done = list(documents)
     assert sorted(d.key for d in done) == list("abcdefgh")
-    assert peak == 4 and asked == [2, 3]  # not asked once at max_lanes
+    assert model.peak == 4 and asked == [2, 3]  # not asked once at max_lanes
 
 
 def test_a_run_stays_narrow_while_widen_says_no() -> None:
-    release = threading.Event()
-    lock = threading.Lock()
-    in_flight = peak = 0
+    model = SlowModel()
     asked: list[int] = []
-
-    def work(key: str) -> str:
-        nonlocal in_flight, peak
-        with lock:
-            in_flight += 1
-            peak = max(peak, in_flight)
-        release.wait(10)
-        with lock:
-            in_flight -= 1
-        return key
 
     def widen(now_in_flight: int) -> bool:
         asked.append(now_in_flight)
         if len(asked) >= 3:
-            release.set()
+            model.release.set()
         return False
 
     documents = each_document(
-        work, list("abcde"), lanes=2, max_lanes=5, widen=widen, keep_going=lambda d: True, on_interrupt=print
+        model, list("abcde"), lanes=2, max_lanes=5, widen=widen, keep_going=lambda d: True, on_interrupt=print
     )
     done = list(documents)
-    assert len(done) == 5 and peak == 2 and len(asked) >= 3
+    assert len(done) == 5 and model.peak == 2 and len(asked) >= 3
