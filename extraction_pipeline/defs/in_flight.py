@@ -3,8 +3,8 @@
 A run extracts its documents one after the other per lane; with several lanes, while one document
 waits for the model the next ones are bound, parsed (from the cache) and sent, so the `llm` pool
 stays busy even while other runs are still starting up (a run opens more lanes, up to the pool's
-size, while all of its documents wait on the model: ``should_widen``). How many calls are in flight overall is still the pool's business
-(defs/llm_slots.py), never the number of lanes.
+size, while all of its documents wait on the model: ``should_widen``). How many calls are in
+flight overall is still the pool's business (defs/llm_slots.py), never the number of lanes.
 
 Lanes are daemon threads: a run that is interrupted (terminated, its daemon draining) hands the
 documents still in flight back to the queue from the main thread and ends; a call that is still
