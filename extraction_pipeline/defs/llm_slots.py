@@ -45,16 +45,21 @@ ANALYST_STEP = 1000
 RUN_STEP = 100
 
 
+def llm_pool_size(instance: dg.DagsterInstance) -> int:
+    """The `llm` pool's limit: 0 when it has none, or the storage keeps no pools."""
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return 0
+    return max(0, storage.get_concurrency_info(LLM_POOL).slot_count or 0)
+
+
 def call_lanes(instance: dg.DagsterInstance, documents: int, per_user_limit: int = 0) -> int:
     """The most documents of a run in flight at once: as many as the `llm` pool has slots (the
     analyst's cap when lower), at least two, never more than the run's documents. A run starts
     with two and opens more only while ``should_widen`` says so."""
     if documents <= 1:
         return 1
-    storage = instance.event_log_storage
-    limit = 0
-    if storage.supports_global_concurrency_limits:
-        limit = storage.get_concurrency_info(LLM_POOL).slot_count
+    limit = llm_pool_size(instance)
     if per_user_limit:
         limit = min(limit, per_user_limit) if limit else per_user_limit
     return max(2, min(documents, limit))

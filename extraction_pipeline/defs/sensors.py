@@ -39,6 +39,7 @@ from extraction_pipeline.defs.aggregation import (
 )
 from extraction_pipeline.defs.binding import DOCUMENTS_TAG, ROUND_TAG, item_run_tags
 from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job, extract_parsed_documents_job
+from extraction_pipeline.defs.llm_slots import llm_pool_size
 from extraction_pipeline.defs.partitions import (
     DOCUMENTS_PARTITIONS,
     DOCUMENTS_PER_RUN,
@@ -51,7 +52,6 @@ from extraction_pipeline.defs.resources import LedgerResource, LLMResource, Pipe
 # Items dispatched per tick: the daemon pays ~0.2 s per run it creates, and the other sensors wait
 # behind the tick, so a large batch is launched over several ticks.
 DISPATCH_PER_TICK = 200
-LLM_POOL = "llm"
 DEFAULT_LLM_SLOTS = 5
 # Documents registered within this window may still have uncommitted lower ids (PostgreSQL
 # sequences commit out of order): the partition cursor stays behind them.
@@ -191,10 +191,10 @@ def _redispatch_lost(context: dg.SensorEvaluationContext, db: Ledger) -> None:
 def _llm_slots(instance: dg.DagsterInstance) -> int:
     """The `llm` pool's limit: how many runs a batch is spread over (5 when it cannot be read)."""
     try:
-        slots = instance.event_log_storage.get_concurrency_info(LLM_POOL).slot_count
+        slots = llm_pool_size(instance)
     except Exception:  # storage without pools: spreading is only an optimisation
         return DEFAULT_LLM_SLOTS
-    return slots if slots and slots > 0 else DEFAULT_LLM_SLOTS
+    return slots or DEFAULT_LLM_SLOTS
 
 
 def _run_request(items: list[dict[str, Any]], documents: list[PendingDocument], parsed: set[str]) -> dg.RunRequest:
