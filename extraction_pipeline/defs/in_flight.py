@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,7 @@ def each_document(
     on_interrupt: Callable[[list[str]], None],
     max_lanes: int = 0,
     widen: Callable[[int], bool] | None = None,
-) -> Iterator[Done]:
+) -> Generator[Done, None, None]:
     """Run ``work(key)`` for every key, at most ``lanes`` at once, yielding each result as it
     is done (in the caller's thread). After a result for which ``keep_going`` is false, no new
     key is started (those in flight finish). If the caller's thread is interrupted while
