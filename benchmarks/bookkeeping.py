@@ -19,6 +19,7 @@ It needs the PostgreSQL server at 127.0.0.1:5432 (a fresh database, dropped afte
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import tempfile
@@ -129,8 +130,9 @@ def _tick(instance: dg.DagsterInstance, url: str, home: str, cursor: str | None)
 
 
 def _dispatch_tick(instance: dg.DagsterInstance, url: str, home: str) -> Any:
+    from extraction_pipeline.defs.partitions import DOCUMENTS_PER_RUN
     from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
-    from extraction_pipeline.defs.sensors import batch_dispatcher
+    from extraction_pipeline.defs.sensors import DISPATCH_PER_TICK, batch_dispatcher
 
     context = dg.build_sensor_context(
         instance=instance,
@@ -141,7 +143,8 @@ def _dispatch_tick(instance: dg.DagsterInstance, url: str, home: str) -> Any:
         },
     )
     result = batch_dispatcher(context)
-    assert len(result.run_requests or []) >= 25, result
+    # A full tick: DISPATCH_PER_TICK items in runs of DOCUMENTS_PER_RUN.
+    assert len(result.run_requests or []) >= math.ceil(DISPATCH_PER_TICK / DOCUMENTS_PER_RUN), result
     return result
 
 

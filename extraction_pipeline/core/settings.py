@@ -116,7 +116,7 @@ class Settings:
     drain_seconds: float = 60.0  # `daemon` on SIGTERM: how long in-flight runs may finish
     # Documents one run extracts (each still its own partition, item, failure and retry): a run's
     # start-up (process, imports: ~6 CPU-s, most of it litellm) is paid once per run, not once per
-    # document. 20 rather than 8: 105 instead of 66 documents/min with an instant model on
+    # document. 20 rather than 8: 127 instead of 62-66 documents/min with an instant model on
     # PostgreSQL (README); a run still takes up documents two at a time and more while they wait
     # on the model, so a larger run does not hold the `llm` pool back.
     documents_per_run: int = 20
