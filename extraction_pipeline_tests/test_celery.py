@@ -1,7 +1,9 @@
-"""Steps on Celery workers (EXTRACTION_EXECUTOR=celery), end to end: the real daemon, RabbitMQ,
-two `extraction-pipeline worker` processes whose EXTRACTION_HOME is each its own empty folder
-(they share only PostgreSQL and the broker with the daemon), the fake model over HTTP. One
-worker is killed with SIGKILL mid-batch; every document still completes, exactly once.
+"""Steps on Celery workers (EXTRACTION_EXECUTOR=celery), end to end: the real daemon, the broker
+(RabbitMQ, and Redis), two `extraction-pipeline worker` processes whose EXTRACTION_HOME is each its
+own empty folder (they share only PostgreSQL and the broker with the daemon), the fake model over
+HTTP. On RabbitMQ one worker is killed with SIGKILL mid-batch; every document still completes,
+exactly once. (On Redis a killed worker's step returns only after the broker's visibility timeout,
+an hour by default: README.)
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ import pytest
 
 from extraction_pipeline.core.documents import register_pdf
 from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline.core.ledger.batches import create_batch
+from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.documents import partition_key_of
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.settings import Settings
@@ -36,6 +39,8 @@ from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply
 
 pytestmark = pytest.mark.e2e
 LATENCY = 3.0  # seconds per model answer: the batch is still running when a worker is killed
+SECRET = "sk-celery-secret"  # the model key: never in a worker's log
+REDIS_DATABASE = 13
 
 
 def _rabbitmqctl(*args: str) -> None:
@@ -124,21 +129,61 @@ def _pids_of(group: int) -> set[int]:
     return pids
 
 
-def test_a_batch_on_two_celery_workers_survives_one_killed_mid_batch(
-    tmp_path: Path, broker: str, ledger_database: str, pg_dagster_database: str
-) -> None:
-    fake = FakeLLMServer().start()
-    fake.answer = lambda messages: _slow(_answer_from_trial(messages))
+@pytest.fixture
+def redis_broker() -> Iterator[str]:
+    """A Redis database of its own (broker and result backend), emptied afterwards; one that
+    already holds keys is somebody else's and is left alone."""
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=6379, db=REDIS_DATABASE)
+    try:
+        keys = client.dbsize()
+    except redis.RedisError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"Redis is required in CI: {exc}")
+        pytest.skip(f"Redis unreachable: {exc}")
+    if keys:
+        pytest.skip(f"Redis database {REDIS_DATABASE} holds {keys} key(s) of someone else's")
+    try:
+        yield f"redis://127.0.0.1:6379/{REDIS_DATABASE}"
+    finally:
+        client.flushdb()
+        client.close()
+
+
+@dataclass
+class CeleryStack:
+    """The daemon (Celery executor), its ledger, and worker processes with homes of their own."""
+
+    ledger: Ledger
+    settings: Settings
+    daemon: DaemonProcess
+    workers: list[Worker]
+    homes: dict[str, Path]
+
+    def batch_of(self, count: int, folder: Path, key: str) -> int:
+        doc_ids = [
+            register_pdf(self.ledger, self.settings.documents_dir, key, write_report(make_trial(i), folder)).id
+            for i in range(1, count + 1)
+        ]
+        return create_batch(self.ledger, idempotency_key=key, project=key, user="cel", document_ids=doc_ids).id
+
+
+@contextmanager
+def celery_stack(
+    tmp_path: Path, fake: FakeLLMServer, ledger_database: str, dagster_database: str, *, broker: str, backend: str
+) -> Iterator[CeleryStack]:
     env = {
         **os.environ,
         "EXTRACTION_DATABASE_URL": ledger_database,
         "EXTRACTION_DAGSTER_STORAGE": "postgres",
-        "DAGSTER_PG_URL": pg_dagster_database,
+        "DAGSTER_PG_URL": dagster_database,
         "EXTRACTION_EXECUTOR": "celery",
         "EXTRACTION_CELERY_BROKER": broker,
+        "EXTRACTION_CELERY_BACKEND": backend,
         "EXTRACTION_MODEL": "openai/fake-model",
         "EXTRACTION_API_BASE": fake.api_base,
-        "EXTRACTION_API_KEY": "sk-celery-secret",
+        "EXTRACTION_API_KEY": SECRET,
         "EXTRACTION_DOCUMENTS_PER_RUN": "3",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     }
@@ -159,22 +204,56 @@ def test_a_batch_on_two_celery_workers_survives_one_killed_mid_batch(
         try:
             workers = [_start_worker(name, homes[name], env) for name in ("w1", "w2")]
             daemon = DaemonProcess(settings).start()
-            doc_ids = [
-                register_pdf(ledger, settings.documents_dir, "celery", write_report(make_trial(i), tmp_path / "in")).id
-                for i in range(1, 13)
-            ]
-            batch_id = create_batch(
-                ledger, idempotency_key="celery", project="celery", user="cel", document_ids=doc_ids
-            ).id
+            yield CeleryStack(ledger, settings, daemon, workers, homes)
+        finally:
+            if daemon is not None:
+                daemon.stop()
+            for worker in workers:
+                worker.stop()
+            ledger.dispose()
 
-            w1 = workers[0]
+
+def _assert_each_completed_once(stack: CeleryStack, batch_id: int) -> list[dict[str, Any]]:
+    """Every document completed, with one materialization, by the run the ledger names; no worker
+    home holds a PDF (they read them from the ledger); the workbook is written beside the daemon."""
+    items = batch_item_rows(stack.ledger, batch_id)
+    assert [item["status"] for item in items] == ["completed"] * len(items), [i["message"] for i in items]
+    with dg.DagsterInstance.get() as instance:
+        for item in items:
+            key = partition_key_of(item["document_id"], item["partition_key"])
+            records = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=dg.AssetKey("extracted_document"), asset_partitions=[key]),
+                limit=10,
+            ).records
+            assert len(records) == 1, (key, len(records))
+            assert records[0].run_id == item["run_id"]
+    for worker in stack.workers:
+        assert not list(worker.home.rglob("*.pdf")), worker.name
+        assert SECRET not in worker.log.read_text(errors="replace")
+    batch = get_batch(stack.ledger, batch_id)
+    assert batch is not None and batch["export_path"] and Path(batch["export_path"]).is_file()
+    assert str(stack.homes["daemon"]) in batch["export_path"]
+    return items
+
+
+def test_a_batch_on_two_celery_workers_survives_one_killed_mid_batch(
+    tmp_path: Path, broker: str, ledger_database: str, pg_dagster_database: str
+) -> None:
+    fake = FakeLLMServer().start()
+    fake.answer = lambda messages: _slow(_answer_from_trial(messages))
+    try:
+        with celery_stack(
+            tmp_path, fake, ledger_database, pg_dagster_database, broker=broker, backend="rpc://"
+        ) as stack:
+            batch_id = stack.batch_of(12, tmp_path / "in", "celery")
+            w1 = stack.workers[0]
 
             def w1_extracting() -> dict[str, Any] | None:
                 pids = _pids_of(w1.group())
                 return next(
                     (
                         item
-                        for item in batch_item_rows(ledger, batch_id)
+                        for item in batch_item_rows(stack.ledger, batch_id)
                         if item["status"] == "extracting" and _pid(item) in pids
                     ),
                     None,
@@ -182,38 +261,35 @@ def test_a_batch_on_two_celery_workers_survives_one_killed_mid_batch(
 
             victim = _wait(w1_extracting, 240, "worker w1 to be extracting a document")
             w1.kill()  # SIGKILL to the worker and its pool processes, mid-call
-            batch = wait_for_batch(ledger, batch_id, timeout_seconds=420, daemon=daemon, quiet=True)
-            items = batch_item_rows(ledger, batch_id)
-            assert [item["status"] for item in items] == ["completed"] * 12, [(i["message"]) for i in items]
+            wait_for_batch(stack.ledger, batch_id, timeout_seconds=420, daemon=stack.daemon, quiet=True)
+            items = _assert_each_completed_once(stack, batch_id)
             # The step in flight on the killed worker went back to the broker and ran on the other
             # worker, in the same run: it took the document up again (a second attempt).
             again = next(item for item in items if item["id"] == victim["id"])
             assert (again["run_id"], again["attempts"]) == (victim["run_id"], 2)
             assert _pid(again) != _pid(victim) and _pid(again) not in _pids_of(w1.group())
-            # Each document completed exactly once: one materialization per partition, one run each.
-            with dg.DagsterInstance.get() as instance:
-                for item in items:
-                    key = partition_key_of(item["document_id"], item["partition_key"])
-                    records = instance.fetch_materializations(
-                        dg.AssetRecordsFilter(asset_key=dg.AssetKey("extracted_document"), asset_partitions=[key]),
-                        limit=10,
-                    ).records
-                    assert len(records) == 1, (key, len(records))
-                    assert records[0].run_id == item["run_id"]
-            # Neither worker's home holds a document: they read the PDFs from the ledger.
-            for worker in workers:
-                assert not list(worker.home.rglob("*.pdf")), worker.name
-            assert batch["export_path"] and Path(batch["export_path"]).is_file()
-            assert str(homes["daemon"]) in batch["export_path"]  # written beside the daemon
-            log = workers[1].log.read_text(errors="replace")
-            assert "sk-celery-secret" not in log
-        finally:
-            if daemon is not None:
-                daemon.stop()
-            for worker in workers:
-                worker.stop()
-            ledger.dispose()
-            fake.stop()
+    finally:
+        fake.stop()
+
+
+def test_a_batch_runs_on_celery_workers_through_redis(
+    tmp_path: Path, redis_broker: str, ledger_database: str, pg_dagster_database: str
+) -> None:
+    """Redis as broker and result backend: every step runs on a worker process, none in the
+    daemon's runs."""
+    fake = FakeLLMServer().start()
+    fake.answer = _answer_from_trial
+    try:
+        with celery_stack(
+            tmp_path, fake, ledger_database, pg_dagster_database, broker=redis_broker, backend=redis_broker
+        ) as stack:
+            batch_id = stack.batch_of(6, tmp_path / "in", "redis")
+            wait_for_batch(stack.ledger, batch_id, timeout_seconds=420, daemon=stack.daemon, quiet=True)
+            items = _assert_each_completed_once(stack, batch_id)
+            on_workers = set().union(*(_pids_of(worker.group()) for worker in stack.workers))
+            assert {_pid(item) for item in items} <= on_workers
+    finally:
+        fake.stop()
 
 
 def _pid(item: dict[str, Any]) -> int:
