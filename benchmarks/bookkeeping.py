@@ -130,6 +130,7 @@ def _tick(instance: dg.DagsterInstance, url: str, home: str, cursor: str | None)
 
 
 def _dispatch_tick(instance: dg.DagsterInstance, url: str, home: str) -> Any:
+    from extraction_pipeline.defs.binding import DOCUMENTS_TAG
     from extraction_pipeline.defs.partitions import DOCUMENTS_PER_RUN
     from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
     from extraction_pipeline.defs.sensors import DISPATCH_PER_TICK, batch_dispatcher
@@ -143,8 +144,10 @@ def _dispatch_tick(instance: dg.DagsterInstance, url: str, home: str) -> Any:
         },
     )
     result = batch_dispatcher(context)
-    # A full tick: DISPATCH_PER_TICK items in runs of DOCUMENTS_PER_RUN.
-    assert len(result.run_requests or []) >= math.ceil(DISPATCH_PER_TICK / DOCUMENTS_PER_RUN), result
+    # A full tick: DISPATCH_PER_TICK items, in runs of DOCUMENTS_PER_RUN.
+    runs = result.run_requests or []
+    documents = sum(len(run.tags.get(DOCUMENTS_TAG, "-").split(",")) for run in runs)
+    assert (documents, len(runs)) == (DISPATCH_PER_TICK, math.ceil(DISPATCH_PER_TICK / DOCUMENTS_PER_RUN)), result
     return result
 
 

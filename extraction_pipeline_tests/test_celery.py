@@ -40,7 +40,7 @@ from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply
 pytestmark = pytest.mark.e2e
 LATENCY = 3.0  # seconds per model answer: the batch is still running when a worker is killed
 SECRET = "sk-celery-secret"  # the model key: never in a worker's log
-REDIS_DATABASE = 13
+REDIS_DATABASES = tuple(range(15, 9, -1))  # from the top: the ones least likely in use
 
 
 def _rabbitmqctl(*args: str) -> None:
@@ -129,26 +129,45 @@ def _pids_of(group: int) -> set[int]:
     return pids
 
 
+@dataclass
+class RedisBroker:
+    url: str
+    client: Any  # redis.Redis on the test's own database
+
+    def result_count(self) -> int:
+        """Step results Celery stored here (one per step a worker ran through this broker)."""
+        return len(self.client.keys("celery-task-meta-*"))
+
+
 @pytest.fixture
-def redis_broker() -> Iterator[str]:
-    """A Redis database of its own (broker and result backend), emptied afterwards; one that
-    already holds keys is somebody else's and is left alone."""
+def redis_broker() -> Iterator[RedisBroker]:
+    """An empty Redis database of the test's own (broker and result backend), emptied afterwards;
+    databases that hold keys are somebody else's and are left alone."""
     import redis
 
-    client = redis.Redis(host="127.0.0.1", port=6379, db=REDIS_DATABASE)
+    chosen: tuple[int, Any] | None = None
+    problem = f"Redis databases {REDIS_DATABASES[-1]}-{REDIS_DATABASES[0]} all hold keys of someone else's"
     try:
-        keys = client.dbsize()
+        for number in REDIS_DATABASES:
+            client = redis.Redis(host="127.0.0.1", port=6379, db=number, socket_connect_timeout=5, socket_timeout=30)
+            if client.dbsize() == 0:
+                chosen = (number, client)
+                break
+            client.close()
     except redis.RedisError as exc:
+        problem = f"Redis unreachable: {exc}"
+    if chosen is None:
         if os.environ.get("CI"):
-            pytest.fail(f"Redis is required in CI: {exc}")
-        pytest.skip(f"Redis unreachable: {exc}")
-    if keys:
-        pytest.skip(f"Redis database {REDIS_DATABASE} holds {keys} key(s) of someone else's")
+            pytest.fail(f"Redis is required in CI: {problem}")
+        pytest.skip(problem)
+    number, client = chosen
     try:
-        yield f"redis://127.0.0.1:6379/{REDIS_DATABASE}"
+        yield RedisBroker(f"redis://127.0.0.1:6379/{number}", client)
     finally:
-        client.flushdb()
-        client.close()
+        try:
+            client.flushdb()
+        finally:
+            client.close()
 
 
 @dataclass
@@ -202,15 +221,18 @@ def celery_stack(
         patch.setenv("DAGSTER_HOME", str(settings.dagster_home))
         ledger = Ledger.connect(settings.ledger_url)
         try:
-            workers = [_start_worker(name, homes[name], env) for name in ("w1", "w2")]
+            for name in ("w1", "w2"):
+                workers.append(_start_worker(name, homes[name], env))
             daemon = DaemonProcess(settings).start()
             yield CeleryStack(ledger, settings, daemon, workers, homes)
         finally:
-            if daemon is not None:
-                daemon.stop()
-            for worker in workers:
-                worker.stop()
-            ledger.dispose()
+            try:
+                if daemon is not None:
+                    daemon.stop()
+            finally:
+                for worker in workers:
+                    worker.stop()
+                ledger.dispose()
 
 
 def _assert_each_completed_once(stack: CeleryStack, batch_id: int) -> list[dict[str, Any]]:
@@ -273,21 +295,24 @@ def test_a_batch_on_two_celery_workers_survives_one_killed_mid_batch(
 
 
 def test_a_batch_runs_on_celery_workers_through_redis(
-    tmp_path: Path, redis_broker: str, ledger_database: str, pg_dagster_database: str
+    tmp_path: Path, redis_broker: RedisBroker, ledger_database: str, pg_dagster_database: str
 ) -> None:
-    """Redis as broker and result backend: every step runs on a worker process, none in the
-    daemon's runs."""
+    """Redis as broker and result backend: every step of every run (parse and extraction) goes
+    through it to a worker process."""
     fake = FakeLLMServer().start()
     fake.answer = _answer_from_trial
+    url = redis_broker.url
     try:
-        with celery_stack(
-            tmp_path, fake, ledger_database, pg_dagster_database, broker=redis_broker, backend=redis_broker
-        ) as stack:
+        with celery_stack(tmp_path, fake, ledger_database, pg_dagster_database, broker=url, backend=url) as stack:
             batch_id = stack.batch_of(6, tmp_path / "in", "redis")
             wait_for_batch(stack.ledger, batch_id, timeout_seconds=420, daemon=stack.daemon, quiet=True)
             items = _assert_each_completed_once(stack, batch_id)
             on_workers = set().union(*(_pids_of(worker.group()) for worker in stack.workers))
             assert {_pid(item) for item in items} <= on_workers
+            # New PDFs: each run has a parse step and an extraction step, and Redis holds the
+            # result of each (the export runs in-process beside the daemon).
+            runs = {item["run_id"] for item in items}
+            assert redis_broker.result_count() >= 2 * len(runs), (redis_broker.result_count(), len(runs))
     finally:
         fake.stop()
 

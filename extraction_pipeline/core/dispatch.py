@@ -7,7 +7,8 @@ batches. Documents of one run also share their batch (the run is tagged with it)
 dispatch round (a retried document never rides along with the first launch of another).
 
 Small batches are spread rather than packed: 20 documents with 5 LLM slots become 5 runs of 4, not
-3 runs of 8 that would leave two slots idle.
+one run of 20. A run parses all of its documents before it extracts any, and one process works
+the CPU one document at a time: five runs parse side by side and reach the model sooner.
 """
 
 from __future__ import annotations

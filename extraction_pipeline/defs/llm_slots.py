@@ -70,7 +70,7 @@ def should_widen(instance: dg.DagsterInstance, run_id: str, in_flight: int) -> b
     (holds a slot) and the pool has a slot that nobody holds or waits for.
 
     A batch's runs start one after the other, each paying seconds of start-up (a process, the
-    imports: litellm alone is ~5 CPU-s), so with two documents per run a pool of 5 sat part-empty
+    imports: litellm alone is 4-5 CPU-s), so with two documents per run a pool of 5 sat part-empty
     for the first ~20 s of every batch. Widening lets the first run fill the pool while the others
     start, when calls are slow; while documents use the CPU (fast calls) a run stays at two, as
     more threads would only contend for it (63.6 against 54.9 documents a minute, 100 documents,
