@@ -9,7 +9,7 @@ from typing import Any
 from extraction_pipeline.core.documents import register_pdf
 from extraction_pipeline.core.errors import ExtractionRuntimeError
 from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline.core.ledger.batches import create_batch, get_batch
+from extraction_pipeline.core.ledger.batches import create_batch, describe_state, get_batch
 from extraction_pipeline.core.ledger.queries import progress
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import write_reports
@@ -31,12 +31,12 @@ def wait_for_batch(
         line = (
             f"  batch {batch_id}: {counts.done}/{counts.total} done "
             f"(pending {counts.pending}, extracting {counts.extracting}, completed {counts.completed}, "
-            f"error {counts.error}) {batch['status']}"
+            f"error {counts.error}) {describe_state(batch)}"
         )
         if line != last_line and not quiet:
             print(line, flush=True)
             last_line = line
-        if batch["status"] == "completed" and batch["export_path"]:
+        if batch["status"] == "completed":
             return batch
         if daemon is not None and not daemon.alive():
             raise ExtractionRuntimeError(f"the Dagster daemon exited early; see {daemon.log_path}")

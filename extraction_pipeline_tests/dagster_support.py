@@ -71,12 +71,12 @@ def _answer_from_trial(messages: list[dict[str, str]]) -> Reply:
     return Reply(extraction_json({"metadata.nct_number": (trial.nct_number, sentence)}), tokens_in=900, tokens_out=40)
 
 
-def _failed_run(instance: dg.DagsterInstance, tags: dict[str, str]) -> str:
+def _failed_run(instance: dg.DagsterInstance, tags: dict[str, str], job_name: str = "extract_documents") -> str:
     @dg.op
     def crash() -> None:
         raise RuntimeError("worker died")
 
-    @dg.job(name="extract_documents")  # a run record of the extraction job whose worker died
+    @dg.job(name=job_name)  # a run record of that job whose worker died
     def crashed_job() -> None:
         crash()
 

@@ -247,7 +247,7 @@ def test_status_watch_follows_the_batch_until_it_closes(home: Path, pdfs: list[P
     assert close_if_done(ledger, batch)
     # Closed, but the sensor has not written the workbook yet: the watcher keeps waiting for it.
     seen = [first]
-    while "waiting for the workbook" not in seen[-1]:
+    while "the workbook is being written" not in seen[-1]:
         seen.append(watcher.stdout.readline())
         assert seen[-1], seen  # the watcher must not stop before the workbook exists
     assert watcher.poll() is None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ import pytest
 
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger import items as states
-from extraction_pipeline.core.ledger.batches import create_batch, get_batch
+from extraction_pipeline.core.ledger.batches import create_batch, describe_state, get_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
 from extraction_pipeline.core.ledger.schema import BatchOrigin, batch_items, documents
 from extraction_pipeline.core.synthetic import report_pages
@@ -20,6 +22,7 @@ from extraction_pipeline.definitions import defs
 from extraction_pipeline.defs.assets import batch_workbook, extracted_document, parsed_document
 from extraction_pipeline.defs.jobs import export_batch_job
 from extraction_pipeline.defs.partitions import documents_partitions
+from extraction_pipeline.defs.resources import PipelineSettingsResource
 from extraction_pipeline.defs.sensors import batch_aggregator, batch_dispatcher, document_partitions_sensor
 from extraction_pipeline_tests.dagster_support import (
     _answer_from_trial,
@@ -264,7 +267,7 @@ def test_aggregator_requeues_documents_of_dead_runs_then_gives_up_with_the_cause
     assert rows[doc_ids[0]]["message"].startswith(f"gave up after 2 rounds of runs: run {again} ended FAILURE")
     assert rows[doc_ids[1]]["status"] == "error"
     assert rows[doc_ids[1]]["message"].startswith("gave up after 2 rounds of runs")
-    assert get_batch(ledger, batch)["status"] == "completed"  # type: ignore[index]
+    assert get_batch(ledger, batch)["status"] == "exporting"  # type: ignore[index]
     assert isinstance(result, dg.SensorResult)
     assert [(r.run_key, r.partition_key) for r in result.run_requests or []] == [
         (f"export-{uid}-v1-0", f"batch-{batch}")
@@ -385,20 +388,23 @@ def test_lost_dispatch_is_dispatched_again_not_failed(instance: dg.DagsterInstan
     assert isinstance(again, dg.SensorResult) and len(again.run_requests or []) == 1
 
 
-def test_failed_export_is_retried_with_a_new_run_key(
-    instance: dg.DagsterInstance, ledger: Ledger, home: Path, monkeypatch: pytest.MonkeyPatch
+def test_failed_export_keeps_the_batch_exporting_and_is_retried_with_backoff_until_it_succeeds(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path
 ) -> None:
-    from extraction_pipeline.defs import sensors
-
-    monkeypatch.setattr(sensors, "EXPORT_RETRY_SECONDS", 0)
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[]).id
     (home / "exports").write_text("a file where the exports directory should be")
-    resources = _resources(ledger, home)
+    resources = {
+        **_resources(ledger, home),
+        "settings": PipelineSettingsResource(home=str(home), retry_base_seconds=0.4),
+    }
 
-    def export_attempt() -> tuple[str | None, bool]:
+    def tick() -> list[dg.RunRequest]:
         result = batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
         assert isinstance(result, dg.SensorResult)
-        [request] = result.run_requests or []
+        return list(result.run_requests or [])
+
+    def export_attempt() -> tuple[str | None, bool]:
+        [request] = _wait_for(tick, 10)
         instance.add_dynamic_partitions("batches", [f"batch-{batch}"])
         job = dg.Definitions(assets=[batch_workbook], jobs=[export_batch_job], resources=resources).resolve_job_def(
             export_batch_job.name
@@ -409,12 +415,45 @@ def test_failed_export_is_retried_with_a_new_run_key(
         return request.run_key, run.success
 
     uid = _batch_tags(ledger, batch)["extraction/batch_uid"]
-    assert export_attempt() == (f"export-{uid}-v1-0", False)
+    for attempt in range(4):  # more attempts than any fixed limit would allow: it never gives up
+        assert export_attempt() == (f"export-{uid}-v1-{attempt}", False)
+        assert tick() == []  # backing off: no attempt right after a failure
+        state = get_batch(ledger, batch)
+        assert state is not None
+        assert (state["status"], state["export_path"], state["export_attempts"]) == ("exporting", None, attempt + 1)
+        assert describe_state(state).startswith(f"export failed: file exists ({home / 'exports'})")
     (home / "exports").unlink()  # the disk problem is fixed
-    assert export_attempt() == (f"export-{uid}-v1-1", True)
-    assert get_batch(ledger, batch)["export_path"]  # type: ignore[index]
-    done = batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
-    assert isinstance(done, dg.SensorResult) and not done.run_requests
+    assert export_attempt() == (f"export-{uid}-v1-4", True)
+    state = get_batch(ledger, batch)
+    assert state is not None
+    assert (state["status"], state["export_error"]) == ("completed", None)
+    assert Path(state["export_path"]).is_file()
+    assert tick() == []
+
+
+def test_an_export_run_that_died_without_a_word_is_recorded_as_such(
+    instance: dg.DagsterInstance, ledger: Ledger, home: Path
+) -> None:
+    from extraction_pipeline.defs.sensors import EXPORT_VERSION_TAG
+
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[]).id
+    tags = {**_batch_tags(ledger, batch), EXPORT_VERSION_TAG: "1"}
+    run_id = _failed_run(instance, tags, job_name="export_batch")
+    resources = _resources(ledger, home)
+    result = batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(result, dg.SensorResult) and not result.run_requests  # backing off after the failure
+    state = get_batch(ledger, batch)
+    assert state is not None and state["status"] == "exporting"
+    assert state["export_error"] == f"the export run {run_id[:8]} ended FAILURE before writing the workbook"
+    assert state["export_attempts"] == 1
+
+
+def _wait_for(probe: Callable[[], list[dg.RunRequest]], seconds: float) -> list[dg.RunRequest]:
+    deadline = time.monotonic() + seconds
+    while not (found := probe()):
+        assert time.monotonic() < deadline, "no export run requested"
+        time.sleep(0.1)
+    return found
 
 
 def _add_backfill(instance: dg.DagsterInstance, backfill_id: str, keys: list[str], assets: list[dg.AssetKey]) -> Any:
@@ -478,7 +517,7 @@ def test_a_ui_backfill_batch_stays_open_across_aggregator_ticks_without_a_failed
     rows = batch_item_rows(ledger, batch)
     assert [row["status"] for row in rows] == ["error", "error"]
     assert rows[0]["message"].startswith("no run was ever started for this document")
-    assert get_batch(ledger, batch)["status"] == "completed"  # type: ignore[index]
+    assert get_batch(ledger, batch)["status"] == "exporting"  # type: ignore[index]
 
 
 @pytest.mark.filterwarnings("ignore:Function `AssetSelection.sources` is deprecated:DeprecationWarning")

@@ -11,6 +11,7 @@ timings are scaled down through the EXTRACTION_* settings so each drill takes on
 from __future__ import annotations
 
 import contextlib
+import html
 import os
 import re
 import shutil
@@ -21,12 +22,14 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import openpyxl
 import pytest
 from sqlalchemy import create_engine, text
 
@@ -132,6 +135,30 @@ class Drill:
                 [str(CLI), "daemon"], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
 
+    def start_ui(self) -> str:
+        """`extraction-pipeline ui` (daemon and pages) instead of `daemon`; returns the pages' URL."""
+        port = _free_port()
+        self.daemon_log = self.home / f"cli-ui-{len(self.logs)}.log"
+        self.logs.append(self.daemon_log)
+        with self.daemon_log.open("wb") as log:
+            self.daemon = subprocess.Popen(
+                [str(CLI), "ui", "--port", str(port)],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        url = f"http://127.0.0.1:{port}/extraction"
+        _wait(lambda: _get(url) is not None, 120, "the pages to answer")
+        return url
+
+    def tracebacks(self) -> list[str]:
+        """Tracebacks in what the daemon (and its runs) wrote: a handled fault leaves none."""
+        logs = [*self.logs, self.home / "daemon.log", self.home / "dagster-dev.log"]
+        return [
+            f"{log.name}: {log.read_text()[-3000:]}" for log in logs if log.exists() and "Traceback" in log.read_text()
+        ]
+
     def dagster_daemon_pid(self) -> int:
         assert self.daemon_log is not None
         found = _wait(
@@ -207,6 +234,14 @@ class Drill:
         ]
         with self.instance() as instance:
             assert invariant_violations(self.ledger, instance, batch_id) == []
+
+
+def _get(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return str(response.read().decode())
+    except OSError:
+        return None
 
 
 def _drill(tmp_path: Path, ledger_url: str, dagster_url: str, llm: DrillLLM, **settings: str) -> Drill:
@@ -485,3 +520,99 @@ def test_postgresql_restarted_mid_batch(
     drill.wait_closed(batch)
     drill.assert_nothing_lost(batch)
     assert sum(item["tokens_in"] for item in drill.items(batch)) <= llm.total_served_tokens()
+
+
+# --- the workbook's disk: full, read-only ------------------------------------------------------
+
+
+@pytest.fixture
+def exports_mount(make_drill: Callable[..., Drill]) -> Iterator[tuple[Drill, Path]]:
+    """A drill whose exports folder is a 64 KB tmpfs of its own (mounting needs root: CI is)."""
+    drill = make_drill()
+    exports = drill.home / "exports"
+    exports.mkdir(parents=True, exist_ok=True)
+    mounted = _mount("-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", str(exports), check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'not root'}): the disk drills need one")
+    try:
+        yield drill, exports
+    finally:
+        drill.close()  # nothing may hold the mount
+        subprocess.run([shutil.which("umount") or "/usr/bin/umount", "-l", str(exports)], capture_output=True)
+
+
+def _fill(folder: Path) -> Path:
+    """Fill the file system under ``folder`` to the last byte."""
+    filler = folder / "filler"
+    with filler.open("wb") as handle, contextlib.suppress(OSError):
+        while True:
+            handle.write(b"\0" * 4096)
+            handle.flush()
+    return filler
+
+
+def _mount(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [shutil.which("mount") or "/usr/bin/mount", *args], capture_output=True, text=True, check=check
+    )
+
+
+def _export_failure_shown(drill: Drill, batch: int, url: str, words: str) -> None:
+    """The batch is not completed and says why, in `batch status`, the batch page and Dagster."""
+    failed = _wait(
+        lambda: (b := get_batch(drill.ledger, batch)) and b["export_error"] and b,
+        CLOSE_TIMEOUT,
+        "the export to fail",
+        interval=1,
+    )
+    assert failed["status"] == "exporting" and failed["export_path"] is None
+    assert words in failed["export_error"], failed["export_error"]
+    status = drill.cli("batch", "status", str(batch))
+    assert f"export failed: {words}" in status.stdout, status.stdout
+    assert "completed" not in status.stdout.splitlines()[0].rsplit(" ", 1)[-1]
+    page = _get(f"{url}/batches/{batch}") or ""
+    assert f"export failed: {words}" in html.unescape(page), page[-2000:]
+    with drill.instance() as instance:  # the failed export run, as the Dagster UI shows it
+        runs = instance.get_runs(dg.RunsFilter(job_name="export_batch", statuses=[dg.DagsterRunStatus.FAILURE]))
+        assert runs
+        failures = [
+            event.dagster_event.event_specific_data.error.message  # type: ignore[union-attr]
+            for event in instance.all_logs(runs[0].run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
+        ]
+        assert any(f"export failed: {words}" in message for message in failures), failures
+
+
+def _workbook_arrives_on_its_own(drill: Drill, batch: int, exports: Path) -> None:
+    closed = drill.wait_closed(batch)
+    assert Path(closed["export_path"]).parent == exports and closed["export_error"] is None
+    workbook = openpyxl.load_workbook(closed["export_path"], read_only=True)
+    assert workbook["Documents"].max_row == 1 + len(drill.items(batch))
+    drill.assert_nothing_lost(batch)
+    assert drill.cli("batch", "status", str(batch)).stdout.splitlines()[0].endswith("completed")
+    assert drill.tracebacks() == []
+
+
+@pytest.mark.slow_drill
+def test_the_exports_disk_is_full_when_the_batch_closes(exports_mount: tuple[Drill, Path], llm: DrillLLM) -> None:
+    drill, exports = exports_mount
+    llm.latency = 0.5
+    filler = _fill(exports)
+    batch = drill.batch(10, "disk-full")
+    url = drill.start_ui()
+    _export_failure_shown(drill, batch, url, "no space left on device")
+    filler.unlink()  # space is back: nobody runs anything by hand
+    _workbook_arrives_on_its_own(drill, batch, exports)
+
+
+@pytest.mark.slow_drill
+def test_the_exports_folder_is_read_only_when_the_batch_closes(
+    exports_mount: tuple[Drill, Path], llm: DrillLLM
+) -> None:
+    drill, exports = exports_mount
+    llm.latency = 0.5
+    _mount("-o", "remount,ro", str(exports))
+    batch = drill.batch(4, "read-only")
+    url = drill.start_ui()
+    _export_failure_shown(drill, batch, url, "read-only file system")
+    _mount("-o", "remount,rw", str(exports))
+    _workbook_arrives_on_its_own(drill, batch, exports)

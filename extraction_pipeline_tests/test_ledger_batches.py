@@ -57,11 +57,12 @@ def test_same_key_returns_existing_batch_without_new_items(ledger: Ledger) -> No
     assert progress(ledger, first.id).total == 3
 
 
-def test_empty_batch_completes_immediately(ledger: Ledger) -> None:
+def test_empty_batch_closes_immediately(ledger: Ledger) -> None:
     ref = create_batch(ledger, idempotency_key="empty", project="p", user="u", document_ids=[])
     batch = get_batch(ledger, ref.id)
     assert batch is not None
-    assert batch["status"] == "completed" and batch["completed_at"] is not None
+    # Closed at once: nothing to wait for but its (empty) workbook.
+    assert batch["status"] == "exporting" and batch["completed_at"] is not None
     assert progress(ledger, ref.id).percent == 100.0
 
 
@@ -119,7 +120,7 @@ def test_batch_closes_only_when_nothing_pending_or_extracting(ledger: Ledger) ->
     assert states.fail(ledger, item_b, message="boom", run_id="r2")
     assert close_if_done(ledger, ref.id)
     batch = get_batch(ledger, ref.id)
-    assert batch is not None and batch["status"] == "completed" and batch["completed_at"] is not None
+    assert batch is not None and batch["status"] == "exporting" and batch["completed_at"] is not None
     assert not close_if_done(ledger, ref.id)  # closing twice is a no-op that says so
 
 

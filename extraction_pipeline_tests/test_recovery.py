@@ -151,7 +151,7 @@ def test_batch_retry_reopens_the_batch_dispatches_again_and_writes_a_new_workboo
     states.complete(ledger, 2, run_id="r0", result={"fields": {}}, usage=states.Usage("m"))
     resources = _resources(ledger, home, fake_llm)
     aggregated = batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
-    assert isinstance(aggregated, dg.SensorResult) and get_batch(ledger, batch)["status"] == "completed"  # type: ignore[index]
+    assert isinstance(aggregated, dg.SensorResult) and get_batch(ledger, batch)["status"] == "exporting"  # type: ignore[index]
     instance.add_dynamic_partitions("batches", [f"batch-{batch}"])
     first = dg.materialize([batch_workbook], partition_key=f"batch-{batch}", instance=instance, resources=resources)
     assert first.success and (home / "exports" / f"batch-{batch}.xlsx").is_file()

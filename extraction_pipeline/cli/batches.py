@@ -102,11 +102,12 @@ def _bar(fraction: float, width: int = 30) -> str:
 
 
 def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
-    from extraction_pipeline.core.ledger.batches import get_batch
+    from extraction_pipeline.core.ledger.batches import describe_state, get_batch
     from extraction_pipeline.core.ledger.queries import progress
 
     ledger = open_ledger(settings)
     closed_at: float | None = None
+    said = ""  # the export state last printed (--watch prints each change once)
     if args.watch:
         _warn_if_no_daemon(settings)
     while True:
@@ -114,13 +115,14 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
         if batch is None:
             raise CliError(f"unknown batch {args.batch}", EXIT_USAGE)
         counts = progress(ledger, args.batch)
-        # With --watch a closed batch is followed until the sensor has written its workbook.
-        awaiting_workbook = batch["status"] != "open" and not batch.get("export_path")
+        # With --watch a closed batch is followed until its workbook is written.
+        awaiting_workbook = batch["status"] == "exporting"
+        state = describe_state(batch)
         waiting = _provider_waits(ledger) if batch["status"] == "open" else []
         if args.json:
             if not (args.watch and awaiting_workbook and closed_at is not None):
-                print_json({"batch": batch, "progress": counts.as_dict(), "waiting_for": waiting})
-        elif closed_at is None:
+                print_json({"batch": batch, "state": state, "progress": counts.as_dict(), "waiting_for": waiting})
+        elif closed_at is None or batch["status"] == "completed":
             line = (
                 f"batch {args.batch} [{_bar(counts.percent / 100)}] {counts.percent:5.1f}%  "
                 f"{counts.done}/{counts.total} done  pending {counts.pending}  extracting {counts.extracting}  "
@@ -130,6 +132,9 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
             print(line, end=end, flush=True)
             for text in waiting:
                 print(f"  {text}", flush=True)
+        if awaiting_workbook and not args.json and state != said:
+            print(f"  {state}", flush=True)
+            said = state
         if not args.watch or batch["status"] == "open":
             if not args.watch:
                 _print_workbook(batch, args.json)
@@ -141,11 +146,10 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
             return 0
         if closed_at is None:
             closed_at = time.monotonic()
-            if not args.json:
-                print("waiting for the workbook (written by the batch_aggregator sensor)...", flush=True)
         elif time.monotonic() - closed_at > WORKBOOK_WAIT_SECONDS:
             if not args.json:
-                print(f"no workbook yet: is the daemon running? `batch export {args.batch}` writes it now")
+                hint = "the daemon keeps retrying it" if batch.get("export_error") else "is the daemon running?"
+                print(f"no workbook yet: {hint} `batch export {args.batch}` writes it now")
             return 0
         time.sleep(args.interval)
 
@@ -194,14 +198,35 @@ def _print_workbook(batch: dict[str, Any], as_json: bool) -> None:
 
 
 def cmd_batch_export(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.core.closing import ExportError, ExportResult, failure_reason, write_batch_workbook
     from extraction_pipeline.core.export import write_workbook
+    from extraction_pipeline.core.ledger.batches import get_batch
 
-    # By hand, never over a workbook someone may have opened: a name of its own unless -o says.
+    if args.output is not None and Path(args.output).suffix.lower() != ".xlsx":
+        raise CliError(f"output must end in .xlsx: {args.output}", EXIT_USAGE)
+    ledger = open_ledger(settings)
+    batch = get_batch(ledger, args.batch)
+    if batch is None:
+        raise CliError(f"unknown batch {args.batch}", EXIT_USAGE)
+    if args.output is None and batch["status"] == "exporting":
+        # Closed without its workbook (its export failed, or the daemon has not got to it): this
+        # writes the batch's own workbook, exactly as the aggregator would, and completes the batch.
+        try:
+            written = write_batch_workbook(ledger, args.batch, settings.exports_dir)
+        except ExportError as exc:
+            raise CliError(f"batch {args.batch}: {exc} (the batch stays 'exporting'; the daemon retries it)") from None
+        if written.result is ExportResult.REOPENED:
+            raise CliError(f"batch {args.batch} was reopened meanwhile: its workbook is written when it closes again")
+        print(f"batch {args.batch} completed: workbook v{written.version} {written.result.value}", file=sys.stderr)
+        print(written.path)
+        return 0
+    # Otherwise a copy, never over a workbook someone may have opened: a name of its own unless -o says.
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     target = Path(args.output) if args.output else settings.exports_dir / f"batch-{args.batch}-manual-{stamp}.xlsx"
-    if target.suffix.lower() != ".xlsx":
-        raise CliError(f"output must end in .xlsx: {target}", EXIT_USAGE)
-    path = write_workbook(open_ledger(settings), args.batch, target)
+    try:
+        path = write_workbook(ledger, args.batch, target)
+    except OSError as exc:
+        raise CliError(f"export failed: {failure_reason(exc, target)}") from None
     print(path)
     return 0
 
@@ -299,11 +324,12 @@ def register(add: AddCommand) -> None:
     export = add(
         "export",
         cmd_batch_export,
-        "Write a batch's workbook now (default: $EXTRACTION_HOME/exports/batch-N-manual-<UTC time>.xlsx).",
+        "Write a batch's workbook now: a closed batch still without one (its export failed, say) gets its own "
+        "workbook and completes; otherwise a copy at $EXTRACTION_HOME/exports/batch-N-manual-<UTC time>.xlsx.",
         batch_sub,
     )
     export.add_argument("batch", type=positive_int)
-    export.add_argument("-o", "--output", help="target .xlsx file")
+    export.add_argument("-o", "--output", help="write a copy to this .xlsx file instead")
     retry = add(
         "retry",
         cmd_batch_retry,

@@ -67,11 +67,15 @@ def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
     """The Dagster UI and the project's pages on one port, plus the daemon beside it."""
     import os
 
+    from extraction_pipeline.core.uploads import sweep_stale_uploads
     from extraction_pipeline.instance import DaemonProcess, dagster_env, require_initialized
     from extraction_pipeline.web.server import check_binding, serve
 
     require_initialized(settings)
     check_binding(args.host, settings.ui_token)
+    swept = sweep_stale_uploads(settings.home_dir, settings.documents_dir)
+    if swept:
+        print(f"removed {len(swept)} unfinished upload(s) left by a server that was stopped mid-upload", flush=True)
     os.environ.update({k: v for k, v in dagster_env(settings).items() if k in ("DAGSTER_HOME", "EXTRACTION_HOME")})
     _stop_on_signals()
     daemon = DaemonProcess(settings).start()

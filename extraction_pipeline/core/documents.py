@@ -8,19 +8,18 @@ are hashed again, when it is reused here and when it is parsed (parsing.py).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import io
 import os
 import re
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from extraction_pipeline.core.errors import ConfigError, PermanentError
+from extraction_pipeline.core.files import replacing
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.contents import documents_without_content, store_content
 from extraction_pipeline.core.ledger.documents import get_document, insert_document
@@ -141,6 +140,9 @@ def register_pdf(
     digest = sha256_of(source)
     stored = _store_copy(store_dir, source, digest)
     size = stored.lstat().st_size
+    # The bytes first, the row last: a process killed in between leaves at most unreferenced
+    # bytes (reused when the file is added again), never a document whose content is missing.
+    store_content(ledger, digest, stored)  # a shared ledger keeps the bytes for other machines
     doc_id, created = insert_document(
         ledger,
         project=project,
@@ -150,7 +152,6 @@ def register_pdf(
         pages=pages,
         stored_path=str(stored),
     )
-    store_content(ledger, digest, stored)  # a shared ledger keeps the bytes for other machines
     registered_name = source.name
     if not created:
         existing = get_document(ledger, doc_id)
@@ -189,21 +190,18 @@ def _holds(stored: Path, digest: str) -> bool:
 
 
 def _write_copy(source: Path, stored: Path, digest: str) -> None:
-    # A temporary name first so a crash never leaves a half-written stored copy; os.replace then
-    # swaps the name itself, so a link planted there is replaced, never written through.
-    fd, tmp_name = tempfile.mkstemp(dir=stored.parent, suffix=".partial")
+    # A temporary name first so a crash never leaves a half-written stored copy (a killed writer's
+    # partial file is swept by the next one); os.replace then swaps the name itself, so a link
+    # planted there is replaced, never written through.
     try:
-        with os.fdopen(fd, "wb") as target, source.open("rb") as handle:
-            copied = copy_hashing(handle, target)
-        if copied != digest:
-            raise ConfigError(f"{source}: changed while it was being added; add it again")
-        os.replace(tmp_name, stored)
-    except BaseException as exc:  # also on interruption: leave no .partial file behind
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        if isinstance(exc, IsADirectoryError):
-            raise ConfigError(f"{stored}: a directory is in the way of the stored copy; remove it") from None
-        raise
+        with replacing(stored) as tmp:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            with os.fdopen(fd, "wb") as target, source.open("rb") as handle:
+                copied = copy_hashing(handle, target)
+            if copied != digest:
+                raise ConfigError(f"{source}: changed while it was being added; add it again")
+    except IsADirectoryError:
+        raise ConfigError(f"{stored}: a directory is in the way of the stored copy; remove it") from None
 
 
 def store_missing_contents(ledger: Ledger) -> tuple[int, int]:

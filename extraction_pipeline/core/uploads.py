@@ -16,6 +16,7 @@ from typing import BinaryIO
 
 from extraction_pipeline.core.documents import RegisteredDocument, register_pdf
 from extraction_pipeline.core.errors import ExtractionError
+from extraction_pipeline.core.files import owned_name, remove_stale_partials
 from extraction_pipeline.core.ledger import Ledger
 
 MAX_FILENAME_CHARS = 200
@@ -50,7 +51,8 @@ def register_upload(
     """Stage ``data`` (at most ``max_bytes`` + 1 bytes are read), register it, drop the staged copy."""
     filename = safe_filename(sent_name)
     staging_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=staging_dir, prefix="upload-") as tmp:
+    # Named after this process: what a killed server leaves here is removed when `ui` starts again.
+    with tempfile.TemporaryDirectory(dir=staging_dir, prefix=owned_name("upload")) as tmp:
         staged = Path(tmp) / filename
         with staged.open("wb") as target:
             copied = _copy_limited(data, target, max_bytes)
@@ -75,3 +77,9 @@ def _copy_limited(source: BinaryIO, target: BinaryIO, max_bytes: int) -> int:
 
 def staging_dir(home: Path) -> Path:
     return home / "uploads"
+
+
+def sweep_stale_uploads(home: Path, store_dir: Path) -> list[Path]:
+    """What uploads of a killed server left (staged copies, half-written stored copies): removed
+    when the server starts. Nothing of it was registered: a document row is written last."""
+    return remove_stale_partials(staging_dir(home)) + remove_stale_partials(store_dir)

@@ -8,14 +8,16 @@ from typing import Any
 
 import dagster as dg
 
+from extraction_pipeline.core.closing import ExportError, ExportResult, failure_reason, write_batch_workbook
 from extraction_pipeline.core.errors import PermanentError, TransientError
-from extraction_pipeline.core.export import NOTHING_FOUND, default_export_path, reused_label, write_workbook
+from extraction_pipeline.core.export import NOTHING_FOUND, reused_label, write_workbook
 from extraction_pipeline.core.extract import INTERRUPTED_MESSAGE, ExtractionOutcome, extract_item, hand_back
 from extraction_pipeline.core.interrupts import interrupts_deferred
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
-from extraction_pipeline.core.ledger.batches import get_batch, record_workbook
+from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.queries import progress
+from extraction_pipeline.core.ledger.schema import BatchStatus
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.parsing import ParsedDocument, parse_document
 from extraction_pipeline.defs.binding import Binding, bind_document, crashed_parent_run
@@ -358,22 +360,35 @@ def batch_workbook(
         batch = get_batch(db, batch_id)
         if batch is None:
             raise dg.Failure(f"batch {batch_id} is not in this ledger", allow_retries=False)
-        if batch["status"] != "completed":
-            # Materialized by hand from the UI before the batch closed: a partial workbook under a
-            # name of its own, never recorded as the batch's workbook.
+        if batch["status"] != BatchStatus.EXPORTING:
+            # Materialized by hand from the UI: of an open batch a partial workbook, of a completed
+            # one a fresh copy (with the review decisions so far), each under a name of its own and
+            # never recorded as the batch's workbook.
+            kind = "partial" if batch["status"] == BatchStatus.OPEN else "copy"
             stamp = utcnow().strftime("%Y%m%dT%H%M%SZ")
-            path = write_workbook(db, batch_id, settings.exports_dir / f"batch-{batch_id}-partial-{stamp}.xlsx")
-            return dg.MaterializeResult(
-                metadata={"path": dg.MetadataValue.path(str(path)), "partial": "the batch is still open"}
-            )
-        version = int(batch["export_version"] or 0) + 1
-        path = write_workbook(db, batch_id, default_export_path(settings.exports_dir, batch_id, version))
-        if not record_workbook(db, batch_id, str(path), version):
+            try:
+                path = write_workbook(db, batch_id, settings.exports_dir / f"batch-{batch_id}-{kind}-{stamp}.xlsx")
+            except OSError as exc:
+                raise dg.Failure(f"export failed: {failure_reason(exc, settings.exports_dir)}") from exc
+            note = "the batch is still open" if kind == "partial" else f"the batch's workbook is {batch['export_path']}"
+            return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(path)), kind: note})
+        try:
+            written = write_batch_workbook(db, batch_id, settings.exports_dir)
+        except ExportError as exc:
+            # Recorded on the batch; the aggregator launches the next attempt after a backoff.
             raise dg.Failure(
-                f"batch {batch_id} was reopened (batch retry) while workbook v{version} was written: "
+                f"batch {batch_id}: {exc}; the batch stays 'exporting' and the export is tried again",
+                metadata={"reason": exc.reason},
+                allow_retries=False,
+            ) from None
+        if written.result is ExportResult.REOPENED:
+            raise dg.Failure(
+                f"batch {batch_id} was reopened (batch retry) while workbook v{written.version} was written: "
                 "a new workbook is written when it closes again",
                 allow_retries=False,
             )
+        assert written.path is not None  # written, or recorded by another writer
+        path, version = written.path, written.version
         counts = progress(db, batch_id)
     clear_waiting(context)
     return dg.MaterializeResult(

@@ -78,6 +78,15 @@ class PipelineSettingsResource(dg.ConfigurableResource):  # type: ignore[type-ar
             max_delay_seconds=self.retry_max_delay_seconds,
         )
 
+    def export_retry_schedule(self) -> RetrySchedule:
+        """A failed workbook is retried for as long as it takes (the batch says why meanwhile),
+        with the same backoff as any transient failure."""
+        return RetrySchedule(
+            budget_seconds=float("inf"),
+            base_seconds=self.retry_base_seconds,
+            max_delay_seconds=self.retry_max_delay_seconds,
+        )
+
     def breaker_policy(self) -> BreakerPolicy:
         return BreakerPolicy(
             failures=self.breaker_failures,

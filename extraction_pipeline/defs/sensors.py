@@ -7,9 +7,10 @@ for runs with deterministic run keys (so a repeated tick never launches a duplic
 import functools
 import inspect
 import json
+import random
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dagster as dg
@@ -18,7 +19,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from extraction_pipeline.core.dispatch import PendingDocument, plan_runs, run_key
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
-from extraction_pipeline.core.ledger.batches import BATCH_RUN_TAG, BATCH_UID_RUN_TAG, close_if_done, open_batches
+from extraction_pipeline.core.ledger.batches import (
+    BATCH_RUN_TAG,
+    BATCH_UID_RUN_TAG,
+    close_if_done,
+    open_batches,
+    record_export_failure,
+)
 from extraction_pipeline.core.ledger.breakers import breaker_state
 from extraction_pipeline.core.ledger.documents import document_partition_keys, documents_after, partition_key_of
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
@@ -26,6 +33,7 @@ from extraction_pipeline.core.ledger.queries import undispatched_items, unexport
 from extraction_pipeline.core.ledger.schema import BatchOrigin
 from extraction_pipeline.core.parsing import parsed_contents
 from extraction_pipeline.core.reconcile import TERMINAL_RUN_STATUSES
+from extraction_pipeline.core.retry import RetrySchedule
 from extraction_pipeline.defs.aggregation import (
     ENDED_RUNS_MARGIN_SECONDS,
     RANGE_END_TAG,
@@ -56,8 +64,6 @@ DEFAULT_LLM_SLOTS = 5
 # Documents registered within this window may still have uncommitted lower ids (PostgreSQL
 # sequences commit out of order): the partition cursor stays behind them.
 CURSOR_SETTLE_SECONDS = 60
-EXPORT_MAX_ATTEMPTS = 3
-EXPORT_RETRY_SECONDS = 60
 EXPORT_VERSION_TAG = "extraction/export_version"
 
 
@@ -249,9 +255,11 @@ def _sweep(context: dg.SensorEvaluationContext, db: Ledger, stale_minutes: float
     return swept
 
 
-def _export_requests(context: dg.SensorEvaluationContext, db: Ledger) -> list[dg.RunRequest]:
-    """One export run per closed batch without a current workbook; a failed export is retried
-    (new run key per attempt) after a pause, at most EXPORT_MAX_ATTEMPTS times per version."""
+def _export_requests(context: dg.SensorEvaluationContext, db: Ledger, schedule: RetrySchedule) -> list[dg.RunRequest]:
+    """One export run per closed batch without its workbook. A failed export is tried again, with
+    backoff (``schedule``'s base doubling up to its cap), for as long as it takes: the batch says
+    why meanwhile ("export failed: no space left on device"), and its workbook appears on its own
+    once the cause is gone. An export run that died without saying why is recorded as such."""
     requests = []
     now = time.time()
     for batch in unexported_batches(db):
@@ -263,20 +271,44 @@ def _export_requests(context: dg.SensorEvaluationContext, db: Ledger) -> list[dg
         )
         if any(r.dagster_run.status.value not in TERMINAL_RUN_STATUSES for r in records):
             continue  # an export is queued or running
-        if len(records) >= EXPORT_MAX_ATTEMPTS:
-            continue  # given up: `extraction-pipeline batch export` writes it by hand
-        last_end = max((r.end_time or 0.0 for r in records), default=0.0)
-        if records and now - last_end < EXPORT_RETRY_SECONDS:
-            continue
+        attempts = len(records)
+        if attempts:
+            last = max(records, key=lambda r: r.end_time or 0.0)
+            _note_silent_failure(db, batch, last)
+            # Jitter seeded by batch and attempt: every tick computes the same wait.
+            wait = schedule.delay(attempts - 1, random.Random(f"{batch['uid']}:{attempts}"))  # noqa: S311
+            if now - (last.end_time or 0.0) < wait:
+                continue
+            context.log.warning(
+                f"batch {batch['id']}: export attempt {attempts + 1} (the last said: "
+                f"{batch['export_error'] or 'nothing'})"
+            )
         key = batch_partition_key(batch["id"])
         requests.append(
             dg.RunRequest(
-                run_key=f"export-{batch['uid']}-v{version}-{len(records)}",
+                run_key=f"export-{batch['uid']}-v{version}-{attempts}",
                 partition_key=key,
                 tags={BATCH_RUN_TAG: str(batch["id"]), BATCH_UID_RUN_TAG: batch["uid"], EXPORT_VERSION_TAG: version},
             )
         )
     return requests
+
+
+def _note_silent_failure(db: Ledger, batch: dict[str, Any], last: dg.RunRecord) -> None:
+    """An export run that failed without recording why (killed, its process lost) leaves the
+    batch's reason older than the run: say what is known instead of nothing."""
+    if last.dagster_run.status.value == "SUCCESS":
+        return
+    failed_at = batch["export_failed_at"]
+    recorded = failed_at.replace(tzinfo=UTC).timestamp() if failed_at is not None else 0.0
+    if recorded >= (last.start_time or last.create_timestamp.timestamp()):
+        return  # the run recorded its own reason
+    record_export_failure(
+        db,
+        batch["id"],
+        f"the export run {last.dagster_run.run_id[:8]} ended {last.dagster_run.status.value} "
+        "before writing the workbook",
+    )
 
 
 @described_sensor(
@@ -335,7 +367,7 @@ def batch_aggregator(
         )
     state.checked_at = started
     cursor = state.dump()
-    requests = _export_requests(context, db)
+    requests = _export_requests(context, db, settings.export_retry_schedule())
     if not requests:
         return dg.SensorResult(skip_reason="no batch to export", cursor=cursor)
     keys = sorted({request.partition_key for request in requests if request.partition_key})

@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from extraction_pipeline.core.export import write_workbook
 from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline.core.ledger.batches import get_batch
+from extraction_pipeline.core.ledger.batches import describe_state, get_batch
 from extraction_pipeline.core.ledger.queries import progress, recent_batches
 from extraction_pipeline.core.meta_csv import meta_analysis_csv
 from extraction_pipeline.core.review.decisions import latest_decision_id
@@ -46,6 +46,8 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
                 f'<a href="{PREFIX}/batches/{batch["id"]}/workbook.xlsx">workbook</a> · '
                 f'<a href="{PREFIX}/batches/{batch["id"]}/meta-analysis.csv">CSV</a>'
                 if batch["export_path"]
+                else esc(describe_state(batch))
+                if batch.get("export_error")
                 else "not yet written"
             )
             rows.append(

@@ -16,7 +16,7 @@ from starlette.routing import Route
 from extraction_pipeline.core.consensus import NEEDS_REVIEW
 from extraction_pipeline.core.errors import ConfigError, ExtractionError
 from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline.core.ledger.batches import get_batch
+from extraction_pipeline.core.ledger.batches import describe_state, get_batch
 from extraction_pipeline.core.ledger.items import get_item
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
 from extraction_pipeline.core.review import corrections, decisions
@@ -121,7 +121,7 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
             attrs="id='documents'",
         )
         # Refresh while there is something to wait for: documents still running, or the workbook.
-        waiting = batch["status"] == "open" or not batch["export_path"]
+        waiting = batch["status"] != "completed"
         script = "setTimeout(()=>location.reload(),4000);" if waiting else ""
         response = page(f"Batch {batch_id} · {batch['project']}", body, flash=flash, error=error, script=script)
         return clear_flash(request, response)
@@ -306,10 +306,15 @@ def _batch_summary(batch: dict[str, Any], counts: Any, reviews: list[DocumentRev
             1, f"<a href='{PREFIX}/batches/{batch['id']}/workbook.xlsx' id='workbook-link'>workbook (xlsx)</a>"
         )
     warnings = ""
-    if batch["status"] == "open" and not daemon_running(settings):
+    if batch["status"] != "completed" and not daemon_running(settings):
         warnings += (
             "<div class='warn'>No daemon is running on this instance: nothing moves until "
             "`extraction-pipeline ui` or `daemon` runs.</div>"
+        )
+    if batch.get("export_error"):
+        warnings += (
+            f"<div class='warn' id='export-failed'>{esc(describe_state(batch))}. Every document's result is "
+            "safe in the ledger; the workbook appears here once it can be written.</div>"
         )
     percent = counts.percent
     return (

@@ -3,6 +3,10 @@
 Creation never reads before writing: the INSERT either wins the UNIQUE idempotency key or fails
 with an IntegrityError, after which the existing batch is returned. The batch and all its items
 are written in one transaction, so a batch that exists always has every item.
+
+Closing has two steps: ``open -> exporting`` once no document is pending or extracting, then
+``exporting -> completed`` when its workbook is recorded. A failed workbook keeps the batch in
+``exporting`` with the reason (``record_export_failure``) until an attempt succeeds.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from extraction_pipeline.core.ledger.templates import current_template
 BATCH_RUN_TAG = "extraction/batch"  # the batch id, for people filtering the Runs page
 BATCH_UID_RUN_TAG = "extraction/batch_uid"  # the batch uid, for matching runs to batches
 MAX_KEY_CHARS = 200
+MAX_EXPORT_ERROR_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ def create_batch(
     now = utcnow()
     try:
         with ledger.engine.begin() as conn:
-            status = BatchStatus.OPEN if unique_ids else BatchStatus.COMPLETED
+            status = BatchStatus.OPEN if unique_ids else BatchStatus.EXPORTING
             batch_id = conn.execute(
                 insert(batches)
                 .values(
@@ -82,7 +87,7 @@ def create_batch(
                     second_model=(second_model or "").strip() or None,
                     adjudicator_model=(adjudicator_model or "").strip() or None,
                     created_at=now,
-                    # An empty batch has nothing to wait for: it completes on creation.
+                    # An empty batch has nothing to wait for: it closes on creation (its workbook next).
                     completed_at=None if unique_ids else now,
                 )
                 .returning(batches.c.id)
@@ -158,32 +163,68 @@ def open_batches(ledger: Ledger) -> list[dict[str, Any]]:
 
 
 def close_if_done(ledger: Ledger, batch_id: int) -> bool:
-    """open -> completed, only when no item is pending or extracting (checked in the same UPDATE)."""
+    """open -> exporting, only when no item is pending or extracting (checked in the same UPDATE)."""
     still_active = exists().where(
         batch_items.c.batch_id == batches.c.id, batch_items.c.status.in_(ACTIVE_ITEM_STATUSES)
     )
     statement = (
         update(batches)
         .where(batches.c.id == batch_id, batches.c.status == BatchStatus.OPEN, ~still_active)
-        .values(status=BatchStatus.COMPLETED, completed_at=utcnow())
+        .values(status=BatchStatus.EXPORTING, completed_at=utcnow())
     )
     with ledger.engine.begin() as conn:
         return conn.execute(statement).rowcount == 1
 
 
 def record_workbook(ledger: Ledger, batch_id: int, path: str, version: int) -> bool:
-    """Record workbook ``version`` as the closed batch's current one. Refused (False) when the
-    batch was reopened by `batch retry` meanwhile or another version was recorded: the new
+    """exporting -> completed with workbook ``version``. Refused (False) when the batch was
+    reopened by `batch retry` meanwhile or another writer recorded this version first: the new
     workbook comes when it closes again, and a stale one never replaces it."""
     statement = (
         update(batches)
         .where(
             batches.c.id == batch_id,
-            batches.c.status == BatchStatus.COMPLETED,
+            batches.c.status == BatchStatus.EXPORTING,
             batches.c.export_path.is_(None),
             batches.c.export_version == version - 1,
         )
-        .values(export_path=path, export_version=version)
+        .values(
+            status=BatchStatus.COMPLETED,
+            export_path=path,
+            export_version=version,
+            export_error=None,
+            export_failed_at=None,
+        )
     )
     with ledger.engine.begin() as conn:
         return conn.execute(statement).rowcount == 1
+
+
+def record_export_failure(ledger: Ledger, batch_id: int, reason: str) -> bool:
+    """A failed attempt at the workbook of a batch in ``exporting``: the batch stays there, saying
+    why, and the attempt is counted (the aggregator backs off by it). False: not exporting."""
+    statement = (
+        update(batches)
+        .where(batches.c.id == batch_id, batches.c.status == BatchStatus.EXPORTING)
+        .values(
+            export_error=reason[:MAX_EXPORT_ERROR_CHARS],
+            export_attempts=batches.c.export_attempts + 1,
+            export_failed_at=utcnow(),
+        )
+    )
+    with ledger.engine.begin() as conn:
+        return conn.execute(statement).rowcount == 1
+
+
+def describe_state(batch: dict[str, Any]) -> str:
+    """The batch's state in words, as every surface shows it (CLI, pages, Dagster metadata)."""
+    status = batch["status"]
+    if status == BatchStatus.EXPORTING:
+        if batch.get("export_error"):
+            attempts = int(batch.get("export_attempts") or 0)
+            return (
+                f"export failed: {batch['export_error']} "
+                f"({attempts} attempt{'s' if attempts != 1 else ''}; retried automatically, or `batch export`)"
+            )
+        return "exporting: every document is finished, the workbook is being written"
+    return str(status)

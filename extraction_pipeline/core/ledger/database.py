@@ -28,14 +28,20 @@ ADDED_COLUMNS = (
     ("batch_items", "failing_since", "TIMESTAMP"),
     ("batch_items", "retry_round", "INTEGER NOT NULL DEFAULT 0"),
     ("batch_items", "dispatched_by", "VARCHAR(20)"),
+    ("batches", "export_error", "TEXT"),
+    ("batches", "export_attempts", "INTEGER NOT NULL DEFAULT 0"),
+    ("batches", "export_failed_at", "TIMESTAMP"),
 )
+# Rows rewritten when a ledger is upgraded; constants, idempotent. Before the `exporting` state a
+# batch was `completed` as soon as its documents were, workbook or not.
+ROW_UPGRADES = ("UPDATE batches SET status = 'exporting' WHERE status = 'completed' AND export_path IS NULL",)
 
 
 @functools.cache
 def schema_fingerprint() -> str:
     """Changes whenever a table, column, column type or index is added, dropped or renamed.
     Computed on first use (~8 ms), not at import: most importers never open a ledger."""
-    parts = [repr(ADDED_COLUMNS)]
+    parts = [repr(ADDED_COLUMNS), repr(ROW_UPGRADES)]
     for table in metadata.sorted_tables:
         parts.append(table.name)
         parts.extend(f"{column.name}:{column.type!r}:{column.nullable}" for column in table.columns)
@@ -105,6 +111,7 @@ class Ledger:
             metadata.create_all(self.engine, checkfirst=True)
         self._add_missing_columns()
         self._add_missing_indexes()
+        self._upgrade_rows()
         self._record_fingerprint()
 
     def _recorded_fingerprint(self) -> str | None:
@@ -139,6 +146,11 @@ class Ledger:
                     # Another process created it first; anything else shows up on the re-check.
                     if index.name not in {i["name"] for i in inspect(self.engine).get_indexes(table.name)}:
                         raise
+
+    def _upgrade_rows(self) -> None:
+        with self.engine.begin() as conn:
+            for statement in ROW_UPGRADES:
+                conn.execute(text(statement))
 
     def _add_missing_columns(self) -> None:
         """Columns added after a table first shipped: an existing ledger gets them in place

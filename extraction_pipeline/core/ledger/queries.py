@@ -14,6 +14,7 @@ from extraction_pipeline.core.ledger.id_lists import id_in
 from extraction_pipeline.core.ledger.schema import (
     ACTIVE_ITEM_STATUSES,
     BatchOrigin,
+    BatchStatus,
     ItemStatus,
     batch_items,
     batches,
@@ -165,10 +166,17 @@ def history(
 
 
 def unexported_batches(ledger: Ledger, limit: int = 1000) -> list[dict[str, Any]]:
-    """Completed batches whose workbook has not been written yet, oldest first."""
+    """Closed batches whose workbook has not been written yet (``exporting``), oldest first."""
     statement = (
-        select(batches.c.id, batches.c.uid, batches.c.export_version)
-        .where(batches.c.status == "completed", batches.c.export_path.is_(None))
+        select(
+            batches.c.id,
+            batches.c.uid,
+            batches.c.export_version,
+            batches.c.export_error,
+            batches.c.export_attempts,
+            batches.c.export_failed_at,
+        )
+        .where(batches.c.status == BatchStatus.EXPORTING)
         .order_by(batches.c.id)
         .limit(limit)
     )

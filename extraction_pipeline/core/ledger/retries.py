@@ -97,7 +97,14 @@ def retry_failed(
             conn.execute(
                 update(batches)
                 .where(batches.c.id == batch_id)
-                .values(status=BatchStatus.OPEN, completed_at=None, export_path=None)
+                .values(
+                    status=BatchStatus.OPEN,
+                    completed_at=None,
+                    export_path=None,
+                    export_error=None,
+                    export_attempts=0,
+                    export_failed_at=None,
+                )
             )
     not_in_error = [i["document_id"] for i in items if document_ids and i["document_id"] not in retried]
     return RetryReport(batch_id, retried=retried, not_in_error=not_in_error, reopened=bool(retried))

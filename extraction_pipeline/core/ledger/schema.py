@@ -33,7 +33,12 @@ TERMINAL_ITEM_STATUSES = (ItemStatus.COMPLETED.value, ItemStatus.ERROR.value)
 
 
 class BatchStatus(StrEnum):
+    """open: documents still to finish. exporting: every document is finished and the workbook is
+    being written (or its writing failed and is retried: ``export_error`` says why). completed:
+    the workbook is written; a batch is never completed without one."""
+
     OPEN = "open"
+    EXPORTING = "exporting"
     COMPLETED = "completed"
 
 
@@ -102,6 +107,11 @@ batches = Table(
     # How many workbooks were written: a batch reopened by `batch retry` gets a new version
     # (batch-7-v2.xlsx) and the earlier workbook is kept.
     Column("export_version", Integer, nullable=False, default=0),
+    # Why the last attempt to write the workbook failed ("no space left on device: ..."), how many
+    # attempts failed and when the last did; cleared when a workbook is recorded.
+    Column("export_error", Text, nullable=True),
+    Column("export_attempts", Integer, nullable=False, default=0),
+    Column("export_failed_at", DateTime, nullable=True),
     # 1: ask the model again even where an answer for the same prompt was already paid for.
     Column("fresh", Integer, nullable=False, default=0),
     # Double extraction: a second model extracts every document independently (same prompt,

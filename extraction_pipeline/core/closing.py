@@ -1,0 +1,84 @@
+"""A batch closes with its workbook: writing it, and saying why it could not be written.
+
+Every document finished puts a batch in ``exporting``; only a recorded workbook makes it
+``completed``. This is the one way to write a batch's own workbook, whether the aggregator's export
+run or `batch export` asks: a failure (no space left, permission denied, ...) is recorded on the
+batch in words and the batch stays in ``exporting``, so the aggregator tries again with backoff
+and every surface says what is wrong instead of showing a completed batch without a workbook.
+"""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from extraction_pipeline.core.errors import ConfigError, ExtractionRuntimeError
+from extraction_pipeline.core.export import default_export_path, write_workbook
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.batches import get_batch, record_export_failure, record_workbook
+from extraction_pipeline.core.ledger.schema import BatchStatus
+
+# errno -> the words a user reads; anything else is told by the system's own message.
+_REASONS = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EROFS: "read-only file system",
+    errno.EIO: "input/output error",
+}
+
+
+class ExportError(ExtractionRuntimeError):
+    """The batch's workbook could not be written; ``reason`` is the short cause in words."""
+
+    def __init__(self, reason: str, *, original: BaseException | None = None) -> None:
+        super().__init__(f"export failed: {reason}", original=original)
+        self.reason = reason
+
+
+class ExportResult(StrEnum):
+    WRITTEN = "written"  # this call wrote and recorded the batch's workbook
+    ALREADY_WRITTEN = "already written"  # another writer recorded this version first
+    REOPENED = "reopened"  # `batch retry` reopened the batch meanwhile: the next close writes it
+
+
+@dataclass(frozen=True)
+class BatchWorkbook:
+    result: ExportResult
+    path: Path | None
+    version: int
+
+
+def failure_reason(exc: BaseException, folder: Path) -> str:
+    """What went wrong writing into ``folder``, in words: "no space left on device (/home/exports)"."""
+    if isinstance(exc, OSError):
+        words = _REASONS.get(exc.errno or 0) or (exc.strerror or str(exc)).lower()
+        return f"{words} ({folder})"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def write_batch_workbook(ledger: Ledger, batch_id: int, exports_dir: Path) -> BatchWorkbook:
+    """Write and record the workbook of a batch in ``exporting`` (ConfigError for any other state).
+    Raises ``ExportError`` after recording the reason on the batch when the file cannot be written."""
+    batch = get_batch(ledger, batch_id)
+    if batch is None:
+        raise ConfigError(f"unknown batch {batch_id}")
+    if batch["status"] != BatchStatus.EXPORTING:
+        raise ConfigError(f"batch {batch_id} is {batch['status']}, not waiting for its workbook")
+    version = int(batch["export_version"] or 0) + 1
+    target = default_export_path(exports_dir, batch_id, version)
+    try:
+        path = write_workbook(ledger, batch_id, target)
+    except OSError as exc:
+        reason = failure_reason(exc, exports_dir)
+        record_export_failure(ledger, batch_id, reason)
+        raise ExportError(reason, original=exc) from exc
+    if record_workbook(ledger, batch_id, str(path), version):
+        return BatchWorkbook(ExportResult.WRITTEN, path, version)
+    now = get_batch(ledger, batch_id) or {}
+    if now.get("status") == BatchStatus.COMPLETED and int(now.get("export_version") or 0) >= version:
+        return BatchWorkbook(ExportResult.ALREADY_WRITTEN, Path(str(now["export_path"])), version)
+    return BatchWorkbook(ExportResult.REOPENED, None, version)

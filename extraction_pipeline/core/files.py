@@ -1,0 +1,116 @@
+"""Files users pick up are never half-written, and what a killed writer leaves is swept.
+
+A writer writes ``.<name>.<host>.<pid>.partial`` beside the target, flushes it to disk and renames
+it over the target (atomic on one file system): a reader sees the previous file or the new one,
+never part of one, even when the writer is SIGKILLed. What a killed writer leaves behind is a
+hidden partial file naming its host and process, so a later writer on the same host removes those
+whose process is gone (another host's, or a live process's, are left alone: a shared folder may
+serve several machines).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+PARTIAL_SUFFIX = ".partial"
+_PARTIAL = re.compile(r"^\.(?P<name>.+)\.(?P<host>[^./]+)\.(?P<pid>\d+)\.partial$")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:60] or "host"
+
+
+def partial_path(target: Path) -> Path:
+    """Where this process writes ``target`` before renaming it into place."""
+    return target.with_name(f".{target.name}.{_host()}.{os.getpid()}{PARTIAL_SUFFIX}")
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
+
+
+def owner_gone(name: str) -> bool:
+    """Whether a file or folder named by ``partial_path``/``owned_name`` belongs to a process of
+    this host that no longer exists."""
+    match = _PARTIAL.match(name) or _OWNED.match(name)
+    if match is None:
+        return False
+    return match["host"] == _host() and not process_alive(int(match["pid"]))
+
+
+def remove_stale_partials(folder: Path) -> list[Path]:
+    """Remove the partial files and owned folders in ``folder`` whose writer on this host is gone."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return removed
+    for entry in entries:
+        if not owner_gone(entry.name):
+            continue
+        path = Path(entry.path)
+        with contextlib.suppress(FileNotFoundError):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            removed.append(path)
+    return removed
+
+
+@contextlib.contextmanager
+def replacing(target: Path) -> Iterator[Path]:
+    """Yield the partial path to write; on success it is flushed to disk and renamed over
+    ``target``; on any failure (or interruption) it is removed and ``target`` is untouched."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_partials(target.parent)
+    tmp = partial_path(target)
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # left by an earlier process that had our pid
+    try:
+        yield tmp
+        _fsync(tmp)
+        os.replace(tmp, target)
+        _fsync_folder(target.parent)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def _fsync(path: Path) -> None:
+    # Without it a machine that loses power right after the rename can show a zero-length file.
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_folder(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not every file system lets a folder be synced
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+_OWNED = re.compile(r"^(?P<prefix>[a-z]+)-(?P<host>[^./]+)-(?P<pid>\d+)-[A-Za-z0-9_]+$")
+
+
+def owned_name(prefix: str) -> str:
+    """A prefix for a temporary folder that ``remove_stale_partials`` removes once this process is
+    gone (``tempfile.mkdtemp(prefix=owned_name("upload"))``)."""
+    return f"{prefix}-{_host()}-{os.getpid()}-"
