@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import html
+import json
 import os
 import re
 import shutil
@@ -227,6 +228,27 @@ class Drill:
         os.environ["DAGSTER_PG_URL"] = self.dagster_pg_url
         return dg.DagsterInstance.get()
 
+    def told(self, batch_id: int) -> dict[int, str]:
+        """What `history` and the batch page say happened to each document (by document id): the
+        status and, for a document that went through something, the words. Both must agree."""
+        listed = self.cli("history", "--batch", str(batch_id), "--json")
+        assert listed.returncode == 0, listed.stderr
+        words = {row["document_id"]: f"{row['status']}: {row['message'] or ''}" for row in json.loads(listed.stdout)}
+        from starlette.applications import Starlette
+        from starlette.testclient import TestClient
+
+        from extraction_pipeline.core.settings import Settings
+        from extraction_pipeline.web.server import build_app
+
+        app = build_app(Settings.from_env({**self.env, "EXTRACTION_HOME": str(self.home)}), Starlette(), token=None)
+        with TestClient(app) as client:
+            page = html.unescape(client.get(f"/extraction/batches/{batch_id}").text)
+        for told in words.values():
+            message = told.split(": ", 1)[1]
+            assert message in page, (message, page[-3000:])  # the page tells the same story
+        print("\n".join(f"document {doc}: {told}" for doc, told in sorted(words.items())))
+        return words
+
     def assert_nothing_lost(self, batch_id: int) -> None:
         items = self.items(batch_id)
         assert [item["status"] for item in items] == ["completed"] * len(items), [
@@ -330,6 +352,11 @@ def test_daemon_killed_with_its_workers_then_restarted(make_drill: Callable[...,
     drill.wait_closed(batch)
     drill.assert_nothing_lost(batch)
     assert sum(item["tokens_in"] for item in drill.items(batch)) <= llm.total_served_tokens()
+    told = drill.told(batch)
+    for item in busy:  # each document whose run died says so, and that it completed all the same
+        assert told[item["document_id"]].startswith("completed: completed on attempt "), told
+        assert "worker died" in told[item["document_id"]], told
+    assert drill.tracebacks() == []
 
 
 def test_daemon_stopped_with_sigterm_hands_runs_back_and_leaves_none_started(
@@ -339,7 +366,7 @@ def test_daemon_stopped_with_sigterm_hands_runs_back_and_leaves_none_started(
     drill = make_drill(drain_seconds="3")
     batch = drill.batch(4, "sigterm")
     drill.start_daemon()
-    _wait(lambda: drill.extracting(batch, at_least=1), 180, "a document in extraction")
+    stopped = _wait(lambda: drill.extracting(batch, at_least=1), 180, "a document in extraction")
     output = drill.stop_daemon()
     assert "stopping: no new runs" in output and "stopped" in output
     with drill.instance() as instance:
@@ -353,6 +380,11 @@ def test_daemon_stopped_with_sigterm_hands_runs_back_and_leaves_none_started(
     drill.start_daemon()
     drill.wait_closed(batch)
     drill.assert_nothing_lost(batch)
+    told = drill.told(batch)
+    for item in stopped:
+        assert told[item["document_id"]].startswith("completed: completed on attempt "), told
+        assert "handed back unfinished: interrupted: the run was stopped" in told[item["document_id"]], told
+    assert drill.tracebacks() == []
 
 
 def test_daemon_sigterm_lets_in_flight_runs_finish_within_the_drain(
@@ -370,6 +402,10 @@ def test_daemon_sigterm_lets_in_flight_runs_finish_within_the_drain(
     drill.start_daemon()
     drill.wait_closed(batch)
     drill.assert_nothing_lost(batch)
+    told = drill.told(batch)
+    for item in busy:  # nothing happened to them: the stop waited
+        assert told[item["document_id"]] == "completed: ", told
+    assert drill.tracebacks() == []
 
 
 def test_half_of_the_calls_rate_limited(make_drill: Callable[..., Drill], llm: DrillLLM) -> None:
@@ -382,6 +418,10 @@ def test_half_of_the_calls_rate_limited(make_drill: Callable[..., Drill], llm: D
     drill.assert_nothing_lost(batch)
     assert llm.requests() >= 6 + 3  # the 429s happened and were waited out
     assert sum(item["tokens_in"] for item in drill.items(batch)) == llm.total_served_tokens()
+    told = drill.told(batch)
+    limited = [words for words in told.values() if "HTTP 429 RateLimitError: Rate limit reached" in words]
+    assert limited and all(words.startswith("completed: completed on attempt ") for words in limited), told
+    assert drill.tracebacks() == []
 
 
 @pytest.mark.slow_drill
@@ -408,6 +448,10 @@ def test_provider_down_for_a_while(make_drill: Callable[..., Drill], llm: DrillL
     drill.assert_nothing_lost(batch)
     assert failing_providers(drill.ledger) == []  # the first success closed the breaker
     assert sum(item["tokens_in"] for item in drill.items(batch)) == llm.total_served_tokens()
+    told = drill.told(batch)
+    cut_off = [words for words in told.values() if "provider unreachable: connection refused" in words]
+    assert cut_off and all(words.startswith("completed: completed on attempt ") for words in cut_off), told
+    assert drill.tracebacks() == []
 
 
 @pytest.mark.slow_drill
@@ -430,6 +474,9 @@ def test_stale_sweep_leaves_an_item_whose_retry_is_queued(make_drill: Callable[.
     assert drill.items(batch)[victim["id"] - 1]["status"] != "error"
     drill.wait_closed(batch)
     drill.assert_nothing_lost(batch)
+    told = drill.told(batch)[victim["document_id"]]
+    assert told.startswith("completed: completed on attempt ") and "worker died" in told, told
+    assert drill.tracebacks() == []
 
 
 @pytest.mark.slow_drill
@@ -451,6 +498,8 @@ def test_a_stopped_worker_is_not_swept_and_its_paid_call_counts(
     drill.wait_closed(batch)
     drill.assert_nothing_lost(batch)
     assert sum(item["tokens_in"] for item in drill.items(batch)) == llm.total_served_tokens()
+    assert drill.told(batch)[victim["document_id"]] == "completed: "  # paused, never taken from it
+    assert drill.tracebacks() == []
 
 
 # --- PostgreSQL restart: a second cluster of our own, never the shared server -----------------
@@ -520,6 +569,9 @@ def test_postgresql_restarted_mid_batch(
     drill.wait_closed(batch)
     drill.assert_nothing_lost(batch)
     assert sum(item["tokens_in"] for item in drill.items(batch)) <= llm.total_served_tokens()
+    told = drill.told(batch)
+    assert any("ledger database" in words for words in told.values()), told
+    assert drill.tracebacks() == []
 
 
 # --- the workbook's disk: full, read-only ------------------------------------------------------
@@ -544,10 +596,11 @@ def exports_mount(make_drill: Callable[..., Drill]) -> Iterator[tuple[Drill, Pat
 def _fill(folder: Path) -> Path:
     """Fill the file system under ``folder`` to the last byte."""
     filler = folder / "filler"
-    with filler.open("wb") as handle, contextlib.suppress(OSError):
-        while True:
-            handle.write(b"\0" * 4096)
-            handle.flush()
+    with filler.open("wb", buffering=0) as handle:
+        for size in (4096, 512, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    handle.write(b"\0" * size)
     return filler
 
 

@@ -3,10 +3,12 @@ loopback port), the token gate both ways, path traversal refused, and the meta-a
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -25,13 +27,16 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
+from extraction_pipeline.core.documents import sha256_of
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.export import default_export_path, write_workbook
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import close_if_done, create_batch, record_workbook
+from extraction_pipeline.core.ledger.queries import project_documents
 from extraction_pipeline.core.meta_csv import COLUMNS
 from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.web.server import build_app, check_binding
 from extraction_pipeline_tests.support import add_documents
 
@@ -210,3 +215,109 @@ def test_ui_serves_dagster_and_our_pages_on_one_port(tmp_path: Path) -> None:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=120)
     assert server.returncode == 0
+
+
+# --- uploads survive a server kill ------------------------------------------------------------
+
+
+class _UiServer:
+    """`extraction-pipeline ui` on a home of its own, as a user runs it."""
+
+    def __init__(self, home: Path, log: Path) -> None:
+        self.home, self.port = home, _free_port()
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("EXTRACTION_", "DAGSTER_"))}
+        self.env["EXTRACTION_HOME"] = str(home)
+        self.log = log
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "extraction_pipeline.cli", "ui", "--port", str(self.port)],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 120
+        while True:
+            with contextlib.suppress(OSError):
+                if _get(f"{self.url}/extraction", token=None)[0] == 200:
+                    break
+            assert time.monotonic() < deadline and self.process.poll() is None, log.read_text()[-2000:]
+            time.sleep(0.5)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        """SIGKILL of the server and of the daemon it started, as a crash of the machine's service."""
+        daemon = re.search(r"daemon pid (\d+)", self.log.read_text())
+        for group in (self.process.pid, int(daemon.group(1)) if daemon else None):
+            if group is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(group, signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        self.process.wait(timeout=120)
+
+
+def _post_pdfs(url: str, pdfs: list[Path]) -> None:
+    """The upload form's POST (multipart, same origin), as the browser sends it."""
+    boundary = "----upload-boundary-7d3c425"
+    body = io.BytesIO()
+    for pdf in pdfs:
+        body.write(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="pdfs"; filename="{pdf.name}"\r\n'
+            "Content-Type: application/pdf\r\n\r\n".encode()
+        )
+        body.write(pdf.read_bytes() + b"\r\n")
+    body.write(f"--{boundary}--\r\n".encode())
+    request = urllib.request.Request(
+        f"{url}/extraction/projects/trials/documents",
+        data=body.getvalue(),
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}", "Origin": url},
+        method="POST",
+    )
+    with contextlib.suppress(OSError), urllib.request.urlopen(request, timeout=120) as response:
+        response.read()
+
+
+def test_uploads_survive_a_server_killed_mid_upload(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EXTRACTION_", "DAGSTER_"))}
+    env["EXTRACTION_HOME"] = str(home)
+    subprocess.run([sys.executable, "-m", "extraction_pipeline.cli", "init"], env=env, check=True, capture_output=True)
+    pdfs = [write_report(make_trial(i), tmp_path / "pdfs") for i in range(1, 11)]
+    ledger = Ledger.connect(f"sqlite:///{home / 'ledger.db'}")
+    staging = home / "uploads"
+    server = _UiServer(home, tmp_path / "ui-1.log")
+    uploading = threading.Thread(target=_post_pdfs, args=(server.url, pdfs))
+    uploading.start()
+    # Killed while a file is staged and some are already registered: in the middle of the 10.
+    deadline = time.monotonic() + 120
+    while not (len(project_documents(ledger, "trials")) >= 1 and any(staging.glob("upload-*"))):
+        assert time.monotonic() < deadline and uploading.is_alive(), "the upload never got under way"
+        time.sleep(0.002)
+    server.kill()
+    uploading.join(timeout=60)
+    registered = project_documents(ledger, "trials")
+    assert 1 <= len(registered) < 10, len(registered)
+    assert any(staging.glob("upload-*"))  # what the killed server left
+    for document in registered:  # every registered document is whole: its stored copy is its bytes
+        assert sha256_of(Path(document["stored_path"])) == document["sha256"]
+
+    server = _UiServer(home, tmp_path / "ui-2.log")
+    try:
+        assert re.search(r"removed [12] unfinished upload\(s\)", server.log.read_text())
+        assert list(staging.iterdir()) == []
+        assert [p.name for p in (home / "documents").iterdir() if not p.name.endswith(".pdf")] == []
+        _post_pdfs(server.url, pdfs)  # the analyst uploads the same 10 again: nothing is missing after
+        documents = project_documents(ledger, "trials")
+        assert sorted(d["filename"] for d in documents) == sorted(p.name for p in pdfs)
+        assert all(sha256_of(Path(d["stored_path"])) == d["sha256"] for d in documents)
+        assert list(staging.iterdir()) == []
+    finally:
+        server.stop()
+        ledger.dispose()

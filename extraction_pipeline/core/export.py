@@ -19,6 +19,7 @@ workbook, even from a writer killed mid-save.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass
@@ -346,8 +347,24 @@ def write_workbook(ledger: Ledger, batch_id: int, path: Path) -> Path:
     _write_batch_sheet(workbook.create_sheet("Batch"), ledger, batch, label_of(frozen))
 
     with replacing(path) as tmp:
-        workbook.save(tmp)
+        _save(workbook, tmp)
     return path
+
+
+def _save(workbook: Any, target: Path) -> None:
+    """``Workbook.save``, but a write that fails (a full disk) closes its zip file here: openpyxl
+    leaves it open, and the garbage collector's late close prints a traceback to the log."""
+    from zipfile import ZIP_DEFLATED, ZipFile
+
+    from openpyxl.writer.excel import ExcelWriter
+
+    archive = ZipFile(target, "w", ZIP_DEFLATED, allowZip64=True)
+    try:
+        ExcelWriter(workbook, archive).save()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            archive.close()  # may fail again on the same disk; the file is closed either way
+        raise
 
 
 def _write_sheet(sheet: Any, data: SheetData) -> None:

@@ -1,4 +1,4 @@
-"""The item state machine (DESIGN.md §5).
+"""The item state machine.
 
     pending --claim--> extracting --complete--> completed
        ^                   |
@@ -42,11 +42,24 @@ def _truncate(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE_CHARS else message[: MAX_MESSAGE_CHARS - 1] + "…"
 
 
-def _transition(ledger: Ledger, item_id: int, where: list[Any], values: dict[str, Any]) -> bool:
+def _transition(
+    ledger: Ledger, item_id: int, where: list[Any], values: dict[str, Any], *, noted: tuple[str, str] | None = None
+) -> bool:
+    """``noted``: (event, what happened) appended to the item's history with the transition, in
+    the same transaction: the document's story is told when it completes (``journey``)."""
     now = utcnow()
     statement = update(batch_items).where(and_(batch_items.c.id == item_id, *where)).values(updated_at=now, **values)
     with ledger.engine.begin() as conn:
-        return conn.execute(statement).rowcount == 1
+        before = None
+        if noted is not None:
+            before = conn.execute(select(batch_items).where(batch_items.c.id == item_id)).mappings().first()
+        if conn.execute(statement).rowcount != 1:
+            return False
+        if noted is not None and before is not None:
+            event, message = noted
+            row = history_row(dict(before), event, str(values.get("status", before["status"])), message, "run", now)
+            conn.execute(insert(item_history).values(**{**row, "message": _truncate(message)}))
+        return True
 
 
 def claim(ledger: Ledger, item_id: int, *, run_id: str, worker: str, dispatch_round: int | None = None) -> bool:
@@ -91,16 +104,19 @@ def take_over(ledger: Ledger, item_id: int, *, dead_run_id: str, run_id: str, wo
             "attempts": batch_items.c.attempts + 1,
             "message": f"taken over from run {dead_run_id}, whose worker died",
         },
+        noted=("taken over", f"its run's worker died (run {dead_run_id}); Dagster's retry of the run took it over"),
     )
 
 
 def complete(ledger: Ledger, item_id: int, *, run_id: str, result: dict[str, Any], usage: Usage) -> bool:
-    """extracting (held by ``run_id``) -> completed, with the result and its cost."""
+    """extracting (held by ``run_id``) -> completed, with the result and its cost, and in its
+    message what it went through on the way (``journey``), if anything."""
     return _transition(
         ledger,
         item_id,
         [batch_items.c.status == ItemStatus.EXTRACTING, batch_items.c.run_id == run_id],
         {
+            "message": journey(ledger, item_id),
             "status": ItemStatus.COMPLETED,
             "finished_at": utcnow(),
             "failing_since": None,
@@ -129,11 +145,13 @@ def release(
             tokens_out=batch_items.c.tokens_out + usage.tokens_out,
             cost_usd=batch_items.c.cost_usd + usage.cost_usd,
         )
+    cause = message.removeprefix(TRANSIENT_MESSAGE_PREFIX)
     return _transition(
         ledger,
         item_id,
         [batch_items.c.status == ItemStatus.EXTRACTING, batch_items.c.run_id == run_id],
         values,
+        noted=("transient", cause) if failing else ("handed back", f"handed back unfinished: {cause}"),
     )
 
 
@@ -275,6 +293,33 @@ def item_history_of(ledger: Ledger, item_id: int) -> list[dict[str, Any]]:
         return [dict(row) for row in conn.execute(statement).mappings()]
 
 
+# What each history event means for the document, when it is told as a story.
+_JOURNEY_EVENTS = ("transient", "handed back", "taken over", "resumed", "requeue", "retry")
+
+
+def journey(ledger: Ledger, item_id: int) -> str | None:
+    """What a document went through before completing, in words, from its history: "completed on
+    attempt 3, after: HTTP 429 RateLimitError: Rate limit reached (2 times); dispatched again
+    (round 1): run 1f2e… ended FAILURE while extracting (its worker died or was stopped)". None
+    when nothing happened on the way (the document completed at its first attempt)."""
+    with ledger.engine.connect() as conn:
+        attempts = conn.execute(select(batch_items.c.attempts).where(batch_items.c.id == item_id)).scalar()
+        rows = conn.execute(
+            select(item_history.c.event, item_history.c.message)
+            .where(item_history.c.item_id == item_id, item_history.c.event.in_(_JOURNEY_EVENTS))
+            .order_by(item_history.c.id)
+        ).all()
+    if not rows:
+        return None
+    told: dict[str, int] = {}
+    for _event, message in rows:
+        # A requeue's history also says what the item was before (" (was: ...)"): the cause is enough.
+        cause = (message or "").split(" (was: ", 1)[0]
+        told[cause] = told.get(cause, 0) + 1
+    parts = [cause if count == 1 else f"{cause} ({count} times)" for cause, count in told.items()]
+    return _truncate(f"completed on attempt {attempts or 1}, after: {'; '.join(parts)}")
+
+
 def resume(ledger: Ledger, item_id: int, *, run_id: str, worker: str) -> bool:
     """extracting (held by ``run_id``) -> extracting: the same run re-entering after a step retry
     whose previous attempt failed before it could release the item (e.g. the database was down).
@@ -284,6 +329,7 @@ def resume(ledger: Ledger, item_id: int, *, run_id: str, worker: str) -> bool:
         item_id,
         [batch_items.c.status == ItemStatus.EXTRACTING, batch_items.c.run_id == run_id],
         {"worker": worker, "attempts": batch_items.c.attempts + 1},
+        noted=("resumed", "its attempt could not reach the ledger database; the same run resumed it"),
     )
 
 
