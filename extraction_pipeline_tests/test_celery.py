@@ -3,7 +3,7 @@
 own empty folder (they share only PostgreSQL and the broker with the daemon), the fake model over
 HTTP. On RabbitMQ one worker is killed with SIGKILL mid-batch; every document still completes,
 exactly once. (On Redis a killed worker's step returns only after the broker's visibility timeout,
-an hour by default: README.)
+an hour by default: docs/deployment.md.)
 """
 
 from __future__ import annotations

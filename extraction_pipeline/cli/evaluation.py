@@ -56,7 +56,7 @@ def register(add: AddCommand) -> None:
     command = add("evaluate", cmd_evaluate, "Score a batch against gold values, per field.")
     command.add_argument("batch", type=positive_int)
     command.add_argument("--gold", required=True, help="gold table: the corpus JSON format, or a CSV")
-    command.add_argument("--mapping", help="JSON mapping of your CSV's column names (see README: Evaluating)")
+    command.add_argument("--mapping", help="JSON mapping of your CSV's column names (see docs/guide.md: Evaluating)")
     command.add_argument("--final", action="store_true", help="score the reviewed (final) values, not the machine's")
     command.add_argument("--include-figures", action="store_true", help="also score gold values only shown in figures")
     command.add_argument("--json", action="store_true")

@@ -1,4 +1,4 @@
-"""Deciding the fate of items whose runs are gone (the seeds' dead-letter handling).
+"""Deciding the fate of items whose runs are gone (a dead-letter queue's job).
 
 The aggregator sensor gathers, per active item, the Dagster runs of its current dispatch round;
 this module decides — without any Dagster import — what to do:

@@ -117,7 +117,7 @@ class Settings:
     # Documents one run extracts (each still its own partition, item, failure and retry): a run's
     # start-up (process, imports: ~6 CPU-s, most of it litellm) is paid once per run, not once per
     # document. 20 rather than 8: 127 instead of 62-66 documents/min with an instant model on
-    # PostgreSQL (README); a run still takes up documents two at a time and more while they wait
+    # PostgreSQL (docs/benchmarks.md); a run still takes up documents two at a time and more while they wait
     # on the model, so a larger run does not hold the `llm` pool back.
     documents_per_run: int = 20
     # The most `llm` pool slots one analyst's calls may hold at once (0: the whole pool).

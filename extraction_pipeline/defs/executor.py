@@ -1,7 +1,7 @@
 """Where a run's steps execute: in the run's own process, or on Celery workers.
 
-``in_process`` (the default): one process per run runs all its steps (DESIGN.md §8: a run costs
-4-8 CPU-s less than a process per step).
+``in_process`` (the default): one process per run runs all its steps (a run costs 4-8 CPU-s
+less than a process per step: every process imports the code location).
 
 ``celery`` (``EXTRACTION_EXECUTOR=celery``): Dagster's ``celery_executor`` sends each step to a
 queue named after what it needs, and `extraction-pipeline worker --queue <name>` processes on

@@ -1,4 +1,4 @@
-"""The ledger: documents, batches and batch items, with the seeds' invariants.
+"""The ledger: documents, batches and batch items, and the invariants that keep them true.
 
 Workers never read-then-write: every state change is one conditional UPDATE naming the state it
 leaves (see ``items.py``), batch creation is idempotent through a UNIQUE key (``batches.py``), and

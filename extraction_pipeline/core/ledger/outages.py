@@ -1,6 +1,6 @@
 """Which ledger database errors are an outage (retry later) and which are bugs (do not).
 
-Transient is a property of the cause, not of the layer where it surfaced (DESIGN.md §5): a
+Transient is a property of the cause, not of the layer where it surfaced: a
 PostgreSQL restart drops every pooled connection, and whichever step, sensor or export touches the
 ledger next sees ``OperationalError: server closed the connection unexpectedly``. Those wait and
 retry. A missing table, a constraint violation or bad SQL would fail the same way forever: they are
