@@ -21,10 +21,10 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from extraction_pipeline.core.grounding import VERIFIED, Grounder
 from extraction_pipeline.core.pdf.engine import EngineOptions
 from extraction_pipeline.core.pdf.isolation import run_isolated
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
+from extraction_pipeline.core.verification.grounding import VERIFIED, Grounder
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 NUMBER = re.compile(r"\d+(?:\.\d+)?")

@@ -22,12 +22,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from extraction_pipeline.core.documents import sha256_of
 from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline.core.parsing import ParseOptions, parse_document
 from extraction_pipeline.core.pdf.engine import TABLE_DETECTION_MODES, EngineOptions
 from extraction_pipeline.core.pdf.isolation import run_isolated
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
+from extraction_pipeline.core.pdf.parsing import ParseOptions, parse_document
+from extraction_pipeline.core.pdf.registration import sha256_of
 
 GOLD_FIELDS = {
     "intervention_events": "events",

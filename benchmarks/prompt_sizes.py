@@ -11,11 +11,11 @@ import os
 import statistics
 from pathlib import Path
 
+from extraction_pipeline.core.extraction.prompts import build_messages
 from extraction_pipeline.core.llm.gateway import LLMConfig, context_limit, count_tokens
 from extraction_pipeline.core.pdf.engine import EngineOptions
 from extraction_pipeline.core.pdf.isolation import run_isolated
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
-from extraction_pipeline.core.prompts import build_messages
 from extraction_pipeline.core.templates.rct import BASE_TEMPLATES, RCT_BASE
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"

@@ -40,12 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from extraction_pipeline.core.documents import register_pdf
+from extraction_pipeline.core.extraction.prompts import document_from_messages
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows
-from extraction_pipeline.core.parsing import parse_document
-from extraction_pipeline.core.prompts import document_from_messages
+from extraction_pipeline.core.pdf.parsing import parse_document
+from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.demo import wait_for_batch

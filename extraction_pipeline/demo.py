@@ -6,11 +6,11 @@ import os
 import time
 from typing import Any
 
-from extraction_pipeline.core.documents import register_pdf
 from extraction_pipeline.core.errors import ExtractionRuntimeError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, describe_state, get_batch
 from extraction_pipeline.core.ledger.queries import progress
+from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import write_reports
 from extraction_pipeline.instance import DaemonProcess, init_home

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from extraction_pipeline.core.documents import store_missing_contents
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.pdf.isolation import group_alive
+from extraction_pipeline.core.pdf.registration import store_missing_contents
 from extraction_pipeline.core.settings import Settings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

@@ -10,9 +10,9 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from extraction_pipeline.core.documents import register_pdf
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch
+from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply, extraction_json
@@ -63,7 +63,7 @@ def _register(ledger: Ledger, home: Path, count: int) -> list[int]:
 
 
 def _answer_from_trial(messages: list[dict[str, str]]) -> Reply:
-    from extraction_pipeline.core.prompts import document_from_messages
+    from extraction_pipeline.core.extraction.prompts import document_from_messages
 
     text = document_from_messages(messages)
     trial = next(make_trial(i) for i in range(1, 50) if make_trial(i).nct_number in text)

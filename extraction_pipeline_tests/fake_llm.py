@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from extraction_pipeline.core.prompts import document_from_messages
+from extraction_pipeline.core.extraction.prompts import document_from_messages
 
 
 @dataclass

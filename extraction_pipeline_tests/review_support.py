@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from extraction_pipeline.core.documents import register_pdf
-from extraction_pipeline.core.extract import extract_item
+from extraction_pipeline.core.extraction.extract import extract_item
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.llm.gateway import LLMConfig
-from extraction_pipeline.core.parsing import parse_document
+from extraction_pipeline.core.pdf.parsing import parse_document
+from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import SyntheticTrial, make_trial, write_report
 from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply, extraction_json

@@ -176,7 +176,7 @@ def test_each_open_batch_is_still_read_in_full_every_quarter_hour(
 def test_a_run_launched_from_the_ui_taking_its_document_is_not_a_lost_dispatch(
     instance: dg.DagsterInstance, ledger: Ledger, home: Path
 ) -> None:
-    from extraction_pipeline.core.ledger.retries import retry_failed
+    from extraction_pipeline.core.ledger.reopening import retry_failed
 
     [doc] = _register(ledger, home, 1)
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import openpyxl
 
-from extraction_pipeline.core.export import write_workbook
-from extraction_pipeline.core.extract import extract_item
+from extraction_pipeline.core.export.workbook import write_workbook
+from extraction_pipeline.core.extraction.extract import extract_item
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.answers import answer_key, stored_answer

@@ -24,11 +24,11 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from extraction_pipeline.core.documents import register_pdf
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.documents import partition_key_of
 from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.demo import wait_for_batch

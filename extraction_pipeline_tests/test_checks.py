@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from extraction_pipeline.core.checks import check_values
+from extraction_pipeline.core.verification.checks import check_values
 
 
 def _outcome(number: int, **values: object) -> dict[str, object]:

@@ -341,7 +341,7 @@ def test_history_dates_with_an_offset_are_converted_to_utc(home: Path, pdfs: lis
 
 
 def test_workbook_never_turns_document_text_into_formulas(tmp_path: Path) -> None:
-    from extraction_pipeline.core.export import write_workbook
+    from extraction_pipeline.core.export.workbook import write_workbook
     from extraction_pipeline.core.ledger import Ledger
     from extraction_pipeline.core.ledger import items as states
     from extraction_pipeline.core.ledger.batches import create_batch
@@ -418,7 +418,7 @@ def test_ground_bad_quotes_file_is_one_line(home: Path, pdfs: list[Path], tmp_pa
 
 
 def test_workbook_shows_tiers_flags_and_a_summary_per_document(tmp_path: Path) -> None:
-    from extraction_pipeline.core.export import write_workbook
+    from extraction_pipeline.core.export.workbook import write_workbook
     from extraction_pipeline.core.ledger import Ledger
     from extraction_pipeline.core.ledger import items as states
     from extraction_pipeline.core.ledger.batches import create_batch
@@ -523,7 +523,7 @@ def test_bad_template_input_gives_one_clear_line(home: Path, tmp_path: Path) -> 
 
 
 def test_workbook_survives_control_characters_and_results_from_before_templates(tmp_path: Path) -> None:
-    from extraction_pipeline.core.export import write_workbook
+    from extraction_pipeline.core.export.workbook import write_workbook
     from extraction_pipeline.core.ledger import Ledger
     from extraction_pipeline.core.ledger import items as states
     from extraction_pipeline.core.ledger.batches import create_batch
@@ -651,7 +651,7 @@ def test_history_shows_project_finish_time_duration_and_run(tmp_path: Path) -> N
 
 
 def test_the_workbook_names_the_model_and_warns_about_the_offline_extractor(tmp_path: Path) -> None:
-    from extraction_pipeline.core.export import write_workbook
+    from extraction_pipeline.core.export.workbook import write_workbook
     from extraction_pipeline.core.ledger import Ledger
     from extraction_pipeline.core.ledger import items as states
     from extraction_pipeline.core.ledger.batches import create_batch

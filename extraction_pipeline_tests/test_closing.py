@@ -20,7 +20,7 @@ import openpyxl
 import pytest
 from sqlalchemy import update
 
-from extraction_pipeline.core.closing import ExportError, ExportResult, write_batch_workbook
+from extraction_pipeline.core.export.closing import ExportError, ExportResult, write_batch_workbook
 from extraction_pipeline.core.files import partial_path, remove_stale_partials
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
@@ -32,7 +32,7 @@ from extraction_pipeline.core.ledger.batches import (
     record_export_failure,
 )
 from extraction_pipeline.core.ledger.queries import batch_item_rows
-from extraction_pipeline.core.ledger.retries import retry_failed
+from extraction_pipeline.core.ledger.reopening import retry_failed
 from extraction_pipeline.core.ledger.schema import batches, ledger_meta
 from extraction_pipeline_tests.support import add_documents
 

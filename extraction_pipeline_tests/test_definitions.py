@@ -524,8 +524,8 @@ def test_a_ui_backfill_batch_stays_open_across_aggregator_ticks_without_a_failed
 def test_a_backfill_over_two_projects_becomes_one_batch_per_project(
     instance: dg.DagsterInstance, ledger: Ledger, home: Path, fake_llm: FakeLLMServer
 ) -> None:
-    from extraction_pipeline.core.documents import register_pdf
     from extraction_pipeline.core.ledger.batches import find_batch_by_key
+    from extraction_pipeline.core.pdf.registration import register_pdf
     from extraction_pipeline.core.synthetic import make_trial, write_report
 
     [mine] = _register(ledger, home, 1)  # project "p"

@@ -1,6 +1,6 @@
-"""How the dispatcher groups pending documents into runs (core/dispatch.py)."""
+"""How the dispatcher groups pending documents into runs (core/runs/dispatch.py)."""
 
-from extraction_pipeline.core.dispatch import PendingDocument, plan_runs, run_key
+from extraction_pipeline.core.runs.dispatch import PendingDocument, plan_runs, run_key
 
 
 def _docs(ids: range, uid: str = "b1", dispatch_round: int = 0) -> list[PendingDocument]:

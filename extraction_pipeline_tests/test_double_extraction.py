@@ -11,8 +11,8 @@ import openpyxl
 import pytest
 
 from extraction_pipeline.core.errors import ConfigError
-from extraction_pipeline.core.export import write_workbook
-from extraction_pipeline.core.extract import extract_item
+from extraction_pipeline.core.export.workbook import write_workbook
+from extraction_pipeline.core.extraction.extract import extract_item
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch

@@ -34,12 +34,12 @@ import openpyxl
 import pytest
 from sqlalchemy import create_engine, text
 
-from extraction_pipeline.core.documents import register_pdf
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.breakers import failing_providers
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.pdf.isolation import group_alive
+from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline_tests.conftest import _fresh_pg_database
 from extraction_pipeline_tests.dagster_support import _answer_from_trial

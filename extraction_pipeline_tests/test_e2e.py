@@ -21,13 +21,13 @@ import dagster as dg
 import openpyxl
 import pytest
 
-from extraction_pipeline.core.documents import register_pdf
+from extraction_pipeline.core.extraction.prompts import document_from_messages
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, find_batch_by_key, get_batch
 from extraction_pipeline.core.ledger.documents import get_document, partition_key_of
 from extraction_pipeline.core.ledger.queries import batch_item_rows
-from extraction_pipeline.core.ledger.retries import retry_failed
-from extraction_pipeline.core.prompts import document_from_messages
+from extraction_pipeline.core.ledger.reopening import retry_failed
+from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import SyntheticTrial, make_trial, write_report
 from extraction_pipeline.demo import wait_for_batch

@@ -154,12 +154,12 @@ def test_evaluate_command_prints_the_table_and_refuses_bad_input(tmp_path: Path)
 def test_the_oracle_batch_of_the_corpus_scores_every_printed_gold_value_right(
     tmp_path: Path, fake_llm: FakeLLMServer
 ) -> None:
-    from extraction_pipeline.core.documents import register_pdf
-    from extraction_pipeline.core.extract import extract_item
+    from extraction_pipeline.core.extraction.extract import extract_item
+    from extraction_pipeline.core.extraction.prompts import document_from_messages
     from extraction_pipeline.core.ledger.queries import batch_item_rows
     from extraction_pipeline.core.llm.gateway import LLMConfig
-    from extraction_pipeline.core.parsing import parse_document
-    from extraction_pipeline.core.prompts import document_from_messages
+    from extraction_pipeline.core.pdf.parsing import parse_document
+    from extraction_pipeline.core.pdf.registration import register_pdf
     from extraction_pipeline_tests.oracle import build_answer, skeleton
 
     settings = Settings(home=tmp_path / "home")

@@ -8,12 +8,12 @@ import multiprocessing
 import pytest
 
 from extraction_pipeline.core.errors import OutputParseError, PermanentError, TransientError
-from extraction_pipeline.core.extract import extract_item
+from extraction_pipeline.core.extraction.extract import extract_item
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.llm.gateway import LLMConfig
-from extraction_pipeline.core.parsing import ParsedDocument
+from extraction_pipeline.core.pdf.parsing import ParsedDocument
 from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply, extraction_json
 from extraction_pipeline_tests.support import add_documents
 
@@ -342,7 +342,7 @@ def test_unusable_values_are_unverified_with_the_reason_and_the_paper_completes(
 def test_an_internal_error_after_the_answer_still_records_the_tokens(
     ledger: Ledger, fake_llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from extraction_pipeline.core import extract
+    from extraction_pipeline.core.extraction import extract
 
     def broken(*args: object, **kwargs: object) -> dict[str, object]:
         raise RuntimeError("bug in grounding")  # injected fault after the paid call

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from extraction_pipeline.core.grounding import Grounder, normalize, numbers
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
+from extraction_pipeline.core.verification.grounding import Grounder, normalize, numbers
 
 PAGES = [
     "Intro page.\nNothing here.",
@@ -82,7 +82,13 @@ def test_number_tokens() -> None:
 
 
 def test_value_match_tells_a_flipped_sign_and_a_label_from_the_printed_value() -> None:
-    from extraction_pipeline.core.grounding import EXACT, INSIDE_A_WORD, SIGN_DIFFERS, normalize, value_match
+    from extraction_pipeline.core.verification.grounding import (
+        EXACT,
+        INSIDE_A_WORD,
+        SIGN_DIFFERS,
+        normalize,
+        value_match,
+    )
 
     quote = normalize("The mean difference was \u22120.52 (95% CI \u22120.80 to \u22120.24; p=0.002) in group H2.")
     assert value_match(-0.52, quote) == EXACT and value_match("0.002", quote) == EXACT

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from extraction_pipeline.core.grounding import UNVERIFIED, VERIFIED, Grounder
 from extraction_pipeline.core.pdf.engine import EngineOptions, parse_pdf
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
+from extraction_pipeline.core.verification.grounding import UNVERIFIED, VERIFIED, Grounder
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 
@@ -137,7 +137,7 @@ needs_corpus = pytest.mark.skipif(not (CORPUS / "pdf").is_dir(), reason="the cor
 
 
 def test_judgements_get_their_own_status_never_verified(grounder: Grounder) -> None:
-    from extraction_pipeline.core.grounding import (
+    from extraction_pipeline.core.verification.grounding import (
         JUDGEMENT_NOT_FOUND,
         JUDGEMENT_SUPPORTED,
         JUDGEMENT_UNSUPPORTED,

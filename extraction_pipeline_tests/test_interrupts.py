@@ -1,5 +1,5 @@
 """Stopping run workers: a second interrupt never cuts a hand-back short, and a lost first
-SIGTERM is sent again (core/interrupts.py, instance._interrupt_group). Real signals, real
+SIGTERM is sent again (core/runs/interrupts.py, instance._interrupt_group). Real signals, real
 processes."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from extraction_pipeline.core.interrupts import interrupts_deferred
 from extraction_pipeline.core.pdf.isolation import group_alive
+from extraction_pipeline.core.runs.interrupts import interrupts_deferred
 from extraction_pipeline.instance import _interrupt_group
 
 

@@ -30,7 +30,7 @@ import dagster as dg
 import openpyxl
 import pytest
 
-from extraction_pipeline.core.prompts import document_from_messages
+from extraction_pipeline.core.extraction.prompts import document_from_messages
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline_tests import pdf_samples
 from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply

@@ -7,7 +7,7 @@ import litellm
 import pytest
 
 from extraction_pipeline.core.errors import PermanentError, TransientError
-from extraction_pipeline.core.llm.errors import classify
+from extraction_pipeline.core.llm.classify import classify
 
 REQUEST = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
 

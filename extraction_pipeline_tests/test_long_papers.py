@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from extraction_pipeline.core.documents import register_pdf
 from extraction_pipeline.core.errors import PermanentError
-from extraction_pipeline.core.extract import extract_item
+from extraction_pipeline.core.extraction.extract import extract_item
+from extraction_pipeline.core.extraction.long_papers import merge_parts, plan_parts
+from extraction_pipeline.core.extraction.prompts import document_from_messages
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.llm.gateway import LLMConfig
-from extraction_pipeline.core.long_papers import merge_parts, plan_parts
-from extraction_pipeline.core.parsing import ParseOptions, parse_document
 from extraction_pipeline.core.pdf.engine import EngineOptions
-from extraction_pipeline.core.prompts import document_from_messages
+from extraction_pipeline.core.pdf.parsing import ParseOptions, parse_document
+from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.templates.rct import BASE_TEMPLATES, RCT_BASE
 from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply, extraction_json
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from extraction_pipeline.core.extract import ground_output
+from extraction_pipeline.core.extraction.extract import ground_output
+from extraction_pipeline.core.extraction.prompts import build_messages
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
 from extraction_pipeline.core.llm.offline import OFFLINE_MODEL, pattern_extract
-from extraction_pipeline.core.parsing import ParsedDocument
-from extraction_pipeline.core.prompts import build_messages
+from extraction_pipeline.core.pdf.parsing import ParsedDocument
 from extraction_pipeline.core.synthetic import make_trial, report_pages
 from extraction_pipeline.core.templates import RCT_TEMPLATE
 from extraction_pipeline.core.templates.schema import output_model

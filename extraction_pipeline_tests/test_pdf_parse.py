@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from extraction_pipeline.core import parsing
-from extraction_pipeline.core.documents import sha256_of
 from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline.core.parsing import ParseOptions, parse_document
+from extraction_pipeline.core.pdf import parsing
 from extraction_pipeline.core.pdf.engine import EngineOptions
 from extraction_pipeline.core.pdf.isolation import ParseTimeout, run_isolated
+from extraction_pipeline.core.pdf.parsing import ParseOptions, parse_document
+from extraction_pipeline.core.pdf.registration import sha256_of
 from extraction_pipeline_tests import pdf_samples
 
 CORPUS_PDF = pdf_samples.CORPUS / "pdf" / "3321528.pdf"
@@ -168,8 +168,8 @@ def test_bad_input_gets_a_specific_permanent_error(
 
 
 def test_registered_snapshot_survives_the_source_file_disappearing(sqlite_ledger: Ledger, tmp_path: Path) -> None:
-    from extraction_pipeline.core.documents import register_pdf
     from extraction_pipeline.core.ledger.documents import get_document
+    from extraction_pipeline.core.pdf.registration import register_pdf
 
     source = pdf_samples.good(tmp_path / "inbox")
     registered = register_pdf(sqlite_ledger, tmp_path / "store", "p", source)

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from extraction_pipeline.core.documents import register_pdf
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
+from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.defs.assets import extracted_document, parsed_document
 from extraction_pipeline_tests.support import key_of

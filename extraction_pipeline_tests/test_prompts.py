@@ -5,12 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
-from extraction_pipeline.core.markers import contains_marker
-from extraction_pipeline.core.parsing import parse_document
-from extraction_pipeline.core.pdf.model import ParsedTable
-from extraction_pipeline.core.prompts import (
+from extraction_pipeline.core.extraction.markers import contains_marker
+from extraction_pipeline.core.extraction.prompts import (
     CUSTOM_BEGIN,
     CUSTOM_END,
     FULL_TEXT_CLOSE,
@@ -19,6 +15,10 @@ from extraction_pipeline.core.prompts import (
     TABLES_OPEN,
     build_messages,
 )
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
+from extraction_pipeline.core.pdf.model import ParsedTable
+from extraction_pipeline.core.pdf.parsing import parse_document
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.core.templates import RCT_TEMPLATE
 from extraction_pipeline.core.templates.definition import FieldDef, FieldType, TemplateDefinition
@@ -51,7 +51,7 @@ def test_sections_rule_and_custom_guard_are_in_place() -> None:
 def test_injection_inside_a_pdf_stays_inside_the_data_section(tmp_path: Path) -> None:
     pdf = write_report(make_trial(3), tmp_path, extra_text=INJECTION)
     ledger = Ledger.connect(f"sqlite:///{tmp_path / 'l.db'}")
-    from extraction_pipeline.core.documents import sha256_of
+    from extraction_pipeline.core.pdf.registration import sha256_of
 
     parsed = parse_document(ledger, sha256=sha256_of(pdf), stored_path=str(pdf))
     system, user = build_messages(RCT_TEMPLATE, parsed.pages_text, parsed.tables)

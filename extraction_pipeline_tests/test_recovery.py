@@ -23,17 +23,17 @@ from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch, record_workbook
 from extraction_pipeline.core.ledger.queries import batch_item_rows
-from extraction_pipeline.core.ledger.retries import retry_failed
+from extraction_pipeline.core.ledger.reopening import retry_failed
 from extraction_pipeline.core.ledger.schema import batches
 from extraction_pipeline.core.ledger.templates import definition_from_project_file, save_version
-from extraction_pipeline.core.workers import worker_alive, worker_stamp
+from extraction_pipeline.core.runs.liveness import worker_alive, worker_stamp
 from extraction_pipeline.defs.assets import batch_workbook, extracted_document, parsed_document
 from extraction_pipeline.defs.binding import WORKER_TAG
 from extraction_pipeline.defs.launcher import HealthCheckedRunLauncher
 from extraction_pipeline.defs.partitions import documents_partitions
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
-from extraction_pipeline.defs.retries import WAITING_TAG
 from extraction_pipeline.defs.sensors import batch_aggregator, batch_dispatcher
+from extraction_pipeline.defs.step_retries import WAITING_TAG
 from extraction_pipeline_tests.dagster_support import (
     _answer_from_trial,
     _batch_tags,

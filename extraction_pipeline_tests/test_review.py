@@ -13,11 +13,10 @@ import openpyxl
 import pytest
 
 from extraction_pipeline.core.errors import ConfigError, PermanentError
-from extraction_pipeline.core.export import ROW_ID_COLUMN, write_workbook
-from extraction_pipeline.core.grounding import UNVERIFIED, VERIFIED
+from extraction_pipeline.core.export.meta_csv import meta_analysis_csv
+from extraction_pipeline.core.export.workbook import ROW_ID_COLUMN, write_workbook
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.items import get_item
-from extraction_pipeline.core.meta_csv import meta_analysis_csv
 from extraction_pipeline.core.review import corrections, decisions
 from extraction_pipeline.core.review.excel_import import import_decisions
 from extraction_pipeline.core.review.page_image import HIGHLIGHT_FILL, Span, render
@@ -25,6 +24,7 @@ from extraction_pipeline.core.review.progress import batch_review
 from extraction_pipeline.core.review.source_view import PageImage, page_image
 from extraction_pipeline.core.review.values import APPROVE, COMMENT, CORRECT, MARK_NOT_REPORTED, reviewable_values
 from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.core.verification.grounding import UNVERIFIED, VERIFIED
 from extraction_pipeline_tests.fake_llm import FakeLLMServer
 from extraction_pipeline_tests.review_support import ReviewCase, make_case, results_sentence
 
@@ -345,9 +345,9 @@ def test_an_interrupted_quote_is_highlighted_on_both_of_its_pages(case: ReviewCa
 
 
 def test_judgements_are_blue_in_the_workbook_and_explained_in_the_legend(tmp_path: Path) -> None:
-    from extraction_pipeline.core.grounding import JUDGEMENT_NOT_FOUND, JUDGEMENT_SUPPORTED
     from extraction_pipeline.core.ledger import items as states
     from extraction_pipeline.core.ledger.batches import create_batch
+    from extraction_pipeline.core.verification.grounding import JUDGEMENT_NOT_FOUND, JUDGEMENT_SUPPORTED
     from extraction_pipeline_tests.support import add_documents
 
     ledger = Ledger.connect(f"sqlite:///{tmp_path / 'ledger.db'}")

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from extraction_pipeline.core import parsing
-from extraction_pipeline.core.documents import register_pdf, sha256_of
 from extraction_pipeline.core.errors import ConfigError, PermanentError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.documents import get_document
 from extraction_pipeline.core.ledger.schema import parsed_documents
-from extraction_pipeline.core.parsing import ParsedDocument, parse_document
+from extraction_pipeline.core.pdf import parsing
+from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
+from extraction_pipeline.core.pdf.registration import register_pdf, sha256_of
 from extraction_pipeline_tests import pdf_samples
 
 
@@ -208,9 +208,9 @@ def test_a_machine_without_the_stored_copy_parses_from_a_shared_ledger(ledger: L
 
 
 def test_init_puts_documents_registered_earlier_into_a_shared_ledger(ledger: Ledger, tmp_path: Path) -> None:
-    from extraction_pipeline.core.documents import store_missing_contents
     from extraction_pipeline.core.ledger.contents import has_content, is_shared
     from extraction_pipeline.core.ledger.schema import document_contents
+    from extraction_pipeline.core.pdf.registration import store_missing_contents
 
     _, sha256, stored = _registered(ledger, tmp_path)
     with ledger.engine.begin() as conn:  # as a ledger from before the bytes were kept

@@ -13,8 +13,9 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, ProgrammingError
 
+from extraction_pipeline.core.backoff import BreakerPolicy, RetrySchedule
 from extraction_pipeline.core.errors import PermanentError, TransientError
-from extraction_pipeline.core.extract import extract_item
+from extraction_pipeline.core.extraction.extract import extract_item
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch
@@ -22,9 +23,8 @@ from extraction_pipeline.core.ledger.breakers import breaker_state, may_call, re
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
 from extraction_pipeline.core.ledger.schema import provider_breakers
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
-from extraction_pipeline.core.parsing import ParsedDocument
-from extraction_pipeline.core.reconcile import Action, ItemView, Limits, RunInfo, Verdict, judge_item
-from extraction_pipeline.core.retry import BreakerPolicy, RetrySchedule
+from extraction_pipeline.core.pdf.parsing import ParsedDocument
+from extraction_pipeline.core.runs.reconcile import Action, ItemView, Limits, RunInfo, Verdict, judge_item
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply, extraction_json
 from extraction_pipeline_tests.support import add_documents

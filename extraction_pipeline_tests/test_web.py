@@ -27,14 +27,14 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from extraction_pipeline.core.documents import sha256_of
 from extraction_pipeline.core.errors import ConfigError
-from extraction_pipeline.core.export import default_export_path, write_workbook
+from extraction_pipeline.core.export.meta_csv import COLUMNS
+from extraction_pipeline.core.export.workbook import default_export_path, write_workbook
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import close_if_done, create_batch, record_workbook
 from extraction_pipeline.core.ledger.queries import project_documents
-from extraction_pipeline.core.meta_csv import COLUMNS
+from extraction_pipeline.core.pdf.registration import sha256_of
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.web.server import build_app, check_binding

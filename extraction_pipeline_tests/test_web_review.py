@@ -21,7 +21,7 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from extraction_pipeline.core.export import default_export_path, write_workbook
+from extraction_pipeline.core.export.workbook import default_export_path, write_workbook
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import close_if_done, get_batch, record_workbook
 from extraction_pipeline.core.ledger.queries import project_documents, recent_batches

@@ -162,7 +162,7 @@ def _provider_waits(ledger: Any) -> list[str]:
 
 
 def cmd_batch_retry(args: argparse.Namespace, settings: Settings) -> int:
-    from extraction_pipeline.core.ledger.retries import retry_failed
+    from extraction_pipeline.core.ledger.reopening import retry_failed
 
     report = retry_failed(
         open_ledger(settings),
@@ -198,8 +198,8 @@ def _print_workbook(batch: dict[str, Any], as_json: bool) -> None:
 
 
 def cmd_batch_export(args: argparse.Namespace, settings: Settings) -> int:
-    from extraction_pipeline.core.closing import ExportError, ExportResult, failure_reason, write_batch_workbook
-    from extraction_pipeline.core.export import write_workbook
+    from extraction_pipeline.core.export.closing import ExportError, ExportResult, failure_reason, write_batch_workbook
+    from extraction_pipeline.core.export.workbook import write_workbook
     from extraction_pipeline.core.ledger.batches import get_batch
 
     if args.output is not None and Path(args.output).suffix.lower() != ".xlsx":

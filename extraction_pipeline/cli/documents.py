@@ -24,7 +24,7 @@ from extraction_pipeline.core.settings import Settings
 def cmd_documents_add(args: argparse.Namespace, settings: Settings) -> int:
     """Each file on its own: the good ones are registered, each bad one is named with its reason
     (one line on stderr), and the exit status says whether any was refused."""
-    from extraction_pipeline.core.documents import register_pdf, validate_project
+    from extraction_pipeline.core.pdf.registration import register_pdf, validate_project
 
     validate_project(args.project)
     ledger = open_ledger(settings)
@@ -65,8 +65,8 @@ def cmd_documents_list(args: argparse.Namespace, settings: Settings) -> int:
 
 def _parse_for_cli(path: Path, settings: Settings, tables: str | None, timeout: float | None) -> Any:
     """Parse a user-named PDF through the content cache of this home (isolated, time-limited)."""
-    from extraction_pipeline.core.documents import check_pdf_file, sha256_of
-    from extraction_pipeline.core.parsing import parse_document
+    from extraction_pipeline.core.pdf.parsing import parse_document
+    from extraction_pipeline.core.pdf.registration import check_pdf_file, sha256_of
 
     check_pdf_file(path, settings.max_pdf_bytes)
     settings.home_dir.mkdir(parents=True, exist_ok=True)  # the parse cache lives in the ledger
@@ -120,7 +120,7 @@ def _read_quotes(path: Path) -> list[dict[str, Any]]:
 
 
 def cmd_ground(args: argparse.Namespace, settings: Settings) -> int:
-    from extraction_pipeline.core.grounding import Grounder
+    from extraction_pipeline.core.verification.grounding import Grounder
 
     quotes = _read_quotes(Path(args.quotes))
     parsed = _parse_for_cli(Path(args.pdf), settings, args.tables, None)

@@ -67,7 +67,7 @@ def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
     """The Dagster UI and the project's pages on one port, plus the daemon beside it."""
     import os
 
-    from extraction_pipeline.core.uploads import sweep_stale_uploads
+    from extraction_pipeline.core.pdf.uploads import sweep_stale_uploads
     from extraction_pipeline.instance import DaemonProcess, dagster_env, require_initialized
     from extraction_pipeline.web.server import check_binding, serve
 

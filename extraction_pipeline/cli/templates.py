@@ -22,10 +22,10 @@ MAX_TEMPLATE_FILE_BYTES = 1_000_000
 
 
 def cmd_template_show(args: argparse.Namespace, settings: Settings) -> int:
-    from extraction_pipeline.core.documents import validate_project
+    from extraction_pipeline.core.extraction.prompts import describe_custom_rules, describe_template
     from extraction_pipeline.core.ledger.documents import project_exists
     from extraction_pipeline.core.ledger.templates import latest_version, list_versions
-    from extraction_pipeline.core.prompts import describe_custom_rules, describe_template
+    from extraction_pipeline.core.pdf.registration import validate_project
     from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
     from extraction_pipeline.core.templates.schema import output_json_schema
 
@@ -62,8 +62,8 @@ def cmd_template_show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_template_set(args: argparse.Namespace, settings: Settings) -> int:
-    from extraction_pipeline.core.documents import validate_project
     from extraction_pipeline.core.ledger.templates import definition_from_project_file, save_version
+    from extraction_pipeline.core.pdf.registration import validate_project
 
     validate_project(args.project)
     path = Path(args.file)
@@ -86,8 +86,8 @@ def cmd_template_set(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_template_versions(args: argparse.Namespace, settings: Settings) -> int:
-    from extraction_pipeline.core.documents import validate_project
     from extraction_pipeline.core.ledger.templates import list_versions
+    from extraction_pipeline.core.pdf.registration import validate_project
 
     validate_project(args.project)
     versions = list_versions(open_ledger(settings), args.project)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from extraction_pipeline.core.errors import ConfigError
 
 if TYPE_CHECKING:  # imported lazily at run time: `batch create` must not pay for it
-    from extraction_pipeline.core.parsing import ParseOptions
+    from extraction_pipeline.core.pdf.parsing import ParseOptions
 
 PREFIX = "EXTRACTION_"
 DEFAULT_HOME = Path(".extraction_home")
@@ -170,8 +170,8 @@ class Settings:
         self, *, table_detection: str | None = None, timeout_seconds: float | None = None
     ) -> ParseOptions:
         """The parse limits these settings describe, optionally overriding the table mode or timeout."""
-        from extraction_pipeline.core.parsing import ParseOptions
         from extraction_pipeline.core.pdf.engine import EngineOptions
+        from extraction_pipeline.core.pdf.parsing import ParseOptions
 
         limits = EngineOptions(
             max_pages=self.max_pages,

@@ -35,7 +35,7 @@ from extraction_pipeline.core.ledger.batches import BATCH_UID_RUN_TAG
 from extraction_pipeline.core.ledger.documents import document_id_from_partition
 from extraction_pipeline.core.ledger.queries import active_items
 from extraction_pipeline.core.ledger.schema import BatchOrigin
-from extraction_pipeline.core.reconcile import TERMINAL_RUN_STATUSES, Action, ItemView, Limits, RunInfo, judge_item
+from extraction_pipeline.core.runs.reconcile import TERMINAL_RUN_STATUSES, Action, ItemView, Limits, RunInfo, judge_item
 from extraction_pipeline.defs.binding import BACKFILL_TAG, DOCUMENTS_TAG, ITEM_TAG, ROUND_TAG, USER_TAG
 from extraction_pipeline.defs.jobs import export_batch_job
 from extraction_pipeline.defs.partitions import DOCUMENTS_PARTITIONS

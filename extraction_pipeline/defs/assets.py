@@ -8,18 +8,18 @@ from typing import Any
 
 import dagster as dg
 
-from extraction_pipeline.core.closing import ExportError, ExportResult, failure_reason, write_batch_workbook
 from extraction_pipeline.core.errors import PermanentError, TransientError
-from extraction_pipeline.core.export import NOTHING_FOUND, reused_label, write_workbook
-from extraction_pipeline.core.extract import INTERRUPTED_MESSAGE, ExtractionOutcome, extract_item, hand_back
-from extraction_pipeline.core.interrupts import interrupts_deferred
+from extraction_pipeline.core.export.closing import ExportError, ExportResult, failure_reason, write_batch_workbook
+from extraction_pipeline.core.export.workbook import NOTHING_FOUND, reused_label, write_workbook
+from extraction_pipeline.core.extraction.extract import INTERRUPTED_MESSAGE, ExtractionOutcome, extract_item, hand_back
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.queries import progress
 from extraction_pipeline.core.ledger.schema import BatchStatus
 from extraction_pipeline.core.llm.gateway import LLMConfig
-from extraction_pipeline.core.parsing import ParsedDocument, parse_document
+from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
+from extraction_pipeline.core.runs.interrupts import interrupts_deferred
 from extraction_pipeline.defs.binding import Binding, bind_document, crashed_parent_run
 from extraction_pipeline.defs.executor import EXPORT_QUEUE, LLM_QUEUE, PARSE_QUEUE, queue_tags
 from extraction_pipeline.defs.in_flight import each_document
@@ -31,7 +31,12 @@ from extraction_pipeline.defs.partitions import (
     documents_partitions,
 )
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
-from extraction_pipeline.defs.retries import clear_waiting, retry_database_outages, retry_or_give_up, wait_for_breaker
+from extraction_pipeline.defs.step_retries import (
+    clear_waiting,
+    retry_database_outages,
+    retry_or_give_up,
+    wait_for_breaker,
+)
 from extraction_pipeline.web.urls import csv_url, workbook_url
 
 TERMINAL = (ItemStatus.COMPLETED.value, ItemStatus.ERROR.value)

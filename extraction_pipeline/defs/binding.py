@@ -29,9 +29,9 @@ from extraction_pipeline.core.ledger.batches import (
 )
 from extraction_pipeline.core.ledger.documents import document_id_from_partition, get_document, partition_key_of
 from extraction_pipeline.core.ledger.items import find_item
-from extraction_pipeline.core.ledger.retries import retry_failed
+from extraction_pipeline.core.ledger.reopening import retry_failed
 from extraction_pipeline.core.ledger.schema import BatchOrigin, ItemStatus
-from extraction_pipeline.core.workers import worker_stamp
+from extraction_pipeline.core.runs.liveness import worker_stamp
 
 BACKFILL_TAG = "dagster/backfill"
 PARENT_RUN_TAG = "dagster/parent_run_id"

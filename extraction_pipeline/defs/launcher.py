@@ -25,7 +25,7 @@ from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, Wor
 from dagster._core.storage.dagster_run import DagsterRun
 from dagster._core.storage.tags import GRPC_INFO_TAG
 
-from extraction_pipeline.core.workers import stamp_alive, worker_alive
+from extraction_pipeline.core.runs.liveness import stamp_alive, worker_alive
 from extraction_pipeline.defs.binding import WORKER_TAG
 
 GONE = "is gone (killed, or its daemon or machine restarted); the document goes back to the queue"

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import dagster as dg
 
+from extraction_pipeline.core.backoff import BreakerPolicy, RetrySchedule
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.llm.gateway import LLMConfig
-from extraction_pipeline.core.parsing import ParseOptions
 from extraction_pipeline.core.pdf.engine import EngineOptions
-from extraction_pipeline.core.reconcile import Limits
-from extraction_pipeline.core.retry import BreakerPolicy, RetrySchedule
+from extraction_pipeline.core.pdf.parsing import ParseOptions
+from extraction_pipeline.core.runs.reconcile import Limits
 
 _LEDGERS: dict[str, Ledger] = {}
 

@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 from sqlalchemy.exc import SQLAlchemyError
 
-from extraction_pipeline.core.dispatch import PendingDocument, plan_runs, run_key
+from extraction_pipeline.core.backoff import RetrySchedule
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import (
@@ -31,9 +31,9 @@ from extraction_pipeline.core.ledger.documents import document_partition_keys, d
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
 from extraction_pipeline.core.ledger.queries import undispatched_items, unexported_batches
 from extraction_pipeline.core.ledger.schema import BatchOrigin
-from extraction_pipeline.core.parsing import parsed_contents
-from extraction_pipeline.core.reconcile import TERMINAL_RUN_STATUSES
-from extraction_pipeline.core.retry import RetrySchedule
+from extraction_pipeline.core.pdf.parsing import parsed_contents
+from extraction_pipeline.core.runs.dispatch import PendingDocument, plan_runs, run_key
+from extraction_pipeline.core.runs.reconcile import TERMINAL_RUN_STATUSES
 from extraction_pipeline.defs.aggregation import (
     ENDED_RUNS_MARGIN_SECONDS,
     RANGE_END_TAG,

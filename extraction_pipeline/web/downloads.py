@@ -16,11 +16,11 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from extraction_pipeline.core.export import write_workbook
+from extraction_pipeline.core.export.meta_csv import meta_analysis_csv
+from extraction_pipeline.core.export.workbook import write_workbook
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import describe_state, get_batch
 from extraction_pipeline.core.ledger.queries import progress, recent_batches
-from extraction_pipeline.core.meta_csv import meta_analysis_csv
 from extraction_pipeline.core.review.decisions import latest_decision_id
 from extraction_pipeline.core.review.progress import batch_review
 from extraction_pipeline.core.settings import Settings

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from starlette.responses import HTMLResponse
 
-from extraction_pipeline.core.grounding import (
+from extraction_pipeline.core.verification.grounding import (
     APPROXIMATE,
     JUDGEMENT_APPROXIMATE,
     JUDGEMENT_NOT_FOUND,

@@ -17,15 +17,15 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from extraction_pipeline.core.documents import validate_project
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.ledger.queries import progress, project_documents, projects_overview, recent_batches
 from extraction_pipeline.core.ledger.templates import current_template, definition_from_project_file, save_version
 from extraction_pipeline.core.llm.offline import OFFLINE_WARNING
+from extraction_pipeline.core.pdf.registration import validate_project
+from extraction_pipeline.core.pdf.uploads import UploadVerdict, register_upload, staging_dir
 from extraction_pipeline.core.settings import Settings
-from extraction_pipeline.core.uploads import UploadVerdict, register_upload, staging_dir
 from extraction_pipeline.web.forms import read_form, remember_user, user_of
 from extraction_pipeline.web.pages import esc, page, table, url_part
 from extraction_pipeline.web.urls import PREFIX

@@ -13,8 +13,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from extraction_pipeline.core.consensus import NEEDS_REVIEW
 from extraction_pipeline.core.errors import ConfigError, ExtractionError
+from extraction_pipeline.core.extraction.consensus import NEEDS_REVIEW
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import describe_state, get_batch
 from extraction_pipeline.core.ledger.items import get_item

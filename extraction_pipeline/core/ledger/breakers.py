@@ -15,9 +15,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from extraction_pipeline.core.backoff import BreakerPolicy
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
 from extraction_pipeline.core.ledger.schema import provider_breakers
-from extraction_pipeline.core.retry import BreakerPolicy
 
 MAX_ERROR_CHARS = 500
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from extraction_pipeline.core.errors import OutputParseError, PermanentError, TransientError
 from extraction_pipeline.core.ledger.items import Usage
-from extraction_pipeline.core.llm.errors import classify
+from extraction_pipeline.core.llm.classify import classify
 from extraction_pipeline.core.llm.offline import OFFLINE_MODEL, OFFLINE_PROVIDER, register_offline_provider
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.templates.schema import output_json_schema, output_model

@@ -94,7 +94,7 @@ def register_offline_provider() -> None:
     from litellm.llms.custom_llm import CustomLLM
     from litellm.types.utils import ModelResponse
 
-    from extraction_pipeline.core.prompts import document_from_messages
+    from extraction_pipeline.core.extraction.prompts import document_from_messages
 
     class OfflinePatternLLM(CustomLLM):
         def completion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> ModelResponse:

@@ -22,7 +22,7 @@ from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.pdf.engine import EngineOptions
 
 TERM_GRACE_SECONDS = 3.0
-WORKER_MODULE = "extraction_pipeline.core.pdf.worker"
+WORKER_MODULE = "extraction_pipeline.core.pdf.child"
 
 
 class ParseTimeout(PermanentError):

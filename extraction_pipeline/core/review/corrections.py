@@ -6,16 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from extraction_pipeline.core.errors import ConfigError, ExtractionRuntimeError
-from extraction_pipeline.core.grounding import Grounder
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.documents import get_document
 from extraction_pipeline.core.ledger.items import get_item
 from extraction_pipeline.core.ledger.templates import definition_of, template_of_item
-from extraction_pipeline.core.parsing import ParseOptions, parse_document
+from extraction_pipeline.core.pdf.parsing import ParseOptions, parse_document
 from extraction_pipeline.core.review import decisions
 from extraction_pipeline.core.review.values import CORRECT
 from extraction_pipeline.core.templates.definition import FieldDef, FieldType
 from extraction_pipeline.core.templates.schema import _leaf_model
+from extraction_pipeline.core.verification.grounding import Grounder
 
 
 def field_of(ledger: Ledger, item_id: int, entry: dict[str, Any]) -> FieldDef:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from extraction_pipeline.core.grounding import APPROXIMATE, JUDGEMENT_STATUSES, UNVERIFIED, VERIFIED
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.review.decisions import current_decisions
 from extraction_pipeline.core.review.values import Decision, reviewable_values
+from extraction_pipeline.core.verification.grounding import APPROXIMATE, JUDGEMENT_STATUSES, UNVERIFIED, VERIFIED
 
 
 @dataclass(frozen=True)

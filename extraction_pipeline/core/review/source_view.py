@@ -15,12 +15,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from extraction_pipeline.core.documents import READD_HINT, copy_hashing, open_stored_copy
 from extraction_pipeline.core.errors import ConfigError, PermanentError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.documents import get_document
 from extraction_pipeline.core.ledger.items import get_item
-from extraction_pipeline.core.parsing import ParseOptions, parse_document
+from extraction_pipeline.core.pdf.parsing import ParseOptions, parse_document
+from extraction_pipeline.core.pdf.registration import READD_HINT, copy_hashing, open_stored_copy
 from extraction_pipeline.core.review.page_image import Span, render_isolated
 
 

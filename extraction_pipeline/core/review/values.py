@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from extraction_pipeline.core.consensus import NEEDS_REVIEW
-from extraction_pipeline.core.grounding import (
+from extraction_pipeline.core.extraction.consensus import NEEDS_REVIEW
+from extraction_pipeline.core.verification.grounding import (
     APPROXIMATE,
     JUDGEMENT_APPROXIMATE,
     JUDGEMENT_NOT_FOUND,

@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from extraction_pipeline.core.errors import ConfigError
-from extraction_pipeline.core.markers import contains_marker
+from extraction_pipeline.core.extraction.markers import contains_marker
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 # Choices are enum values in the JSON Schema, which sits in the system prompt: keep them plain.

@@ -1,4 +1,5 @@
-"""The built-in base template for randomized controlled trials: study identity, baseline per arm, Risk of Bias 2.0, outcomes.
+"""The built-in base template for randomized controlled trials: study identity, baseline per
+arm, Risk of Bias 2.0, outcomes.
 
 Bump ``RCT_VERSION`` whenever a field or an instruction changes: each project's next batch saves
 a new template version on the new base (keeping its custom fields and rules), while batches

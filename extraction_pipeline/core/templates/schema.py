@@ -27,7 +27,6 @@ from pydantic import (
     model_validator,
 )
 
-from extraction_pipeline.core.grounding import normalize
 from extraction_pipeline.core.templates.definition import (
     CUSTOM_MODULE,
     FieldDef,
@@ -36,6 +35,7 @@ from extraction_pipeline.core.templates.definition import (
     TemplateDefinition,
     choice_key,
 )
+from extraction_pipeline.core.verification.grounding import normalize
 
 CUSTOM_FIELD_DESCRIPTION = "a project field: see the custom extraction rules"
 QUOTE_DESCRIPTION = "the sentence or table row, copied verbatim from the document, that contains the value"

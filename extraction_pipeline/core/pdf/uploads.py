@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from extraction_pipeline.core.documents import RegisteredDocument, register_pdf
 from extraction_pipeline.core.errors import ExtractionError
 from extraction_pipeline.core.files import owned_name, remove_stale_partials
 from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.pdf.registration import RegisteredDocument, register_pdf
 
 MAX_FILENAME_CHARS = 200
 _UNSAFE = re.compile(r"[^\w .()+,-]")

@@ -14,7 +14,7 @@ this module decides — without any Dagster import — what to do:
   document's fault: ``requeue`` it for a fresh run — unless the limit of dispatch rounds (counted
   since the last `batch retry`) is spent, then ``error`` with the real cause. Time spent queued or
   while the daemon was down never counts: the time budget for transient failures is measured
-  inside a run (defs/retries.py).
+  inside a run (defs/step_retries.py).
 """
 
 from __future__ import annotations

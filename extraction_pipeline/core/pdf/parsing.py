@@ -24,7 +24,6 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
-from extraction_pipeline.core.documents import READD_HINT, copy_hashing, open_stored_copy
 from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger.contents import read_content
@@ -32,6 +31,7 @@ from extraction_pipeline.core.ledger.schema import parsed_documents
 from extraction_pipeline.core.pdf.engine import ENGINE, EngineOptions
 from extraction_pipeline.core.pdf.isolation import ParseTimeout, run_isolated
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
+from extraction_pipeline.core.pdf.registration import READD_HINT, copy_hashing, open_stored_copy
 
 __all__ = ["ParseOptions", "ParsedDocument", "parse_document"]
 

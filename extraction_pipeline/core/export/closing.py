@@ -15,7 +15,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from extraction_pipeline.core.errors import ConfigError, ExtractionRuntimeError
-from extraction_pipeline.core.export import default_export_path, write_workbook
+from extraction_pipeline.core.export.workbook import default_export_path, write_workbook
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch, record_export_failure, record_workbook
 from extraction_pipeline.core.ledger.schema import BatchStatus

@@ -4,7 +4,7 @@ A rate limit, a provider outage or a dropped ledger connection raises ``dg.Retry
 the wait the schedule gives (exponential, jittered, at least the provider's ``Retry-After``); the
 run stays alive and keeps its place, and the run's ``extraction/waiting_for`` tag says what it is
 waiting for since when. Once the failures have lasted the whole budget the step fails for good
-with the real cause. The budget is time, not a count of attempts (core/retry.py).
+with the real cause. The budget is time, not a count of attempts (core/backoff.py).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from datetime import datetime
 import dagster as dg
 from sqlalchemy.exc import SQLAlchemyError
 
+from extraction_pipeline.core.backoff import RetrySchedule
 from extraction_pipeline.core.ledger import utcnow
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
-from extraction_pipeline.core.retry import RetrySchedule
 
 WAITING_TAG = "extraction/waiting_for"
 # Dagster needs a cap on step retries; the time budget is what really ends them.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from extraction_pipeline.core.markers import (
+from extraction_pipeline.core.extraction.markers import (
     CUSTOM_BEGIN,
     CUSTOM_END,
     FULL_TEXT_CLOSE,

@@ -14,13 +14,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from extraction_pipeline.core.consensus import NEEDS_REVIEW
+from extraction_pipeline.core.extraction.consensus import NEEDS_REVIEW
+from extraction_pipeline.core.extraction.markers import FULL_TEXT_CLOSE, FULL_TEXT_OPEN, defuse
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger.answers import StoredAnswer, answer_key, store_answer, stored_answer
 from extraction_pipeline.core.ledger.audit import record_prompt
 from extraction_pipeline.core.ledger.items import Usage
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_json
-from extraction_pipeline.core.markers import FULL_TEXT_CLOSE, FULL_TEXT_OPEN, defuse
 from extraction_pipeline.core.pdf.model import ParsedDocument
 
 SYSTEM = (

@@ -27,20 +27,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from extraction_pipeline.core.consensus import AGREE, NEEDS_REVIEW, field_of
 from extraction_pipeline.core.errors import ConfigError
+from extraction_pipeline.core.extraction.consensus import AGREE, NEEDS_REVIEW, field_of
 from extraction_pipeline.core.files import replacing
-from extraction_pipeline.core.grounding import (
-    APPROXIMATE,
-    JUDGEMENT_APPROXIMATE,
-    JUDGEMENT_NOT_FOUND,
-    JUDGEMENT_STATUSES,
-    JUDGEMENT_SUPPORTED,
-    JUDGEMENT_UNSUPPORTED,
-    NOT_REPORTED,
-    UNVERIFIED,
-    VERIFIED,
-)
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
@@ -58,6 +47,17 @@ from extraction_pipeline.core.review.values import (
     suggestion_of,
 )
 from extraction_pipeline.core.templates.definition import TemplateDefinition
+from extraction_pipeline.core.verification.grounding import (
+    APPROXIMATE,
+    JUDGEMENT_APPROXIMATE,
+    JUDGEMENT_NOT_FOUND,
+    JUDGEMENT_STATUSES,
+    JUDGEMENT_SUPPORTED,
+    JUDGEMENT_UNSUPPORTED,
+    NOT_REPORTED,
+    UNVERIFIED,
+    VERIFIED,
+)
 
 DECISION_COLUMN, CORRECTED_VALUE_COLUMN, CORRECTED_QUOTE_COLUMN, COMMENT_COLUMN = (
     "decision",

@@ -1,11 +1,12 @@
 """Numeric-aware quote grounding.
 
 Verifying a quote by edit distance alone lets a quote with one digit changed pass as a "0.99
-match": measured on real trials, 84–90% of quotes with a forged number. Here a quote is **verified** only when (1) its text is found in the
-document (page text or table text) with similarity >= 0.95, (2) the numbers in the quote are the
-numbers of the matched source span, in the same order, with signs and decimal points, and
-(3) the extracted value appears in the quote. Otherwise it is approximate (similarity 0.80–0.95,
-numbers intact) or unverified, always with the reason.
+match" (measured on real trials: 84–90% of quotes with a forged number). Here a quote is
+**verified** only when (1) its text is found in the document (page text or table text) with
+similarity >= 0.95, (2) the numbers in the quote are the numbers of the matched source span, in
+the same order, with signs and decimal points, and (3) the extracted value appears in the quote.
+Otherwise it is approximate (similarity 0.80–0.95, numbers intact) or unverified, always with the
+reason.
 
 Matching runs on a *skeleton* (NFKC, lower case, letters and digits only), which absorbs what
 differs between renderings of the same words — spacing, line breaks, hyphenation, ligatures,

@@ -1,4 +1,4 @@
-"""Child-process entry point: ``python -m extraction_pipeline.core.pdf.worker PDF OUT.json LIMITS``.
+"""Child-process entry point: ``python -m extraction_pipeline.core.pdf.child PDF OUT.json LIMITS``.
 
 Writes {"ok": result} or {"error": reason} to OUT.json and exits 0 or 3. Anything else (a crash,
 a signal) is reported by the parent as a crash. Kept free of heavy imports until it runs.

@@ -16,23 +16,12 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy.exc import SQLAlchemyError
 
-from extraction_pipeline.core.adjudication import adjudicate
-from extraction_pipeline.core.checks import check_values
-from extraction_pipeline.core.consensus import agreement_rate, compare
+from extraction_pipeline.core.backoff import BreakerPolicy
 from extraction_pipeline.core.errors import PermanentError, TransientError
-from extraction_pipeline.core.grounding import (
-    INSIDE_A_WORD,
-    NOT_REPORTED,
-    SIGN_DIFFERS,
-    UNVERIFIED,
-    VERIFIED,
-    Grounder,
-    Grounding,
-    normalize,
-    signed_in_quote,
-    value_match,
-)
-from extraction_pipeline.core.interrupts import interrupts_deferred
+from extraction_pipeline.core.extraction.adjudication import adjudicate
+from extraction_pipeline.core.extraction.consensus import agreement_rate, compare
+from extraction_pipeline.core.extraction.long_papers import Part, merge_parts, plan_parts
+from extraction_pipeline.core.extraction.prompts import build_messages
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.answers import (
@@ -49,12 +38,23 @@ from extraction_pipeline.core.ledger.items import TRANSIENT_MESSAGE_PREFIX, Usag
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
 from extraction_pipeline.core.ledger.templates import definition_of, label_of, template_of_item
 from extraction_pipeline.core.llm.gateway import LLMConfig, LLMResult, complete_extraction, parse_answer
-from extraction_pipeline.core.long_papers import Part, merge_parts, plan_parts
-from extraction_pipeline.core.parsing import ParsedDocument
-from extraction_pipeline.core.prompts import build_messages
-from extraction_pipeline.core.retry import BreakerPolicy
+from extraction_pipeline.core.pdf.parsing import ParsedDocument
+from extraction_pipeline.core.runs.interrupts import interrupts_deferred
 from extraction_pipeline.core.templates.definition import FieldType, TemplateDefinition
 from extraction_pipeline.core.templates.schema import ExtractedValue, extracted_values
+from extraction_pipeline.core.verification.checks import check_values
+from extraction_pipeline.core.verification.grounding import (
+    INSIDE_A_WORD,
+    NOT_REPORTED,
+    SIGN_DIFFERS,
+    UNVERIFIED,
+    VERIFIED,
+    Grounder,
+    Grounding,
+    normalize,
+    signed_in_quote,
+    value_match,
+)
 
 NUMERIC = (FieldType.INTEGER, FieldType.NUMBER)
 

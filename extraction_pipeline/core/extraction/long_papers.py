@@ -25,17 +25,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from extraction_pipeline.core.errors import PermanentError
-from extraction_pipeline.core.grounding import (
+from extraction_pipeline.core.extraction.prompts import build_messages
+from extraction_pipeline.core.llm.gateway import LLMConfig, context_limit, count_tokens
+from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
+from extraction_pipeline.core.templates.definition import TemplateDefinition
+from extraction_pipeline.core.verification.grounding import (
     APPROXIMATE,
     JUDGEMENT_APPROXIMATE,
     JUDGEMENT_SUPPORTED,
     NOT_REPORTED,
     VERIFIED,
 )
-from extraction_pipeline.core.llm.gateway import LLMConfig, context_limit, count_tokens
-from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
-from extraction_pipeline.core.prompts import build_messages
-from extraction_pipeline.core.templates.definition import TemplateDefinition
 
 MAX_PARTS = 12
 MARGIN_TOKENS = 256  # the token count of a part is an estimate until its prompt is built

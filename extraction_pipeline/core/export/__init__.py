@@ -1,0 +1,1 @@
+"""What analysts take away: the workbook, the meta-analysis CSV, and closing a batch with its workbook."""

@@ -1,0 +1,1 @@
+"""Run bookkeeping: grouping documents into runs, judging runs that are gone, worker liveness, interrupts."""
