@@ -130,8 +130,10 @@ def _tick(instance: dg.DagsterInstance, url: str, home: str, cursor: str | None)
 
 
 def _dispatch_tick(instance: dg.DagsterInstance, url: str, home: str) -> Any:
+    from extraction_pipeline.core.settings import Settings
     from extraction_pipeline.defs.binding import DOCUMENTS_TAG
-    from extraction_pipeline.defs.partitions import DOCUMENTS_PER_RUN
+
+    DOCUMENTS_PER_RUN = Settings.from_env().documents_per_run
     from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
     from extraction_pipeline.defs.sensors import DISPATCH_PER_TICK, batch_dispatcher
 

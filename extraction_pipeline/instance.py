@@ -26,10 +26,10 @@ from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.pdf.isolation import group_alive
 from extraction_pipeline.core.pdf.registration import store_missing_contents
-from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.core.settings import DEFAULT_LLM_SLOTS, DEFAULT_PARSE_SLOTS, Settings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_POOLS = {"pdf_parse": 2, "llm": 5}
+DEFAULT_POOLS = {"pdf_parse": DEFAULT_PARSE_SLOTS, "llm": DEFAULT_LLM_SLOTS}
 CODE_LOCATION_MODULE = "extraction_pipeline.definitions"
 # A stopped daemon's run workers get SIGTERM again this often until they are gone (_interrupt_group).
 INTERRUPT_AGAIN_SECONDS = 5.0

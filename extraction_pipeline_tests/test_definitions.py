@@ -42,7 +42,7 @@ __all__ = ["home", "instance", "ledger"]  # fixtures used by name
 
 
 def test_definitions_load_with_one_role_per_module() -> None:
-    repo = defs.get_repository_def()
+    repo = defs().get_repository_def()
     assert {s.name for s in repo.sensor_defs} == {
         "document_partitions_sensor",
         "stray_partitions_sensor",
@@ -61,6 +61,18 @@ def test_definitions_load_with_one_role_per_module() -> None:
     assert graph.get(extracted_document.key).parent_keys == {parsed_document.key}
     for sensor in (document_partitions_sensor, batch_dispatcher, batch_aggregator):
         assert sensor.description
+
+
+def test_settings_are_read_when_the_definitions_load_not_at_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EXTRACTION_DOCUMENTS_PER_RUN", "7")
+    monkeypatch.setenv("EXTRACTION_STALE_MINUTES", "12.5")
+    loaded = defs()  # the module was imported long before: only loading reads the environment
+    graph = loaded.get_repository_def().asset_graph
+    for key in (parsed_document.key, extracted_document.key):
+        assert graph.get(key).backfill_policy.max_partitions_per_run == 7  # type: ignore[union-attr]
+    settings = loaded.resources["settings"]  # type: ignore[index]
+    assert (settings.documents_per_run, settings.stale_minutes) == (7, 12.5)
+    assert parsed_document.backfill_policy.max_partitions_per_run == 20  # type: ignore[union-attr]  # the default
 
 
 def test_partition_sensor_publishes_new_documents_with_a_cursor(
@@ -464,7 +476,7 @@ def _add_backfill(instance: dg.DagsterInstance, backfill_id: str, keys: list[str
 
     backfill = PartitionBackfill.from_asset_partitions(
         backfill_id=backfill_id,
-        asset_graph=defs.get_repository_def().asset_graph,
+        asset_graph=defs().get_repository_def().asset_graph,
         partition_names=keys,
         asset_selection=assets,
         backfill_timestamp=time.time(),

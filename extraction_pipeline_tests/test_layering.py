@@ -1,5 +1,6 @@
 """Layering rules (ARCHITECTURE.md): `core` never imports dagster, directly or indirectly, nor the
-web framework or the adapters built on it (`defs`, `web`, `cli`)."""
+web framework or the adapters built on it (`defs`, `web`, `cli`); `defs` never imports
+`definitions.py`."""
 
 from __future__ import annotations
 
@@ -56,3 +57,16 @@ def test_importing_all_of_core_loads_no_dagster() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""
+
+
+DEFS = CORE.parent / "defs"
+
+
+def test_no_defs_module_imports_the_definitions() -> None:
+    """`definitions.py` assembles `defs`; a `defs` module importing it back would be a cycle."""
+    offenders = {
+        path.name: sorted(m for m in _imported_modules(path) if m == "extraction_pipeline.definitions")
+        for path in DEFS.rglob("*.py")
+    }
+    assert {name: mods for name, mods in offenders.items() if mods} == {}
+    assert len(list(DEFS.rglob("*.py"))) > 5

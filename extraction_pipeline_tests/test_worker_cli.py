@@ -86,6 +86,7 @@ def test_celery_mode_routes_each_step_to_its_queue_and_keeps_exports_beside_the_
     probe = (
         "import json, warnings; warnings.simplefilter('ignore')\n"
         "from extraction_pipeline.definitions import defs\n"
+        "defs = defs()\n"
         "jobs = {name: defs.resolve_job_def(name) for name in ('extract_documents', 'export_batch')}\n"
         "implicit = defs.resolve_implicit_global_asset_job_def()\n"
         "print(json.dumps({\n"

@@ -13,7 +13,7 @@ from extraction_pipeline.cli.common import (
     positive_int,
     print_json,
 )
-from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.core.settings import DEFAULT_LLM_SLOTS, DEFAULT_PARSE_SLOTS, Settings
 
 
 def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
@@ -110,8 +110,18 @@ def register(add: AddCommand) -> None:
     init = add(
         "init", cmd_init, "Create or complete the instance home: ledger schema, dagster.yaml, pool limits (idempotent)."
     )
-    init.add_argument("--parse-slots", type=positive_int, default=2, help="pdf_parse pool limit (default 2)")
-    init.add_argument("--llm-slots", type=positive_int, default=5, help="llm pool limit (default 5)")
+    init.add_argument(
+        "--parse-slots",
+        type=positive_int,
+        default=DEFAULT_PARSE_SLOTS,
+        help=f"pdf_parse pool limit (default {DEFAULT_PARSE_SLOTS})",
+    )
+    init.add_argument(
+        "--llm-slots",
+        type=positive_int,
+        default=DEFAULT_LLM_SLOTS,
+        help=f"llm pool limit (default {DEFAULT_LLM_SLOTS})",
+    )
 
     demo = add(
         "demo",

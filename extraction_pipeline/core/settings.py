@@ -22,6 +22,9 @@ if TYPE_CHECKING:  # imported lazily at run time: `batch create` must not pay fo
 PREFIX = "EXTRACTION_"
 DEFAULT_HOME = Path(".extraction_home")
 DEFAULT_BROKER = "pyamqp://guest@127.0.0.1//"
+# Dagster concurrency pools (set by `init --parse-slots/--llm-slots`, read back from the instance).
+DEFAULT_PARSE_SLOTS = 2
+DEFAULT_LLM_SLOTS = 5
 BROKER_SCHEMES = ("pyamqp://", "amqp://", "amqps://", "redis://", "rediss://")
 
 
@@ -132,34 +135,45 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read every ``EXTRACTION_*`` variable; an unset one takes the field's default above
+        (the one place each default is written)."""
         env = os.environ if env is None else env
+        d = cls  # the class attributes are the fields' defaults
         return cls(
-            home=Path(_text(env, "HOME") or DEFAULT_HOME),
+            home=Path(_text(env, "HOME") or d.home),
             database_url=_text(env, "DATABASE_URL"),
             model=_text(env, "MODEL"),
             api_base=_text(env, "API_BASE"),
             api_key=_text(env, "API_KEY"),
-            llm_timeout_seconds=_number(env, "LLM_TIMEOUT_SECONDS", 120.0, minimum=0, strict=True),
-            context_tokens=int(_number(env, "CONTEXT_TOKENS", 0, minimum=0, strict=False)),
-            stale_minutes=_number(env, "STALE_MINUTES", 30.0, minimum=0, strict=True),
-            reconcile_grace_seconds=_number(env, "RECONCILE_GRACE_SECONDS", 30.0, minimum=0, strict=False),
-            parse_timeout_seconds=_number(env, "PARSE_TIMEOUT_SECONDS", 120.0, minimum=0, strict=True),
-            max_pages=int(_number(env, "MAX_PAGES", 300, minimum=0, strict=True)),
-            max_pdf_mb=_number(env, "MAX_PDF_MB", 200.0, minimum=0, strict=True),
-            table_detection=_choice(env, "TABLE_DETECTION", ("lines", "layout", "off"), "lines"),
-            retry_budget_minutes=_number(env, "RETRY_BUDGET_MINUTES", 30.0, minimum=0, strict=True),
-            retry_base_seconds=_number(env, "RETRY_BASE_SECONDS", 10.0, minimum=0, strict=True),
-            retry_max_delay_seconds=_number(env, "RETRY_MAX_DELAY_SECONDS", 300.0, minimum=0, strict=True),
-            breaker_failures=int(_number(env, "BREAKER_FAILURES", 3, minimum=1, strict=False)),
-            max_dispatch_rounds=int(_number(env, "MAX_DISPATCH_ROUNDS", 5, minimum=1, strict=False)),
-            drain_seconds=_number(env, "DRAIN_SECONDS", 60.0, minimum=0, strict=False),
-            documents_per_run=_count(env, "DOCUMENTS_PER_RUN", 20, minimum=1, maximum=100),
-            llm_slots_per_user=_count(env, "LLM_SLOTS_PER_USER", 0, minimum=0, maximum=1000),
+            llm_timeout_seconds=_number(env, "LLM_TIMEOUT_SECONDS", d.llm_timeout_seconds, minimum=0, strict=True),
+            context_tokens=int(_number(env, "CONTEXT_TOKENS", d.context_tokens, minimum=0, strict=False)),
+            stale_minutes=_number(env, "STALE_MINUTES", d.stale_minutes, minimum=0, strict=True),
+            reconcile_grace_seconds=_number(
+                env, "RECONCILE_GRACE_SECONDS", d.reconcile_grace_seconds, minimum=0, strict=False
+            ),
+            parse_timeout_seconds=_number(
+                env, "PARSE_TIMEOUT_SECONDS", d.parse_timeout_seconds, minimum=0, strict=True
+            ),
+            max_pages=int(_number(env, "MAX_PAGES", d.max_pages, minimum=0, strict=True)),
+            max_pdf_mb=_number(env, "MAX_PDF_MB", d.max_pdf_mb, minimum=0, strict=True),
+            table_detection=_choice(env, "TABLE_DETECTION", ("lines", "layout", "off"), d.table_detection),
+            retry_budget_minutes=_number(env, "RETRY_BUDGET_MINUTES", d.retry_budget_minutes, minimum=0, strict=True),
+            retry_base_seconds=_number(env, "RETRY_BASE_SECONDS", d.retry_base_seconds, minimum=0, strict=True),
+            retry_max_delay_seconds=_number(
+                env, "RETRY_MAX_DELAY_SECONDS", d.retry_max_delay_seconds, minimum=0, strict=True
+            ),
+            breaker_failures=int(_number(env, "BREAKER_FAILURES", d.breaker_failures, minimum=1, strict=False)),
+            max_dispatch_rounds=int(
+                _number(env, "MAX_DISPATCH_ROUNDS", d.max_dispatch_rounds, minimum=1, strict=False)
+            ),
+            drain_seconds=_number(env, "DRAIN_SECONDS", d.drain_seconds, minimum=0, strict=False),
+            documents_per_run=_count(env, "DOCUMENTS_PER_RUN", d.documents_per_run, minimum=1, maximum=100),
+            llm_slots_per_user=_count(env, "LLM_SLOTS_PER_USER", d.llm_slots_per_user, minimum=0, maximum=1000),
             executor=_executor(env),
             celery_broker=_broker(env),
-            celery_backend=_text(env, "CELERY_BACKEND") or "rpc://",
+            celery_backend=_text(env, "CELERY_BACKEND") or d.celery_backend,
             ui_token=_text(env, "UI_TOKEN"),
-            public_url=_text(env, "PUBLIC_URL") or "http://127.0.0.1:3000",
+            public_url=_text(env, "PUBLIC_URL") or d.public_url,
         )
 
     @property

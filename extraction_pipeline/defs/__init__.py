@@ -1,1 +1,1 @@
-"""Dagster wiring only: partitions, resources, assets, jobs, sensors. Business rules live in core."""
+"""Dagster wiring only, one role per module (the map: ARCHITECTURE.md, "Layers"). Business rules live in core."""

@@ -20,6 +20,7 @@ from extraction_pipeline.core.ledger.schema import BatchStatus
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
 from extraction_pipeline.core.runs.interrupts import interrupts_deferred
+from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.defs.binding import Binding, bind_document, crashed_parent_run
 from extraction_pipeline.defs.executor import EXPORT_QUEUE, LLM_QUEUE, PARSE_QUEUE, queue_tags
 from extraction_pipeline.defs.in_flight import each_document
@@ -91,7 +92,8 @@ def _not_extracted(item: dict[str, Any]) -> dg.Failure:
 
 @dg.asset(
     partitions_def=documents_partitions,
-    backfill_policy=documents_backfill_policy,
+    # Runs of the default size here; definitions.py sets the configured one.
+    backfill_policy=documents_backfill_policy(Settings.documents_per_run),
     pool="pdf_parse",
     op_tags=queue_tags(PARSE_QUEUE),  # on Celery: the workers serving `pdf_parse` (defs/executor.py)
     group_name="extraction",
@@ -142,7 +144,7 @@ def _several_failed(failures: list[dg.Failure], documents: int) -> dg.Failure:
 
 @dg.asset(
     partitions_def=documents_partitions,
-    backfill_policy=documents_backfill_policy,
+    backfill_policy=documents_backfill_policy(Settings.documents_per_run),
     deps=[parsed_document],
     # No step-level pool: each model call holds one slot of the `llm` pool for exactly its own
     # duration (defs/llm_slots.py), so a run of several documents never sits on a slot between

@@ -115,14 +115,12 @@ def ensure_backfill_batch(
 
 
 def _asset_graph(context: dg.AssetExecutionContext) -> Any:
-    """The code location's asset graph (a run executed in-process outside a repository, as in
-    tests, has none on its context: the project's one Definitions answers)."""
+    """The code location's asset graph; a run executed in-process outside a repository (as
+    `dg.materialize` does) has none on its context, and its job's own assets answer."""
     try:
         return context.repository_def.asset_graph
     except CheckError:
-        from extraction_pipeline.definitions import defs  # lazy: definitions imports this module
-
-        return defs.get_repository_def().asset_graph
+        return context.job_def.asset_layer.asset_graph
 
 
 def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int, project: str) -> dict[str, Any]:

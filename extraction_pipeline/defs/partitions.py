@@ -23,15 +23,9 @@ def batch_id_from_partition(key: str) -> int:
     return int(suffix)
 
 
-def _documents_per_run() -> int:
-    from extraction_pipeline.core.settings import Settings  # settings read where definitions load
-
-    return Settings.from_env().documents_per_run
-
-
-# How many document partitions one run carries, for UI backfills (Dagster splits the selection into
-# runs of at most this many contiguous partitions) and for the dispatcher's runs alike. Each
-# document keeps its own materialization, ledger item, failure and retry; the run's start-up cost
-# (process, imports, code location) is what is shared.
-DOCUMENTS_PER_RUN = _documents_per_run()
-documents_backfill_policy = dg.BackfillPolicy.multi_run(max_partitions_per_run=DOCUMENTS_PER_RUN)
+def documents_backfill_policy(documents_per_run: int) -> dg.BackfillPolicy:
+    """How many document partitions one run of a UI backfill carries (Dagster splits the selection
+    into runs of at most this many contiguous partitions; the dispatcher's runs take as many).
+    Each document keeps its own materialization, ledger item, failure and retry; the run's
+    start-up cost (process, imports, code location) is what is shared."""
+    return dg.BackfillPolicy.multi_run(max_partitions_per_run=documents_per_run)

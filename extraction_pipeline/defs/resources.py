@@ -6,6 +6,7 @@ every run process resolves them from its own environment and the UI never shows 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -13,17 +14,31 @@ import dagster as dg
 from extraction_pipeline.core.backoff import BreakerPolicy, RetrySchedule
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.llm.gateway import LLMConfig
-from extraction_pipeline.core.pdf.engine import EngineOptions
 from extraction_pipeline.core.pdf.parsing import ParseOptions
 from extraction_pipeline.core.runs.reconcile import Limits
+from extraction_pipeline.core.settings import Settings
 
 _LEDGERS: dict[str, Ledger] = {}
+
+
+def _env_or(name: str, default: str) -> str | dg.EnvVar:
+    # EnvVar when set, so each run process reads it from its own environment (and the UI shows
+    # the variable's name, never a secret); otherwise the value the settings resolved.
+    return dg.EnvVar(name) if os.environ.get(name) else default
+
+
+# Every default below is the Settings field's own (its class attribute): written once, there.
+_D = Settings
 
 
 class LedgerResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # dagster's generic base
     """The ledger of documents, batches and items (SQLite file or PostgreSQL)."""
 
     database_url: str
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LedgerResource:
+        return cls(database_url=_env_or("EXTRACTION_DATABASE_URL", settings.ledger_url))
 
     def ledger(self) -> Ledger:
         # One engine (connection pool) per process and URL, created on first use.
@@ -38,9 +53,20 @@ class LLMResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     model: str = ""
     api_base: str = ""
     api_key: str = ""
-    timeout_seconds: float = 120.0
-    context_tokens: int = 0  # the prompt limit; 0: litellm's figure for the model
-    slots_per_user: int = 0  # most `llm` pool slots one analyst's calls hold at once; 0: the whole pool
+    timeout_seconds: float = _D.llm_timeout_seconds
+    context_tokens: int = _D.context_tokens  # the prompt limit; 0: litellm's figure for the model
+    slots_per_user: int = _D.llm_slots_per_user  # most `llm` slots one analyst's calls hold; 0: all
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LLMResource:
+        return cls(
+            model=_env_or("EXTRACTION_MODEL", ""),
+            api_base=_env_or("EXTRACTION_API_BASE", ""),
+            api_key=_env_or("EXTRACTION_API_KEY", ""),
+            timeout_seconds=settings.llm_timeout_seconds,
+            context_tokens=settings.context_tokens,
+            slots_per_user=settings.llm_slots_per_user,
+        )
 
     def config(self) -> LLMConfig:
         return LLMConfig(
@@ -52,24 +78,50 @@ class LLMResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         )
 
 
+# The settings the Dagster side needs, carried into every run by the resource's config.
+_PIPELINE_FIELDS = (
+    "stale_minutes",
+    "reconcile_grace_seconds",
+    "parse_timeout_seconds",
+    "max_pages",
+    "max_pdf_mb",
+    "table_detection",
+    "retry_budget_minutes",
+    "retry_base_seconds",
+    "retry_max_delay_seconds",
+    "breaker_failures",
+    "max_dispatch_rounds",
+    "documents_per_run",
+    "public_url",
+)
+
+
 class PipelineSettingsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """Where exports land, how long the aggregator waits before judging stuck items, the limits
-    of the PDF parse (hard timeout, page and size limits), and how transient failures are retried
-    (time budget, backoff, circuit breaker, dispatch rounds)."""
+    of the PDF parse (hard timeout, page and size limits), how transient failures are retried
+    (time budget, backoff, circuit breaker, dispatch rounds) and how many documents a run takes."""
 
     home: str
-    stale_minutes: float = 30.0
-    reconcile_grace_seconds: float = 30.0
-    parse_timeout_seconds: float = 120.0
-    max_pages: int = 300
-    max_pdf_mb: float = 200.0
-    table_detection: str = "lines"
-    retry_budget_minutes: float = 30.0
-    retry_base_seconds: float = 10.0
-    retry_max_delay_seconds: float = 300.0
-    breaker_failures: int = 3
-    max_dispatch_rounds: int = 5
-    public_url: str = "http://127.0.0.1:3000"
+    stale_minutes: float = _D.stale_minutes
+    reconcile_grace_seconds: float = _D.reconcile_grace_seconds
+    parse_timeout_seconds: float = _D.parse_timeout_seconds
+    max_pages: int = _D.max_pages
+    max_pdf_mb: float = _D.max_pdf_mb
+    table_detection: str = _D.table_detection
+    retry_budget_minutes: float = _D.retry_budget_minutes
+    retry_base_seconds: float = _D.retry_base_seconds
+    retry_max_delay_seconds: float = _D.retry_max_delay_seconds
+    breaker_failures: int = _D.breaker_failures
+    max_dispatch_rounds: int = _D.max_dispatch_rounds
+    documents_per_run: int = _D.documents_per_run
+    public_url: str = _D.public_url
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PipelineSettingsResource:
+        return cls(home=str(settings.home_dir), **{name: getattr(settings, name) for name in _PIPELINE_FIELDS})
+
+    def as_settings(self) -> Settings:
+        return Settings(home=Path(self.home), **{name: getattr(self, name) for name in _PIPELINE_FIELDS})
 
     def retry_schedule(self) -> RetrySchedule:
         return RetrySchedule(
@@ -99,12 +151,7 @@ class PipelineSettingsResource(dg.ConfigurableResource):  # type: ignore[type-ar
 
     @property
     def exports_dir(self) -> Path:
-        return Path(self.home) / "exports"
+        return self.as_settings().exports_dir
 
     def parse_options(self) -> ParseOptions:
-        limits = EngineOptions(
-            max_pages=self.max_pages,
-            max_bytes=int(self.max_pdf_mb * 1024 * 1024),
-            table_detection=self.table_detection,
-        )
-        return ParseOptions(timeout_seconds=self.parse_timeout_seconds, limits=limits)
+        return self.as_settings().parse_options()

@@ -34,6 +34,7 @@ from extraction_pipeline.core.ledger.schema import BatchOrigin
 from extraction_pipeline.core.pdf.parsing import parsed_contents
 from extraction_pipeline.core.runs.dispatch import PendingDocument, plan_runs, run_key
 from extraction_pipeline.core.runs.reconcile import TERMINAL_RUN_STATUSES
+from extraction_pipeline.core.settings import DEFAULT_LLM_SLOTS
 from extraction_pipeline.defs.aggregation import (
     ENDED_RUNS_MARGIN_SECONDS,
     RANGE_END_TAG,
@@ -50,7 +51,6 @@ from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_jo
 from extraction_pipeline.defs.llm_slots import llm_pool_size
 from extraction_pipeline.defs.partitions import (
     DOCUMENTS_PARTITIONS,
-    DOCUMENTS_PER_RUN,
     batch_partition_key,
     batches_partitions,
     documents_partitions,
@@ -60,7 +60,6 @@ from extraction_pipeline.defs.resources import LedgerResource, LLMResource, Pipe
 # Items dispatched per tick: the daemon pays ~0.2 s per run it creates, and the other sensors wait
 # behind the tick, so a large batch is launched over several ticks.
 DISPATCH_PER_TICK = 200
-DEFAULT_LLM_SLOTS = 5
 # Documents registered within this window may still have uncommitted lower ids (PostgreSQL
 # sequences commit out of order): the partition cursor stays behind them.
 CURSOR_SETTLE_SECONDS = 60
@@ -166,7 +165,7 @@ def batch_dispatcher(
     # did not mark): an evaluation that outlived its timeout cannot get a document launched twice.
     marked = item_states.mark_dispatched(db, [item["id"] for item in items], at=dispatched_at)
     pending = [doc for doc in pending if doc.item_id in marked]
-    runs = plan_runs(pending, position, per_run=DOCUMENTS_PER_RUN, slots=_llm_slots(context.instance))
+    runs = plan_runs(pending, position, per_run=settings.documents_per_run, slots=_llm_slots(context.instance))
     run_requests = [_run_request([by_id[doc.item_id] for doc in run], run, parsed) for run in runs]
     context.log.info(f"dispatching {len(marked)} item(s) in {len(run_requests)} run(s)")
     requests = [documents_partitions.build_add_request(new_keys)] if new_keys else []
