@@ -342,12 +342,12 @@ def test_unusable_values_are_unverified_with_the_reason_and_the_paper_completes(
 def test_an_internal_error_after_the_answer_still_records_the_tokens(
     ledger: Ledger, fake_llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from extraction_pipeline.core.extraction import extract
+    from extraction_pipeline.core.extraction import assembly
 
     def broken(*args: object, **kwargs: object) -> dict[str, object]:
         raise RuntimeError("bug in grounding")  # injected fault after the paid call
 
-    monkeypatch.setattr(extract, "ground_output", broken)
+    monkeypatch.setattr(assembly, "ground_output", broken)
     item = _item(ledger)
     fake_llm.push(Reply(GOOD, tokens_in=1200, tokens_out=80))
     with pytest.raises(PermanentError, match="internal error"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from extraction_pipeline.core.extraction.extract import ground_output
+from extraction_pipeline.core.extraction.grounded import ground_output
 from extraction_pipeline.core.extraction.prompts import build_messages
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
 from extraction_pipeline.core.llm.offline import OFFLINE_MODEL, pattern_extract

@@ -11,7 +11,8 @@ import dagster as dg
 from extraction_pipeline.core.errors import PermanentError, TransientError
 from extraction_pipeline.core.export.closing import ExportError, ExportResult, failure_reason, write_batch_workbook
 from extraction_pipeline.core.export.workbook import NOTHING_FOUND, reused_label, write_workbook
-from extraction_pipeline.core.extraction.extract import INTERRUPTED_MESSAGE, ExtractionOutcome, extract_item, hand_back
+from extraction_pipeline.core.extraction.claiming import INTERRUPTED_MESSAGE, hand_back
+from extraction_pipeline.core.extraction.extract import ExtractionOutcome, extract_item
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import get_batch

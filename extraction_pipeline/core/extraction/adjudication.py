@@ -19,9 +19,9 @@ from extraction_pipeline.core.extraction.markers import FULL_TEXT_CLOSE, FULL_TE
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger.answers import StoredAnswer, answer_key, store_answer, stored_answer
 from extraction_pipeline.core.ledger.audit import record_prompt
-from extraction_pipeline.core.ledger.items import Usage
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_json
 from extraction_pipeline.core.pdf.model import ParsedDocument
+from extraction_pipeline.core.usage import Usage
 
 SYSTEM = (
     "Two independent extractions of the same randomized trial report disagree on the values listed "

@@ -14,7 +14,6 @@ finished item or steal one that is being worked on.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,19 +22,12 @@ from sqlalchemy import and_, func, insert, select, update
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
 from extraction_pipeline.core.ledger.id_lists import id_in
 from extraction_pipeline.core.ledger.schema import ItemStatus, batch_items, item_history
+from extraction_pipeline.core.usage import Usage
 
 MAX_MESSAGE_CHARS = 2000
 # Starts the message of an item released after a transient error (it will be retried).
 TRANSIENT_MESSAGE_PREFIX = "transient, will retry: "
 DISPATCHER = "dispatcher"  # batch_items.dispatched_by of the batch_dispatcher sensor's marks
-
-
-@dataclass(frozen=True)
-class Usage:
-    model: str
-    tokens_in: int = 0
-    tokens_out: int = 0
-    cost_usd: float = 0.0
 
 
 def _truncate(message: str) -> str:

@@ -17,11 +17,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from extraction_pipeline.core.errors import OutputParseError, PermanentError, TransientError
-from extraction_pipeline.core.ledger.items import Usage
 from extraction_pipeline.core.llm.classify import classify
 from extraction_pipeline.core.llm.offline import OFFLINE_MODEL, OFFLINE_PROVIDER, register_offline_provider
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.templates.schema import output_json_schema, output_model
+from extraction_pipeline.core.usage import Usage
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
@@ -147,10 +147,6 @@ def _completion(litellm: Any, config: LLMConfig, kwargs: dict[str, Any]) -> Any:
             raise classify(exc) from exc
 
 
-def _add(a: Usage, b: Usage) -> Usage:
-    return Usage(a.model, a.tokens_in + b.tokens_in, a.tokens_out + b.tokens_out, a.cost_usd + b.cost_usd)
-
-
 def complete_json(config: LLMConfig, messages: list[dict[str, str]]) -> tuple[str, Usage]:
     """One call asking for a JSON object (no schema, no repair): (content, usage). Raises
     TransientError / PermanentError as classified; the caller validates the content."""
@@ -218,7 +214,7 @@ def complete_extraction(config: LLMConfig, messages: list[dict[str, str]], templ
         except TransientError as exc:
             exc.usage = usage  # the first answer's tokens were spent and must still be counted
             raise
-        usage = _add(usage, _usage_of(litellm, response, config))
+        usage = usage + _usage_of(litellm, response, config)
         repaired = response.choices[0].message.content
         try:
             return LLMResult(_parse(repaired, template), usage, repaired=True, content=repaired or "")

@@ -1,0 +1,28 @@
+"""What a model call cost: tokens in and out, and dollars, for one model.
+
+Its own module because the LLM gateway, the ledger and the extraction all count it, and adding two
+of them is written once, here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Usage:
+    model: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+
+    def __add__(self, other: Usage | None) -> Usage:
+        """The sum of two calls' costs (``None``: nothing to add); the model is the first one named."""
+        if other is None:
+            return self
+        return Usage(
+            self.model or other.model,
+            self.tokens_in + other.tokens_in,
+            self.tokens_out + other.tokens_out,
+            self.cost_usd + other.cost_usd,
+        )
