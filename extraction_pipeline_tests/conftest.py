@@ -3,60 +3,29 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import text
 
 from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline_tests.fake_llm import FakeLLMServer
+from extraction_pipeline_tests.support.fake_llm import FakeLLMServer
+from extraction_pipeline_tests.support.ledgers import fresh_pg_database
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-PG_ADMIN_URL = os.environ.get("EXTRACTION_TEST_PG_ADMIN_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres")
-
-
-def _pg_available() -> str | None:
-    try:
-        engine = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-        with engine.connect() as conn:
-            conn.execute(text("select 1"))
-        engine.dispose()
-        return None
-    except OperationalError as exc:
-        return str(exc).splitlines()[0]
-
-
-def _fresh_pg_database() -> Iterator[str]:
-    """Create a uniquely named database, yield its URL, drop it afterwards."""
-    problem = _pg_available()
-    if problem:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is required in CI but unreachable: {problem}")
-        pytest.skip(f"PostgreSQL unreachable: {problem}")
-    name = f"ep_test_{uuid.uuid4().hex[:10]}"  # generated here, never user input
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    yield admin.url.set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
 
 
 @pytest.fixture(scope="session")
 def pg_database() -> Iterator[str]:
     """A fresh PostgreSQL database for this test session's ledger tests."""
-    yield from _fresh_pg_database()
+    yield from fresh_pg_database()
 
 
 @pytest.fixture
 def pg_dagster_database() -> Iterator[str]:
     """A fresh PostgreSQL database for one test's Dagster storage."""
-    yield from _fresh_pg_database()
+    yield from fresh_pg_database()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -41,8 +41,6 @@ from extraction_pipeline.defs.step_retries import (
 )
 from extraction_pipeline.web.urls import csv_url, workbook_url
 
-TERMINAL = (ItemStatus.COMPLETED.value, ItemStatus.ERROR.value)
-
 
 def _worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"

@@ -19,8 +19,6 @@ extract_parsed_documents_job = dg.define_asset_job(
     ),
 )
 
-EXTRACTION_JOBS = (extract_documents_job.name, extract_parsed_documents_job.name)
-
 export_batch_job = dg.define_asset_job(
     "export_batch",
     selection=dg.AssetSelection.assets(batch_workbook),

@@ -29,7 +29,6 @@ class ItemStatus(StrEnum):
 
 
 ACTIVE_ITEM_STATUSES = (ItemStatus.PENDING.value, ItemStatus.EXTRACTING.value)
-TERMINAL_ITEM_STATUSES = (ItemStatus.COMPLETED.value, ItemStatus.ERROR.value)
 
 
 class BatchStatus(StrEnum):

@@ -1,0 +1,1 @@
+"""Fault drills through `extraction-pipeline daemon` on PostgreSQL, and the parse fuzz."""

@@ -1,0 +1,78 @@
+"""A batch with one really extracted document to review: a synthetic trial PDF registered in a
+real home, parsed in the isolated child process, extracted through litellm from the loopback
+fake server. Its values: four verified, one forged (unverified), one reported without a quote."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from extraction_pipeline.core.extraction.extract import extract_item
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.batches import create_batch, get_batch
+from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.llm.gateway import LLMConfig
+from extraction_pipeline.core.pdf.parsing import parse_document
+from extraction_pipeline.core.pdf.registration import register_pdf
+from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.core.synthetic import SyntheticTrial, make_trial, write_report
+from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
+
+
+@dataclass(frozen=True)
+class ReviewCase:
+    settings: Settings
+    ledger: Ledger
+    batch_id: int
+    item_id: int
+    trial: SyntheticTrial
+    pdf: Path
+
+
+def results_sentence(trial: SyntheticTrial) -> str:
+    return (
+        f"The primary outcome occurred less often with {trial.drug} (hazard ratio "
+        f"{trial.hazard_ratio:.2f}; 95% CI {trial.ci_lower:.2f} to {trial.ci_upper:.2f})."
+    )
+
+
+def answer_for(trial: SyntheticTrial) -> str:
+    results = results_sentence(trial)
+    return extraction_json(
+        {
+            "metadata.nct_number": (trial.nct_number, f"registered at ClinicalTrials.gov ({trial.nct_number})"),
+            "metadata.randomized_n": (trial.randomized_n, f"A total of {trial.randomized_n} patients were randomized"),
+            "outcomes.1.effect_measure": ("HR", results),
+            "outcomes.1.effect_estimate": (trial.hazard_ratio, results),
+            # A forged bound: the quote is real, the number in it is not -> unverified.
+            "outcomes.1.ci_lower": (0.11, results.replace(f"{trial.ci_lower:.2f}", "0.11")),
+            "outcomes.1.ci_upper": (trial.ci_upper, results),
+        }
+    )
+
+
+def make_case(
+    settings: Settings, ledger: Ledger, fake: FakeLLMServer, index: int = 3, project: str = "p"
+) -> ReviewCase:
+    trial = make_trial(index)
+    pdf = write_report(trial, settings.home_dir / "incoming")
+    document = register_pdf(ledger, settings.documents_dir, project, pdf)
+    batch_id = create_batch(
+        ledger, idempotency_key=f"review-{index}-{project}", project=project, user="ann", document_ids=[document.id]
+    ).id
+    item_id = next(row["id"] for row in batch_item_rows(ledger, batch_id) if row["document_id"] == document.id)
+    parsed = parse_document(
+        ledger, sha256=document.sha256, stored_path=str(settings.documents_dir / f"{document.sha256}.pdf")
+    )
+    fake.push(Reply(answer_for(trial)))
+    outcome = extract_item(
+        ledger,
+        item_id=item_id,
+        run_id="run-1",
+        worker="w",
+        parsed=parsed,
+        llm=LLMConfig(model="openai/fake", api_base=fake.api_base, api_key="sk-test-not-a-secret"),
+    )
+    assert outcome.status == "completed", outcome.reason
+    assert get_batch(ledger, batch_id) is not None
+    return ReviewCase(settings, ledger, batch_id, item_id, trial, pdf)

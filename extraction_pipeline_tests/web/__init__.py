@@ -1,0 +1,1 @@
+"""Tests of the pages and downloads over real HTTP."""

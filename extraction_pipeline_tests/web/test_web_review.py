@@ -1,0 +1,238 @@
+"""The project and review pages over real HTTP (uvicorn on a loopback port, a real home with a
+really extracted document): upload with per-file verdicts, template edits, batch launch, decisions,
+the page image, the reviewed workbook, cross-site posts and path tricks refused, the token gate."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openpyxl
+import pytest
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from extraction_pipeline.core.export.workbook import default_export_path, write_workbook
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.batches import close_if_done, get_batch, record_workbook
+from extraction_pipeline.core.ledger.queries import project_documents, recent_batches
+from extraction_pipeline.core.ledger.templates import latest_version
+from extraction_pipeline.core.review import decisions
+from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.core.synthetic import make_trial, write_report
+from extraction_pipeline.web.server import build_app
+from extraction_pipeline_tests.support import pdf_samples
+from extraction_pipeline_tests.support.fake_llm import FakeLLMServer
+from extraction_pipeline_tests.support.review_case import ReviewCase, make_case
+from extraction_pipeline_tests.support.web import free_port
+
+TOKEN = "review-token-for-tests"
+
+
+@dataclass
+class Site:
+    base: str
+    case: ReviewCase
+
+    def client(self, *, token: str | None = TOKEN, origin: bool = True) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if origin:
+            headers["Origin"] = self.base
+        return httpx.Client(base_url=self.base, headers=headers, timeout=60)
+
+
+@pytest.fixture
+def site(tmp_path: Path, fake_llm: FakeLLMServer) -> Iterator[Site]:
+    settings = Settings(home=tmp_path / "home")
+    settings.home_dir.mkdir(parents=True)
+    ledger = Ledger.connect(settings.ledger_url)
+    case = make_case(settings, ledger, fake_llm)
+    assert close_if_done(ledger, case.batch_id)
+    path = write_workbook(ledger, case.batch_id, default_export_path(settings.exports_dir, case.batch_id))
+    assert record_workbook(ledger, case.batch_id, str(path), 1)
+
+    async def dagster_ui(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("dagster ui")
+
+    import uvicorn
+
+    port = free_port()
+    app = build_app(settings, Starlette(routes=[Route("/{rest:path}", dagster_ui)]), token=TOKEN)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield Site(f"http://127.0.0.1:{port}", case)
+    server.should_exit = True
+    thread.join(timeout=10)
+    ledger.dispose()
+
+
+def _pdf_bytes(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def test_upload_registers_good_files_and_names_each_bad_one(site: Site, tmp_path: Path) -> None:
+    good = [write_report(make_trial(i), tmp_path / "src") for i in (11, 12)]
+    broken = pdf_samples.write(tmp_path / "src", "broken.pdf", b"%PDF-1.7\n1 0 obj\n<<")
+    with site.client() as client:
+        assert client.post("/extraction/projects", data={"project": "statins"}).status_code == 303
+        files = [("pdfs", (p.name, _pdf_bytes(p), "application/pdf")) for p in (*good, broken)]
+        files.append(("pdfs", ("../../evil name.pdf", _pdf_bytes(good[0]), "application/pdf")))
+        response = client.post("/extraction/projects/statins/documents", files=files)
+    assert response.status_code == 200
+    page = response.text
+    assert "3 of 4 file(s) registered" in page
+    assert "broken.pdf</td><td><strong>refused</strong></td><td>truncated or damaged PDF" in page
+    assert "already registered as trial-011.pdf" in page  # the same bytes under another name
+    names = sorted(d["filename"] for d in project_documents(site.case.ledger, "statins"))
+    assert names == ["trial-011.pdf", "trial-012.pdf"]
+    staged = site.case.settings.home_dir / "uploads"
+    assert not any(staged.rglob("*.pdf"))  # staged copies removed; stored copies live in documents/
+    assert "No model configured" in page  # the upload page says what the offline extractor is for
+
+
+def test_project_names_and_posts_from_other_sites_are_refused(site: Site) -> None:
+    with site.client() as client:
+        assert client.post("/extraction/projects", data={"project": "../etc"}).status_code == 400
+        assert client.post("/extraction/projects", data={"project": "has space"}).status_code == 400
+        for bad in ("..", "%2e%2e", "a%2Fb", "%00"):
+            response = client.get(f"/extraction/projects/{bad}")
+            # Either refused, or the client normalized the path to another page: never a project page.
+            assert response.status_code in (404, 200) and "root:" not in response.text
+            assert "<h1>Project " not in response.text
+    with site.client(origin=False) as client:
+        assert client.post("/extraction/projects", data={"project": "x"}).status_code == 403
+        evil = client.post("/extraction/projects", data={"project": "x"}, headers={"Origin": "http://evil.example"})
+        assert evil.status_code == 403
+    assert not latest_version(site.case.ledger, "x")
+
+
+def test_template_edit_saves_a_version_and_explains_a_bad_one(site: Site) -> None:
+    field = {"name": "blinding", "type": "choice", "instruction": "who was blinded", "choices": ["none", "double"]}
+    with site.client() as client:
+        saved = client.post(
+            "/extraction/projects/p/template", data={"template": json.dumps({"custom_fields": [field]})}
+        )
+        assert saved.status_code == 200 and "saved; new batches use it" in saved.text
+        bad = client.post("/extraction/projects/p/template", data={"template": '{"custom_fields": [{"name": "X"}]}'})
+        assert bad.status_code == 400 and "field name &#x27;X&#x27;" in bad.text
+        not_json = client.post("/extraction/projects/p/template", data={"template": "{"})
+        assert not_json.status_code == 400 and "not valid JSON" in not_json.text
+    current = latest_version(site.case.ledger, "p")
+    assert current is not None and [f.name for f in current.definition.custom_fields] == ["blinding"]
+
+
+def test_start_batch_goes_through_the_ledger_as_a_named_user(site: Site, tmp_path: Path) -> None:
+    ledger = site.case.ledger
+    [doc] = [d["id"] for d in project_documents(ledger, "p")]
+    with site.client() as client:
+        no_user = client.post("/extraction/projects/p/batches", data={"document": str(doc), "user": " "})
+        assert no_user.status_code == 400 and "enter your name" in no_user.text
+        foreign = client.post("/extraction/projects/p/batches", data={"document": "999", "user": "ann"})
+        assert foreign.status_code == 400 and "not in project p" in foreign.text
+        form = {"document": str(doc), "user": "Ann Lee", "request_id": "form-1"}
+        first = client.post("/extraction/projects/p/batches", data=form)
+        again = client.post("/extraction/projects/p/batches", data=form)  # a double click
+    assert first.status_code == again.status_code == 303
+    assert first.headers["location"] == again.headers["location"]
+    batch_id = int(first.headers["location"].split("/")[3].split("?")[0])
+    batch = get_batch(ledger, batch_id)
+    assert batch is not None and batch["user"] == "Ann Lee" and batch["total_items"] == 1
+    assert len([b for b in recent_batches(ledger) if b["project"] == "p"]) == 2
+    with site.client() as client:
+        page = client.get(first.headers["location"])
+    assert "runs in the Dagster UI" in page.text and batch["uid"] in page.text
+
+
+def test_review_pages_record_decisions_and_show_the_highlighted_page(site: Site) -> None:
+    case = site.case
+    batch_page = f"/extraction/batches/{case.batch_id}"
+    document_page = f"{batch_page}/documents/{case.item_id}"
+    with site.client() as client:
+        listing = client.get(batch_page)
+        assert listing.status_code == 200 and "not yet reviewed (0 of 6 values decided)" in listing.text
+        page = client.get(document_page).text
+        order = re.findall(r"data-path='([^']+)'", page)
+        assert order[0] == "outcomes.1.ci_lower" and len(order) == 6  # the forged (unverified) value first
+        no_name = client.post(
+            f"/extraction/items/{case.item_id}/decisions",
+            data={"path": "metadata.nct_number", "action": "approve", "seen_seq": "0"},
+        )
+        assert no_name.status_code == 303
+        assert decisions.current_decisions(case.ledger, case.batch_id) == {}
+        client.post("/extraction/reviewer", data={"reviewer": "Rita", "back": document_page})
+        approved = client.post(
+            f"/extraction/items/{case.item_id}/decisions",
+            data={"path": "metadata.nct_number", "action": "approve", "seen_seq": "0"},
+        )
+        assert approved.status_code == 303 and "value=" in approved.headers["location"]
+        stale = client.post(
+            f"/extraction/items/{case.item_id}/decisions",
+            data={"path": "metadata.nct_number", "action": "not reported", "seen_seq": "0"},
+        )
+        followed = client.get(stale.headers["location"])
+        assert "Rita decided &#x27;approve&#x27;" in followed.text and "not overwritten" in followed.text
+        image = client.get(f"/extraction/items/{case.item_id}/page.png", params={"path": "outcomes.1.effect_estimate"})
+        assert image.status_code == 200 and image.content.startswith(b"\x89PNG")
+        assert len(json.loads(image.headers["x-highlight-rects"])) == 2
+        odd = client.get(f"/extraction/items/{case.item_id}/page.png", params={"path": "../../etc/passwd"})
+        assert odd.status_code == 200 and json.loads(odd.headers["x-highlight-rects"]) == []
+        assert client.get(f"/extraction/items/{case.item_id}/page.png", params={"page": "9"}).status_code == 404
+        assert client.get("/extraction/items/999/page.png").status_code == 404
+        elsewhere = client.post("/extraction/reviewer", data={"reviewer": "Rita", "back": "https://evil.example/x"})
+        assert elsewhere.status_code == 303 and elsewhere.headers["location"] == "/extraction/"  # no open redirect
+    current = decisions.current_decisions(case.ledger, case.batch_id)
+    assert [(d.action, d.reviewer) for d in current.values()] == [("approve", "Rita")]
+
+
+def test_the_workbook_download_carries_the_decisions_and_stays_the_same_file(site: Site) -> None:
+    case = site.case
+    original = default_export_path(case.settings.exports_dir, case.batch_id).read_bytes()
+    decisions.record(
+        case.ledger,
+        item_id=case.item_id,
+        path="outcomes.1.ci_lower",
+        action="not reported",
+        reviewer="Rita",
+        seen_seq=0,
+    )
+    with site.client() as client:
+        first = client.get(f"/extraction/batches/{case.batch_id}/workbook.xlsx")
+        second = client.get(f"/extraction/batches/{case.batch_id}/workbook.xlsx")
+    assert first.status_code == 200 and first.content == second.content
+    sheet = openpyxl.load_workbook(io.BytesIO(first.content))["Values"]
+    header = [c.value for c in sheet[1]]
+    decided = [r for r in sheet.iter_rows(min_row=2, values_only=True) if r[header.index("decided by")] == "Rita"]
+    assert len(decided) == 1 and decided[0][header.index("decision")] == "not reported"
+    assert default_export_path(case.settings.exports_dir, case.batch_id).read_bytes() == original
+
+
+def test_every_project_page_needs_the_token(site: Site) -> None:
+    case = site.case
+    paths = [
+        "/extraction/projects",
+        "/extraction/projects/p",
+        f"/extraction/batches/{case.batch_id}",
+        f"/extraction/batches/{case.batch_id}/documents/{case.item_id}",
+        f"/extraction/items/{case.item_id}/page.png",
+    ]
+    with site.client(token=None) as client:
+        for path in paths:
+            assert client.get(path).status_code == 401, path
+        assert client.post("/extraction/projects", data={"project": "x"}).status_code == 401
+        assert client.post(f"/extraction/items/{case.item_id}/decisions", data={}).status_code == 401
+    with site.client() as client:
+        for path in paths:
+            assert client.get(path).status_code == 200, path
