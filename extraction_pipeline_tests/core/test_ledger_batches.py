@@ -20,8 +20,12 @@ from extraction_pipeline_tests.support.ledgers import add_documents
 
 
 def _create_in_process(
-    url: str, key: str, doc_ids: list[int], barrier: multiprocessing.synchronize.Barrier, out: multiprocessing.Queue
-) -> None:  # type: ignore[name-defined]
+    url: str,
+    key: str,
+    doc_ids: list[int],
+    barrier: multiprocessing.synchronize.Barrier,
+    out: multiprocessing.Queue[object],
+) -> None:
     ledger = Ledger.connect(url, create_schema=False)
     barrier.wait()  # all 20 processes insert at the same moment
     ref = create_batch(ledger, idempotency_key=key, project="p", user="u", document_ids=doc_ids)

@@ -129,7 +129,7 @@ def test_timed_out_content_is_not_parsed_again_unless_the_limit_grows(
     with pytest.raises(ParseTimeout, match=r"parse timed out after 0\.01 s"):
         _parse(sqlite_ledger, pdf, timeout_seconds=0.01)
     calls: list[float] = []
-    real = parsing.run_isolated
+    real = run_isolated
 
     def counting(*args: object, **kwargs: float) -> dict[str, object]:
         calls.append(kwargs["timeout_seconds"])

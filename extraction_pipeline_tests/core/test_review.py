@@ -8,6 +8,7 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import openpyxl
 import pytest
@@ -354,7 +355,13 @@ def test_judgements_are_blue_in_the_workbook_and_explained_in_the_legend(tmp_pat
     ledger = Ledger.connect(f"sqlite:///{tmp_path / 'ledger.db'}")
     [doc] = add_documents(ledger, 1)
     batch = create_batch(ledger, idempotency_key="j", project="p", user="u", document_ids=[doc]).id
-    entry = {"module": "risk_of_bias", "field": "randomization", "index": None, "quote": "q", "flags": []}
+    entry: dict[str, Any] = {
+        "module": "risk_of_bias",
+        "field": "randomization",
+        "index": None,
+        "quote": "q",
+        "flags": [],
+    }
     result = {
         "fields": {
             "risk_of_bias.randomization": {**entry, "value": "low", "status": JUDGEMENT_SUPPORTED},

@@ -48,7 +48,7 @@ PROJECT_FILE = {
 
 def _resolve(schema: dict, node: dict) -> dict:  # type: ignore[type-arg]
     ref = node.get("$ref") or (node.get("items") or {}).get("$ref")
-    return schema["$defs"][ref.rsplit("/", 1)[1]] if ref else node  # type: ignore[no-any-return]
+    return schema["$defs"][ref.rsplit("/", 1)[1]] if ref else node
 
 
 def test_rct_schema_has_every_seed_module_and_a_quote_for_every_field() -> None:

@@ -16,7 +16,7 @@ from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows
-from extraction_pipeline.core.ledger.schema import batch_items
+from extraction_pipeline.core.ledger.schema import ItemStatus, batch_items
 from extraction_pipeline.defs.sensors import batch_aggregator, batch_dispatcher
 from extraction_pipeline_tests.support.dagster_runs import (
     batch_tags,
@@ -182,7 +182,7 @@ def test_a_run_launched_from_the_ui_taking_its_document_is_not_a_lost_dispatch(
     assert isinstance(landed, dg.SensorResult) and len(landed.run_requests or []) == 1
     [item] = (row["id"] for row in batch_item_rows(home_ledger, batch))
     states.claim(home_ledger, item, run_id="r1", worker="w")
-    states.fail(home_ledger, item, message="bad answer", from_status=states.ItemStatus.EXTRACTING, run_id="r1")
+    states.fail(home_ledger, item, message="bad answer", from_status=ItemStatus.EXTRACTING, run_id="r1")
     # Re-executed from the UI: that run takes the document back itself (after the cursor's time).
     retry_failed(home_ledger, batch, actor="ann", document_ids=[doc], allow_superseded=True, launched_by_caller=True)
     again = batch_dispatcher(dg.build_sensor_context(instance=instance, resources=resources, cursor=landed.cursor))

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -140,6 +141,7 @@ def _counted(
 
     class Counting:
         def __call__(self) -> Counting:
+            assert inner is not None
             self._held = inner()
             return self
 
@@ -149,7 +151,7 @@ def _counted(
                 in_flight[user] += 1
                 peak[user] = max(peak[user], in_flight[user])
 
-        def __exit__(self, *exc: object) -> None:
+        def __exit__(self, *exc: Any) -> None:
             with lock:
                 in_flight[user] -= 1
             self._held.__exit__(*exc)

@@ -24,14 +24,14 @@ from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch, record_workbook
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.reopening import retry_failed
-from extraction_pipeline.core.ledger.schema import batches
+from extraction_pipeline.core.ledger.schema import ItemStatus, batches
 from extraction_pipeline.core.ledger.templates import definition_from_project_file, save_version
 from extraction_pipeline.core.runs.liveness import worker_alive, worker_stamp
 from extraction_pipeline.core.usage import Usage
 from extraction_pipeline.defs.assets import batch_workbook, extracted_document, parsed_document
 from extraction_pipeline.defs.binding import WORKER_TAG
 from extraction_pipeline.defs.launcher import HealthCheckedRunLauncher
-from extraction_pipeline.defs.partitions import documents_partitions
+from extraction_pipeline.defs.partitions import DOCUMENTS_PARTITIONS
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 from extraction_pipeline.defs.sensors import batch_aggregator, batch_dispatcher
 from extraction_pipeline.defs.step_retries import WAITING_TAG
@@ -64,7 +64,7 @@ def _materialize(
     key: str = "doc-1-trial-001",
     tags: Mapping[str, str] | None = None,
 ) -> dg.ExecuteInProcessResult:
-    instance.add_dynamic_partitions(documents_partitions.name, [key])
+    instance.add_dynamic_partitions(DOCUMENTS_PARTITIONS, [key])
     return dg.materialize(
         [parsed_document, extracted_document],
         partition_key=key,
@@ -126,7 +126,7 @@ def test_a_result_that_arrives_after_the_item_was_taken_away_fails_its_run_and_k
     result = _materialize(instance, home_ledger, batch, resources_for(home_ledger, home, fake_llm))
     assert not result.success  # Dagster must not say success for a document the home_ledger says failed
     [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
-    description = failure.step_failure_data.user_failure_data.description  # type: ignore[union-attr]
+    description = str(failure.step_failure_data.user_failure_data.description)  # type: ignore[union-attr]
     assert description.startswith("result discarded: the item was error")
     [item] = batch_item_rows(home_ledger, batch)
     assert item["status"] == "error" and item["tokens_in"] == 900 and item["tokens_out"] == 40
@@ -160,8 +160,8 @@ def test_batch_retry_reopens_the_batch_dispatches_again_and_writes_a_new_workboo
     assert f"batch {batch} reopened: 1 document(s) back in the queue ({doc_ids[0]})" in capsys.readouterr().out
     assert cli_main(["batch", "retry", str(batch), "--user", "rita"]) == 0  # idempotent
     assert "nothing to retry" in capsys.readouterr().out
-    item = states.get_item(home_ledger, 1)
-    assert item is not None and (item["status"], item["dispatch_round"]) == ("pending", 1)
+    retried = states.get_item(home_ledger, 1)
+    assert retried is not None and (retried["status"], retried["dispatch_round"]) == ("pending", 1)
     [history] = states.item_history_of(home_ledger, 1)
     assert (history["event"], history["from_status"], history["actor"]) == ("retry", "error", "rita")
     assert "HTTP 401" in history["message"]
@@ -182,7 +182,7 @@ def test_batch_retry_reopens_the_batch_dispatches_again_and_writes_a_new_workboo
     metadata = second.asset_materializations_for_node("batch_workbook")[0].metadata
     # Clickable in the Dagster UI: the same server serves both files (test_web.py fetches them).
     assert metadata["download"].value == f"http://127.0.0.1:3000/extraction/batches/{batch}/workbook.xlsx"
-    assert metadata["meta_analysis_csv"].value.endswith(f"/extraction/batches/{batch}/meta-analysis.csv")
+    assert str(metadata["meta_analysis_csv"].value).endswith(f"/extraction/batches/{batch}/meta-analysis.csv")
     v2 = home / "exports" / f"batch-{batch}-v2.xlsx"
     assert get_batch(home_ledger, batch)["export_path"] == str(v2)  # type: ignore[index]
     assert (home / "exports" / f"batch-{batch}.xlsx").is_file()  # the first workbook is kept
@@ -195,7 +195,7 @@ def test_retry_is_refused_when_the_template_was_superseded_unless_asked(
 ) -> None:
     [doc] = register_trials(home_ledger, home, 1)
     batch = create_batch(home_ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
-    states.fail(home_ledger, 1, message="boom", from_status=states.ItemStatus.PENDING, run_id=None)
+    states.fail(home_ledger, 1, message="boom", from_status=ItemStatus.PENDING, run_id=None)
     save_version(home_ledger, "p", definition_from_project_file({"base": "rct", "instructions": "Table 2."}))
     monkeypatch.setenv("EXTRACTION_HOME", str(home))
     monkeypatch.setenv("EXTRACTION_DATABASE_URL", str(home_ledger.engine.url))
@@ -218,7 +218,7 @@ def test_re_executing_a_failed_run_from_the_ui_retries_its_document(
     failed = _materialize(instance, home_ledger, batch, resources_for(home_ledger, home, fake_llm))
     assert not failed.success and states.get_item(home_ledger, 1)["status"] == "error"  # type: ignore[index]
     fake_llm.answer = answer_from_trial  # the key was fixed; the analyst clicks Re-execute
-    instance.add_dynamic_partitions(documents_partitions.name, ["doc-1-trial-001"])
+    instance.add_dynamic_partitions(DOCUMENTS_PARTITIONS, ["doc-1-trial-001"])
     again = dg.materialize(
         [parsed_document, extracted_document],
         partition_key="doc-1-trial-001",
@@ -244,11 +244,9 @@ def test_an_automatic_run_retry_never_reopens_a_permanent_error(
 ) -> None:
     [doc] = register_trials(home_ledger, home, 1)
     batch = create_batch(home_ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
-    states.fail(
-        home_ledger, 1, message="parse failed: PDF is encrypted", from_status=states.ItemStatus.PENDING, run_id=None
-    )
+    states.fail(home_ledger, 1, message="parse failed: PDF is encrypted", from_status=ItemStatus.PENDING, run_id=None)
     tags = {**batch_tags(home_ledger, batch), "dagster/parent_run_id": "x", "dagster/retry_number": "1"}
-    instance.add_dynamic_partitions(documents_partitions.name, ["doc-1-trial-001"])
+    instance.add_dynamic_partitions(DOCUMENTS_PARTITIONS, ["doc-1-trial-001"])
     result = dg.materialize(
         [parsed_document, extracted_document],
         partition_key="doc-1-trial-001",
@@ -352,7 +350,7 @@ def test_a_zombie_worker_is_dead() -> None:
 def test_a_workbook_written_while_the_batch_was_reopened_is_not_recorded(home_ledger: Ledger, home: Path) -> None:
     [doc] = register_trials(home_ledger, home, 1)
     batch = create_batch(home_ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
-    states.fail(home_ledger, 1, message="boom", from_status=states.ItemStatus.PENDING, run_id=None)
+    states.fail(home_ledger, 1, message="boom", from_status=ItemStatus.PENDING, run_id=None)
     with home_ledger.engine.begin() as conn:
         conn.execute(batches.update().values(status="completed", completed_at=utcnow()))
     retry_failed(home_ledger, batch, actor="rita")  # reopened while export v1 is being written

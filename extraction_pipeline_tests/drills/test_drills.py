@@ -157,7 +157,7 @@ class Drill:
     def dagster_daemon_pid(self) -> int:
         assert self.daemon_log is not None
         found = _wait(
-            lambda: re.search(r"pid (\d+)", self.daemon_log.read_text()) if self.daemon_log else None,  # type: ignore[union-attr]
+            lambda: re.search(r"pid (\d+)", self.daemon_log.read_text()) if self.daemon_log else None,
             60,
             "the daemon to start",
         )
@@ -433,7 +433,7 @@ def test_provider_down_for_a_while(make_drill: Callable[..., Drill], llm: DrillL
         120,
         "the provider to be reported unreachable",
     )
-    assert refused[0].last_error.startswith("provider unreachable: connection refused")  # type: ignore[union-attr]
+    assert refused[0].last_error.startswith("provider unreachable: connection refused")
     status = drill.cli("batch", "status", str(batch))
     assert "waiting for the provider openai/fake-model since" in status.stdout, status.stdout
     time.sleep(max(0.0, 60 - (time.monotonic() - outage_started)))  # scaled from the 2-minute outage

@@ -155,7 +155,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 def _server_up(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2) as response:
-            return response.status == 200
+            return bool(response.status == 200)
     except OSError:
         return False
 
@@ -301,7 +301,9 @@ def _assert_isolated(stack: Stack, batch_id: int, failed_ids: set[int]) -> list[
     for item in items:
         key = partition_key_of(item["document_id"], item["partition_key"])
         expected = "FAILED" if item["document_id"] in failed_ids else "MATERIALIZED"
-        assert statuses[key] is not None and statuses[key].value == expected, (key, statuses[key])
+        assert statuses is not None
+        status = statuses[key]
+        assert status is not None and status.value == expected, (key, status)
         if item["status"] == "completed":
             record = stack.instance.fetch_materializations(
                 dg.AssetRecordsFilter(asset_key=dg.AssetKey("extracted_document"), asset_partitions=[key]), limit=1

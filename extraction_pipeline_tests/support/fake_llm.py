@@ -11,7 +11,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -158,7 +158,7 @@ class FakeLLMServer:
         return Handler
 
 
-def extraction_json(values: dict[str, tuple[Any, str | None]]) -> str:
+def extraction_json(values: Mapping[str, tuple[object, str | None]]) -> str:
     """Build the model's JSON answer from {path: (value, quote)}, paths as the pipeline names them:
     ``metadata.nct_number`` for a module field, ``outcomes.2.ci_lower`` for the 2nd outcome's field."""
     answer: dict[str, Any] = {}
