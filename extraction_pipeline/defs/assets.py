@@ -12,7 +12,7 @@ from extraction_pipeline.core.errors import PermanentError, TransientError
 from extraction_pipeline.core.export.closing import ExportError, ExportResult, failure_reason, write_batch_workbook
 from extraction_pipeline.core.export.workbook import NOTHING_FOUND, reused_label, write_workbook
 from extraction_pipeline.core.extraction.claiming import INTERRUPTED_MESSAGE, hand_back
-from extraction_pipeline.core.extraction.extract import ExtractionOutcome, extract_item
+from extraction_pipeline.core.extraction.extract import ExtractionOutcome, OutcomeStatus, extract_item
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import get_batch
@@ -304,11 +304,11 @@ def _result(
         "tokens_out": usage.tokens_out if usage else 0,
         "cost_usd": usage.cost_usd if usage else 0.0,
     }
-    if outcome.status == "waiting":
+    if outcome.status is OutcomeStatus.WAITING:
         raise wait_for_breaker(context, until=outcome.wait_until, reason=outcome.reason)
-    if outcome.status == "discarded":
+    if outcome.status is OutcomeStatus.DISCARDED:
         raise dg.Failure(outcome.reason, allow_retries=False, metadata={"status": "discarded", **spent})
-    if outcome.status == "skipped":
+    if outcome.status is OutcomeStatus.SKIPPED:
         if outcome.item_status == ItemStatus.COMPLETED:
             return {"status": "already completed", "reason": outcome.reason}
         raise dg.Failure(f"not extracted by this run: {outcome.reason}", allow_retries=False)

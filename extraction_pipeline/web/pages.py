@@ -96,7 +96,7 @@ def table(header: list[str], rows: list[list[str]], *, attrs: str = "") -> str:
     return f"<table {attrs}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-_STATUS_CLASSES = {
+_STATUS_CLASSES: dict[str, str] = {
     VERIFIED: "verified",
     APPROXIMATE: "approximate",
     UNVERIFIED: "unverified",

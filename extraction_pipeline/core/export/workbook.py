@@ -119,7 +119,7 @@ VALUE_COLUMNS = [
     ROW_ID_COLUMN,
 ]
 FIELD_SUFFIXES = ("", " quote", " page", " status", " check", " final", " decision")
-STATUS_FILLS = {
+STATUS_FILLS: dict[str, str] = {
     VERIFIED: "C6EFCE",
     APPROXIMATE: "FFEB9C",
     UNVERIFIED: "FFC7CE",

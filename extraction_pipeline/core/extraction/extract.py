@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from extraction_pipeline.core.backoff import BreakerPolicy
@@ -20,11 +21,20 @@ from extraction_pipeline.core.usage import Usage
 from extraction_pipeline.core.verification.grounding import VERIFIED
 
 
+class OutcomeStatus(StrEnum):
+    """What one execution did with its document."""
+
+    COMPLETED = "completed"
+    SKIPPED = "skipped"  # not claimed: another run holds it, or it is finished
+    DISCARDED = "discarded"  # answered, but the item was no longer this run's: the result is not stored
+    WAITING = "waiting"  # the model's circuit breaker is open: no call made
+
+
 @dataclass(frozen=True)
 class ExtractionOutcome:
     """What happened to the item in this execution."""
 
-    status: str  # "completed" | "skipped" (not claimed) | "discarded" (result not stored) | "waiting" (breaker)
+    status: OutcomeStatus
     reason: str = ""
     model: str = ""
     fields_found: int = 0
@@ -66,12 +76,12 @@ def extract_item(
     if not llm.is_offline:
         state = may_call(ledger, llm.effective_model, breaker)
         if state is not None:
-            return ExtractionOutcome("waiting", reason=state.describe(), wait_until=state.open_until)
+            return ExtractionOutcome(OutcomeStatus.WAITING, reason=state.describe(), wait_until=state.open_until)
     claim = claim_item(
         ledger, item_id, run_id=run_id, worker=worker, crashed_run_id=crashed_run_id, dispatch_round=dispatch_round
     )
     if not claim.won:
-        return ExtractionOutcome("skipped", reason=claim.reason, item_status=claim.item_status)
+        return ExtractionOutcome(OutcomeStatus.SKIPPED, reason=claim.reason, item_status=claim.item_status)
 
     # From here on the item is ours: every exit must complete, release or fail it, and whatever
     # was paid for (the meter counts each call as it returns) is recorded on it in every case.
@@ -97,7 +107,7 @@ def extract_item(
         return _discarded(ledger, item_id, made.usage)
     grounded = made.fields
     return ExtractionOutcome(
-        "completed",
+        OutcomeStatus.COMPLETED,
         model=made.usage.model,
         fields_found=sum(1 for f in grounded.values() if f["value"] is not None),
         quotes_verified=sum(1 for f in grounded.values() if f["status"] == VERIFIED),
@@ -121,7 +131,7 @@ def _discarded(ledger: Ledger, item_id: int, usage: Usage) -> ExtractionOutcome:
     state_name = current["status"] if current else "missing"
     holder = f" (run {current['run_id']})" if current and current.get("run_id") else ""
     return ExtractionOutcome(
-        "discarded",
+        OutcomeStatus.DISCARDED,
         reason=f"result discarded: the item was {state_name}{holder} when this run finished; "
         f"its {usage.tokens_in}+{usage.tokens_out} tokens are counted on the item",
         item_status=state_name,

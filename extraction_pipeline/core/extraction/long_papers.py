@@ -39,7 +39,7 @@ from extraction_pipeline.core.verification.grounding import (
 
 MAX_PARTS = 12
 MARGIN_TOKENS = 256  # the token count of a part is an estimate until its prompt is built
-_RANK = {VERIFIED: 0, JUDGEMENT_SUPPORTED: 1, APPROXIMATE: 2, JUDGEMENT_APPROXIMATE: 3}
+_RANK: dict[str, int] = {VERIFIED: 0, JUDGEMENT_SUPPORTED: 1, APPROXIMATE: 2, JUDGEMENT_APPROXIMATE: 3}
 
 
 @dataclass(frozen=True)

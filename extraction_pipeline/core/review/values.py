@@ -30,7 +30,7 @@ COMMENT = "comment"
 DECISIONS = (APPROVE, CORRECT, MARK_NOT_REPORTED)
 ACTIONS = (*DECISIONS, COMMENT)
 # Review order: what most needs a human first.
-_STATUS_ORDER = {
+_STATUS_ORDER: dict[str, int] = {
     UNVERIFIED: 0,
     JUDGEMENT_NOT_FOUND: 0,
     JUDGEMENT_UNSUPPORTED: 0,

@@ -26,21 +26,37 @@ import re
 import unicodedata
 from dataclasses import asdict, dataclass, replace
 from decimal import Decimal, InvalidOperation
+from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
 from extraction_pipeline.core.pdf.model import ParsedDocument
 
-VERIFIED = "verified"
-APPROXIMATE = "approximate"
-UNVERIFIED = "unverified"
-NOT_REPORTED = "not reported"
-# A judgement (a Risk of Bias level, an outcome type, a study label) is not a number printed in
-# the paper: its quote can support it, but green "verified" would claim more than was checked.
-JUDGEMENT_SUPPORTED = "judgement: supported by a verified quote"
-JUDGEMENT_APPROXIMATE = "judgement: supported by an approximate quote"
-JUDGEMENT_NOT_FOUND = "judgement: quote not found"
-JUDGEMENT_UNSUPPORTED = "judgement: quote not verified"
+
+class GroundingStatus(StrEnum):
+    """A value's verification status, as every surface shows it (the words are the values: they
+    are stored in results and written into workbooks and CSVs)."""
+
+    VERIFIED = "verified"
+    APPROXIMATE = "approximate"
+    UNVERIFIED = "unverified"
+    NOT_REPORTED = "not reported"
+    # A judgement (a Risk of Bias level, an outcome type, a study label) is not a number printed
+    # in the paper: its quote can support it, but green "verified" would claim more than was checked.
+    JUDGEMENT_SUPPORTED = "judgement: supported by a verified quote"
+    JUDGEMENT_APPROXIMATE = "judgement: supported by an approximate quote"
+    JUDGEMENT_NOT_FOUND = "judgement: quote not found"
+    JUDGEMENT_UNSUPPORTED = "judgement: quote not verified"
+
+
+VERIFIED = GroundingStatus.VERIFIED
+APPROXIMATE = GroundingStatus.APPROXIMATE
+UNVERIFIED = GroundingStatus.UNVERIFIED
+NOT_REPORTED = GroundingStatus.NOT_REPORTED
+JUDGEMENT_SUPPORTED = GroundingStatus.JUDGEMENT_SUPPORTED
+JUDGEMENT_APPROXIMATE = GroundingStatus.JUDGEMENT_APPROXIMATE
+JUDGEMENT_NOT_FOUND = GroundingStatus.JUDGEMENT_NOT_FOUND
+JUDGEMENT_UNSUPPORTED = GroundingStatus.JUDGEMENT_UNSUPPORTED
 JUDGEMENT_STATUSES = (JUDGEMENT_SUPPORTED, JUDGEMENT_APPROXIMATE, JUDGEMENT_NOT_FOUND, JUDGEMENT_UNSUPPORTED)
 JUDGEMENT_NOTE = "the judgement itself is the model's: review it"
 VERIFIED_AT = 0.95
@@ -103,7 +119,7 @@ def _in_order(source: list[Decimal], quoted: list[Decimal]) -> bool:
 
 @dataclass(frozen=True)
 class Grounding:
-    status: str
+    status: GroundingStatus
     confidence: float
     reason: str
     page: int | None = None
