@@ -24,7 +24,7 @@ from benchmarks.throughput import fresh_postgres
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.instance import init_home
-from extraction_pipeline_tests.support import add_documents
+from extraction_pipeline_tests.support.ledgers import add_documents
 
 
 def main() -> None:

@@ -50,7 +50,7 @@ from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.demo import wait_for_batch
 from extraction_pipeline.instance import DaemonProcess, init_home
-from extraction_pipeline_tests.fake_llm import FakeLLMServer, Reply, extraction_json
+from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
