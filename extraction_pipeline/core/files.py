@@ -18,6 +18,8 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+from extraction_pipeline.core.runs.liveness import worker_alive
+
 PARTIAL_SUFFIX = ".partial"
 _PARTIAL = re.compile(r"^\.(?P<name>.+)\.(?P<host>[^./]+)\.(?P<pid>\d+)\.partial$")
 
@@ -31,23 +33,13 @@ def partial_path(target: Path) -> Path:
     return target.with_name(f".{target.name}.{_host()}.{os.getpid()}{PARTIAL_SUFFIX}")
 
 
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: alive
-    return True
-
-
 def owner_gone(name: str) -> bool:
     """Whether a file or folder named by ``partial_path``/``owned_name`` belongs to a process of
     this host that no longer exists."""
     match = _PARTIAL.match(name) or _OWNED.match(name)
     if match is None:
         return False
-    return match["host"] == _host() and not process_alive(int(match["pid"]))
+    return match["host"] == _host() and not worker_alive(int(match["pid"]))
 
 
 def remove_stale_partials(folder: Path) -> list[Path]:
