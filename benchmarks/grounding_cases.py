@@ -1,12 +1,13 @@
-"""Benchmark: numeric-aware grounding on real cases (../shared/tools/grounding_cases.py output).
+"""Benchmark: numeric-aware grounding on real cases.
 
-For every true quote (a PMC sentence carrying a gold number, to be found in the PDF) it also
-forges, beyond the tool's one changed digit: a digit changed anywhere, two numbers swapped, a
-minus sign dropped, a decimal point moved. Prints the share verified per kind (true: higher is
-better; every forgery: must be 0), and grounding speed on the longest paper.
+CASES.jsonl holds one case per line: ``{"pdf": "3321528.pdf", "quote": ..., "value": ..., "kind":
+"true" | "forged"}`` — a true quote is a PubMed Central sentence carrying a gold number, to be
+found in the PDF; a forged one has one digit of its value changed. For every true quote this
+also forges: a digit changed anywhere, two numbers swapped, a minus sign dropped, a decimal point
+moved. Prints the share verified per kind (true: higher is better; every forgery: must be 0), and
+grounding speed on the longest paper.
 
-    python ../shared/tools/grounding_cases.py ../shared/corpus /tmp/cases.jsonl
-    .venv/bin/python -m benchmarks.grounding_cases /tmp/cases.jsonl [--corpus DIR]
+    .venv/bin/python -m benchmarks.grounding_cases CASES.jsonl [--corpus DIR]
 """
 
 from __future__ import annotations

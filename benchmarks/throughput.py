@@ -14,10 +14,27 @@ server's peak number of calls in flight.
 
     .venv/bin/python -m benchmarks.throughput [--documents 40] [--latency 0] [--no-baseline]
         [--postgres] [--documents-per-run N] [--fairness M] [--pool 5]
+        [--tokens-per-minute T [--requests-per-minute R] [--configure-budget] [--corpus DIR]]
 
 With ``--latency`` > 0 it also prints the makespan against the ideal ceil(N / pool) x latency.
 ``--fairness M``: analyst B starts a batch of M documents a minute after analyst A's N, and B's
 batch is timed again alone on a fresh instance; the ratio is B's time shared / alone.
+
+``--tokens-per-minute T``: the fake meters like a hosted provider (OpenAI's rules: a request is
+admitted when its prompt plus ``max_tokens`` fits the minute's token bucket, else 429 with
+``Retry-After`` and ``x-ratelimit-*`` headers; every answer carries the headers). The documents are
+then real corpus papers (``--corpus``, cycled, each copy distinct bytes so nothing is shared), and
+it prints the calls refused, the span from the first to the last answer against the token-bound
+ideal (tokens counted minus one minute's allowance, divided by the budget, plus one call's
+latency), and the tokens per minute achieved. The pipeline learns the limit from the headers;
+``--configure-budget`` also sets it (``EXTRACTION_TOKENS_PER_MINUTE``/``_REQUESTS_PER_MINUTE``).
+``--output-tokens N`` sets ``EXTRACTION_OUTPUT_TOKENS`` (what each call reserves for its answer).
+
+``--fault outage|storm``: the same batch twice in one invocation, without and then with a fault
+that starts ``--fault-after`` seconds after `batch create` and lasts ``--fault-seconds``: an outage
+(the fake's port closed: connection refused) or a storm (every request answered 429 with
+``Retry-After: 60``). It prints how much later the faulty batch closed than the clean one, beyond
+the fault's own duration, and how many documents failed.
 
 ``--postgres``: the ledger and Dagster's storage (for the pipeline and the baseline alike) in fresh
 databases on the PostgreSQL server at 127.0.0.1:5432 (dropped afterwards).
@@ -49,8 +66,9 @@ from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.demo import wait_for_batch
-from extraction_pipeline.instance import DaemonProcess, init_home
-from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
+from extraction_pipeline.instance import DaemonProcess, init_home, pool_limits
+from extraction_pipeline_tests.support import oracle
+from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, ProviderMeter, Reply, extraction_json
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -119,6 +137,89 @@ def _answer(trials: dict[str, Any], latency: float) -> Any:
     return answer
 
 
+def _corpus_answer(latency: float) -> Any:
+    """The oracle's answer for the corpus paper in the prompt (an empty one for papers without
+    gold values): real answer sizes, values grounded against the real paper."""
+    answers = [oracle.build_answer(pmcid) for pmcid in oracle.ORACLE_PAPERS]
+
+    def answer(messages: list[dict[str, str]]) -> Reply:
+        text = oracle.skeleton(document_from_messages(messages))
+        found = next((a for a in answers if a.fingerprint and oracle.skeleton(a.fingerprint) in text), None)
+        return Reply(found.as_json() if found else extraction_json({}), delay=latency)
+
+    return answer
+
+
+def corpus_copies(corpus: Path, count: int, into: Path) -> list[Path]:
+    """``count`` PDFs cycled from the corpus, each copy a distinct text (a line naming the copy
+    written at the top of its first page) so that no parse, prompt or stored answer is shared."""
+    from extraction_pipeline.core.pdf.engine import import_pymupdf
+
+    pymupdf = import_pymupdf()
+    papers = sorted((corpus / "pdf").glob("*.pdf"))
+    if not papers:
+        raise SystemExit(f"no PDFs under {corpus / 'pdf'} (set --corpus or EXTRACTION_CORPUS)")
+    into.mkdir(parents=True, exist_ok=True)
+    copies = []
+    for n in range(count):
+        paper = papers[n % len(papers)]
+        copy = into / f"{paper.stem}-{n}.pdf"
+        with pymupdf.open(paper, filetype="pdf") as pdf:
+            pdf[0].insert_text((36, 14), f"Benchmark copy {n} of {paper.stem}", fontsize=6)
+            pdf.save(copy)
+        copies.append(copy)
+    return copies
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A provider fault during the batch: ``kind`` outage or storm."""
+
+    kind: str
+    after: float
+    seconds: float
+    retry_after: int = 60
+
+
+class FaultyProvider:
+    """Injects ``fault`` into the fake provider: an outage closes its port (a new server takes the
+    same port when it ends, answering the same way); a storm refuses every request with a 429."""
+
+    def __init__(self, fake: FakeLLMServer, fault: Fault) -> None:
+        self.fake, self.fault = fake, fault
+        self.port = int(fake.api_base.rsplit(":", 1)[1].split("/")[0])
+        self.servers = [fake]
+        self.ended: float | None = None
+
+    def run(self) -> None:
+        time.sleep(self.fault.after)
+        if self.fault.kind == "outage":
+            self.fake.stop()
+            time.sleep(self.fault.seconds)
+            back = FakeLLMServer(port=self.port)
+            back.answer = self.fake.answer
+            self.servers.append(back.start())
+        else:
+            self.fake.refusing = Reply(status=429, headers={"retry-after": str(self.fault.retry_after)})
+            time.sleep(self.fault.seconds)
+            self.fake.refusing = None
+        self.ended = time.monotonic()
+
+    def stop(self) -> None:
+        for server in self.servers[1:]:
+            server.stop()
+
+
+@dataclass(frozen=True)
+class Metering:
+    """A provider that meters the account (``--tokens-per-minute``), and what the pipeline is told."""
+
+    tokens_per_minute: int
+    requests_per_minute: int | None
+    configured: bool
+    corpus: Path
+
+
 PG_SERVER = "postgresql+psycopg2://postgres@127.0.0.1:5432"
 
 
@@ -153,10 +254,19 @@ class BatchSpec:
 
 
 def measure_pipeline(
-    documents: int, latency: float, root: Path, postgres: str | None, second: BatchSpec | None = None
-) -> tuple[Measured, dict[str, float]]:
-    """The pipeline's figures, and each batch's own duration (from its creation to its workbook)."""
+    documents: int,
+    latency: float,
+    root: Path,
+    postgres: str | None,
+    second: BatchSpec | None = None,
+    metering: Metering | None = None,
+    fault: Fault | None = None,
+) -> tuple[Measured, dict[str, float], FakeLLMServer]:
+    """The pipeline's figures, each batch's own duration (from its creation to its workbook), and
+    the fake provider (its meter's record)."""
     fake = FakeLLMServer().start()
+    if metering is not None:
+        fake.meter = ProviderMeter(metering.tokens_per_minute, metering.requests_per_minute)
     env = {
         "EXTRACTION_HOME": str(root / "home"),
         "EXTRACTION_MODEL": "openai/fake-model",
@@ -164,26 +274,37 @@ def measure_pipeline(
         "EXTRACTION_API_KEY": "sk-benchmark",
         **storage_env(postgres),
     }
+    if metering is not None and metering.configured:
+        env["EXTRACTION_TOKENS_PER_MINUTE"] = str(metering.tokens_per_minute)
+        if metering.requests_per_minute:
+            env["EXTRACTION_REQUESTS_PER_MINUTE"] = str(metering.requests_per_minute)
     os.environ.pop("EXTRACTION_DATABASE_URL", None)
     os.environ.update(env)
     settings = Settings.from_env()
-    init_home(settings)
+    init_home(settings, {"llm": POOL})  # --pool: the instance's own `llm` limit, as `init --llm-slots` sets it
+    print(f"  instance pools (read back): {pool_limits(settings)}", flush=True)
     ledger = Ledger.connect(settings.ledger_url)
     trials: dict[str, Any] = {}
     specs = [BatchSpec("analyst-a", documents), *([second] if second else [])]
     ids: list[list[int]] = []
     counter = 0
+    copies = iter(corpus_copies(metering.corpus, sum(s.documents for s in specs), root / "pdfs") if metering else [])
     for spec in specs:
         ids.append([])
         for _ in range(spec.documents):
             counter += 1
-            trial = make_trial(10_000 + counter)
-            trials[trial.nct_number] = trial
-            doc = register_pdf(ledger, settings.documents_dir, "bench", write_report(trial, root / "pdfs"))
+            if metering is not None:
+                pdf = next(copies)
+            else:
+                trial = make_trial(10_000 + counter)
+                trials[trial.nct_number] = trial
+                pdf = write_report(trial, root / "pdfs")
+            doc = register_pdf(ledger, settings.documents_dir, "bench", pdf)
             parse_document(ledger, sha256=doc.sha256, stored_path=str(settings.documents_dir / f"{doc.sha256}.pdf"))
             ids[-1].append(doc.id)
-    fake.answer = _answer(trials, latency)
+    fake.answer = _corpus_answer(latency) if metering else _answer(trials, latency)
     daemon = DaemonProcess(settings).start()
+    faulty = FaultyProvider(fake, fault) if fault else None
     sampler = WorkerSampler()
     sampler.start()
     durations: dict[str, float] = {}
@@ -194,19 +315,27 @@ def measure_pipeline(
         for index, (spec, doc_ids) in enumerate(zip(specs, ids, strict=True)):
             waiters.append(threading.Thread(target=_run_batch, args=(ledger, daemon, spec, doc_ids, index, durations)))
             waiters[-1].start()
+        if faulty is not None:
+            threading.Thread(target=faulty.run, daemon=True).start()
         for waiter in waiters:
             waiter.join()
         seconds, cpu_used = time.monotonic() - started, busy_cpu_seconds() - cpu
     finally:
         sampler.stopped.set()
         daemon.stop()
-        fake.stop()
+        if faulty is not None:
+            faulty.stop()
+            if faulty.ended is not None:
+                durations["fault ended"] = faulty.ended - started
+        if faulty is None or faulty.fault.kind != "outage" or faulty.ended is None:
+            fake.stop()
         ledger.dispose()
     if SHOW_TIMELINE:
         _print_slot_use(fake.call_spans, started, POOL)
     total = sum(spec.documents for spec in specs)
     measured = Measured(total, seconds, cpu_used, sampler.peak_kb / 1024, len(sampler.workers), fake.peak_in_flight)
-    return measured, durations
+    durations["not completed"] = total - sum(durations.pop(f"{spec.user} completed", 0) for spec in specs)
+    return measured, durations, fake
 
 
 def _run_batch(
@@ -223,12 +352,34 @@ def _run_batch(
     created = min(item["created_at"] for item in items)
     out[f"{spec.user} first start"] = (min(i["started_at"] for i in items) - created).total_seconds()
     out[f"{spec.user} documents done"] = (max(i["finished_at"] for i in items) - created).total_seconds()
+    out[f"{spec.user} completed"] = sum(1 for item in items if item["status"] == "completed")
     if SHOW_TIMELINE:
         _print_timeline(spec.user, items, created)
 
 
 SHOW_TIMELINE = False
 POOL = 5
+
+
+def _print_metered(meter: ProviderMeter, latency: float) -> None:
+    """Refusals, and the answers' span against the token-bound ideal."""
+    calls = meter.admitted + meter.refused
+    per_minute = meter.tokens_per_minute
+    ideal = max(0, meter.tokens_counted - per_minute) / per_minute * 60 + latency
+    span = (meter.last_answer or 0) - (meter.first_answer or 0)
+    print(
+        f"  metered: {meter.refused} of {calls} calls refused ({meter.refused / max(1, calls):.1%}); "
+        f"{meter.tokens_counted:,} tokens counted; answers spanned {span:.1f} s against a token-bound ideal "
+        f"of {ideal:.1f} s: {span / ideal:.2f}x; achieved {meter.tokens_counted / max(span, 1e-9) * 60:,.0f} "
+        f"tokens/min over the span (budget {per_minute:,})"
+    )
+    if meter.refusals and meter.first_answer is not None:
+        t0 = meter.first_answer
+        print(
+            "  refusals (s after the first answer: tokens asked / left): "
+            + ", ".join(f"{at - t0:.1f}: {asked:,}/{left:,}" for at, asked, left in meter.refusals[:12])
+            + (" ..." if len(meter.refusals) > 12 else "")
+        )
 
 
 def _print_slot_use(spans: list[tuple[float, float]], t0: float, pool: int) -> None:
@@ -356,25 +507,63 @@ def main() -> None:
     )
     parser.add_argument("--pool", type=int, default=5, help="the `llm` pool's limit (init's default: 5)")
     parser.add_argument("--timeline", action="store_true", help="print when each run's documents ran")
+    parser.add_argument(
+        "--tokens-per-minute",
+        type=int,
+        default=0,
+        metavar="T",
+        help="the fake meters the account like a hosted provider at T tokens/min; documents are corpus papers",
+    )
+    parser.add_argument("--requests-per-minute", type=int, default=0, metavar="R", help="with T: also R requests/min")
+    parser.add_argument(
+        "--configure-budget", action="store_true", help="with T: tell the pipeline the limits (else it learns them)"
+    )
+    parser.add_argument("--output-tokens", type=int, default=None, help="EXTRACTION_OUTPUT_TOKENS")
+    parser.add_argument("--fault", choices=("outage", "storm"), default=None, help="the batch again, with this fault")
+    parser.add_argument("--fault-after", type=float, default=20.0, help="seconds after `batch create`")
+    parser.add_argument("--fault-seconds", type=float, default=180.0, help="how long the fault lasts")
+    parser.add_argument(
+        "--corpus", type=Path, default=Path(os.environ.get("EXTRACTION_CORPUS", oracle.CORPUS)), help="with T"
+    )
     args = parser.parse_args()
     global SHOW_TIMELINE, POOL
     SHOW_TIMELINE, POOL = args.timeline, args.pool
     if args.documents_per_run is not None:
         os.environ["EXTRACTION_DOCUMENTS_PER_RUN"] = str(args.documents_per_run)
+    if args.output_tokens is not None:
+        os.environ["EXTRACTION_OUTPUT_TOKENS"] = str(args.output_tokens)
+    metering = None
+    if args.tokens_per_minute:
+        oracle.CORPUS = args.corpus
+        rpm = args.requests_per_minute or None
+        metering = Metering(args.tokens_per_minute, rpm, args.configure_budget, args.corpus)
     repo = Path(__file__).resolve().parents[1]
     per_run = Settings.from_env().documents_per_run
     print(
         f"throughput: {args.documents} documents, fake LLM latency {args.latency:g} s, cached parses, "
         f"{'PostgreSQL' if args.postgres else 'SQLite'} storage, documents per run <= {per_run}, "
-        f"cores={os.cpu_count()}"
+        f"pool {args.pool}, cores={os.cpu_count()}"
     )
+    if metering:
+        print(
+            f"  metered provider: {metering.tokens_per_minute:,} tokens/min"
+            + (f", {metering.requests_per_minute:,} requests/min" if metering.requests_per_minute else "")
+            + f"; limits {'configured and ' if metering.configured else ''}learned from the headers; "
+            f"corpus papers from {metering.corpus}; output tokens per call "
+            f"{os.environ.get('EXTRACTION_OUTPUT_TOKENS') or 'from litellm (none known for the fake)'}"
+        )
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="throughput-"))
         ours_db = stack.enter_context(fresh_postgres("bench_pipeline")) if args.postgres else None
         second = BatchSpec("analyst-b", args.fairness, start_after=60.0) if args.fairness else None
-        ours, durations = measure_pipeline(args.documents, args.latency, Path(tmp) / "pipeline", ours_db, second)
+        ours, durations, fake = measure_pipeline(
+            args.documents, args.latency, Path(tmp) / "pipeline", ours_db, second, metering
+        )
         print(f"  pipeline  {ours.line('docs')}  fake peak concurrency {ours.peak_in_flight} (pool {args.pool})")
-        if args.latency > 0 and not second:
+        print(f"  documents not completed: {durations['not completed']:g}")
+        if fake.meter is not None:
+            _print_metered(fake.meter, args.latency)
+        elif args.latency > 0 and not second:
             ideal = math.ceil(args.documents / args.pool) * args.latency
             done = durations["analyst-a documents done"]
             print(
@@ -385,12 +574,25 @@ def main() -> None:
             )
         if second:
             alone_db = stack.enter_context(fresh_postgres("bench_alone")) if args.postgres else None
-            _, alone = measure_pipeline(args.fairness, args.latency, Path(tmp) / "alone", alone_db)
+            _, alone, _ = measure_pipeline(args.fairness, args.latency, Path(tmp) / "alone", alone_db, None, metering)
             ratio = durations["analyst-b"] / alone["analyst-a"]
             print(
                 f"  fairness: B's {args.fairness} documents took {durations['analyst-b']:.1f} s while A's "
                 f"{args.documents} ran, {alone['analyst-a']:.1f} s alone: ratio {ratio:.2f}; "
                 f"A's batch {durations['analyst-a']:.1f} s"
+            )
+        if args.fault:
+            fault = Fault(args.fault, args.fault_after, args.fault_seconds)
+            faulty_db = stack.enter_context(fresh_postgres("bench_fault")) if args.postgres else None
+            _, hit_durations, _ = measure_pipeline(
+                args.documents, args.latency, Path(tmp) / "fault", faulty_db, None, metering, fault
+            )
+            late = hit_durations["analyst-a"] - durations["analyst-a"] - fault.seconds
+            print(
+                f"  with a {fault.seconds:g} s {fault.kind} from {fault.after:g} s: batch closed at "
+                f"{hit_durations['analyst-a']:.1f} s against {durations['analyst-a']:.1f} s without it: "
+                f"{late:+.1f} s beyond the fault's duration; documents not completed: "
+                f"{hit_durations['not completed']:g}"
             )
         if not args.no_baseline:
             bare_db = stack.enter_context(fresh_postgres("bench_bare")) if args.postgres else None

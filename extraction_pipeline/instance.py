@@ -101,14 +101,26 @@ def _set_pool_limits(settings: Settings, pools: dict[str, int]) -> None:
             instance.event_log_storage.set_concurrency_slots(name, limit)
 
 
+def pool_limits(settings: Settings) -> dict[str, int]:
+    """The pools' limits as the instance has them (what runs are actually held to)."""
+    from dagster import DagsterInstance
+
+    with _dagster_home(settings), DagsterInstance.get() as instance:
+        return {name: instance.event_log_storage.get_concurrency_info(name).slot_count for name in DEFAULT_POOLS}
+
+
 def _redact(url: str) -> str:
     from sqlalchemy.engine import make_url
 
     return make_url(url).render_as_string(hide_password=True)
 
 
+def is_initialized(settings: Settings) -> bool:
+    return (settings.dagster_home / "dagster.yaml").is_file()
+
+
 def require_initialized(settings: Settings) -> None:
-    if not (settings.dagster_home / "dagster.yaml").is_file():
+    if not is_initialized(settings):
         raise ConfigError(f"{settings.home_dir} is not initialized: run `extraction-pipeline init` first")
 
 

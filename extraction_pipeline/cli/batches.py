@@ -103,6 +103,7 @@ def _bar(fraction: float, width: int = 30) -> str:
 
 def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
     from extraction_pipeline.core.ledger.batches import describe_state, get_batch
+    from extraction_pipeline.core.ledger.budgets import what_calls_wait_for
     from extraction_pipeline.core.ledger.queries import progress
 
     ledger = open_ledger(settings)
@@ -118,7 +119,7 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
         # With --watch a closed batch is followed until its workbook is written.
         awaiting_workbook = batch["status"] == "exporting"
         state = describe_state(batch)
-        waiting = _provider_waits(ledger) if batch["status"] == "open" else []
+        waiting = what_calls_wait_for(ledger) if batch["status"] == "open" else []
         if args.json:
             if not (args.watch and awaiting_workbook and closed_at is not None):
                 print_json({"batch": batch, "state": state, "progress": counts.as_dict(), "waiting_for": waiting})
@@ -152,13 +153,6 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"no workbook yet: {hint} `batch export {args.batch}` writes it now")
             return 0
         time.sleep(args.interval)
-
-
-def _provider_waits(ledger: Any) -> list[str]:
-    """What an open batch is waiting for: each model whose provider is failing, since when."""
-    from extraction_pipeline.core.ledger.breakers import failing_providers
-
-    return [state.describe() for state in failing_providers(ledger)]
 
 
 def cmd_batch_retry(args: argparse.Namespace, settings: Settings) -> int:

@@ -68,11 +68,14 @@ def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
     import os
 
     from extraction_pipeline.core.pdf.uploads import sweep_stale_uploads
-    from extraction_pipeline.instance import DaemonProcess, dagster_env, require_initialized
+    from extraction_pipeline.instance import DaemonProcess, dagster_env, init_home, is_initialized
     from extraction_pipeline.web.server import check_binding, serve
 
-    require_initialized(settings)
     check_binding(args.host, settings.ui_token)
+    if not is_initialized(settings):  # a first start: the home is set up as `init` would (default pools)
+        report = init_home(settings)
+        pools = ", ".join(f"{name}={limit}" for name, limit in report.pools.items())
+        print(f"initialized {report.home} (first start; pools {pools}; `init` changes them)", flush=True)
     swept = sweep_stale_uploads(settings.home_dir, settings.documents_dir)
     if swept:
         print(f"removed {len(swept)} unfinished upload(s) left by a server that was stopped mid-upload", flush=True)

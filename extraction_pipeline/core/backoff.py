@@ -38,6 +38,17 @@ class RetrySchedule:
         return max(0.5, min(wait, remaining))
 
 
+# A failing provider is probed at least this often, however long it has failed: a probe is one
+# call per model, and a provider back after an outage should be found within half a minute, not
+# after a five-minute cooldown.
+PROBE_AT_LEAST_EVERY_SECONDS = 30.0
+# A document whose call failed at the provider is retried at least this often (or at its
+# Retry-After): the breaker, not the document's backoff, spares a failing provider (after a few
+# failures only its probe calls), and a long backoff would keep the document idle after the
+# provider is back.
+PROVIDER_RETRY_AT_LEAST_EVERY_SECONDS = 20.0
+
+
 @dataclass(frozen=True)
 class BreakerPolicy:
     """A model's circuit breaker opens after ``failures`` consecutive transient provider errors

@@ -5,9 +5,13 @@ Three families, as callers need to tell them apart:
 - ``ConfigError``: the user's setup is wrong (bad URL, missing file, unknown id). Fix and rerun.
 - ``ExtractionRuntimeError``: something failed while working. ``TransientError`` is worth a retry
   (rate limit, 5xx, timeout, connection); ``PermanentError`` is not (bad request, auth, broken PDF).
-  Both keep the underlying exception in ``original``.
+  Both keep the underlying exception in ``original``. ``RateLimitedError`` is the transient error
+  of a provider that refused a call for the account's rate limit (HTTP 429): the provider is
+  answering, so it is waited out (its ``Retry-After``), not counted as an outage.
 - ``OutputParseError``: the model answered, but not with valid data even after one repair attempt.
   It is permanent: asking again with the same prompt is not expected to help.
+- ``AnswerCutError``: the model's answer stopped at its output limit (``finish_reason: length``).
+  Not malformed, incomplete: the same prompt would be cut again, a smaller question would not.
 """
 
 from __future__ import annotations
@@ -54,9 +58,22 @@ class TransientError(ExtractionRuntimeError):
         self.provider = provider
 
 
+class RateLimitedError(TransientError):
+    """The provider refused the call for the account's rate limit (HTTP 429, ``RateLimitError``)."""
+
+
 class PermanentError(ExtractionRuntimeError):
     """Retrying cannot help; the item is marked ``error``."""
 
 
 class OutputParseError(PermanentError):
     """The model's output was not valid JSON for the schema, even after a repair attempt."""
+
+
+class AnswerCutError(PermanentError):
+    """The answer was cut at the output limit; ``output_tokens``: where (the limit sent, else the
+    tokens the provider says it wrote)."""
+
+    def __init__(self, message: str, *, output_tokens: int, usage: Any = None) -> None:
+        super().__init__(message, usage=usage)
+        self.output_tokens = output_tokens

@@ -100,9 +100,16 @@ class Settings:
     api_base: str | None = None
     api_key: str | None = field(default=None, repr=False)
     llm_timeout_seconds: float = 120.0
-    # The model's prompt limit in tokens (0: litellm's figure for the model, if it knows one).
-    # A paper over it is extracted in parts.
+    # The model's context window in tokens (0: litellm's figure for the model, if it knows one);
+    # a prompt may use it less the answer's limit. A paper over that is extracted in parts.
     context_tokens: int = 0
+    # The longest answer asked for, in tokens (0: litellm's figure for the model). An answer cut
+    # there is asked again in smaller questions (module by module, then half the pages at a time).
+    output_tokens: int = 0
+    # The account's budget for EXTRACTION_MODEL, per minute (0: none configured; what the provider's
+    # rate-limit headers say is learned either way, and the lower applies). Calls wait until they fit.
+    tokens_per_minute: int = 0
+    requests_per_minute: int = 0
     stale_minutes: float = 30.0  # extracting this long without an update = stale
     reconcile_grace_seconds: float = 30.0  # wait after a run fails before judging its item
     parse_timeout_seconds: float = 120.0  # hard limit for parsing one PDF (child process killed)
@@ -131,7 +138,9 @@ class Settings:
     celery_broker: str = field(default=DEFAULT_BROKER, repr=False)  # may hold a password
     celery_backend: str = field(default="rpc://", repr=False)
     ui_token: str | None = field(default=None, repr=False)  # required to serve `ui` beyond loopback
-    public_url: str = "http://127.0.0.1:3000"  # how users reach `ui` (download links in Dagster)
+    public_url: str = "http://127.0.0.1:3000"  # how users reach `ui` (its host is an allowed host)
+    # Host names `ui` answers to besides loopback, its bound address and public_url's host ("*": any).
+    allowed_hosts: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -147,6 +156,11 @@ class Settings:
             api_key=_text(env, "API_KEY"),
             llm_timeout_seconds=_number(env, "LLM_TIMEOUT_SECONDS", d.llm_timeout_seconds, minimum=0, strict=True),
             context_tokens=int(_number(env, "CONTEXT_TOKENS", d.context_tokens, minimum=0, strict=False)),
+            output_tokens=int(_number(env, "OUTPUT_TOKENS", d.output_tokens, minimum=0, strict=False)),
+            tokens_per_minute=int(_number(env, "TOKENS_PER_MINUTE", d.tokens_per_minute, minimum=0, strict=False)),
+            requests_per_minute=int(
+                _number(env, "REQUESTS_PER_MINUTE", d.requests_per_minute, minimum=0, strict=False)
+            ),
             stale_minutes=_number(env, "STALE_MINUTES", d.stale_minutes, minimum=0, strict=True),
             reconcile_grace_seconds=_number(
                 env, "RECONCILE_GRACE_SECONDS", d.reconcile_grace_seconds, minimum=0, strict=False
@@ -174,6 +188,9 @@ class Settings:
             celery_backend=_text(env, "CELERY_BACKEND") or d.celery_backend,
             ui_token=_text(env, "UI_TOKEN"),
             public_url=_text(env, "PUBLIC_URL") or d.public_url,
+            allowed_hosts=tuple(
+                name.strip() for name in (_text(env, "ALLOWED_HOSTS") or "").split(",") if name.strip()
+            ),
         )
 
     @property

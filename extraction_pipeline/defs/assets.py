@@ -1,7 +1,10 @@
 """Assets: a document's parsed text, its grounded extraction, and a batch's workbook."""
 
+import math
 import os
 import socket
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -10,12 +13,13 @@ import dagster as dg
 
 from extraction_pipeline.core.errors import PermanentError, TransientError
 from extraction_pipeline.core.export.closing import ExportError, ExportResult, failure_reason, write_batch_workbook
-from extraction_pipeline.core.export.workbook import NOTHING_FOUND, reused_label, write_workbook
+from extraction_pipeline.core.export.workbook import NOTHING_FOUND, answer_label, write_workbook
 from extraction_pipeline.core.extraction.claiming import INTERRUPTED_MESSAGE, hand_back
 from extraction_pipeline.core.extraction.extract import ExtractionOutcome, OutcomeStatus, extract_item
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import get_batch
+from extraction_pipeline.core.ledger.budgets import Budget, LedgerBudget, configure
 from extraction_pipeline.core.ledger.queries import progress
 from extraction_pipeline.core.ledger.schema import BatchStatus
 from extraction_pipeline.core.llm.gateway import LLMConfig
@@ -37,6 +41,7 @@ from extraction_pipeline.defs.step_retries import (
     clear_waiting,
     retry_database_outages,
     retry_or_give_up,
+    say_waiting,
     wait_for_breaker,
 )
 from extraction_pipeline.web.urls import csv_url, workbook_url
@@ -160,7 +165,10 @@ def extracted_document(
     """The structured data of one trial as its batch's frozen template asks (study details,
     baseline per arm, Risk of Bias, every reported outcome, project fields), each value with its
     verbatim quote, page, verification status and plausibility checks, recorded on the batch item.
-    Rate limits, provider outages and database restarts are waited out (30 min by default).
+    Each model call waits for its share of the provider's token and request budget (one for the
+    whole instance) instead of being refused; an answer cut at its output limit is asked again in
+    smaller questions. Rate limits, provider outages and database restarts are waited out (30 min
+    by default).
     A run may carry several documents: each is materialized as soon as it is done, and one
     document's failure fails only that document."""
     keys = context.partition_keys
@@ -168,8 +176,14 @@ def extracted_document(
     failures: list[dg.Failure] = []
     stop: BaseException | None = None
     unfinished = [len(keys)]  # read by the `llm` slot claims: a run with more left is served first
+    stopping = threading.Event()  # interrupted: lanes still starting a document claim nothing
+
+    def interrupted(in_flight: list[str]) -> None:
+        stopping.set()  # before the hand-back: a lane claiming meanwhile hands back on its own
+        _hand_back(context, ledger, [bound[k] for k in in_flight if k in bound])
+
     for done in each_document(
-        lambda key: _extract_one(context, ledger, llm, settings, key, bound, lambda: unfinished[0]),
+        lambda key: _extract_one(context, ledger, llm, settings, key, bound, lambda: unfinished[0], stopping),
         keys,
         # Documents in flight at once (defs/in_flight.py): two, and up to the `llm` pool's size
         # while they all wait on the model and a slot is idle; the pool alone bounds the calls.
@@ -178,7 +192,7 @@ def extracted_document(
         widen=lambda in_flight: _should_widen(context, in_flight),
         # A transient failure (RetryRequested) or a bug stops new documents; those in flight finish.
         keep_going=lambda done: done.error is None or isinstance(done.error, dg.Failure),
-        on_interrupt=lambda in_flight: _hand_back(context, ledger, [bound[k] for k in in_flight if k in bound]),
+        on_interrupt=interrupted,
     ):
         unfinished[0] -= 1
         if isinstance(done.error, dg.Failure):
@@ -220,6 +234,7 @@ def _extract_one(
     key: str,
     bound: dict[str, int],
     unfinished: Callable[[], int],
+    stopping: threading.Event,
 ) -> dict[str, Any] | None:
     """One document's extraction: its materialization metadata, or None when this run already
     materialized it (an earlier attempt of the same step)."""
@@ -235,25 +250,65 @@ def _extract_one(
                 return None
             return {"status": "already completed", "run": item["run_id"], "batch": binding.batch_id}
         parsed = _parse_or_fail(context, ledger, settings, binding.document, item["id"])
-        outcome = _extract(context, db, _gated(context, llm, key, binding.user, unfinished), settings, binding, parsed)
+        gated = _gated(context, db, llm, key, binding, unfinished)
+        outcome = _extract(context, db, gated, settings, binding, parsed, stopping)
     return _result(context, binding.batch_id, binding.document, outcome)
 
 
 def _gated(
-    context: dg.AssetExecutionContext, llm: LLMResource, key: str, user: str, unfinished: Callable[[], int]
+    context: dg.AssetExecutionContext,
+    db: Ledger,
+    llm: LLMResource,
+    key: str,
+    binding: Binding,
+    unfinished: Callable[[], int],
 ) -> LLMConfig:
-    """The model configuration whose every call holds one slot of the `llm` pool (defs/llm_slots.py)."""
+    """The model configuration whose every call holds one slot of the `llm` pool (defs/llm_slots.py)
+    and spends the model's budget, shared by every run (core/ledger/budgets.py)."""
     gate = LLMSlotGate(
         context.instance,
         run_id=context.run.run_id,
         step_key=f"{context.asset_key.to_user_string()}[{key}]",
-        user=user,
+        user=binding.user,
         per_user_limit=llm.slots_per_user,
         run_documents_left=unfinished,
     )
     if freed := gate.release_leftovers():
         context.log.warning(f"{key}: freed {freed} `llm` slot(s) left by an earlier attempt of this step that died")
-    return replace(llm.config(), call_gate=gate)
+    config = llm.config()
+    if not config.is_offline:
+        # The account's budget, shared by every run and worker (core/ledger/budgets.py): the
+        # configured limits (re)stated for the model, whatever the provider says learned on top.
+        configure(
+            db,
+            config.effective_model,
+            tokens_per_minute=llm.tokens_per_minute or None,
+            requests_per_minute=llm.requests_per_minute or None,
+        )
+    item_id, run_id = binding.item["id"], context.run.run_id
+
+    def on_refusal(cause: str, seconds: float) -> None:
+        context.log.info(f"{key}: {cause}; sending it again in {seconds:g} s (waiting is not an attempt)")
+        item_states.note_waited(db, item_id, run_id=run_id, cause=cause)
+
+    budget = LedgerBudget(db, on_wait=_budget_waits(context, key), on_refusal=on_refusal)
+    return replace(config, call_gate=gate, budget=budget)
+
+
+def _budget_waits(context: dg.AssetExecutionContext, key: str) -> Callable[[str, float, Budget | None], None]:
+    """Says in the run's log, once a step, that a call waits for the provider's budget (waiting
+    is neither an attempt nor a failure)."""
+    said = [0.0]
+
+    def on_wait(model: str, left: float, budget: Budget | None) -> None:
+        now = time.monotonic()
+        if now - said[0] < 30:
+            return
+        said[0] = now
+        what = budget.describe(time.time()) if budget else f"{model}'s budget"
+        context.log.info(f"{key}: waiting {left:.0f} s for {what}")
+
+    return on_wait
 
 
 def _extract(
@@ -263,36 +318,62 @@ def _extract(
     settings: PipelineSettingsResource,
     binding: Binding,
     parsed: ParsedDocument,
+    stopping: threading.Event,
 ) -> ExtractionOutcome:
+    """The extraction, waiting in the step while the model's circuit breaker is open: checked
+    every ``BREAKER_POLL_SECONDS``, so the document goes back to work within seconds of the
+    probe that finds the provider answering again (a step retry would sleep its whole wait).
+    After ``BREAKER_WAIT_IN_STEP_SECONDS`` the wait becomes a step retry, so a long outage shows
+    as such in Dagster."""
     item_id, dispatch_round = binding.item["id"], binding.dispatch_round
     run_id = context.run.run_id
-    try:
-        return extract_item(
-            db,
-            item_id=item_id,
-            run_id=run_id,
-            worker=_worker_id(),
-            parsed=parsed,
-            llm=llm,
-            crashed_run_id=crashed_parent_run(context),
-            breaker=settings.breaker_policy(),
-            dispatch_round=dispatch_round,
-        )
-    except TransientError as exc:
 
-        def give_up(message: str) -> None:
-            for status in (ItemStatus.PENDING, ItemStatus.EXTRACTING):
-                item_states.fail(db, item_id, message=message, from_status=status, run_id=run_id)
+    def attempt() -> ExtractionOutcome:
+        try:
+            return extract_item(
+                db,
+                item_id=item_id,
+                run_id=run_id,
+                worker=_worker_id(),
+                parsed=parsed,
+                llm=llm,
+                crashed_run_id=crashed_parent_run(context),
+                breaker=settings.breaker_policy(),
+                dispatch_round=dispatch_round,
+                stopping=stopping.is_set,
+            )
+        except TransientError as exc:
 
-        raise retry_or_give_up(
-            context,
-            cause=str(exc),
-            schedule=settings.retry_schedule(),
-            retry_after=exc.retry_after,
-            on_give_up=give_up,
-        ) from exc
-    except PermanentError as exc:
-        raise dg.Failure(f"extraction failed: {exc}", allow_retries=False) from exc
+            def give_up(message: str) -> None:
+                for status in (ItemStatus.PENDING, ItemStatus.EXTRACTING):
+                    item_states.fail(db, item_id, message=message, from_status=status, run_id=run_id)
+
+            raise retry_or_give_up(
+                context,
+                cause=str(exc),
+                schedule=settings.retry_schedule(),
+                retry_after=exc.retry_after,
+                on_give_up=give_up,
+            ) from exc
+        except PermanentError as exc:
+            raise dg.Failure(f"extraction failed: {exc}", allow_retries=False) from exc
+
+    deadline = time.monotonic() + BREAKER_WAIT_IN_STEP_SECONDS
+    said = -math.inf
+    while True:
+        outcome = attempt()
+        if outcome.status is not OutcomeStatus.WAITING or time.monotonic() >= deadline:
+            return outcome
+        if time.monotonic() - said >= BREAKER_SAY_EVERY_SECONDS:
+            said = time.monotonic()
+            say_waiting(context, f"{outcome.reason}; not calling, checking every {BREAKER_POLL_SECONDS:g} s")
+        if stopping.wait(BREAKER_POLL_SECONDS):
+            return outcome
+
+
+BREAKER_POLL_SECONDS = 2.0
+BREAKER_WAIT_IN_STEP_SECONDS = 600.0
+BREAKER_SAY_EVERY_SECONDS = 60.0
 
 
 def _result(
@@ -327,7 +408,7 @@ def _result(
         "values_flagged": outcome.values_flagged,
         "outcomes": outcome.outcomes,
         "template": outcome.template,
-        "answer": reused_label(outcome.reused),
+        "answer": answer_label(outcome.result),
         **(_double_extraction_metadata(outcome) if outcome.second_model else {}),
         **spent,
     }
@@ -399,8 +480,10 @@ def batch_workbook(
     clear_waiting(context)
     return dg.MaterializeResult(
         metadata={
-            "download": dg.MetadataValue.url(workbook_url(settings.public_url, batch_id)),
-            "meta_analysis_csv": dg.MetadataValue.url(csv_url(settings.public_url, batch_id)),
+            # Relative: the links work on whatever host and port serve the UI, also for
+            # materializations written before `ui` started or after it moved.
+            "download": dg.MetadataValue.url(workbook_url("", batch_id)),
+            "meta_analysis_csv": dg.MetadataValue.url(csv_url("", batch_id)),
             "path": dg.MetadataValue.path(str(path)),
             "version": version,
             "documents": counts.total,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from extraction_pipeline.core.backoff import BreakerPolicy, RetrySchedule
+from extraction_pipeline.core.backoff import PROBE_AT_LEAST_EVERY_SECONDS, BreakerPolicy, RetrySchedule
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParseOptions
@@ -54,7 +54,10 @@ class LLMResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     api_base: str = ""
     api_key: str = ""
     timeout_seconds: float = _D.llm_timeout_seconds
-    context_tokens: int = _D.context_tokens  # the prompt limit; 0: litellm's figure for the model
+    context_tokens: int = _D.context_tokens  # the context window; 0: litellm's figure for the model
+    output_tokens: int = _D.output_tokens  # the answer limit; 0: litellm's figure for the model
+    tokens_per_minute: int = _D.tokens_per_minute  # the account's budget for `model`; 0: none configured
+    requests_per_minute: int = _D.requests_per_minute
     slots_per_user: int = _D.llm_slots_per_user  # most `llm` slots one analyst's calls hold; 0: all
 
     @classmethod
@@ -65,6 +68,9 @@ class LLMResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             api_key=_env_or("EXTRACTION_API_KEY", ""),
             timeout_seconds=settings.llm_timeout_seconds,
             context_tokens=settings.context_tokens,
+            output_tokens=settings.output_tokens,
+            tokens_per_minute=settings.tokens_per_minute,
+            requests_per_minute=settings.requests_per_minute,
             slots_per_user=settings.llm_slots_per_user,
         )
 
@@ -75,6 +81,7 @@ class LLMResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             api_key=self.api_key or None,
             timeout_seconds=self.timeout_seconds,
             context_tokens=self.context_tokens or None,
+            output_tokens=self.output_tokens or None,
         )
 
 
@@ -92,7 +99,6 @@ _PIPELINE_FIELDS = (
     "breaker_failures",
     "max_dispatch_rounds",
     "documents_per_run",
-    "public_url",
 )
 
 
@@ -114,7 +120,6 @@ class PipelineSettingsResource(dg.ConfigurableResource):  # type: ignore[type-ar
     breaker_failures: int = _D.breaker_failures
     max_dispatch_rounds: int = _D.max_dispatch_rounds
     documents_per_run: int = _D.documents_per_run
-    public_url: str = _D.public_url
 
     @classmethod
     def from_settings(cls, settings: Settings) -> PipelineSettingsResource:
@@ -143,7 +148,7 @@ class PipelineSettingsResource(dg.ConfigurableResource):  # type: ignore[type-ar
         return BreakerPolicy(
             failures=self.breaker_failures,
             base_cooldown_seconds=self.retry_base_seconds,
-            max_cooldown_seconds=self.retry_max_delay_seconds,
+            max_cooldown_seconds=min(self.retry_max_delay_seconds, PROBE_AT_LEAST_EVERY_SECONDS),
         )
 
     def reconcile_limits(self) -> Limits:

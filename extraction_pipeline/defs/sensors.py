@@ -56,6 +56,7 @@ from extraction_pipeline.defs.partitions import (
     documents_partitions,
 )
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
+from extraction_pipeline.defs.run_queue import analyst_run_limit
 
 # Items dispatched per tick: the daemon pays ~0.2 s per run it creates, and the other sensors wait
 # behind the tick, so a large batch is launched over several ticks.
@@ -165,7 +166,9 @@ def batch_dispatcher(
     # did not mark): an evaluation that outlived its timeout cannot get a document launched twice.
     marked = item_states.mark_dispatched(db, [item["id"] for item in items], at=dispatched_at)
     pending = [doc for doc in pending if doc.item_id in marked]
-    runs = plan_runs(pending, position, per_run=settings.documents_per_run, slots=_llm_slots(context.instance))
+    runs = plan_runs(
+        pending, position, per_run=settings.documents_per_run, runs_at_once=_runs_at_once(context.instance)
+    )
     run_requests = [_run_request([by_id[doc.item_id] for doc in run], run, parsed) for run in runs]
     context.log.info(f"dispatching {len(marked)} item(s) in {len(run_requests)} run(s)")
     requests = [documents_partitions.build_add_request(new_keys)] if new_keys else []
@@ -194,13 +197,16 @@ def _redispatch_lost(context: dg.SensorEvaluationContext, db: Ledger) -> None:
         context.log.warning(f"{len(lost)} item(s) dispatched by a tick whose runs never started: dispatching again")
 
 
-def _llm_slots(instance: dg.DagsterInstance) -> int:
-    """The `llm` pool's limit: how many runs a batch is spread over (5 when it cannot be read)."""
+def _runs_at_once(instance: dg.DagsterInstance) -> int:
+    """How many runs a batch is spread over: as many as it can have going at once, i.e. the `llm`
+    pool's limit (5 when it cannot be read), but no more than Dagster's run queue starts for one
+    analyst (the per-user tag limit and ``max_concurrent_runs``): runs beyond that only wait in
+    the queue, each with its own start-up, while the running ones could have widened."""
     try:
-        slots = llm_pool_size(instance)
+        slots = llm_pool_size(instance) or DEFAULT_LLM_SLOTS
     except Exception:  # storage without pools: spreading is only an optimisation
-        return DEFAULT_LLM_SLOTS
-    return slots or DEFAULT_LLM_SLOTS
+        slots = DEFAULT_LLM_SLOTS
+    return min(slots, analyst_run_limit(instance) or slots)
 
 
 def _run_request(items: list[dict[str, Any]], documents: list[PendingDocument], parsed: set[str]) -> dg.RunRequest:

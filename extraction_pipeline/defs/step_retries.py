@@ -1,7 +1,10 @@
 """Transient failures inside a step become Dagster step retries, within a time budget.
 
 A rate limit, a provider outage or a dropped ledger connection raises ``dg.RetryRequested`` with
-the wait the schedule gives (exponential, jittered, at least the provider's ``Retry-After``); the
+the wait the schedule gives (exponential, jittered, at least the provider's ``Retry-After``; for
+the provider's failures at most ``PROVIDER_RETRY_AT_LEAST_EVERY_SECONDS``, since its circuit
+breaker, not the document's backoff, spares it; rate limits the provider names a ``Retry-After``
+for are waited out inside the call, core/llm/gateway.py); the
 run stays alive and keeps its place, and the run's ``extraction/waiting_for`` tag says what it is
 waiting for since when. Once the failures have lasted the whole budget the step fails for good
 with the real cause. The budget is time, not a count of attempts (core/backoff.py).
@@ -18,7 +21,7 @@ from datetime import datetime
 import dagster as dg
 from sqlalchemy.exc import SQLAlchemyError
 
-from extraction_pipeline.core.backoff import RetrySchedule
+from extraction_pipeline.core.backoff import PROVIDER_RETRY_AT_LEAST_EVERY_SECONDS, RetrySchedule
 from extraction_pipeline.core.ledger import utcnow
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
 
@@ -69,6 +72,8 @@ def retry_or_give_up(
     local_start = _STREAKS.setdefault(key, time.monotonic())
     failing_for = time.monotonic() - local_start
     wait = schedule.next_wait(attempt=context.retry_number, failing_for=failing_for, retry_after=retry_after)
+    if wait is not None and _what(cause) == "provider":
+        wait = min(wait, max(retry_after or 0.0, PROVIDER_RETRY_AT_LEAST_EVERY_SECONDS))
     if wait is None:
         message = f"gave up after {failing_for / 60:.1f} min of transient failures: {cause}"
         if on_give_up is not None:
@@ -85,6 +90,12 @@ def retry_or_give_up(
         f"(failing for {failing_for / 60:.1f} of {schedule.budget_seconds / 60:g} min)"
     )
     return dg.RetryRequested(max_retries=MAX_STEP_RETRIES, seconds_to_wait=wait)
+
+
+def say_waiting(context: dg.AssetExecutionContext, reason: str) -> None:
+    """The run's log and its waiting tag say what the step waits for, in the step."""
+    _mark_waiting(context, reason)
+    context.log.warning(reason)
 
 
 def wait_for_breaker(context: dg.AssetExecutionContext, *, until: datetime | None, reason: str) -> Exception:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -33,7 +33,7 @@ class TokenGate:
         self.app = app
         self.token = token
 
-    def _presented(self, request: Request) -> tuple[str | None, bool]:
+    def _presented(self, request: HTTPConnection) -> tuple[str | None, bool]:
         header = request.headers.get("authorization", "")
         if header.lower().startswith("bearer "):
             return header[7:].strip(), False
@@ -48,7 +48,7 @@ class TokenGate:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        request = Request(scope)
+        request = HTTPConnection(scope)  # an HTTP request or a websocket handshake
         presented, from_query = self._presented(request)
         if not self._valid(presented):
             if scope["type"] == "websocket":
@@ -60,7 +60,7 @@ class TokenGate:
             )
             await response(scope, receive, send)
             return
-        if from_query:
+        if from_query and scope["type"] == "http":
             # Remember it and drop it from the address bar (and from later Referer headers).
             clean = request.url.remove_query_params("token")
             redirect = Response(status_code=303, headers={"location": str(clean)})

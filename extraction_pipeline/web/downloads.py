@@ -109,6 +109,6 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
     return [
         Route(PREFIX, index),
         Route(f"{PREFIX}/", index),
-        Route(f"{PREFIX}/batches/{{batch_id:int}}/workbook.xlsx", workbook),
-        Route(f"{PREFIX}/batches/{{batch_id:int}}/meta-analysis.csv", meta_csv),
+        Route(f"{PREFIX}/batches/{{batch_id:id}}/workbook.xlsx", workbook),
+        Route(f"{PREFIX}/batches/{{batch_id:id}}/meta-analysis.csv", meta_csv),
     ]

@@ -20,6 +20,9 @@ USER_COOKIE = "extraction_user"
 MAX_USER_CHARS = 200
 
 
+CROSS_SITE = "form posts are accepted from this server's own pages only"
+
+
 def same_origin(request: Request) -> bool:
     sent = request.headers.get("origin") or request.headers.get("referer")
     if not sent or sent == "null":
@@ -29,7 +32,7 @@ def same_origin(request: Request) -> bool:
 
 async def read_form(request: Request, *, max_files: int = 0) -> FormData:
     if not same_origin(request):
-        raise HTTPException(403, "form posts are accepted from this server's own pages only")
+        raise HTTPException(403, CROSS_SITE)
     return await request.form(max_files=max(max_files, 1), max_fields=5000)
 
 

@@ -10,8 +10,11 @@ import html
 from typing import Any
 from urllib.parse import quote
 
-from starlette.responses import HTMLResponse
+from starlette.convertors import Convertor, register_url_convertor
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
 
+from extraction_pipeline.core.review.values import REVIEWER_UNGROUNDED
 from extraction_pipeline.core.verification.grounding import (
     APPROXIMATE,
     JUDGEMENT_APPROXIMATE,
@@ -35,6 +38,7 @@ th{background:#eef1f5}
 .flash.error{background:#fdecea;border-color:#f1a39b}
 .warn{padding:8px 12px;border-radius:4px;margin:8px 0;background:#fff4d6;border:1px solid #e8c56b}
 .verified{background:#c6efce}.approximate{background:#ffeb9c}.unverified{background:#ffc7ce}
+.reviewer-ungrounded{background:#e4dfec}
 .judgement-supported{background:#bdd7ee}
 .second{margin-top:6px;padding:6px 8px;border:1px dashed #e0a050;border-radius:4px;background:#fffaf0}
 .flag{background:#f4b183}.decided{color:#1a7f37;font-weight:600}
@@ -104,9 +108,31 @@ _STATUS_CLASSES: dict[str, str] = {
     JUDGEMENT_APPROXIMATE: "approximate",
     JUDGEMENT_NOT_FOUND: "unverified",
     JUDGEMENT_UNSUPPORTED: "unverified",
+    REVIEWER_UNGROUNDED: "reviewer-ungrounded",
 }
 
 
 def status_pill(status: str | None) -> str:
     css = _STATUS_CLASSES.get(status or "", "")
     return f'<span class="pill {css}">{esc(status or "")}</span>'
+
+
+class IdConvertor(Convertor[int]):
+    """A ledger id in a URL: 1 to 18 digits (ids beyond a 64-bit integer match no page: a 404,
+    never a database error)."""
+
+    regex = "[0-9]{1,18}"
+
+    def convert(self, value: str) -> int:
+        return int(value)
+
+    def to_string(self, value: int) -> str:
+        return str(value)
+
+
+register_url_convertor("id", IdConvertor())
+
+
+async def not_found(request: Request) -> Response:
+    """Any address under our prefix that is not one of our pages (never Dagster's UI instead)."""
+    return page("Not found", "", error=f"there is no page {request.url.path}", status_code=404)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
-from starlette.datastructures import UploadFile
+from python_multipart.exceptions import MultipartParseError
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
@@ -20,14 +22,21 @@ from starlette.routing import Route
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch
+from extraction_pipeline.core.ledger.documents import project_exists
 from extraction_pipeline.core.ledger.queries import progress, project_documents, projects_overview, recent_batches
-from extraction_pipeline.core.ledger.templates import current_template, definition_from_project_file, save_version
+from extraction_pipeline.core.ledger.templates import (
+    current_template,
+    definition_from_project_file,
+    latest_version,
+    save_version,
+)
 from extraction_pipeline.core.llm.offline import OFFLINE_WARNING
 from extraction_pipeline.core.pdf.registration import validate_project
-from extraction_pipeline.core.pdf.uploads import UploadVerdict, register_upload, staging_dir
+from extraction_pipeline.core.pdf.uploads import UploadVerdict, register_staged, staging_area
 from extraction_pipeline.core.settings import Settings
-from extraction_pipeline.web.forms import read_form, remember_user, user_of
+from extraction_pipeline.web.forms import CROSS_SITE, read_form, remember_user, same_origin, set_flash, user_of
 from extraction_pipeline.web.pages import esc, page, table, url_part
+from extraction_pipeline.web.upload_stream import stream_files
 from extraction_pipeline.web.urls import PREFIX
 
 MAX_UPLOAD_FILES = 500
@@ -42,7 +51,8 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
     def model_warning() -> str:
         if settings.model:
             return f"<p class='muted'>Model: <code>{esc(settings.model)}</code></p>"
-        return f"<div class='warn' role='note'><strong>No model configured.</strong> {esc(OFFLINE_WARNING)}.</div>"
+        # The warning begins "no model configured: ...": said once, not twice.
+        return f"<div class='warn' role='note'>{esc(OFFLINE_WARNING[0].upper() + OFFLINE_WARNING[1:])}.</div>"
 
     async def list_projects(request: Request) -> Response:
         return _projects_page()
@@ -126,24 +136,34 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
         return _project_page(request, project)
 
     async def upload(request: Request, project: str) -> Response:
-        form = await read_form(request, max_files=MAX_UPLOAD_FILES)
-        files = [f for f in form.getlist("pdfs") if isinstance(f, UploadFile) and (f.filename or f.size)]
-        if not files:
-            return _project_page(request, project, error="choose one or more PDF files to upload", status_code=400)
-        verdicts = []
-        for sent in files:
-            verdicts.append(
-                register_upload(
+        if not same_origin(request):
+            return _project_page(request, project, error=CROSS_SITE, status_code=403)
+        with staging_area(settings.home_dir) as staging:
+            try:
+                files = await stream_files(
+                    request,
+                    field_name="pdfs",
+                    directory=Path(staging),
+                    max_bytes=settings.max_pdf_bytes,
+                    max_files=MAX_UPLOAD_FILES,
+                )
+            except (ConfigError, MultipartParseError) as exc:
+                return _project_page(request, project, error=f"upload not read: {exc}", status_code=400)
+            if not files:
+                return _project_page(request, project, error="choose one or more PDF files to upload", status_code=400)
+            # Registration parses each PDF: off the event loop, so other pages stay responsive.
+            verdicts = [
+                await run_in_threadpool(
+                    register_staged,
                     ledger,
                     settings.documents_dir,
-                    staging_dir(settings.home_dir),
                     project,
-                    sent.filename,
-                    sent.file,
+                    staged.sent_name,
+                    staged.path,
                     settings.max_pdf_bytes,
                 )
-            )
-            await sent.close()
+                for staged in files
+            ]
         good = sum(1 for v in verdicts if v.document)
         summary = f"{good} of {len(verdicts)} file(s) registered"
         return _project_page(request, project, flash=summary, uploads=verdicts)
@@ -208,31 +228,38 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
             second_model=second,
             adjudicator_model=adjudicator,
         )
-        response = RedirectResponse(f"{PREFIX}/batches/{ref.id}?started=1", status_code=303)
+        response = RedirectResponse(f"{PREFIX}/batches/{ref.id}", status_code=303)
+        set_flash(response, f"batch {ref.id} started with {len(set(chosen))} document(s)")
         remember_user(response, user)
         return response
 
     return [
         Route(f"{PREFIX}/projects", list_projects, methods=["GET"]),
         Route(f"{PREFIX}/projects", create_project, methods=["POST"]),
-        Route(f"{PREFIX}/projects/{{project}}", _for_project(show_project), methods=["GET"]),
-        Route(f"{PREFIX}/projects/{{project}}/documents", _for_project(upload), methods=["POST"]),
-        Route(f"{PREFIX}/projects/{{project}}/template", _for_project(save_template), methods=["POST"]),
-        Route(f"{PREFIX}/projects/{{project}}/batches", _for_project(start_batch), methods=["POST"]),
+        Route(f"{PREFIX}/projects/{{project}}", _for_project(ledger, show_project), methods=["GET"]),
+        Route(f"{PREFIX}/projects/{{project}}/documents", _for_project(ledger, upload), methods=["POST"]),
+        Route(f"{PREFIX}/projects/{{project}}/template", _for_project(ledger, save_template), methods=["POST"]),
+        Route(f"{PREFIX}/projects/{{project}}/batches", _for_project(ledger, start_batch), methods=["POST"]),
     ]
 
 
 def _for_project(
-    handler: Callable[[Request, str], Awaitable[Response]],
+    ledger: Ledger, handler: Callable[[Request, str], Awaitable[Response]]
 ) -> Callable[[Request], Awaitable[Response]]:
     """A route under /projects/{project}: the name is checked (letters, digits, . _ -) before
-    the handler sees it, so no handler can be reached with a name that could mean a path."""
+    the handler sees it, so no handler can be reached with a name that could mean a path, and
+    the project must exist (only the Projects page's form creates one; visiting an address never
+    does)."""
 
     async def endpoint(request: Request) -> Response:
         try:
             project = validate_project(str(request.path_params["project"]))
         except ConfigError as exc:
             return page("Project", "", error=str(exc), status_code=404)
+        if latest_version(ledger, project) is None and not project_exists(ledger, project):
+            return page(
+                "Project", "", error=f"unknown project {project!r}: create it on the Projects page", status_code=404
+            )
         return await handler(request, project)
 
     return endpoint

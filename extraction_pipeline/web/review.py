@@ -14,9 +14,10 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from extraction_pipeline.core.errors import ConfigError, ExtractionError
-from extraction_pipeline.core.extraction.consensus import NEEDS_REVIEW
+from extraction_pipeline.core.extraction.grounded import GroundedValue
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import describe_state, get_batch
+from extraction_pipeline.core.ledger.budgets import what_calls_wait_for
 from extraction_pipeline.core.ledger.items import get_item
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
 from extraction_pipeline.core.review import corrections, decisions
@@ -28,11 +29,14 @@ from extraction_pipeline.core.review.values import (
     CORRECT,
     MARK_NOT_REPORTED,
     Decision,
+    ReviewableValue,
     decision_label,
-    review_rank,
+    final_status,
+    in_review_order,
     reviewable_values,
 )
 from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.core.verification.grounding import VERIFIED
 from extraction_pipeline.web.forms import (
     clear_flash,
     read_flash,
@@ -85,10 +89,10 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
             return page("Batch", "", error=f"unknown batch {batch_id}", status_code=404)
         counts = progress(ledger, batch_id)
         reviews = batch_review(ledger, batch_id)
-        flash, error = read_flash(request)
-        if request.query_params.get("started"):
-            flash = f"batch {batch_id} started with {counts.total} document(s)"
-        body = _batch_summary(batch, counts, reviews, settings)
+        flash, error = read_flash(request)  # shown once: the page reloads itself while it waits
+        body = _batch_summary(
+            batch, counts, reviews, settings, what_calls_wait_for(ledger) if batch["status"] == "open" else []
+        )
         rows = [
             [
                 esc(r.filename),
@@ -135,27 +139,23 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
         item = rows[position]
         decided = decisions.current_decisions(ledger, batch_id)
         review = review_of(item, decided)
-        values = sorted(
-            enumerate(reviewable_values(item["result_json"]).items()),
-            key=lambda pair: (review_rank(pair[1][1]), pair[0]),
-        )
+        values = in_review_order(reviewable_values(item["result_json"]))
         chosen = request.query_params.get("value")
-        paths = [path for _, (path, _) in values]
+        paths = [value.path for value in values]
         current = chosen if chosen in paths else (paths[0] if paths else None)
         comments = decisions.comments_of(ledger, batch_id)
         cards = "".join(
             _value_card(
                 batch_id,
                 item_id,
-                path,
-                entry,
-                decided.get((item_id, path)),
-                comments.get((item_id, path), []),
-                path == current,
+                value,
+                decided.get((item_id, value.path)),
+                comments.get((item_id, value.path), []),
+                value.path == current,
             )
-            for _, (path, entry) in values
+            for value in values
         )
-        entry = dict(values[paths.index(current)][1][1]) if current else None
+        entry = values[paths.index(current)].machine if current else None
         decision = decided.get((item_id, current)) if current else None
         page_param = request.query_params.get("page")
         shown_page = int(page_param) if page_param and page_param.isdigit() else None
@@ -183,7 +183,8 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
         if item is None:
             return PlainTextResponse(f"unknown item {item_id}\n", status_code=404)
         path = request.query_params.get("path")
-        entry = reviewable_values(item["result_json"]).get(path) if path else None
+        chosen_value = reviewable_values(item["result_json"]).get(path) if path else None
+        entry = chosen_value.machine if chosen_value else None
         decision = decisions.current_decisions(ledger, item["batch_id"]).get((item_id, path)) if path else None
         page_param = request.query_params.get("page", "")
         try:
@@ -243,10 +244,10 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
         return response
 
     return [
-        Route(f"{PREFIX}/batches/{{batch_id:int}}", batch_page, methods=["GET"]),
-        Route(f"{PREFIX}/batches/{{batch_id:int}}/documents/{{item_id:int}}", document_page, methods=["GET"]),
-        Route(f"{PREFIX}/items/{{item_id:int}}/page.png", image, methods=["GET"]),
-        Route(f"{PREFIX}/items/{{item_id:int}}/decisions", decide, methods=["POST"]),
+        Route(f"{PREFIX}/batches/{{batch_id:id}}", batch_page, methods=["GET"]),
+        Route(f"{PREFIX}/batches/{{batch_id:id}}/documents/{{item_id:id}}", document_page, methods=["GET"]),
+        Route(f"{PREFIX}/items/{{item_id:id}}/page.png", image, methods=["GET"]),
+        Route(f"{PREFIX}/items/{{item_id:id}}/decisions", decide, methods=["POST"]),
         Route(f"{PREFIX}/reviewer", set_reviewer, methods=["POST"]),
     ]
 
@@ -274,10 +275,7 @@ def _apply(
 
 def _next_undecided(ledger: Ledger, item: dict[str, Any], after: str) -> str | None:
     decided = decisions.current_decisions(ledger, item["batch_id"])
-    ordered = sorted(
-        enumerate(reviewable_values(item["result_json"]).items()), key=lambda pair: (review_rank(pair[1][1]), pair[0])
-    )
-    paths = [path for _, (path, _) in ordered]
+    paths = [value.path for value in in_review_order(reviewable_values(item["result_json"]))]
     start = paths.index(after) + 1 if after in paths else 0
     for path in paths[start:] + paths[:start]:
         if (item["id"], path) not in decided:
@@ -285,14 +283,15 @@ def _next_undecided(ledger: Ledger, item: dict[str, Any], after: str) -> str | N
     return None
 
 
-def _anchor_page(entry: dict[str, Any] | None, decision: Decision | None) -> int | None:
-    for source in (decision.grounding if decision else None, entry):
-        if source and source.get("page"):
-            return int(source["page"])
-    return None
+def _anchor_page(entry: GroundedValue | None, decision: Decision | None) -> int | None:
+    if decision and decision.grounding and decision.grounding.get("page"):
+        return int(decision.grounding["page"])
+    return entry.page if entry else None
 
 
-def _batch_summary(batch: dict[str, Any], counts: Any, reviews: list[DocumentReview], settings: Settings) -> str:
+def _batch_summary(
+    batch: dict[str, Any], counts: Any, reviews: list[DocumentReview], settings: Settings, waiting: list[str]
+) -> str:
     from extraction_pipeline.instance import daemon_running
 
     reviewed = sum(1 for r in reviews if r.reviewed)
@@ -311,6 +310,8 @@ def _batch_summary(batch: dict[str, Any], counts: Any, reviews: list[DocumentRev
             "<div class='warn'>No daemon is running on this instance: nothing moves until "
             "`extraction-pipeline ui` or `daemon` runs.</div>"
         )
+    for text in waiting:
+        warnings += f"<div class='warn waiting' role='status'>{esc(text)}</div>"
     if batch.get("export_error"):
         warnings += (
             f"<div class='warn' id='export-failed'>{esc(describe_state(batch))}. Every document's result is "
@@ -345,14 +346,14 @@ def _reviewer_bar(request: Request, batch_id: int, item_id: int) -> str:
     )
 
 
-def _module_summary(values: list[Any], decided: dict[tuple[int, str], Decision], item_id: int) -> str:
+def _module_summary(values: list[ReviewableValue], decided: dict[tuple[int, str], Decision], item_id: int) -> str:
     modules: dict[str, list[int]] = {}
-    for _, (path, entry) in values:
-        counts = modules.setdefault(str(entry.get("module", path.split(".")[0])), [0, 0, 0, 0])
+    for value in values:
+        counts = modules.setdefault(value.machine.module or value.path.split(".")[0], [0, 0, 0, 0])
         counts[0] += 1
-        counts[1] += entry.get("status") == "verified"
-        counts[2] += review_rank(entry)[0] <= 1  # unverified, quote not found, or flagged
-        counts[3] += (item_id, path) in decided
+        counts[1] += value.machine.status == VERIFIED
+        counts[2] += value.needs_attention
+        counts[3] += (item_id, value.path) in decided
     rows = [[esc(name), esc(c[0]), esc(c[1]), esc(c[2]), esc(f"{c[3]}/{c[0]}")] for name, c in modules.items()]
     return table(["module", "values", "verified", "needs attention", "decided"], rows, attrs="id='modules'")
 
@@ -360,17 +361,17 @@ def _module_summary(values: list[Any], decided: dict[tuple[int, str], Decision],
 def _value_card(
     batch_id: int,
     item_id: int,
-    path: str,
-    entry: dict[str, Any],
+    reviewable: ReviewableValue,
     decision: Decision | None,
     comments: list[dict[str, Any]],
     current: bool,
 ) -> str:
-    module = entry.get("module", path.split(".")[0])
-    name = entry.get("field", path)
-    outcome = f" #{entry['index']}" if entry.get("index") is not None else ""
-    flags = "".join(f"<div class='pill flag'>check: {esc(flag)}</div>" for flag in entry.get("flags") or [])
-    shown_value = esc(json.dumps(entry.get("value"), ensure_ascii=False) if entry.get("value") is not None else "—")
+    path, entry = reviewable.path, reviewable.machine
+    module = entry.module or path.split(".")[0]
+    name = entry.field
+    outcome = f" #{entry.index}" if entry.index is not None else ""
+    flags = "".join(f"<div class='pill flag'>check: {esc(flag)}</div>" for flag in entry.flags)
+    shown_value = esc(json.dumps(entry.value, ensure_ascii=False) if entry.value is not None else "—")
     final = ""
     if decision is not None:
         final = (
@@ -381,7 +382,9 @@ def _value_card(
         final += f" <span class='decided'>{esc(decision_label(decision))}</span>"
         if decision.grounding:
             final += f" (new quote: {status_pill(decision.grounding.get('status'))})"
-    where = f"p.{entry['page']}" if entry.get("page") else "no location"
+        elif decision.action == CORRECT:
+            final += f" {status_pill(final_status(entry, decision))}"  # not the machine's verdict
+    where = f"p.{entry.page}" if entry.page else "no location"
     seen = decision.seq if decision else 0
     hidden = (
         f"<input type='hidden' name='path' value='{esc(path)}'><input type='hidden' name='seen_seq' value='{seen}'>"
@@ -396,16 +399,16 @@ def _value_card(
         )
 
     notes = "".join(f"<div class='muted'>💬 {esc(c['reviewer'])}: {esc(c['comment'])}</div>" for c in comments)
-    notes += _second_opinion(entry, action_url, hidden)
+    notes += _second_opinion(reviewable, action_url, hidden)
     card_href = _document_url(batch_id, item_id, value=path)
     return (
         f"<div class='value{' current' if current else ''}' data-path='{esc(path)}' data-href='{esc(card_href)}' "
         f"data-img='{esc(_image_url(item_id, path))}' data-caption='{esc(path + ' · ' + where)}'>"
-        f"<div><strong>{esc(module)}{esc(outcome)} · {esc(name)}</strong> {status_pill(entry.get('status'))}</div>"
+        f"<div><strong>{esc(module)}{esc(outcome)} · {esc(name)}</strong> {status_pill(entry.status)}</div>"
         f"<div>value <code class='machine-value'>{shown_value}</code>{final}</div>"
-        f"<div class='muted'>{esc(entry.get('reason'))} · {esc(where)}"
+        f"<div class='muted'>{esc(entry.reason)} · {esc(where)}"
         f" · <a href='{esc(card_href)}'>show on page</a></div>{flags}"
-        + (f"<blockquote>{esc(entry.get('quote'))}</blockquote>" if entry.get("quote") else "")
+        + (f"<blockquote>{esc(entry.quote)}</blockquote>" if entry.quote else "")
         + notes
         + "<div class='actions'>"
         + button_form("approve", APPROVE, "Approve")
@@ -423,29 +426,30 @@ def _value_card(
     )
 
 
-def _second_opinion(entry: dict[str, Any], action_url: str, hidden: str) -> str:
+def _second_opinion(reviewable: ReviewableValue, action_url: str, hidden: str) -> str:
     """Double extraction: where the two models disagree, the second model's answer side by side,
     and a button that records the reviewer's pick of it (picking the first is Approve)."""
-    if entry.get("agreement") not in NEEDS_REVIEW:
+    if not reviewable.disputed:
         return ""
-    second = entry.get("second") or {}
-    model = entry.get("second_model") or "second model"
-    value = second.get("value")
+    second = reviewable.second
+    model = reviewable.second_model or "second model"
+    value = second.value if second else None
+    quote = second.quote if second else None
     shown = esc(json.dumps(value, ensure_ascii=False) if value is not None else "—")
     block = (
-        f"<div class='second'><span class='pill unverified'>{esc(entry.get('agreement'))}</span> "
+        f"<div class='second'><span class='pill unverified'>{esc(reviewable.agreement)}</span> "
         f"<strong>{esc(model)}</strong> answered <code class='second-value'>{shown}</code> "
-        f"{status_pill(second.get('status'))}"
-        + (f"<blockquote>{esc(second.get('quote'))}</blockquote>" if second.get("quote") else "")
+        f"{status_pill(second.status if second else None)}"
+        + (f"<blockquote>{esc(quote)}</blockquote>" if quote else "")
     )
-    if entry.get("suggestion"):
-        block += f"<div class='muted suggestion'>adjudicator suggests {esc(entry['suggestion'])}</div>"
+    if reviewable.suggestion:
+        block += f"<div class='muted suggestion'>adjudicator suggests {esc(reviewable.suggestion)}</div>"
     if value is not None:
         block += (
             f"<form method='post' action='{action_url}' class='inline pick-second'>{hidden}"
             "<input type='hidden' name='action' value='correct'>"
             f"<input type='hidden' name='value' value='{esc(value)}'>"
-            f"<input type='hidden' name='quote' value='{esc(second.get('quote') or '')}'>"
+            f"<input type='hidden' name='quote' value='{esc(quote or '')}'>"
             f"<input type='hidden' name='comment' value='{esc(f'picked the answer of {model}')}'>"
             f"<button type='submit'>Pick {esc(model)}'s answer</button></form>"
         )

@@ -1,7 +1,8 @@
 """One server, one port: the Dagster UI and the project's pages in the same ASGI app.
 
 Dagster's webserver is a Starlette app; ours is mounted beside it (``/extraction/...``) and one
-uvicorn process serves both, behind the token gate when it listens beyond loopback.
+uvicorn process serves both, behind the token gate when it listens beyond loopback, and behind
+the request guard (web/guard.py) always.
 """
 
 from __future__ import annotations
@@ -9,27 +10,34 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.routing import Mount
+from starlette.routing import Mount, Route
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.web import downloads, projects, review
 from extraction_pipeline.web.auth import TokenGate, is_loopback
+from extraction_pipeline.web.guard import RequestGuard, allowed_hosts
+from extraction_pipeline.web.pages import not_found
+from extraction_pipeline.web.urls import PREFIX
 
 CODE_LOCATION_MODULE = "extraction_pipeline.definitions"
 
 
-def build_app(settings: Settings, dagster_app: Any, *, token: str | None) -> Any:
-    """Our routes first, the Dagster UI for everything else; gated by ``token`` when given."""
+def build_app(settings: Settings, dagster_app: Any, *, token: str | None, bind_host: str = "127.0.0.1") -> Any:
+    """Our routes first, the Dagster UI for everything else; gated by ``token`` when given, and
+    guarded against other sites' requests (web/guard.py) always."""
     ledger = Ledger.connect(settings.ledger_url)
     ours = [
         *downloads.routes(ledger, settings),
         *projects.routes(ledger, settings),
         *review.routes(ledger, settings),
     ]
-    app: Any = Starlette(routes=[*ours, Mount("/", app=dagster_app)])
-    return TokenGate(app, token) if token else app
+    # Anything else under our prefix is a 404 of ours, never Dagster's UI page in its place.
+    unknown = Route(f"{PREFIX}/{{rest:path}}", not_found, methods=["GET", "HEAD", "POST"])
+    app: Any = Starlette(routes=[*ours, unknown, Mount("/", app=dagster_app)])
+    gated = TokenGate(app, token) if token else app
+    return RequestGuard(gated, allowed_hosts(bind_host, settings.public_url, settings.allowed_hosts))
 
 
 def check_binding(host: str, token: str | None) -> None:
@@ -54,4 +62,5 @@ def serve(settings: Settings, *, host: str, port: int, token: str | None) -> Non
     )
     with DagsterInstance.get() as instance, WorkspaceProcessContext(instance, target) as context:
         dagster_app = create_app_from_workspace_process_context(context)
-        uvicorn.run(build_app(settings, dagster_app, token=token), host=host, port=port, log_level="warning")
+        app = build_app(settings, dagster_app, token=token, bind_host=host)
+        uvicorn.run(app, host=host, port=port, log_level="warning")

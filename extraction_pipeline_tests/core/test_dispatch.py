@@ -12,14 +12,18 @@ def _position(ids: range) -> dict[str, int]:
 
 
 def test_a_large_batch_is_cut_into_runs_of_at_most_per_run_consecutive_documents() -> None:
-    runs = plan_runs(_docs(range(1, 101)), _position(range(1, 101)), per_run=8, slots=5)
+    runs = plan_runs(_docs(range(1, 101)), _position(range(1, 101)), per_run=8, runs_at_once=5)
     assert [len(run) for run in runs] == [8] * 12 + [4]
     assert [d.item_id for run in runs for d in run] == list(range(1, 101))
 
 
-def test_a_small_batch_is_spread_over_the_llm_slots() -> None:
-    assert [len(run) for run in plan_runs(_docs(range(1, 21)), _position(range(1, 21)), per_run=8, slots=5)] == [4] * 5
-    assert [len(run) for run in plan_runs(_docs(range(1, 4)), _position(range(1, 4)), per_run=8, slots=5)] == [1] * 3
+def test_a_small_batch_is_spread_over_the_runs_started_at_once() -> None:
+    assert [len(run) for run in plan_runs(_docs(range(1, 21)), _position(range(1, 21)), per_run=8, runs_at_once=5)] == [
+        4
+    ] * 5
+    assert [len(run) for run in plan_runs(_docs(range(1, 4)), _position(range(1, 4)), per_run=8, runs_at_once=5)] == [
+        1
+    ] * 3
 
 
 def test_a_run_never_spans_a_gap_another_batch_or_another_round() -> None:
@@ -27,7 +31,7 @@ def test_a_run_never_spans_a_gap_another_batch_or_another_round() -> None:
     ours = [d for d in _docs(range(1, 13)) if d.item_id != 5]  # doc-5 belongs to someone else
     retried = _docs(range(20, 24), dispatch_round=1)
     other = _docs(range(30, 34), uid="b2")
-    runs = plan_runs([*ours, *retried, *other], position, per_run=8, slots=1)
+    runs = plan_runs([*ours, *retried, *other], position, per_run=8, runs_at_once=1)
     assert [[d.item_id for d in run] for run in runs] == [
         [1, 2, 3, 4],
         [6, 7, 8, 9, 10, 11, 12],
@@ -37,7 +41,7 @@ def test_a_run_never_spans_a_gap_another_batch_or_another_round() -> None:
 
 
 def test_a_document_without_a_partition_yet_runs_alone() -> None:
-    runs = plan_runs(_docs(range(1, 5)), _position(range(1, 3)), per_run=8, slots=1)
+    runs = plan_runs(_docs(range(1, 5)), _position(range(1, 3)), per_run=8, runs_at_once=1)
     assert sorted([d.item_id for d in run] for run in runs) == [[1, 2], [3], [4]]
 
 

@@ -18,7 +18,7 @@ from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.review import corrections, decisions
-from extraction_pipeline.core.review.values import review_rank, reviewable_values
+from extraction_pipeline.core.review.values import in_review_order, reviewable_values
 from extraction_pipeline_tests.support.extraction_cases import DEATHS, PARSED
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
 from extraction_pipeline_tests.support.ledgers import add_documents
@@ -109,17 +109,19 @@ def test_disagreements_lead_the_review_queue_and_the_pick_is_a_decision(
     item = states.get_item(ledger, 1)
     assert item is not None
     values = reviewable_values(item["result_json"])
-    ordered = sorted(values, key=lambda path: review_rank(values[path]))
+    ordered = [value.path for value in in_review_order(values)]
     assert set(ordered[:3]) == {"outcomes.1.ci_lower", "outcomes.1.ci_upper", "metadata.randomized_n"}
-    assert values["outcomes.1.ci_upper"]["value"] is None and values["outcomes.1.ci_upper"]["second"]["value"] == 0.86
+    upper, lower = values["outcomes.1.ci_upper"], values["outcomes.1.ci_lower"]
+    assert upper.machine.value is None and upper.second is not None and upper.second.value == 0.86
+    assert lower.second is not None
     picked = corrections.correct(
         ledger,
         item_id=1,
         path="outcomes.1.ci_lower",
         reviewer="rita",
         seen_seq=0,
-        value_text=str(values["outcomes.1.ci_lower"]["second"]["value"]),
-        quote=values["outcomes.1.ci_lower"]["second"]["quote"],
+        value_text=str(lower.second.value),
+        quote=lower.second.quote,
         comment=f"picked the answer of {SECOND}",
     )
     assert picked.kind == decisions.RECORDED and picked.current is not None
@@ -257,6 +259,6 @@ def test_a_third_model_suggests_but_never_overwrites(ledger: Ledger, fake_llm: F
     item = states.get_item(ledger, 1)
     assert item is not None
     values = reviewable_values(item["result_json"])
-    assert values["outcomes.1.ci_lower"]["suggestion"] == "second (openai/judge): the text prints 0.60"
+    assert values["outcomes.1.ci_lower"].suggestion == "second (openai/judge): the text prints 0.60"
     with pytest.raises(ConfigError, match="needs a second model"):
         create_batch(ledger, idempotency_key="x", project="p", user="u", document_ids=[doc], adjudicator_model="m")

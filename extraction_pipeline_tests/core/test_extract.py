@@ -8,6 +8,7 @@ import multiprocessing
 import pytest
 
 from extraction_pipeline.core.errors import OutputParseError, PermanentError, TransientError
+from extraction_pipeline.core.extraction.claiming import INTERRUPTED_MESSAGE
 from extraction_pipeline.core.extraction.extract import extract_item
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
@@ -270,7 +271,9 @@ def test_a_page_longer_than_the_context_window_is_an_explicit_error(ledger: Ledg
     huge = ParsedDocument("sha", ["word " * 150_000])  # one page of ~150k tokens; gpt-4o-mini takes 128k
     config = LLMConfig(model="openai/gpt-4o-mini", api_base=fake_llm.api_base, api_key="sk-x", timeout_seconds=10)
     with pytest.raises(
-        PermanentError, match=r"page 1 alone needs about 15[0-9]{4} prompt tokens but .* accepts 128000"
+        PermanentError,
+        match=r"page 1 alone needs about 15[0-9]{4} prompt tokens but .* accepts 111616 prompt tokens "
+        r"\(its 128000-token window less 16384 kept for the answer\)",
     ):
         extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=huge, llm=config)
     assert fake_llm.requests == []  # nothing was sent, nothing silently cut
@@ -333,7 +336,7 @@ def test_an_internal_error_after_the_answer_still_records_the_tokens(
     def broken(*args: object, **kwargs: object) -> dict[str, object]:
         raise RuntimeError("bug in grounding")  # injected fault after the paid call
 
-    monkeypatch.setattr(assembly, "ground_output", broken)
+    monkeypatch.setattr(assembly, "ground_entries", broken)
     item = _item(ledger)
     fake_llm.push(Reply(GOOD, tokens_in=1200, tokens_out=80))
     with pytest.raises(PermanentError, match="internal error"):
@@ -386,3 +389,36 @@ def test_a_flipped_sign_or_a_label_digit_is_flagged(ledger: Ledger, fake_llm: Fa
     assert fields["outcomes.1.n_treatment"]["flags"] == [
         "the value appears in the quote only inside a word or label (such as H2)"
     ]
+
+
+def test_a_run_that_is_stopping_claims_nothing_and_hands_back_what_it_claimed_meanwhile(
+    ledger: Ledger, fake_llm: FakeLLMServer
+) -> None:
+    """Another lane of an interrupted run reaches its claim after the run handed back what it had
+    in flight: the document must go back to the queue, not stay with (or fail in) a run that ends."""
+    item = _item(ledger)
+    fake_llm.push(Reply(GOOD))
+    outcome = extract_item(
+        ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm), stopping=lambda: True
+    )
+    assert outcome.status == "skipped" and _row(ledger, item)["status"] == "pending" and not fake_llm.requests
+
+    answers = iter([False, True])  # not stopping before the claim, stopping once it is won
+    outcome = extract_item(
+        ledger,
+        item_id=item,
+        run_id="r1",
+        worker="w",
+        parsed=PARSED,
+        llm=_config(fake_llm),
+        stopping=lambda: next(answers),
+    )
+    row = _row(ledger, item)
+    assert outcome.status == "skipped" and not fake_llm.requests  # no call paid for a run that ends
+    assert (row["status"], row["message"]) == ("pending", INTERRUPTED_MESSAGE)
+
+
+def _row(ledger: Ledger, item: int) -> dict[str, object]:
+    row = states.get_item(ledger, item)
+    assert row is not None
+    return row

@@ -137,3 +137,18 @@ def test_updated_at_moves_on_every_transition(ledger: Ledger) -> None:
     states.release(ledger, item, run_id="r", message="t")
     stamps.append(states.get_item(ledger, item)["updated_at"])  # type: ignore[index]
     assert stamps == sorted(stamps) and len(set(stamps)) == 3
+
+
+def test_a_rate_limit_waited_out_in_the_call_is_told_in_the_documents_story(ledger: Ledger) -> None:
+    item = _one_item(ledger)
+    states.note_waited(ledger, item, run_id="r1", cause="HTTP 429 RateLimitError: slow down")  # not claimed: nothing
+    assert states.item_history_of(ledger, item) == []
+    assert states.claim(ledger, item, run_id="r1", worker="w1")
+    for _ in range(2):
+        states.note_waited(ledger, item, run_id="r1", cause="HTTP 429 RateLimitError: slow down")
+    states.note_waited(ledger, item, run_id="r2", cause="not the holder")  # another run's word is not taken
+    assert _status(ledger, item) == "extracting"  # a wait is not a transition
+    assert states.complete(ledger, item, run_id="r1", result={}, usage=Usage("m"))
+    row = states.get_item(ledger, item)
+    assert row is not None
+    assert row["message"] == "completed on attempt 1, after: waited out: HTTP 429 RateLimitError: slow down (2 times)"

@@ -6,7 +6,7 @@ import httpx
 import litellm
 import pytest
 
-from extraction_pipeline.core.errors import PermanentError, TransientError
+from extraction_pipeline.core.errors import PermanentError, RateLimitedError, TransientError
 from extraction_pipeline.core.llm.classify import classify
 
 REQUEST = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
@@ -67,3 +67,11 @@ class _StatusError(Exception):
 )
 def test_unknown_exception_types_fall_back_to_the_status_code(status: int, transient: bool) -> None:
     assert isinstance(classify(_StatusError(status)), TransientError) is transient
+
+
+def test_only_the_accounts_rate_limit_is_a_rate_limited_error() -> None:
+    assert isinstance(classify(litellm.RateLimitError("slow down", llm_provider="openai", model="m")), RateLimitedError)
+    assert isinstance(classify(_StatusError(429)), RateLimitedError)
+    for other in (_StatusError(503), _StatusError(529), litellm.ServiceUnavailableError("down", "openai", "m")):
+        classified = classify(other)
+        assert isinstance(classified, TransientError) and not isinstance(classified, RateLimitedError)

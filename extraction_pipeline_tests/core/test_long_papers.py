@@ -12,6 +12,7 @@ import pytest
 
 from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.extraction.extract import extract_item
+from extraction_pipeline.core.extraction.grounded import GroundedValue
 from extraction_pipeline.core.extraction.long_papers import merge_parts, plan_parts
 from extraction_pipeline.core.extraction.prompts import document_from_messages
 from extraction_pipeline.core.ledger import Ledger
@@ -22,6 +23,7 @@ from extraction_pipeline.core.pdf.engine import EngineOptions
 from extraction_pipeline.core.pdf.parsing import ParseOptions, parse_document
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.templates.rct import BASE_TEMPLATES, RCT_BASE
+from extraction_pipeline.core.verification.grounding import GroundingStatus
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
 
 PAGES = 300
@@ -99,6 +101,8 @@ def test_a_300_page_report_is_extracted_in_parts_and_merged(
     outcome = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=parsed, llm=llm)
     assert outcome.status == "completed", outcome.reason
     assert len(fake_llm.requests) == len(parts)  # one call per part
+    told = [re.search(r"This is part (\d+) of (\d+)", r["messages"][-1]["content"]) for r in fake_llm.requests]
+    assert [(int(m[1]), int(m[2])) for m in told if m] == [(k, len(parts)) for k in range(1, len(parts) + 1)]
     fields = outcome.result["fields"]
     assert fields["metadata.nct_number"]["value"] == "NCT04412345" and fields["metadata.nct_number"]["page"] == 1
     outcomes = {fields[f"outcomes.{n}.outcome_name"]["value"] for n in (1, 2)}
@@ -131,8 +135,8 @@ def test_a_paper_that_cannot_fit_is_refused_with_the_reason(ledger: Ledger, fake
 
 
 def test_merging_keeps_the_best_answer_and_joins_the_same_outcome() -> None:
-    def entry(module: str, index: int | None, field: str, value: object, status: str) -> dict[str, object]:
-        return {"module": module, "index": index, "field": field, "value": value, "status": status, "quote": "q"}
+    def entry(module: str, index: int | None, field: str, value: str | int | None, status: str) -> GroundedValue:
+        return GroundedValue(module, index, field, value, "q", GroundingStatus(status), 1.0, "")
 
     first = {
         "metadata.nct_number": entry("metadata", None, "nct_number", None, "not reported"),
@@ -151,8 +155,8 @@ def test_merging_keeps_the_best_answer_and_joins_the_same_outcome() -> None:
         "outcomes.2.timepoint": entry("outcomes", 2, "timepoint", "12 weeks", "verified"),
     }
     merged = merge_parts([first, second])
-    assert merged["metadata.nct_number"]["value"] == "NCT04412345"
-    assert merged["metadata.randomized_n"]["status"] == "verified"
-    assert merged["outcomes.1.events_treatment"]["value"] == 41 and merged["outcomes.1.events_treatment"]["index"] == 1
-    assert merged["outcomes.2.timepoint"]["value"] == "12 weeks"  # another timepoint: another outcome
+    assert merged["metadata.nct_number"].value == "NCT04412345"
+    assert merged["metadata.randomized_n"].status == "verified"
+    assert merged["outcomes.1.events_treatment"].value == 41 and merged["outcomes.1.events_treatment"].index == 1
+    assert merged["outcomes.2.timepoint"].value == "12 weeks"  # another timepoint: another outcome
     assert "outcomes.3.outcome_name" not in merged

@@ -42,14 +42,14 @@ def test_offline_model_runs_through_litellm_and_is_labelled() -> None:
     result = complete_extraction(LLMConfig(model=None), build_messages(RCT_TEMPLATE, pages), RCT_TEMPLATE)
     assert result.usage.model == OFFLINE_MODEL and result.usage.cost_usd == 0.0
     grounded = ground_output(RCT_TEMPLATE, result.output, ParsedDocument("s", pages))
-    assert grounded["metadata.nct_number"]["value"] == trial.nct_number
-    assert grounded["metadata.randomized_n"]["value"] == trial.randomized_n
-    assert grounded["outcomes.1.effect_estimate"]["value"] == trial.hazard_ratio
-    found = [f for f in grounded.values() if f["value"] is not None]
+    assert grounded["metadata.nct_number"].value == trial.nct_number
+    assert grounded["metadata.randomized_n"].value == trial.randomized_n
+    assert grounded["outcomes.1.effect_estimate"].value == trial.hazard_ratio
+    found = [f for f in grounded.values() if f.found]
     assert len(found) == 7
     # outcome_type is a judgement: its quote is verified, the status says it is a judgement
-    assert {f["field"]: f["status"] for f in found if f["status"] != "verified"} == {
+    assert {f.field: f.status for f in found if f.status != "verified"} == {
         "outcome_type": "judgement: supported by a verified quote"
     }
     # Quotes never include the prompt's page markers.
-    assert not any("[page" in (f["quote"] or "") for f in grounded.values())
+    assert not any("[page" in (f.quote or "") for f in grounded.values())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +17,22 @@ import pytest
 from extraction_pipeline.core.errors import ConfigError, PermanentError
 from extraction_pipeline.core.export.meta_csv import meta_analysis_csv
 from extraction_pipeline.core.export.workbook import ROW_ID_COLUMN, write_workbook
+from extraction_pipeline.core.extraction.grounded import GroundedValue
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.items import get_item
 from extraction_pipeline.core.review import corrections, decisions
 from extraction_pipeline.core.review.excel_import import import_decisions
 from extraction_pipeline.core.review.page_image import HIGHLIGHT_FILL, Span, render
-from extraction_pipeline.core.review.progress import batch_review
+from extraction_pipeline.core.review.progress import NOTHING_EXTRACTED, DocumentReview, batch_review
 from extraction_pipeline.core.review.source_view import PageImage, page_image
-from extraction_pipeline.core.review.values import APPROVE, COMMENT, CORRECT, MARK_NOT_REPORTED, reviewable_values
+from extraction_pipeline.core.review.values import (
+    APPROVE,
+    COMMENT,
+    CORRECT,
+    MARK_NOT_REPORTED,
+    REVIEWER_UNGROUNDED,
+    reviewable_values,
+)
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.usage import Usage
 from extraction_pipeline.core.verification.grounding import UNVERIFIED, VERIFIED
@@ -44,10 +53,10 @@ def case(ledger_url: str, tmp_path: Path, fake_llm: FakeLLMServer) -> ReviewCase
     return make_case(settings, ledger, fake_llm)
 
 
-def _values(case: ReviewCase) -> dict[str, dict[str, object]]:
+def _values(case: ReviewCase) -> dict[str, GroundedValue]:
     item = get_item(case.ledger, case.item_id)
     assert item is not None
-    return reviewable_values(item["result_json"])
+    return {path: value.machine for path, value in reviewable_values(item["result_json"]).items()}
 
 
 def _record(case: ReviewCase, path: str, action: str, reviewer: str = "rita", seen: int = 0) -> decisions.Outcome:
@@ -58,8 +67,8 @@ def _record(case: ReviewCase, path: str, action: str, reviewer: str = "rita", se
 
 def test_the_extracted_document_has_verified_and_forged_values(case: ReviewCase) -> None:
     values = _values(case)
-    assert values[ESTIMATE]["status"] == VERIFIED and values[ESTIMATE]["page"] == 1
-    assert values[FORGED]["status"] == UNVERIFIED
+    assert values[ESTIMATE].status == VERIFIED and values[ESTIMATE].page == 1
+    assert values[FORGED].status == UNVERIFIED
 
 
 def test_a_decision_is_appended_and_the_same_decision_again_changes_nothing(case: ReviewCase) -> None:
@@ -265,7 +274,7 @@ def _highlighted_pixels(png: bytes, rect: list[float]) -> int:
     return hits
 
 
-def _view(case: ReviewCase, entry: dict[str, object], page: int | None) -> PageImage:
+def _view(case: ReviewCase, entry: GroundedValue, page: int | None) -> PageImage:
     return page_image(
         case.ledger,
         item_id=case.item_id,
@@ -339,8 +348,8 @@ def test_review_import_command_reports_and_exits_by_outcome(tmp_path: Path, fake
 
 
 def test_an_interrupted_quote_is_highlighted_on_both_of_its_pages(case: ReviewCase) -> None:
-    entry = dict(_values(case)[ESTIMATE])
-    entry["continued"] = {"page": 2, "source": "text", "start": 0, "end": len("Participants")}
+    continued = {"page": 2, "source": "text", "start": 0, "end": len("Participants")}
+    entry = replace(_values(case)[ESTIMATE], continued=continued)
     views = [_view(case, entry, page) for page in (1, 2)]
     assert len(views[0].rects) == 2 and len(views[1].rects) == 1
     assert _highlighted_pixels(views[1].png, views[1].rects[0]) > 20
@@ -384,3 +393,52 @@ def test_judgements_are_blue_in_the_workbook_and_explained_in_the_legend(tmp_pat
     doc_header = [c.value for c in documents[1]]
     row = [c.value for c in documents[2]]
     assert row[doc_header.index("values verified")] == 0 and row[doc_header.index("judgements")] == 2
+
+
+def test_a_corrected_number_without_a_grounded_quote_is_never_shown_as_verified(case: ReviewCase) -> None:
+    """Each final state says what supports it: the machine's verdict when approved, the corrected
+    quote's when one was given, "reviewer's value, not grounded" when none was."""
+    trial = case.trial
+    assert _values(case)[ESTIMATE].status == VERIFIED
+    corrections.correct(case.ledger, item_id=case.item_id, path=ESTIMATE, reviewer="rita", seen_seq=0, value_text="0.5")
+    corrections.correct(
+        case.ledger,
+        item_id=case.item_id,
+        path=FORGED,
+        reviewer="rita",
+        seen_seq=0,
+        value_text=f"{trial.ci_lower:.2f}",
+        quote=results_sentence(trial),
+    )
+    _record(case, N, APPROVE)
+    [row] = [r for r in csv.DictReader(io.StringIO(meta_analysis_csv(case.ledger, case.batch_id))) if r["estimate"]][:1]
+    assert (row["estimate"], row["status_estimate"]) == ("0.5", REVIEWER_UNGROUNDED)  # the CSV
+    book = openpyxl.load_workbook(write_workbook(case.ledger, case.batch_id, case.settings.exports_dir / "r.xlsx"))
+    sheet = book["Values"]
+    header = [c.value for c in sheet[1]]
+    finals = {
+        (r[header.index("field")]): (r[header.index("status")], r[header.index("final status")])
+        for r in sheet.iter_rows(min_row=2, values_only=True)
+    }
+    assert finals["effect_estimate"] == (VERIFIED, REVIEWER_UNGROUNDED)  # the machine's verdict stays its own
+    assert finals["ci_lower"] == (UNVERIFIED, VERIFIED)  # the corrected quote's grounding
+    assert finals["randomized_n"][1] == finals["randomized_n"][0]  # approved: the machine's
+    status_column = header.index("final status") + 1
+    fills = {
+        sheet.cell(row=r, column=status_column).value: sheet.cell(row=r, column=status_column).fill.start_color.rgb
+        for r in range(2, sheet.max_row + 1)
+    }
+    assert str(fills[REVIEWER_UNGROUNDED]).endswith("E4DFEC")  # its own colour
+    outcomes = book["Outcomes"]
+    o_header = [c.value for c in outcomes[1]]
+    [first] = list(outcomes.iter_rows(min_row=2, max_row=2, values_only=True))
+    assert first[o_header.index("effect_estimate final")] == 0.5
+    assert first[o_header.index("effect_estimate final status")] == REVIEWER_UNGROUNDED
+
+
+def test_a_document_with_nothing_extracted_is_never_reviewed() -> None:
+    nothing = DocumentReview(item_id=1, document_id=1, filename="blank.pdf", status="completed", message=None)
+    assert not nothing.reviewed and nothing.label == NOTHING_EXTRACTED == "nothing extracted — check the paper"
+    done = replace(nothing, values=3, decided=3, reviewers=("rita",))
+    assert done.reviewed and done.label == "reviewed by rita"
+    assert not replace(done, decided=2).reviewed

@@ -116,7 +116,8 @@ def test_a_per_user_limit_caps_one_analyst_and_leaves_the_rest_of_the_pool_to_ot
     lock = threading.Lock()
 
     def answer(messages: list[dict[str, str]]) -> Reply:
-        return Reply('{"ok": true}', delay=0.3)
+        # Long enough that each analyst's calls overlap even on a loaded machine ("each reached it").
+        return Reply('{"ok": true}', delay=1.0)
 
     fake.answer = answer
     configs = []

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import openpyxl
 import pytest
 from starlette.applications import Starlette
@@ -186,13 +187,17 @@ def test_ui_serves_dagster_and_our_pages_on_one_port(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EXTRACTION_", "DAGSTER_"))}
     env["EXTRACTION_HOME"] = str(home)
     cli = [sys.executable, "-m", "extraction_pipeline.cli"]
-    subprocess.run([*cli, "init"], env=env, check=True, capture_output=True)
     refused = subprocess.run(
         [*cli, "ui", "--host", ALL_INTERFACES], env=env, capture_output=True, text=True, timeout=60
     )
     assert refused.returncode == 2 and "without an access token" in refused.stderr
+    assert not home.exists()  # refused before anything was set up
     port = free_port()
-    server = subprocess.Popen([*cli, "ui", "--port", str(port)], env=env, start_new_session=True)
+    log = tmp_path / "ui.log"
+    with log.open("wb") as out:  # a fresh home, no `init`: the first start sets it up
+        server = subprocess.Popen(
+            [*cli, "ui", "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -206,6 +211,9 @@ def test_ui_serves_dagster_and_our_pages_on_one_port(tmp_path: Path) -> None:
         assert json.loads(body)["dagster_webserver_version"]
         status, body, _ = _get(f"http://127.0.0.1:{port}/extraction", token=None)
         assert status == 200 and b"<h1>Batches</h1>" in body
+        assert f"initialized {home}" in log.read_text()
+        assert 'nux:\n  # No "join the community"' in (home / "dagster" / "dagster.yaml").read_text()
+        assert not dg.DagsterInstance.from_config(str(home / "dagster")).nux_enabled
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=120)
@@ -279,6 +287,18 @@ def _post_pdfs(url: str, pdfs: list[Path]) -> None:
         response.read()
 
 
+def _create_project(url: str, name: str) -> None:
+    """The Projects page's form (an upload goes to a project that exists)."""
+    request = urllib.request.Request(
+        f"{url}/extraction/projects",
+        data=f"project={name}".encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded", "Origin": url},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status == 200  # redirected to the new project's page
+
+
 def test_uploads_survive_a_server_killed_mid_upload(tmp_path: Path) -> None:
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EXTRACTION_", "DAGSTER_"))}
@@ -288,14 +308,17 @@ def test_uploads_survive_a_server_killed_mid_upload(tmp_path: Path) -> None:
     ledger = Ledger.connect(f"sqlite:///{home / 'ledger.db'}")
     staging = home / "uploads"
     server = _UiServer(home, tmp_path / "ui-1.log")
-    uploading = threading.Thread(target=_post_pdfs, args=(server.url, pdfs))
-    uploading.start()
-    # Killed while a file is staged and some are already registered: in the middle of the 10.
-    deadline = time.monotonic() + 120
-    while not (len(project_documents(ledger, "trials")) >= 1 and any(staging.glob("upload-*"))):
-        assert time.monotonic() < deadline and uploading.is_alive(), "the upload never got under way"
-        time.sleep(0.002)
-    server.kill()
+    try:
+        _create_project(server.url, "trials")
+        uploading = threading.Thread(target=_post_pdfs, args=(server.url, pdfs))
+        uploading.start()
+        # Killed while a file is staged and some are already registered: in the middle of the 10.
+        deadline = time.monotonic() + 120
+        while not (len(project_documents(ledger, "trials")) >= 1 and any(staging.glob("upload-*"))):
+            assert time.monotonic() < deadline and uploading.is_alive(), "the upload never got under way"
+            time.sleep(0.002)
+    finally:
+        server.kill()  # also when the test fails: no server or daemon left running
     uploading.join(timeout=60)
     registered = project_documents(ledger, "trials")
     assert 1 <= len(registered) < 10, len(registered)

@@ -4,9 +4,12 @@ the page image, the reviewed workbook, cross-site posts and path tricks refused,
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import io
 import json
 import re
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -50,15 +53,9 @@ class Site:
         return httpx.Client(base_url=self.base, headers=headers, timeout=60)
 
 
-@pytest.fixture
-def site(tmp_path: Path, fake_llm: FakeLLMServer) -> Iterator[Site]:
-    settings = Settings(home=tmp_path / "home")
-    settings.home_dir.mkdir(parents=True)
-    ledger = Ledger.connect(settings.ledger_url)
-    case = make_case(settings, ledger, fake_llm)
-    assert close_if_done(ledger, case.batch_id)
-    path = write_workbook(ledger, case.batch_id, default_export_path(settings.exports_dir, case.batch_id))
-    assert record_workbook(ledger, case.batch_id, str(path), 1)
+@contextlib.contextmanager
+def _serving(settings: Settings) -> Iterator[str]:
+    """Our pages (a stand-in for Dagster's UI beside them) on a loopback port, in this process."""
 
     async def dagster_ui(request: Any) -> PlainTextResponse:
         return PlainTextResponse("dagster ui")
@@ -73,9 +70,24 @@ def site(tmp_path: Path, fake_llm: FakeLLMServer) -> Iterator[Site]:
     deadline = time.monotonic() + 20
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.05)
-    yield Site(f"http://127.0.0.1:{port}", case)
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def site(tmp_path: Path, fake_llm: FakeLLMServer) -> Iterator[Site]:
+    settings = Settings(home=tmp_path / "home")
+    settings.home_dir.mkdir(parents=True)
+    ledger = Ledger.connect(settings.ledger_url)
+    case = make_case(settings, ledger, fake_llm)
+    assert close_if_done(ledger, case.batch_id)
+    path = write_workbook(ledger, case.batch_id, default_export_path(settings.exports_dir, case.batch_id))
+    assert record_workbook(ledger, case.batch_id, str(path), 1)
+    with _serving(settings) as base:
+        yield Site(base, case)
     ledger.dispose()
 
 
@@ -101,6 +113,82 @@ def test_upload_registers_good_files_and_names_each_bad_one(site: Site, tmp_path
     staged = site.case.settings.home_dir / "uploads"
     assert not any(staged.rglob("*.pdf"))  # staged copies removed; stored copies live in documents/
     assert "No model configured" in page  # the upload page says what the offline extractor is for
+
+
+def test_an_upload_over_the_size_cap_is_never_written_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cap = 1024 * 1024
+    settings = Settings(home=tmp_path / "home", max_pdf_mb=1)
+    settings.home_dir.mkdir(parents=True)
+    spool = tmp_path / "spool"  # where a parser that buffers the body would put it
+    spool.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))
+    good = write_report(make_trial(21), tmp_path / "src")
+    boundary = "----cap-boundary-5f1e"
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="pdfs"; filename="huge.pdf"\r\n'
+        "Content-Type: application/pdf\r\n\r\n%PDF-1.7\n"
+    ).encode()
+    tail = (
+        (
+            f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="pdfs"; filename="{good.name}"\r\n'
+            "Content-Type: application/pdf\r\n\r\n"
+        ).encode()
+        + good.read_bytes()
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    chunk, chunks = b"0" * cap, 5
+
+    def written() -> int:
+        return sum(f.stat().st_size for d in (settings.home_dir, spool) for f in d.rglob("*") if f.is_file())
+
+    with _serving(settings) as base:
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKEN}", "Origin": base}) as client:
+            assert client.post("/extraction/projects", data={"project": "big"}).status_code == 303
+        before = written()  # the ledger and the project so far
+        connection = http.client.HTTPConnection("127.0.0.1", int(base.rsplit(":", 1)[1]), timeout=60)
+        connection.putrequest("POST", "/extraction/projects/big/documents")
+        for name, value in (
+            ("Authorization", f"Bearer {TOKEN}"),
+            ("Origin", base),
+            ("Content-Type", f"multipart/form-data; boundary={boundary}"),
+            ("Content-Length", str(len(head) + chunks * len(chunk) + len(tail))),
+        ):
+            connection.putheader(name, value)
+        connection.endheaders()
+        connection.send(head)
+        most = 0
+        for _ in range(chunks):
+            connection.send(chunk)
+            time.sleep(0.4)  # the server has read what was sent
+            most = max(most, written() - before)
+        connection.send(tail)
+        response = connection.getresponse()
+        page = response.read().decode()
+        connection.close()
+    assert response.status == 200, page
+    assert most <= cap  # 5 MB sent, never more than the cap on disk
+    assert "1 of 2 file(s) registered" in page and f"larger than the limit of {cap} bytes" in page
+    ledger = Ledger.connect(settings.ledger_url)
+    assert [d["filename"] for d in project_documents(ledger, "big")] == [good.name]
+    ledger.dispose()
+    assert not any((settings.home_dir / "uploads").rglob("*.pdf"))
+
+
+def test_unknown_addresses_and_ids_out_of_range_are_our_404(site: Site) -> None:
+    with site.client() as client:
+        for path in (
+            f"/extraction/batches/{2**63}",  # past a 64-bit id: no database error
+            "/extraction/batches/99999999999999999999/documents/1",
+            f"/extraction/items/{2**64}/page.png",
+            "/extraction/no-such-page",
+            "/extraction/projects/never-created",
+        ):
+            response = client.get(path)
+            assert response.status_code == 404, path
+            assert "dagster ui" not in response.text  # never Dagster's page in place of ours
+        assert "unknown project &#x27;never-created&#x27;" in client.get("/extraction/projects/never-created").text
+        assert client.post("/extraction/projects/never-created/template", data={"template": "{}"}).status_code == 404
+    assert latest_version(site.case.ledger, "never-created") is None  # visiting an address creates nothing
 
 
 def test_project_names_and_posts_from_other_sites_are_refused(site: Site) -> None:

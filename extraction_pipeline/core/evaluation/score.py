@@ -16,6 +16,7 @@ from typing import Any
 
 from extraction_pipeline.core.evaluation.gold import FIELDS, GoldOutcome
 from extraction_pipeline.core.evaluation.matching import ExtractedOutcome, Match, equal, match_outcomes
+from extraction_pipeline.core.extraction.grounded import GroundedFields, fields_of
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.review.decisions import current_decisions
@@ -72,33 +73,33 @@ class Evaluation:
         }
 
 
-def _study_keys(item: dict[str, Any], fields: dict[str, Any]) -> set[str]:
+def _study_keys(item: dict[str, Any], fields: GroundedFields) -> set[str]:
     keys = {PurePath(str(item["filename"])).stem.lower(), str(item["filename"]).lower()}
     for path in ("metadata.study_id", "metadata.nct_number"):
-        value = (fields.get(path) or {}).get("value")
+        value = fields[path].value if path in fields else None
         if value:
             keys.add(str(value).strip().lower())
     return keys
 
 
 def extracted_outcomes(
-    item: dict[str, Any], fields: dict[str, Any], decided: dict[tuple[int, str], Any]
+    item: dict[str, Any], fields: GroundedFields, decided: dict[tuple[int, str], Any]
 ) -> list[ExtractedOutcome]:
     """The item's outcomes with their numeric values (the reviewers' where ``decided`` has them)."""
     by_index: dict[int, ExtractedOutcome] = {}
     for path, entry in fields.items():
-        if entry.get("index") is None:
+        if entry.index is None:
             continue
-        index = int(entry["index"])
+        index = entry.index
         outcome = by_index.setdefault(index, ExtractedOutcome(item["document_id"], item["filename"], index, ""))
         decision = decided.get((item["id"], path))
-        value = decision.value if decision is not None else entry.get("value")
-        name = entry.get("field", path.rsplit(".", 1)[-1])
+        value = decision.value if decision is not None else entry.value
+        name = entry.field.rsplit(".", 1)[-1]  # an entry stored before templates is named by its path
         if name == "outcome_name" and value:
             outcome.name = str(value)
         elif name in FIELDS and isinstance(value, int | float) and not isinstance(value, bool):
             outcome.values[name] = float(value)
-            outcome.quotes[name] = str(entry.get("quote") or "")
+            outcome.quotes[name] = entry.quote or ""
     return [by_index[index] for index in sorted(by_index)]
 
 
@@ -109,7 +110,7 @@ def evaluate(
     decided = current_decisions(ledger, batch_id) if final else {}
     documents = []
     for item in batch_item_rows(ledger, batch_id):
-        fields = json.loads(item["result_json"]).get("fields", {}) if item["result_json"] else {}
+        fields = fields_of(json.loads(item["result_json"]) if item["result_json"] else None)
         documents.append((item, _study_keys(item, fields), extracted_outcomes(item, fields, decided)))
     scored = [g for g in gold if include_figures or not g.in_figure]
     result.left_out_in_figures = sum(len(g.values) for g in gold if g.in_figure and not include_figures)

@@ -18,11 +18,12 @@ import io
 import json
 from typing import Any
 
+from extraction_pipeline.core.extraction.grounded import GroundedFields, Scalar, fields_of
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.review.decisions import current_decisions
 from extraction_pipeline.core.review.progress import review_of
-from extraction_pipeline.core.review.values import Decision, decision_label
+from extraction_pipeline.core.review.values import Decision, decision_label, final_status
 
 ARMS = ("treatment", "control")
 REVIEWED = ("xi", "ni", "mi", "sdi", "estimate")
@@ -58,25 +59,28 @@ COLUMNS = (
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _machine(fields: dict[str, Any], path: str) -> Any:
+def _machine(fields: GroundedFields, path: str) -> Scalar:
     entry = fields.get(path)
-    return entry.get("value") if isinstance(entry, dict) else None
+    return entry.value if entry else None
 
 
-def _final(fields: dict[str, Any], decided: dict[str, Decision], path: str) -> Any:
+def _final(fields: GroundedFields, decided: dict[str, Decision], path: str) -> Any:
     """The reviewer's value where one decided, else the machine's."""
     decision = decided.get(path)
     return decision.value if decision is not None else _machine(fields, path)
 
 
-def _arm_reports(fields: dict[str, Any], decided: dict[str, Decision], prefix: str, arm: str) -> bool:
+def _arm_reports(fields: GroundedFields, decided: dict[str, Decision], prefix: str, arm: str) -> bool:
     names = ("events", "total", "mean", "sd", "n")
     return any(_final(fields, decided, f"{prefix}{name}_{arm}") is not None for name in names)
 
 
-def _status(fields: dict[str, Any], path: str) -> str:
-    entry = fields.get(path)
-    return str(entry.get("status", "")) if isinstance(entry, dict) and entry.get("value") is not None else ""
+def _status(fields: GroundedFields, decided: dict[str, Decision], path: str) -> str:
+    """The final value's status (a reviewer's correction without a grounded quote says so)."""
+    entry, decision = fields.get(path), decided.get(path)
+    if decision is None and not (entry and entry.found):
+        return ""
+    return final_status(entry, decision)
 
 
 def _safe(value: Any) -> Any:
@@ -101,7 +105,7 @@ def meta_analysis_rows(ledger: Ledger, batch_id: int) -> list[dict[str, Any]]:
     for item in batch_item_rows(ledger, batch_id):
         if item["status"] != "completed" or not item["result_json"]:
             continue
-        fields: dict[str, Any] = json.loads(item["result_json"]).get("fields", {})
+        fields = fields_of(json.loads(item["result_json"]))
         mine: dict[str, Decision] = {path: d for (item_id, path), d in decided.items() if item_id == item["id"]}
 
         review = review_of(item, decided).label
@@ -143,11 +147,11 @@ def meta_analysis_rows(ledger: Ledger, batch_id: int) -> list[dict[str, Any]]:
                     "ci.lb": _final(fields, mine, f"{prefix}ci_lower"),
                     "ci.ub": _final(fields, mine, f"{prefix}ci_upper"),
                     "pval": _final(fields, mine, f"{prefix}p_value"),
-                    "status_xi": _status(fields, f"{prefix}events_{arm}"),
-                    "status_ni": _status(fields, n_path),
-                    "status_mi": _status(fields, f"{prefix}mean_{arm}"),
-                    "status_sdi": _status(fields, f"{prefix}sd_{arm}"),
-                    "status_estimate": _status(fields, f"{prefix}effect_estimate"),
+                    "status_xi": _status(fields, mine, f"{prefix}events_{arm}"),
+                    "status_ni": _status(fields, mine, n_path),
+                    "status_mi": _status(fields, mine, f"{prefix}mean_{arm}"),
+                    "status_sdi": _status(fields, mine, f"{prefix}sd_{arm}"),
+                    "status_estimate": _status(fields, mine, f"{prefix}effect_estimate"),
                     "review": review,
                 }
                 for name, path in paths.items():

@@ -29,10 +29,12 @@ from typing import Any
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.extraction.consensus import AGREE, NEEDS_REVIEW, field_of
+from extraction_pipeline.core.extraction.grounded import GroundedFields, GroundedValue, fields_of, second_fields_of
 from extraction_pipeline.core.files import replacing
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch
-from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
+from extraction_pipeline.core.ledger.budgets import get_budget
+from extraction_pipeline.core.ledger.queries import batch_item_rows, progress, token_rates
 from extraction_pipeline.core.ledger.templates import definition_of, label_of, template_of_batch
 from extraction_pipeline.core.llm.offline import OFFLINE_PROVIDER, OFFLINE_WARNING
 from extraction_pipeline.core.review.decisions import comments_of, current_decisions
@@ -41,9 +43,10 @@ from extraction_pipeline.core.review.row_ids import make_row_id
 from extraction_pipeline.core.review.values import (
     APPROVE,
     DECISIONS,
+    REVIEWER_UNGROUNDED,
     Decision,
     decision_label,
-    is_reviewable,
+    final_status,
     suggestion_of,
 )
 from extraction_pipeline.core.templates.definition import TemplateDefinition
@@ -112,13 +115,14 @@ VALUE_COLUMNS = [
     "agreement",
     "adjudicator suggests",
     "final value",
+    "final status",
     "decided by",
     "decided at (UTC)",
     "comments so far",
     *EDITABLE_COLUMNS,
     ROW_ID_COLUMN,
 ]
-FIELD_SUFFIXES = ("", " quote", " page", " status", " check", " final", " decision")
+FIELD_SUFFIXES = ("", " quote", " page", " status", " check", " final", " final status", " decision")
 STATUS_FILLS: dict[str, str] = {
     VERIFIED: "C6EFCE",
     APPROXIMATE: "FFEB9C",
@@ -128,6 +132,7 @@ STATUS_FILLS: dict[str, str] = {
     JUDGEMENT_APPROXIMATE: "FFEB9C",
     JUDGEMENT_NOT_FOUND: "FFC7CE",
     JUDGEMENT_UNSUPPORTED: "FFC7CE",
+    REVIEWER_UNGROUNDED: "E4DFEC",  # its own colour: neither the paper's green nor a machine's red
 }
 FLAG_FILL = "F4B183"
 MAX_CELL_CHARS = 32_767
@@ -150,6 +155,11 @@ LEGEND = [
     ("check", "a plausibility rule failed (e.g. estimate outside its CI, events above totals, a flipped sign)"),
     ("start, end", "character offsets of the quote's match in the page text or table text named in source"),
     ("final value", "the value after review: the machine's (approve), the reviewer's (correct), empty (not reported)"),
+    ("final status", "the final value's status: the machine's when approved, the corrected quote's when one was given"),
+    (
+        REVIEWER_UNGROUNDED,
+        "a reviewer's correction without a quote that grounds it: the reviewer's word, not the paper's",
+    ),
     (
         "decision",
         "Values sheet, blue columns: approve / correct / not reported, then `review import FILE --reviewer NAME`",
@@ -168,45 +178,46 @@ def _field_columns(names: list[str]) -> list[str]:
     return [f"{name}{suffix}" for name in names for suffix in FIELD_SUFFIXES]
 
 
-def _field_cells(name: str, entry: dict[str, Any], decision: Decision | None) -> dict[str, Any]:
+def _field_cells(name: str, entry: GroundedValue, decision: Decision | None) -> dict[str, Any]:
     return {
-        name: entry.get("value"),
-        f"{name} quote": entry.get("quote"),
-        f"{name} page": entry.get("page"),
-        f"{name} status": entry.get("status"),
+        name: entry.value,
+        f"{name} quote": entry.quote,
+        f"{name} page": entry.page,
+        f"{name} status": str(entry.status),
         f"{name} check": _check_text(entry),
         f"{name} final": _final_value(entry, decision),
+        f"{name} final status": final_status(entry, decision),
         f"{name} decision": decision_label(decision) or None,
     }
 
 
-def _final_value(entry: dict[str, Any], decision: Decision | None) -> Any:
+def _final_value(entry: GroundedValue, decision: Decision | None) -> Any:
     """The value a meta-analysis should use: the decided one, else the machine's."""
-    return decision.value if decision is not None else entry.get("value")
+    return decision.value if decision is not None else entry.value
 
 
-def _check_text(entry: dict[str, Any]) -> str | None:
-    return "; ".join(entry.get("flags") or []) or None
+def _check_text(entry: GroundedValue) -> str | None:
+    return "; ".join(entry.flags) or None
 
 
-def _column_names(template: TemplateDefinition, results: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+def _column_names(template: TemplateDefinition, results: list[GroundedFields]) -> tuple[list[str], list[str]]:
     """Document-level names ("metadata.nct_number") and outcome field names, in template order,
     then any name a stored result has that the template lacks (nothing stored is dropped)."""
     single = [f"{m.name}.{f.name}" for m in template.all_modules() if not m.repeated for f in m.fields]
     repeated = [f.name for m in template.all_modules() if m.repeated for f in m.fields]
-    for result in results:
-        for path, entry in result.get("fields", {}).items():
-            if entry.get("index") is None and _column_of(path, entry) not in single:
+    for fields in results:
+        for path, entry in fields.items():
+            if entry.index is None and _column_of(path, entry) not in single:
                 single.append(_column_of(path, entry))
-            elif entry.get("index") is not None and entry.get("field") not in repeated:
-                repeated.append(entry["field"])
+            elif entry.index is not None and entry.field not in repeated:
+                repeated.append(entry.field)
     return single, repeated
 
 
-def _column_of(path: str, entry: dict[str, Any]) -> str:
+def _column_of(path: str, entry: GroundedValue) -> str:
     """Results stored before templates (no ``module`` in the entry) used field names chosen by the
     model; prefixed, they can never overwrite a document column such as ``status``."""
-    return path if "module" in entry else f"legacy.{path}"
+    return path if entry.module is not None else f"legacy.{path}"
 
 
 def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition) -> list[SheetData]:
@@ -215,14 +226,14 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
     decided = current_decisions(ledger, batch_id)
     comments = comments_of(ledger, batch_id)
     results = [json.loads(item["result_json"]) if item["result_json"] else {} for item in items]
-    single, repeated = _column_names(template, results)
+    typed = [fields_of(result) for result in results]
+    single, repeated = _column_names(template, typed)
     documents: list[dict[str, Any]] = []
     outcomes: list[dict[str, Any]] = []
     values: list[dict[str, Any]] = []
-    for item, result in zip(items, results, strict=True):
-        fields: dict[str, Any] = result.get("fields", {})
+    for item, result, fields in zip(items, results, typed, strict=True):
         agreements: dict[str, str] = result.get("agreement") or {}
-        second_fields: dict[str, Any] = (result.get("second") or {}).get("fields", {})
+        second_fields = second_fields_of(result)
         identity = {"document_id": item["document_id"], "filename": item["filename"]}
         row: dict[str, Any] = {
             **identity,
@@ -236,30 +247,30 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
             "run_id": item["run_id"],
         }
         if fields:
-            statuses = [entry.get("status") for entry in fields.values()]
+            statuses = [entry.status for entry in fields.values()]
             for tier in (VERIFIED, APPROXIMATE, UNVERIFIED):
                 row[f"values {tier}"] = statuses.count(tier)
-            row["values flagged"] = sum(1 for entry in fields.values() if entry.get("flags"))
+            row["values flagged"] = sum(1 for entry in fields.values() if entry.flags)
             row["judgements"] = sum(1 for status in statuses if status in JUDGEMENT_STATUSES)
         by_outcome: dict[int, dict[str, Any]] = {}
         for path, entry in fields.items():
-            index = entry.get("index")
+            index = entry.index
             decision = decided.get((item["id"], path))
             if index is None:
                 row.update(_field_cells(_column_of(path, entry), entry, decision))
             else:
                 by_outcome.setdefault(index, {**identity, "outcome": index}).update(
-                    _field_cells(entry.get("field", path), entry, decision)
+                    _field_cells(entry.field, entry, decision)
                 )
             agreement = agreements.get(path)
-            if is_reviewable(entry) or agreement in NEEDS_REVIEW:
+            if entry.reviewable or agreement in NEEDS_REVIEW:
                 review = _review_cells(item, path, entry, decision, comments.get((item["id"], path), []))
-                second = second_fields.get(path) or {}
+                second = second_fields.get(path)
                 double = (
                     {
-                        "second model value": second.get("value"),
-                        "second model quote": second.get("quote"),
-                        "second model status": second.get("status"),
+                        "second model value": second.value if second else None,
+                        "second model quote": second.quote if second else None,
+                        "second model status": str(second.status) if second else None,
                         "agreement": agreement,
                         "adjudicator suggests": suggestion_of(result, path),
                     }
@@ -268,11 +279,11 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
                 )
                 values.append({**_value_row(identity, path, entry), **double, **review})
         row["outcomes"] = len(by_outcome) if fields else None
-        row["answer"] = reused_label(result.get("reused")) if fields else None
+        row["answer"] = answer_label(result) if fields else None
         rate = result.get("agreement_rate")
         row["agreement"] = f"{rate:.0%} with {result['second']['model']}" if rate is not None else None
         row["review"] = review_of(item, decided).label
-        if item["status"] == "completed" and not any(entry.get("value") is not None for entry in fields.values()):
+        if item["status"] == "completed" and not any(entry.found for entry in fields.values()):
             row["error"] = NOTHING_FOUND  # never a silent green "completed"
         documents.append(row)
         outcomes.extend(by_outcome[index] for index in sorted(by_outcome))
@@ -283,23 +294,34 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
     ]
 
 
-def _value_row(identity: dict[str, Any], path: str, entry: dict[str, Any]) -> dict[str, Any]:
+def _value_row(identity: dict[str, Any], path: str, entry: GroundedValue) -> dict[str, Any]:
     return {
         **identity,
-        "module": entry.get("module", path.split(".", 1)[0]),
-        "outcome": entry.get("index"),
-        "field": entry.get("field", path),
-        "value": entry.get("value"),
-        "quote": entry.get("quote"),
-        "page": entry.get("page"),
-        "source": entry.get("source"),
-        "start": entry.get("start"),
-        "end": entry.get("end"),
-        "status": entry.get("status"),
-        "confidence": entry.get("confidence"),
-        "reason": entry.get("reason"),
+        "module": entry.module or path.split(".", 1)[0],
+        "outcome": entry.index,
+        "field": entry.field,
+        "value": entry.value,
+        "quote": entry.quote,
+        "page": entry.page,
+        "source": entry.source,
+        "start": entry.start,
+        "end": entry.end,
+        "status": str(entry.status),
+        "confidence": entry.confidence,
+        "reason": entry.reason,
         "check": _check_text(entry),
     }
+
+
+def answer_label(result: dict[str, Any]) -> str:
+    """How the answer was obtained, and in how many calls when it came in parts or was cut."""
+    label = reused_label(result.get("reused"))
+    notes = result.get("parts") or []
+    cuts = [note["cut"] for note in notes if "cut" in note]
+    if cuts:
+        calls = sum(1 for note in notes if "cut" not in note)
+        label += f"; asked in {calls} smaller calls after the {cuts[0]}"
+    return label
 
 
 def reused_label(reused: dict[str, Any] | None) -> str:
@@ -313,11 +335,12 @@ def reused_label(reused: dict[str, Any] | None) -> str:
 
 
 def _review_cells(
-    item: dict[str, Any], path: str, entry: dict[str, Any], decision: Decision | None, comments: list[dict[str, Any]]
+    item: dict[str, Any], path: str, entry: GroundedValue, decision: Decision | None, comments: list[dict[str, Any]]
 ) -> dict[str, Any]:
     seq = decision.seq if decision else 0
     cells: dict[str, Any] = {
         "final value": _final_value(entry, decision),
+        "final status": final_status(entry, decision),
         "decided by": decision.reviewer if decision else None,
         "decided at (UTC)": _timestamp(decision.created_at) if decision else None,
         "comments so far": " | ".join(f"{c['reviewer']}: {c['comment']}" for c in comments) or None,
@@ -438,6 +461,7 @@ def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: dict[str, Any], templa
         ("created_at (UTC)", _timestamp(batch["created_at"])),
         ("completed_at (UTC)", _timestamp(batch["completed_at"])),
         *progress(ledger, batch["id"]).as_dict().items(),
+        *_token_rate_rows(ledger, batch["id"]),
         *_review_rows(ledger, batch["id"]),
         *_double_extraction_rows(ledger, batch["id"]),
     ]
@@ -452,6 +476,20 @@ def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: dict[str, Any], templa
         sheet.append([name, meaning])
         if color := STATUS_FILLS.get(name, FLAG_FILL if name == "check" else None):
             sheet.cell(row=sheet.max_row, column=1).fill = PatternFill("solid", start_color=color, end_color=color)
+
+
+def _token_rate_rows(ledger: Ledger, batch_id: int) -> list[tuple[str, Any]]:
+    """Per model: tokens per minute achieved over the extraction, against the provider's budget."""
+    rows: list[tuple[str, Any]] = []
+    for rate in token_rates(ledger, batch_id):
+        if rate.per_minute is None or rate.model.startswith(f"{OFFLINE_PROVIDER}/"):
+            continue
+        budget = get_budget(ledger, rate.model)
+        limit = budget.tokens_per_minute if budget else None
+        against = f" of a budget of {limit:,}" if limit else " (no budget known)"
+        share = f" ({rate.per_minute / limit:.0%})" if limit else ""
+        rows.append((f"tokens/min achieved, {rate.model}", f"{rate.per_minute:,.0f}{against}{share}"))
+    return rows
 
 
 def _double_extraction_rows(ledger: Ledger, batch_id: int) -> list[tuple[str, Any]]:

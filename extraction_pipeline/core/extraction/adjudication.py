@@ -14,7 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from extraction_pipeline.core.errors import AnswerCutError
 from extraction_pipeline.core.extraction.consensus import NEEDS_REVIEW
+from extraction_pipeline.core.extraction.grounded import GroundedFields, GroundedValue
 from extraction_pipeline.core.extraction.markers import FULL_TEXT_CLOSE, FULL_TEXT_OPEN, defuse
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger.answers import StoredAnswer, answer_key, store_answer, stored_answer
@@ -42,10 +44,11 @@ class _Verdicts(BaseModel):
     decisions: list[_Choice]
 
 
-def disputes(first: dict[str, Any], second: dict[str, Any], agreement: dict[str, str]) -> list[dict[str, Any]]:
-    def answer(entry: dict[str, Any] | None) -> dict[str, Any]:
-        entry = entry or {}
-        return {"value": entry.get("value"), "quote": entry.get("quote")}
+def disputes(first: GroundedFields, second: GroundedFields, agreement: dict[str, str]) -> list[dict[str, Any]]:
+    """What the adjudicator is shown per disputed value: each extraction's value and quote."""
+
+    def answer(entry: GroundedValue | None) -> dict[str, Any]:
+        return {"value": entry.value, "quote": entry.quote} if entry else {"value": None, "quote": None}
 
     return [
         {"path": path, "first": answer(first.get(path)), "second": answer(second.get(path))}
@@ -68,8 +71,8 @@ def adjudicate(
     run_id: str,
     llm: LLMConfig,
     parsed: ParsedDocument,
-    first: dict[str, Any],
-    second: dict[str, Any],
+    first: GroundedFields,
+    second: GroundedFields,
     agreement: dict[str, str],
 ) -> tuple[dict[str, Any], Usage]:
     """({"model", "suggestions": {path: {"choice", "reason"}}, maybe "error"}, usage). Transient
@@ -86,7 +89,10 @@ def adjudicate(
         content, usage = stored.content, Usage(model)
     else:
         record_prompt(ledger, item_id=item_id, run_id=run_id, model=model, messages=messages)
-        content, usage = complete_json(llm, messages)
+        try:
+            content, usage = complete_json(llm, messages)
+        except AnswerCutError as cut:  # suggestions are advice: a cut answer costs the document nothing
+            return {"model": model, "suggestions": {}, "error": str(cut)}, cut.usage or Usage(model)
         store_answer(
             ledger,
             StoredAnswer(key, model, content, usage.tokens_in, usage.tokens_out, usage.cost_usd, item_id, utcnow()),

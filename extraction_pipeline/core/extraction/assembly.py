@@ -8,12 +8,13 @@ records what was paid for.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from extraction_pipeline.core.errors import AnswerCutError
 from extraction_pipeline.core.extraction.adjudication import adjudicate
 from extraction_pipeline.core.extraction.consensus import agreement_rate, compare
-from extraction_pipeline.core.extraction.grounded import add_checks, ground_entries, ground_output
+from extraction_pipeline.core.extraction.grounded import GroundedFields, add_checks, ground_entries, stored_fields
 from extraction_pipeline.core.extraction.long_papers import Part, merge_parts, plan_parts
 from extraction_pipeline.core.extraction.prompts import build_messages
 from extraction_pipeline.core.ledger import Ledger, utcnow
@@ -40,7 +41,7 @@ class Assembled:
 
     result: dict[str, Any]
     usage: Usage
-    fields: dict[str, Any]
+    fields: GroundedFields
     reused: dict[str, Any] | None
 
 
@@ -61,7 +62,7 @@ def assemble(
         "model": reply.usage.model,
         "repaired": reply.repaired,
         "template": {"id": frozen.id, "version": frozen.version} if frozen else None,
-        "fields": grounded,
+        "fields": stored_fields(grounded),
     }
     if reused is not None:
         result["reused"] = reused
@@ -120,24 +121,141 @@ def grounded_answer(
     template: TemplateDefinition,
     parsed: ParsedDocument,
     meter: Meter,
-) -> tuple[LLMResult, dict[str, Any] | None, dict[str, Any], list[dict[str, Any]]]:
-    """One model's grounded answer: (reply with its usage, reuse note, fields, parts)."""
+) -> tuple[LLMResult, dict[str, Any] | None, GroundedFields, list[dict[str, Any]]]:
+    """One model's grounded answer: (reply with its usage, reuse note, fields, notes on the calls
+    when there was more than one)."""
     parts = plan_parts(template, parsed, llm)
-    if parts is None:
-        messages = build_messages(template, parsed.pages_text, parsed.tables)
-        reply, reused = _answer(ledger, item_id, run_id, llm, messages, template, meter)
-        return reply, reused, ground_output(template, reply.output, parsed), []
-    return _answer_in_parts(ledger, item_id, run_id, llm, template, parsed, parts, meter)
+    grounder = Grounder(parsed)
+    questions = [Question(template, None)] if parts is None else [Question(template, part) for part in parts]
+    asked = Asking(ledger, item_id, run_id, llm, parsed, grounder, meter)
+    answers = [
+        answer
+        for number, question in enumerate(questions, start=1)
+        for answer in asked.fitting(question, len(questions), number)
+    ]
+    if len(answers) == 1 and not asked.cut:
+        [one] = answers
+        return one.reply, one.reused, add_checks(one.fields), []
+    # The merged fields are the result; the combined reply carries what the calls cost.
+    usage = sum((answer.reply.usage for answer in answers), asked.cut_usage or Usage(llm.effective_model))
+    combined = LLMResult(answers[-1].reply.output, usage, repaired=any(a.reply.repaired for a in answers))
+    stored = [answer.reused for answer in answers if answer.reused is not None]
+    reused = None
+    if len(stored) == len(answers) and not asked.cut:  # every call's answer was already paid for
+        reused = {
+            **stored[0],
+            **{key: sum(s[key] for s in stored) for key in ("tokens_in", "tokens_out", "cost_usd")},
+        }
+    notes = [answer.note for answer in answers]
+    notes.extend({"cut": cut} for cut in asked.cut)
+    return combined, reused, add_checks(merge_parts([answer.fields for answer in answers])), notes
+
+
+@dataclass(frozen=True)
+class Question:
+    """What one call asks: a template (the whole one, or one module of it) about some pages
+    (``part``; None: the whole paper)."""
+
+    template: TemplateDefinition
+    part: Part | None
+    module: str | None = None  # set when the template was narrowed to one module
+
+    def messages(self, parsed: ParsedDocument, number: int, of: int) -> list[dict[str, str]]:
+        if self.part is None:
+            return build_messages(self.template, parsed.pages_text, parsed.tables)
+        return self.part.messages(self.template, parsed, number, of)
+
+    @property
+    def label(self) -> str:
+        pages = f"pages {self.part.label}" if self.part else "the whole paper"
+        return f"{self.module} on {pages}" if self.module else pages
+
+
+@dataclass(frozen=True)
+class Answer:
+    reply: LLMResult
+    reused: dict[str, Any] | None
+    fields: GroundedFields
+    note: dict[str, Any]
+
+
+@dataclass
+class Asking:
+    """Asks the questions one model's answer needs; an answer cut at the output limit is asked
+    again in smaller questions: module by module, then (a repeated module such as outcomes) half
+    the pages at a time, so a paper with many outcomes still completes with every value grounded.
+    Each answer is grounded against the whole document."""
+
+    ledger: Ledger
+    item_id: int
+    run_id: str
+    llm: LLMConfig
+    parsed: ParsedDocument
+    grounder: Grounder
+    meter: Meter
+    cut: list[str] = field(default_factory=list)  # what was cut, in words
+    cut_usage: Usage | None = None  # what the cut answers cost (paid, and part of the document's cost)
+
+    def fitting(self, question: Question, of: int, number: int = 1) -> list[Answer]:
+        try:
+            return [self._ask(question, number, of)]
+        except AnswerCutError as exc:
+            if exc.usage is not None:
+                self.cut_usage = exc.usage if self.cut_usage is None else self.cut_usage + exc.usage
+            smaller = self._smaller(question)
+            if not smaller:
+                raise AnswerCutError(
+                    f"{exc}, even when asked for {question.label} alone; raise EXTRACTION_OUTPUT_TOKENS "
+                    "or use a model with a larger output limit",
+                    output_tokens=exc.output_tokens,
+                    usage=None,  # every cut answer is already on the meter
+                ) from exc
+            self.cut.append(f"{exc} for {question.label}: asked again in {len(smaller)} smaller questions")
+            by_pages = smaller[0].part != question.part  # halves are numbered as parts of their own
+            return [
+                answer
+                for k, piece in enumerate(smaller, start=1)
+                for answer in self.fitting(piece, len(smaller) if by_pages else of, k if by_pages else number)
+            ]
+
+    def _smaller(self, question: Question) -> list[Question]:
+        """The same question module by module; a single repeated module about half the pages."""
+        template = question.template
+        if question.module is None:
+            modules = [m.name for m in template.all_modules()]
+            if len(modules) > 1:
+                return [Question(template.only(name), question.part, name) for name in modules]
+        repeated = any(m.repeated for m in template.all_modules())
+        first, last = (
+            (question.part.first_page, question.part.last_page) if question.part else (1, len(self.parsed.pages_text))
+        )
+        if not repeated or first == last:
+            return []  # a single-valued module, or one page: nothing smaller to ask
+        middle = (first + last) // 2
+        return [
+            Question(template, Part(first, middle), question.module),
+            Question(template, Part(middle + 1, last), question.module),
+        ]
+
+    def _ask(self, question: Question, number: int, of: int) -> Answer:
+        messages = question.messages(self.parsed, number, of)
+        reply, reused = _answer(
+            self.ledger, self.item_id, self.run_id, self.llm, messages, question.template, self.meter
+        )
+        note: dict[str, Any] = {"pages": question.part.label if question.part else "all", "reused": reused is not None}
+        if question.module:
+            note["module"] = question.module
+        return Answer(reply, reused, ground_entries(question.template, reply.output, self.grounder), note)
 
 
 @dataclass(frozen=True)
 class SecondExtraction:
     model: str
-    fields: dict[str, Any]
+    fields: GroundedFields
     usage: Usage
     reused: dict[str, Any] | None
 
-    def result(self, first: dict[str, Any], first_usage: Usage) -> dict[str, Any]:
+    def result(self, first: GroundedFields, first_usage: Usage) -> dict[str, Any]:
         """What double extraction adds to the stored result."""
         agreement = compare(first, self.fields)
 
@@ -145,7 +263,7 @@ class SecondExtraction:
             return {"tokens_in": usage.tokens_in, "tokens_out": usage.tokens_out, "cost_usd": usage.cost_usd}
 
         return {
-            "second": {"model": self.model, "fields": self.fields, "reused": self.reused},
+            "second": {"model": self.model, "fields": stored_fields(self.fields), "reused": self.reused},
             "agreement": agreement,
             "agreement_rate": agreement_rate(agreement),
             "usage_by_model": {first_usage.model: spent(first_usage), self.model: spent(self.usage)},
@@ -164,44 +282,6 @@ def _second_extraction(
     """The same prompt to the second model, independently (it never sees the first answer)."""
     reply, reused, grounded, _parts = grounded_answer(ledger, item_id, run_id, llm, template, parsed, meter)
     return SecondExtraction(llm.effective_model, grounded, reply.usage, reused)
-
-
-def _answer_in_parts(
-    ledger: Ledger,
-    item_id: int,
-    run_id: str,
-    llm: LLMConfig,
-    template: TemplateDefinition,
-    parsed: ParsedDocument,
-    parts: list[Part],
-    meter: Meter,
-) -> tuple[LLMResult, dict[str, Any] | None, dict[str, Any], list[dict[str, Any]]]:
-    """A long paper: one call per part (each paid once, so a retry after a failure in part 3
-    does not pay for parts 1 and 2 again), every answer grounded against the whole document,
-    then merged (long_papers.py)."""
-    grounder = Grounder(parsed)
-    answers, notes, stored = [], [], []
-    usage = Usage(llm.effective_model)
-    repaired = False
-    for number, part in enumerate(parts, start=1):
-        messages = part.messages(template, parsed, number, len(parts))
-        reply, reused = _answer(ledger, item_id, run_id, llm, messages, template, meter)
-        usage = usage + reply.usage
-        repaired = repaired or reply.repaired
-        if reused is not None:
-            stored.append(reused)
-        answers.append(ground_entries(template, reply.output, grounder))
-        notes.append({"pages": part.label, "reused": reused is not None})
-    merged = add_checks(merge_parts(answers))
-    # The merged fields are the result; the combined reply carries what the calls cost.
-    combined = LLMResult(reply.output, usage, repaired=repaired)
-    reused = None
-    if len(stored) == len(parts):  # every part's answer was already paid for
-        reused = {
-            **stored[0],
-            **{key: sum(s[key] for s in stored) for key in ("tokens_in", "tokens_out", "cost_usd")},
-        }
-    return combined, reused, merged, notes
 
 
 def _answer(
@@ -230,7 +310,12 @@ def _answer(
             }
             return LLMResult(output, Usage(stored.model), repaired=False, content=stored.content), reused
     record_prompt(ledger, item_id=item_id, run_id=run_id, model=llm.effective_model, messages=messages)
-    reply = complete_extraction(llm, messages, template)
+    try:
+        reply = complete_extraction(llm, messages, template)
+    except AnswerCutError as cut:
+        if cut.usage is not None:
+            meter.add(cut.usage)  # paid for, even though it cannot be used
+        raise
     meter.add(reply.usage)
     if not llm.is_offline and reply.content:
         usage = reply.usage

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from extraction_pipeline.core.extraction.grounded import GroundedFields
 
 AGREE, DISAGREE, FIRST_ONLY, SECOND_ONLY = "agree", "disagree", "first only", "second only"
 NEEDS_REVIEW = (DISAGREE, FIRST_ONLY, SECOND_ONLY)
@@ -30,12 +33,12 @@ def normalized(value: Any) -> Any:
         return text
 
 
-def compare(first: dict[str, Any], second: dict[str, Any]) -> dict[str, str]:
+def compare(first: GroundedFields, second: GroundedFields) -> dict[str, str]:
     """path -> agreement, for every path where at least one model gave a value."""
     agreement = {}
     for path in dict.fromkeys([*first, *second]):
-        a = (first.get(path) or {}).get("value")
-        b = (second.get(path) or {}).get("value")
+        a = first[path].value if path in first else None
+        b = second[path].value if path in second else None
         if a is None and b is None:
             continue
         if a is None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -10,7 +11,7 @@ from typing import Any
 
 from extraction_pipeline.core.backoff import BreakerPolicy
 from extraction_pipeline.core.extraction.assembly import Meter, assemble
-from extraction_pipeline.core.extraction.claiming import claim_item, settled_on_failure
+from extraction_pipeline.core.extraction.claiming import INTERRUPTED_MESSAGE, claim_item, hand_back, settled_on_failure
 from extraction_pipeline.core.ledger import ItemStatus, Ledger
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.breakers import may_call, record_success
@@ -51,6 +52,9 @@ class ExtractionOutcome:
     agreement: float | None = None  # double extraction: share of compared values both models agree on
 
 
+RUN_STOPPING = "the run is stopping: not claimed, no LLM call"
+
+
 def extract_item(
     ledger: Ledger,
     *,
@@ -62,6 +66,7 @@ def extract_item(
     crashed_run_id: str | None = None,
     breaker: BreakerPolicy | None = None,
     dispatch_round: int | None = None,
+    stopping: Callable[[], bool] | None = None,
 ) -> ExtractionOutcome:
     """Run the extraction for ``item_id`` if this execution wins the claim.
 
@@ -71,17 +76,25 @@ def extract_item(
     and the outcome is ``waiting`` (the item stays pending, its retry budget untouched). When the
     cooldown ends, one caller wins the probe and the others keep waiting.
     ``dispatch_round``: the round this run was launched for (see ``items.claim``).
+    ``stopping``: true once the run is interrupted. A document of another lane may reach its
+    claim after the run handed back what it had in flight; it then claims nothing, or hands
+    straight back what it just claimed, so no document is left to a run that is ending.
     """
     breaker = breaker or BreakerPolicy()
     if not llm.is_offline:
         state = may_call(ledger, llm.effective_model, breaker)
         if state is not None:
             return ExtractionOutcome(OutcomeStatus.WAITING, reason=state.describe(), wait_until=state.open_until)
+    if stopping is not None and stopping():
+        return ExtractionOutcome(OutcomeStatus.SKIPPED, reason=RUN_STOPPING, item_status=ItemStatus.PENDING)
     claim = claim_item(
         ledger, item_id, run_id=run_id, worker=worker, crashed_run_id=crashed_run_id, dispatch_round=dispatch_round
     )
     if not claim.won:
         return ExtractionOutcome(OutcomeStatus.SKIPPED, reason=claim.reason, item_status=claim.item_status)
+    if stopping is not None and stopping():  # interrupted while claiming: the hand-back may have missed it
+        hand_back(ledger, item_id, run_id, INTERRUPTED_MESSAGE, failing=False)
+        return ExtractionOutcome(OutcomeStatus.SKIPPED, reason=RUN_STOPPING, item_status=ItemStatus.PENDING)
 
     # From here on the item is ours: every exit must complete, release or fail it, and whatever
     # was paid for (the meter counts each call as it returns) is recorded on it in every case.
@@ -109,10 +122,10 @@ def extract_item(
     return ExtractionOutcome(
         OutcomeStatus.COMPLETED,
         model=made.usage.model,
-        fields_found=sum(1 for f in grounded.values() if f["value"] is not None),
-        quotes_verified=sum(1 for f in grounded.values() if f["status"] == VERIFIED),
-        values_flagged=sum(1 for f in grounded.values() if f["flags"]),
-        outcomes=len({f["index"] for f in grounded.values() if f["index"] is not None}),
+        fields_found=sum(1 for f in grounded.values() if f.found),
+        quotes_verified=sum(1 for f in grounded.values() if f.status == VERIFIED),
+        values_flagged=sum(1 for f in grounded.values() if f.flags),
+        outcomes=len({f.index for f in grounded.values() if f.index is not None}),
         template=label_of(frozen),
         usage=made.usage,
         result=made.result,

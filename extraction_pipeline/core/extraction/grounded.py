@@ -1,8 +1,15 @@
-"""A model's answer grounded against the paper: every field with its verdict and its flags."""
+"""A model's answer grounded against the paper: every field with its verdict and its flags.
+
+``GroundedValue`` is one extracted field as every surface shows it (a row of the Values sheet, a
+value on the review page). A document's result stores its fields as JSON, path -> value
+(``"outcomes.2.events_control"``); ``fields_of`` reads them back typed, including results stored
+before templates existed, whose entries have no module.
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -18,41 +25,156 @@ from extraction_pipeline.core.verification.grounding import (
     UNVERIFIED,
     Grounder,
     Grounding,
+    GroundingStatus,
     normalize,
     signed_in_quote,
     value_match,
 )
 
 NUMERIC = (FieldType.INTEGER, FieldType.NUMBER)
+# A value as the model gave it after validation against its field: JSON's scalars.
+Scalar = str | int | float | bool | None
 
 
-def ground_output(template: TemplateDefinition, answer: BaseModel, parsed: ParsedDocument) -> dict[str, Any]:
+@dataclass(frozen=True)
+class GroundedValue:
+    """One extracted field: the model's value and quote, grounding's verdict on them (status,
+    confidence, reason, and where the quote is), and the plausibility flags raised on it."""
+
+    module: str | None  # None: a result stored before templates (the model chose the field names)
+    index: int | None  # the entry's number in a repeated module (outcome 2); None for a single field
+    field: str
+    value: Scalar
+    quote: str | None
+    status: GroundingStatus
+    confidence: float
+    reason: str
+    page: int | None = None
+    source: str | None = None  # "text" or "table N"
+    start: int | None = None  # offsets in that page's text or table text
+    end: int | None = None
+    continued: dict[str, Any] | None = None  # an interrupted quote's second part (page, source, start, end)
+    flags: tuple[str, ...] = ()
+
+    @property
+    def found(self) -> bool:
+        return self.value is not None
+
+    @property
+    def reviewable(self) -> bool:
+        """Does it need a reviewer's decision? Every field the model answered (a value or at least
+        a quote); a field reported as absent does not."""
+        return self.status != NOT_REPORTED or self.value is not None
+
+    @property
+    def located(self) -> bool:
+        return self.page is not None and self.start is not None
+
+    def with_flags(self, reasons: list[str]) -> GroundedValue:
+        return replace(self, flags=(*reasons, *self.flags))
+
+    def as_json(self) -> dict[str, Any]:
+        """The stored form (the keys every stored result has; no ``module`` for a legacy one)."""
+        stored: dict[str, Any] = {} if self.module is None else {"module": self.module}
+        stored.update(
+            index=self.index,
+            field=self.field,
+            value=self.value,
+            quote=self.quote,
+            status=str(self.status),
+            confidence=self.confidence,
+            reason=self.reason,
+            page=self.page,
+            source=self.source,
+            start=self.start,
+            end=self.end,
+            continued=self.continued,
+            flags=list(self.flags),
+        )
+        return stored
+
+    @classmethod
+    def from_json(cls, path: str, stored: Mapping[str, Any]) -> GroundedValue:
+        """A stored entry; missing keys (older results) take what they meant then."""
+        try:
+            status = GroundingStatus(str(stored.get("status")))
+        except ValueError:  # a word no version wrote: never shown as anything but unverified
+            status = UNVERIFIED
+        return cls(
+            module=stored.get("module"),
+            index=stored.get("index"),
+            field=str(stored.get("field") or path),
+            value=stored.get("value"),
+            quote=stored.get("quote"),
+            status=status,
+            confidence=float(stored.get("confidence") or 0.0),
+            reason=str(stored.get("reason") or ""),
+            page=stored.get("page"),
+            source=stored.get("source"),
+            start=stored.get("start"),
+            end=stored.get("end"),
+            continued=stored.get("continued"),
+            flags=tuple(stored.get("flags") or ()),
+        )
+
+
+GroundedFields = dict[str, GroundedValue]
+
+
+def fields_of(result: Mapping[str, Any] | None) -> GroundedFields:
+    """The first model's fields of a stored result (``{}`` for a document without one)."""
+    return _typed((result or {}).get("fields"))
+
+
+def second_fields_of(result: Mapping[str, Any] | None) -> GroundedFields:
+    """Double extraction: the second model's fields (``{}`` without a second model)."""
+    return _typed(((result or {}).get("second") or {}).get("fields"))
+
+
+def stored_fields(fields: GroundedFields) -> dict[str, dict[str, Any]]:
+    return {path: value.as_json() for path, value in fields.items()}
+
+
+def _typed(stored: Mapping[str, Any] | None) -> GroundedFields:
+    return {path: GroundedValue.from_json(path, entry) for path, entry in (stored or {}).items()}
+
+
+def ground_output(template: TemplateDefinition, answer: BaseModel, parsed: ParsedDocument) -> GroundedFields:
     """Every field of the answer, by path, with its grounding verdict and plausibility flags."""
     return add_checks(ground_entries(template, answer, Grounder(parsed)))
 
 
-def ground_entries(template: TemplateDefinition, answer: BaseModel, grounder: Grounder) -> dict[str, Any]:
+def ground_entries(template: TemplateDefinition, answer: BaseModel, grounder: Grounder) -> GroundedFields:
     """Every field of the answer with its grounding verdict and its value flag (sign, label)."""
-    grounded: dict[str, Any] = {}
+    grounded: GroundedFields = {}
     for found in extracted_values(template, answer):
         flag = _value_flag(found)
-        grounded[found.path] = {
-            "module": found.module,
-            "index": found.index,
-            "field": found.field.name,
-            "value": found.value,
-            "quote": found.quote,
-            **_verdict(grounder, found).as_dict(),
-            "flags": [flag] if flag else [],
-        }
+        verdict = _verdict(grounder, found)
+        grounded[found.path] = GroundedValue(
+            module=found.module,
+            index=found.index,
+            field=found.field.name,
+            value=found.value,
+            quote=found.quote,
+            status=verdict.status,
+            confidence=verdict.confidence,
+            reason=verdict.reason,
+            page=verdict.page,
+            source=verdict.source,
+            start=verdict.start,
+            end=verdict.end,
+            continued=verdict.continued,
+            flags=(flag,) if flag else (),
+        )
     return grounded
 
 
-def add_checks(grounded: dict[str, Any]) -> dict[str, Any]:
+def add_checks(grounded: GroundedFields) -> GroundedFields:
     """The plausibility rules over the values together (an estimate outside its CI, ...)."""
-    for path, reasons in check_values({path: entry["value"] for path, entry in grounded.items()}).items():
-        grounded[path]["flags"] = [*reasons, *grounded[path]["flags"]]
-    return grounded
+    checked = dict(grounded)
+    for path, reasons in check_values({path: entry.value for path, entry in grounded.items()}).items():
+        checked[path] = checked[path].with_flags(reasons)
+    return checked
 
 
 def _value_flag(found: ExtractedValue) -> str | None:

@@ -21,12 +21,12 @@ is refused with the reason: splitting inside a page would cut tables and sentenc
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from extraction_pipeline.core.errors import PermanentError
+from extraction_pipeline.core.extraction.grounded import GroundedFields, GroundedValue
 from extraction_pipeline.core.extraction.prompts import build_messages
-from extraction_pipeline.core.llm.gateway import LLMConfig, context_limit, count_tokens
+from extraction_pipeline.core.llm.gateway import LLMConfig, context_limit, count_tokens, prompt_room
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.verification.grounding import (
@@ -80,7 +80,7 @@ def plan_parts(template: TemplateDefinition, parsed: ParsedDocument, llm: LLMCon
         if sizes[-1] > budget:
             raise PermanentError(
                 f"page {number} alone needs about {sizes[-1] + fixed} prompt tokens but {llm.effective_model} "
-                f"accepts {limit}: the paper cannot be split into parts that fit; use a model with a larger "
+                f"accepts {prompt_room(llm)}: the paper cannot be split into parts that fit; use a model with a larger "
                 "context window"
             )
     parts: list[Part] = []
@@ -118,36 +118,36 @@ def _fit(
     return fitted
 
 
-def _rank(entry: dict[str, Any]) -> tuple[int, int]:
-    if entry.get("value") is None:
-        return (9, 0) if entry.get("status") == NOT_REPORTED else (8, 0)
-    return _RANK.get(str(entry.get("status")), 5), 0
+def _rank(entry: GroundedValue) -> tuple[int, int]:
+    if entry.value is None:
+        return (9, 0) if entry.status == NOT_REPORTED else (8, 0)
+    return _RANK.get(entry.status, 5), 0
 
 
-def _better(new: dict[str, Any], old: dict[str, Any] | None) -> bool:
+def _better(new: GroundedValue, old: GroundedValue | None) -> bool:
     return old is None or _rank(new) < _rank(old)
 
 
-def _key_text(entry: dict[str, Any] | None) -> str:
-    value = (entry or {}).get("value")
+def _key_text(entry: GroundedValue | None) -> str:
+    value = entry.value if entry else None
     return " ".join(re.findall(r"[a-z0-9]+", str(value).lower())) if value is not None else ""
 
 
-def merge_parts(answers: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+def merge_parts(answers: list[GroundedFields]) -> GroundedFields:
     """One grounded result from the grounded results of the parts (see the module's rules)."""
-    merged: dict[str, dict[str, Any]] = {}
-    entries: list[tuple[str, dict[str, dict[str, Any]]]] = []  # (module, {field: entry}) in order
+    merged: GroundedFields = {}
+    entries: list[tuple[str, dict[str, GroundedValue]]] = []  # (module, {field: entry}) in order
     for grounded in answers:
-        groups: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+        groups: dict[tuple[str, int], dict[str, GroundedValue]] = {}
         for path, entry in grounded.items():
-            if entry.get("index") is None:
+            if entry.index is None:
                 if _better(entry, merged.get(path)):
                     merged[path] = entry
                 continue
-            module = str(entry.get("module", path.split(".")[0]))
-            groups.setdefault((module, int(entry["index"])), {})[str(entry["field"])] = entry
+            module = entry.module or path.split(".")[0]
+            groups.setdefault((module, entry.index), {})[entry.field] = entry
         for (module, _index), group in sorted(groups.items(), key=lambda item: item[0][1]):
-            if all(entry.get("value") is None for entry in group.values()):
+            if all(entry.value is None for entry in group.values()):
                 continue  # an empty entry says nothing
             name, when = _key_text(group.get("outcome_name")), _key_text(group.get("timepoint"))
             same = next(
@@ -171,5 +171,5 @@ def merge_parts(answers: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str,
     for module, fields in entries:
         counters[module] = counters.get(module, 0) + 1
         for field, entry in fields.items():
-            merged[f"{module}.{counters[module]}.{field}"] = {**entry, "index": counters[module]}
+            merged[f"{module}.{counters[module]}.{field}"] = replace(entry, index=counters[module])
     return merged

@@ -279,6 +279,30 @@ def add_usage(ledger: Ledger, item_id: int, usage: Usage) -> None:
         conn.execute(statement)
 
 
+def note_waited(ledger: Ledger, item_id: int, *, run_id: str, cause: str) -> None:
+    """The item's call was refused for the provider's rate limit and waits to be sent again, in
+    the same attempt (``cause``: the refusal). Told in its story, not a transition: it stays
+    ``extracting``, held by ``run_id``."""
+    now = utcnow()
+    with ledger.engine.begin() as conn:
+        item = (
+            conn.execute(
+                select(batch_items).where(
+                    batch_items.c.id == item_id,
+                    batch_items.c.status == ItemStatus.EXTRACTING,
+                    batch_items.c.run_id == run_id,
+                )
+            )
+            .mappings()
+            .first()
+        )
+        if item is None:
+            return
+        message = f"waited out: {cause}"
+        row = history_row(dict(item), "waited", ItemStatus.EXTRACTING, message, "run", now)
+        conn.execute(insert(item_history).values(**{**row, "message": _truncate(message)}))
+
+
 def item_history_of(ledger: Ledger, item_id: int) -> list[dict[str, Any]]:
     statement = select(item_history).where(item_history.c.item_id == item_id).order_by(item_history.c.id)
     with ledger.engine.connect() as conn:
@@ -286,7 +310,7 @@ def item_history_of(ledger: Ledger, item_id: int) -> list[dict[str, Any]]:
 
 
 # What each history event means for the document, when it is told as a story.
-_JOURNEY_EVENTS = ("transient", "handed back", "taken over", "resumed", "requeue", "retry")
+_JOURNEY_EVENTS = ("transient", "waited", "handed back", "taken over", "resumed", "requeue", "retry")
 
 
 def journey(ledger: Ledger, item_id: int) -> str | None:

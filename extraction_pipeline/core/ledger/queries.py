@@ -46,6 +46,40 @@ class Progress:
         return {**asdict(self), "percent": self.percent}
 
 
+@dataclass(frozen=True)
+class TokenRate:
+    """A batch's tokens against the span of its extraction (first start to last finish)."""
+
+    model: str
+    tokens: int
+    seconds: float
+
+    @property
+    def per_minute(self) -> float | None:
+        return self.tokens / self.seconds * 60 if self.seconds > 0 else None
+
+
+def token_rates(ledger: Ledger, batch_id: int) -> list[TokenRate]:
+    """Per model, what the batch's finished documents used and over how long."""
+    statement = (
+        select(
+            batch_items.c.model,
+            func.coalesce(func.sum(batch_items.c.tokens_in + batch_items.c.tokens_out), 0),
+            func.min(batch_items.c.started_at),
+            func.max(batch_items.c.finished_at),
+        )
+        .where(batch_items.c.batch_id == batch_id, batch_items.c.model.is_not(None))
+        .group_by(batch_items.c.model)
+        .order_by(batch_items.c.model)
+    )
+    with ledger.engine.connect() as conn:
+        rows = conn.execute(statement).all()
+    return [
+        TokenRate(str(model), int(tokens), (finished - started).total_seconds() if started and finished else 0.0)
+        for model, tokens, started, finished in rows
+    ]
+
+
 def progress(ledger: Ledger, batch_id: int) -> Progress:
     """Counts per status and summed usage, from one grouped query (workers never write totals)."""
     statement = (

@@ -192,6 +192,25 @@ provider_breakers = Table(
     Column("updated_at", DateTime, nullable=False),
 )
 
+provider_budgets = Table(
+    "provider_budgets",
+    metadata,
+    # One token and request budget per model string for the whole instance (every run, every
+    # worker on any host): a call is sent when it fits. The limits are the user's (configured) and
+    # the provider's (learned from its rate-limit headers); the lower one applies. The budget
+    # itself is a generic cell rate: ``*_ready_at`` is when everything reserved so far will have
+    # been paid back (epoch seconds); a call may go when that is at most a minute ahead.
+    Column("model", String(200), primary_key=True),
+    Column("configured_tokens_per_minute", Integer, nullable=True),
+    Column("configured_requests_per_minute", Integer, nullable=True),
+    Column("learned_tokens_per_minute", Integer, nullable=True),
+    Column("learned_requests_per_minute", Integer, nullable=True),
+    Column("tokens_ready_at", Float, nullable=False),
+    Column("requests_ready_at", Float, nullable=False),
+    Column("paused_until", Float, nullable=False, default=0.0),  # a refusal's Retry-After (epoch seconds)
+    Column("updated_at", DateTime, nullable=False),
+)
+
 parsed_documents = Table(
     "parsed_documents",
     metadata,

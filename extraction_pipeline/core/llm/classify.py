@@ -17,7 +17,7 @@ import socket
 import time
 from typing import Any
 
-from extraction_pipeline.core.errors import PermanentError, TransientError
+from extraction_pipeline.core.errors import PermanentError, RateLimitedError, TransientError
 
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 TRANSIENT_NAMES = frozenset(
@@ -80,14 +80,22 @@ def network_cause(exc: BaseException) -> str | None:
 
 def retry_after_seconds(exc: BaseException, now: float | None = None) -> float | None:
     """The provider's ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms``, if it sent one."""
+    for headers in refusal_headers(exc):
+        parsed = _parse_retry_after(headers, now)
+        if parsed is not None:
+            return min(parsed, MAX_RETRY_AFTER_SECONDS)
+    return None
+
+
+def refusal_headers(exc: BaseException) -> list[Any]:
+    """The provider's response headers on a failed call, wherever litellm keeps them (the HTTP
+    response of the exception or of its causes, or litellm's own copy), nearest first."""
+    found = []
     for cause in _chain(exc):
         for headers in (getattr(getattr(cause, "response", None), "headers", None), _litellm_headers(cause)):
-            if not headers:
-                continue
-            parsed = _parse_retry_after(headers, now)
-            if parsed is not None:
-                return min(parsed, MAX_RETRY_AFTER_SECONDS)
-    return None
+            if headers:
+                found.append(headers)
+    return found
 
 
 def _litellm_headers(exc: BaseException) -> Any:
@@ -151,4 +159,11 @@ def classify(exc: BaseException) -> TransientError | PermanentError:
 
 
 def _transient(summary: str, exc: BaseException) -> TransientError:
-    return TransientError(summary, original=exc, retry_after=retry_after_seconds(exc), provider=True)
+    # A 429 is the account's rate limit (Anthropic's overload is 529, a server's 503): the
+    # provider answers, the call is only early.
+    kind = (
+        RateLimitedError
+        if getattr(exc, "status_code", None) == 429 or "RateLimitError" in _class_names(exc)
+        else TransientError
+    )
+    return kind(summary, original=exc, retry_after=retry_after_seconds(exc), provider=True)

@@ -12,7 +12,6 @@ import tempfile
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from extraction_pipeline.core.errors import ExtractionError
 from extraction_pipeline.core.files import owned_name, remove_stale_partials
@@ -39,40 +38,26 @@ def safe_filename(sent: str | None) -> str:
     return name if name.lower().endswith(".pdf") else f"{name}.pdf"
 
 
-def register_upload(
-    ledger: Ledger,
-    store_dir: Path,
-    staging_dir: Path,
-    project: str,
-    sent_name: str | None,
-    data: BinaryIO,
-    max_bytes: int,
+def register_staged(
+    ledger: Ledger, store_dir: Path, project: str, sent_name: str | None, staged: Path | None, max_bytes: int
 ) -> UploadVerdict:
-    """Stage ``data`` (at most ``max_bytes`` + 1 bytes are read), register it, drop the staged copy."""
+    """Register one staged upload (``staged``: None when it was over ``max_bytes`` and not kept)."""
     filename = safe_filename(sent_name)
-    staging_dir.mkdir(parents=True, exist_ok=True)
-    # Named after this process: what a killed server leaves here is removed when `ui` starts again.
-    with tempfile.TemporaryDirectory(dir=staging_dir, prefix=owned_name("upload")) as tmp:
-        staged = Path(tmp) / filename
-        with staged.open("wb") as target:
-            copied = _copy_limited(data, target, max_bytes)
-        if copied > max_bytes:
-            return UploadVerdict(filename, None, f"larger than the limit of {max_bytes} bytes (EXTRACTION_MAX_PDF_MB)")
-        try:
-            return UploadVerdict(filename, register_pdf(ledger, store_dir, project, staged, max_bytes), None)
-        except ExtractionError as exc:
-            # The reason names the staged path: show the user's file name instead.
-            return UploadVerdict(filename, None, str(exc).replace(str(staged), filename).replace(f"{filename}: ", ""))
+    if staged is None:
+        return UploadVerdict(filename, None, f"larger than the limit of {max_bytes} bytes (EXTRACTION_MAX_PDF_MB)")
+    try:
+        return UploadVerdict(filename, register_pdf(ledger, store_dir, project, staged, max_bytes), None)
+    except ExtractionError as exc:
+        # The reason names the staged path: show the user's file name instead.
+        return UploadVerdict(filename, None, str(exc).replace(str(staged), filename).replace(f"{filename}: ", ""))
 
 
-def _copy_limited(source: BinaryIO, target: BinaryIO, max_bytes: int) -> int:
-    copied = 0
-    while block := source.read(1 << 20):
-        copied += len(block)
-        if copied > max_bytes:
-            break
-        target.write(block)
-    return copied
+def staging_area(home: Path) -> tempfile.TemporaryDirectory[str]:
+    """A folder for one upload's files, removed when done. Named after this process: what a killed
+    server leaves here is removed when `ui` starts again."""
+    directory = staging_dir(home)
+    directory.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(dir=directory, prefix=owned_name("upload"))
 
 
 def staging_dir(home: Path) -> Path:

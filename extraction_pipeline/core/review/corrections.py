@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from extraction_pipeline.core.errors import ConfigError, ExtractionRuntimeError
+from extraction_pipeline.core.extraction.grounded import GroundedValue
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.documents import get_document
 from extraction_pipeline.core.ledger.items import get_item
@@ -18,11 +19,11 @@ from extraction_pipeline.core.templates.schema import _leaf_model
 from extraction_pipeline.core.verification.grounding import Grounder
 
 
-def field_of(ledger: Ledger, item_id: int, entry: dict[str, Any]) -> FieldDef:
+def field_of(ledger: Ledger, item_id: int, entry: GroundedValue) -> FieldDef:
     """The template field a stored value belongs to (text for results older than templates)."""
     definition = definition_of(template_of_item(ledger, item_id))
-    found = definition.field(str(entry.get("module", "")), str(entry.get("field", "")))
-    return found or FieldDef(str(entry.get("field", "value")), FieldType.TEXT, "")
+    found = definition.field(entry.module or "", entry.field)
+    return found or FieldDef(entry.field, FieldType.TEXT, "")
 
 
 def coerce(field: FieldDef, text: str) -> Any:

@@ -17,6 +17,7 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from extraction_pipeline.core.errors import ConfigError
+from extraction_pipeline.core.extraction.grounded import GroundedValue, fields_of
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger.schema import batch_items, review_decisions
 from extraction_pipeline.core.review.values import ACTIONS, COMMENT, CORRECT, MARK_NOT_REPORTED, Decision
@@ -108,7 +109,7 @@ def _latest(conn: Any, item_id: int, path: str) -> Decision | None:
     return _decision(row) if row else None
 
 
-def machine_entry(ledger: Ledger, item_id: int, path: str) -> tuple[int, dict[str, Any]]:
+def machine_entry(ledger: Ledger, item_id: int, path: str) -> tuple[int, GroundedValue]:
     """(batch id, the value's stored entry); ConfigError when the item has no such value."""
     with ledger.engine.connect() as conn:
         row = conn.execute(
@@ -116,7 +117,7 @@ def machine_entry(ledger: Ledger, item_id: int, path: str) -> tuple[int, dict[st
         ).first()
     if row is None:
         raise ConfigError(f"unknown item {item_id}")
-    fields = json.loads(row.result_json).get("fields", {}) if row.result_json else {}
+    fields = fields_of(json.loads(row.result_json) if row.result_json else None)
     if path not in fields:
         raise ConfigError(f"item {item_id} has no value {path!r}")
     return row.batch_id, fields[path]
@@ -149,13 +150,13 @@ def record(
     if action == CORRECT and value is None:
         raise ConfigError("a correction needs the corrected value (or mark the value as not reported)")
     batch_id, entry = machine_entry(ledger, item_id, path)
-    final = entry.get("value") if action not in (CORRECT, MARK_NOT_REPORTED) else value
+    final = entry.value if action not in (CORRECT, MARK_NOT_REPORTED) else value
     row = {
         "batch_id": batch_id,
         "item_id": item_id,
         "path": path,
         "action": action,
-        "machine_value_json": json.dumps(entry.get("value")),
+        "machine_value_json": json.dumps(entry.value),
         "value_json": json.dumps(final) if action != COMMENT else None,
         "quote": quote if action == CORRECT else None,
         "grounding_json": json.dumps(grounding) if grounding is not None and action == CORRECT else None,

@@ -11,6 +11,8 @@ from extraction_pipeline.core.review.decisions import current_decisions
 from extraction_pipeline.core.review.values import Decision, reviewable_values
 from extraction_pipeline.core.verification.grounding import APPROXIMATE, JUDGEMENT_STATUSES, UNVERIFIED, VERIFIED
 
+NOTHING_EXTRACTED = "nothing extracted — check the paper"
+
 
 @dataclass(frozen=True)
 class DocumentReview:
@@ -30,16 +32,18 @@ class DocumentReview:
 
     @property
     def reviewed(self) -> bool:
-        """Every value has a decision (a completed document without values counts as reviewed
-        once it is completed: there is nothing to decide)."""
-        return self.status == "completed" and self.decided == self.values
+        """Every value has a decision. A document from which nothing was extracted is never
+        reviewed: nothing was checked, and a paper that yields nothing needs a look."""
+        return self.status == "completed" and 0 < self.values == self.decided
 
     @property
     def label(self) -> str:
         if self.status != "completed":
             return f"not reviewable ({self.status})"
+        if self.values == 0:
+            return NOTHING_EXTRACTED
         if self.reviewed:
-            return f"reviewed by {', '.join(self.reviewers)}" if self.reviewers else "reviewed (no values)"
+            return f"reviewed by {', '.join(self.reviewers)}"
         return f"not yet reviewed ({self.decided} of {self.values} values decided)"
 
 
@@ -50,7 +54,7 @@ def batch_review(ledger: Ledger, batch_id: int) -> list[DocumentReview]:
 
 def review_of(item: dict[str, Any], decided: dict[tuple[int, str], Decision]) -> DocumentReview:
     values = reviewable_values(item["result_json"])
-    statuses = [entry.get("status") for entry in values.values()]
+    statuses = [value.machine.status for value in values.values()]
     item_id = int(item["id"])
     mine = [decided[(item_id, path)] for path in values if (item_id, path) in decided]
     return DocumentReview(
@@ -62,7 +66,7 @@ def review_of(item: dict[str, Any], decided: dict[tuple[int, str], Decision]) ->
         verified=statuses.count(VERIFIED),
         approximate=statuses.count(APPROXIMATE),
         unverified=statuses.count(UNVERIFIED),
-        flagged=sum(1 for entry in values.values() if entry.get("flags")),
+        flagged=sum(1 for value in values.values() if value.machine.flags),
         judgements=sum(1 for status in statuses if status in JUDGEMENT_STATUSES),
         values=len(values),
         decided=len(mine),

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from extraction_pipeline.core.errors import ConfigError, PermanentError
+from extraction_pipeline.core.extraction.grounded import GroundedValue
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.documents import get_document
 from extraction_pipeline.core.ledger.items import get_item
@@ -32,9 +33,9 @@ class PageImage:
     rects: list[list[float]]
 
 
-def anchor_of(entry: dict[str, Any], grounding: dict[str, Any] | None) -> dict[str, Any] | None:
+def anchor_of(entry: GroundedValue | None, grounding: dict[str, Any] | None) -> dict[str, Any] | None:
     """Where the value's quote is: the reviewer's re-grounded quote first, else the machine's."""
-    for candidate in (grounding, entry):
+    for candidate in (grounding, entry.as_json() if entry else None):
         if candidate and candidate.get("page") and candidate.get("start") is not None:
             anchor = {key: candidate[key] for key in ("page", "source", "start", "end")}
             anchor["continued"] = candidate.get("continued")  # the second part of an interrupted quote
@@ -55,7 +56,7 @@ def page_image(
     ledger: Ledger,
     *,
     item_id: int,
-    entry: dict[str, Any] | None,
+    entry: GroundedValue | None,
     grounding: dict[str, Any] | None,
     page: int | None,
     documents_dir: Path,
@@ -68,7 +69,7 @@ def page_image(
     document = get_document(ledger, item["document_id"]) if item else None
     if document is None:
         raise ConfigError(f"unknown item {item_id}")
-    anchor = anchor_of(entry or {}, grounding)
+    anchor = anchor_of(entry, grounding)
     shown = page or (anchor["page"] if anchor else 1)
     if not 1 <= shown <= document["pages"]:
         raise ConfigError(f"page {shown} is not in this PDF ({document['pages']} pages)")

@@ -1,8 +1,8 @@
 """Which extracted values a reviewer decides on, and what each one's final value is.
 
 A reviewable value is one the Values sheet lists: every field the model answered (a value or at
-least a quote). Fields reported as absent need no decision; a document is *reviewed* when every
-reviewable value has one.
+least a quote, ``GroundedValue.reviewable``). Fields reported as absent need no decision; a
+document is *reviewed* when every reviewable value has one.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extraction_pipeline.core.extraction.consensus import NEEDS_REVIEW
+from extraction_pipeline.core.extraction.grounded import GroundedValue, fields_of, second_fields_of
 from extraction_pipeline.core.verification.grounding import (
     APPROXIMATE,
     JUDGEMENT_APPROXIMATE,
@@ -21,6 +22,7 @@ from extraction_pipeline.core.verification.grounding import (
     NOT_REPORTED,
     UNVERIFIED,
     VERIFIED,
+    GroundingStatus,
 )
 
 APPROVE = "approve"
@@ -30,7 +32,7 @@ COMMENT = "comment"
 DECISIONS = (APPROVE, CORRECT, MARK_NOT_REPORTED)
 ACTIONS = (*DECISIONS, COMMENT)
 # Review order: what most needs a human first.
-_STATUS_ORDER: dict[str, int] = {
+_STATUS_ORDER: dict[GroundingStatus, int] = {
     UNVERIFIED: 0,
     JUDGEMENT_NOT_FOUND: 0,
     JUDGEMENT_UNSUPPORTED: 0,
@@ -42,33 +44,60 @@ _STATUS_ORDER: dict[str, int] = {
 }
 
 
-def is_reviewable(entry: dict[str, Any]) -> bool:
-    return entry.get("status") != NOT_REPORTED or entry.get("value") is not None
+@dataclass(frozen=True)
+class ReviewableValue:
+    """A value a reviewer decides on: the first model's grounded value and, with double
+    extraction, how the second model's answer compares and what the adjudicator suggests."""
+
+    path: str
+    machine: GroundedValue
+    agreement: str | None = None  # consensus.AGREE, DISAGREE, FIRST_ONLY, SECOND_ONLY; None: one model
+    second: GroundedValue | None = None
+    second_model: str | None = None
+    suggestion: str | None = None
+
+    @property
+    def disputed(self) -> bool:
+        return self.agreement in NEEDS_REVIEW
+
+    @property
+    def rank(self) -> tuple[int, int]:
+        """Sort key: the two models' disagreements first, then unverified, flagged, approximate, verified."""
+        if self.disputed:
+            return -1, 0
+        status_rank = _STATUS_ORDER.get(self.machine.status, 0)
+        if self.machine.flags and status_rank > 1:
+            status_rank = 1
+        return status_rank, 0
+
+    @property
+    def needs_attention(self) -> bool:
+        """Unverified, quote not found, flagged, or disputed."""
+        return self.rank[0] <= 1
 
 
-def reviewable_values(result_json: str | None) -> dict[str, dict[str, Any]]:
-    """path -> entry for every value of a stored result that needs a decision. With double
-    extraction each entry also carries ``agreement`` and the second model's entry (``second``),
-    and a value only the second model found is reviewable too."""
+def reviewable_values(result_json: str | None) -> dict[str, ReviewableValue]:
+    """path -> value for every value of a stored result that needs a decision; with double
+    extraction a value only the second model found is reviewable too."""
     if not result_json:
         return {}
     result = json.loads(result_json)
-    fields: dict[str, Any] = result.get("fields", {})
     agreement: dict[str, str] = result.get("agreement") or {}
-    second: dict[str, Any] = (result.get("second") or {}).get("fields", {})
+    second = second_fields_of(result)
     model = (result.get("second") or {}).get("model")
     found = {}
-    for path, entry in fields.items():
-        if not is_reviewable(entry) and agreement.get(path) not in NEEDS_REVIEW:
+    for path, entry in fields_of(result).items():
+        if not entry.reviewable and agreement.get(path) not in NEEDS_REVIEW:
             continue
-        found[path] = {
-            **entry,
-            "agreement": agreement.get(path),
-            "second": second.get(path),
-            "second_model": model,
-            "suggestion": suggestion_of(result, path),
-        }
+        found[path] = ReviewableValue(
+            path, entry, agreement.get(path), second.get(path), model, suggestion_of(result, path)
+        )
     return found
+
+
+def in_review_order(values: dict[str, ReviewableValue]) -> list[ReviewableValue]:
+    """What most needs a human first; the template's order among equals."""
+    return [value for _, value in sorted(enumerate(values.values()), key=lambda pair: (pair[1].rank, pair[0]))]
 
 
 def suggestion_of(result: dict[str, Any], path: str) -> str | None:
@@ -79,16 +108,6 @@ def suggestion_of(result: dict[str, Any], path: str) -> str | None:
         return None
     reason = f": {suggested['reason']}" if suggested.get("reason") else ""
     return f"{suggested['choice']} ({adjudication.get('model')}){reason}"
-
-
-def review_rank(entry: dict[str, Any]) -> tuple[int, int]:
-    """Sort key: the two models' disagreements first, then unverified, flagged, approximate, verified."""
-    if entry.get("agreement") in NEEDS_REVIEW:
-        return -1, 0
-    status_rank = _STATUS_ORDER.get(str(entry.get("status")), 0)
-    if entry.get("flags") and status_rank > 1:
-        status_rank = 1
-    return status_rank, 0
 
 
 @dataclass(frozen=True)
@@ -120,6 +139,22 @@ def _comparable(value: Any) -> Any:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     return value
+
+
+# A corrected number that no grounded quote supports: the reviewer's word, not the paper's.
+REVIEWER_UNGROUNDED = "reviewer's value, not grounded"
+
+
+def final_status(entry: GroundedValue | None, decision: Decision | None) -> str:
+    """The status of the final value: the machine's when approved (or undecided), the corrected
+    quote's grounding when the reviewer gave one, else "reviewer's value, not grounded" (never
+    the machine's "verified" beside a number the machine did not find)."""
+    if decision is None or decision.action == APPROVE:
+        return str(entry.status) if entry else ""
+    if decision.action == MARK_NOT_REPORTED:
+        return str(NOT_REPORTED)
+    grounding = decision.grounding or {}
+    return str(grounding.get("status") or REVIEWER_UNGROUNDED)
 
 
 def decision_label(decision: Decision | None) -> str:

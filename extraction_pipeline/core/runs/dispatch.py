@@ -6,9 +6,12 @@ one run must be consecutive in the partition order, or the range would take in d
 batches. Documents of one run also share their batch (the run is tagged with it) and their
 dispatch round (a retried document never rides along with the first launch of another).
 
-Small batches are spread rather than packed: 20 documents with 5 LLM slots become 5 runs of 4, not
-one run of 20. A run parses all of its documents before it extracts any, and one process works
-the CPU one document at a time: five runs parse side by side and reach the model sooner.
+Small batches are spread rather than packed: 20 documents, where one analyst's batch gets 5 runs at
+once, become 5 runs of 4, not one run of 20. A run parses all of its documents before it extracts
+any, and one process works the CPU one document at a time: five runs parse side by side and reach
+the model sooner. Spread no wider than the runs Dagster starts at once: with a pool of 50 model
+slots and 5 runs per analyst, 200 documents cut into 50 runs of 4 ran 5 at a time (20 calls in
+flight, 50 run start-ups); cut into 10 runs of 20, each run puts more of its documents in flight.
 """
 
 from __future__ import annotations
@@ -28,12 +31,12 @@ class PendingDocument:
 
 
 def plan_runs(
-    pending: Sequence[PendingDocument], position: Mapping[str, int], *, per_run: int, slots: int
+    pending: Sequence[PendingDocument], position: Mapping[str, int], *, per_run: int, runs_at_once: int
 ) -> list[list[PendingDocument]]:
     """The runs to request: lists of documents, each list consecutive in ``position`` (the
     partition order), of one batch and round, at most ``per_run`` long and, for a group smaller
-    than ``per_run`` × ``slots``, cut into about ``slots`` runs. A document whose partition has no
-    position yet runs alone."""
+    than ``per_run`` × ``runs_at_once``, cut into about ``runs_at_once`` runs. A document whose
+    partition has no position yet runs alone."""
     groups: dict[tuple[str, int], list[PendingDocument]] = {}
     for doc in pending:
         groups.setdefault((doc.batch_uid, doc.dispatch_round), []).append(doc)
@@ -41,7 +44,7 @@ def plan_runs(
     for group in groups.values():
         placed = sorted((d for d in group if d.partition_key in position), key=lambda d: position[d.partition_key])
         runs.extend([d] for d in group if d.partition_key not in position)
-        size = max(1, min(per_run, math.ceil(len(placed) / max(1, slots))))
+        size = max(1, min(per_run, math.ceil(len(placed) / max(1, runs_at_once))))
         current: list[PendingDocument] = []
         for doc in placed:
             follows = bool(current) and position[doc.partition_key] == position[current[-1].partition_key] + 1

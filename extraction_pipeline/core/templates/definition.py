@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -150,6 +150,13 @@ class TemplateDefinition:
             return self.modules
         custom = ModuleDef(CUSTOM_MODULE, "Project-specific fields", self.custom_fields)
         return (*self.modules, custom)
+
+    def only(self, module: str) -> TemplateDefinition:
+        """The same template asked for one module alone (an answer too long for one call is
+        asked for module by module); the project's rules still apply."""
+        if module == CUSTOM_MODULE:
+            return replace(self, modules=())
+        return replace(self, modules=tuple(m for m in self.modules if m.name == module), custom_fields=())
 
     def field(self, module: str, name: str) -> FieldDef | None:
         for candidate in self.all_modules():

@@ -1,0 +1,327 @@
+"""One token and request budget per model, kept in the ledger so that every run and every worker
+on any host spends the same budget: a call is sent when it fits, instead of being refused.
+
+Why a shared budget: hosted providers meter tokens and requests per minute per account. Runs that
+each find out by being refused (429) waste their retry budgets and leave the minute's tokens
+unused while they back off. Here each call first reserves what it will count against the
+provider's limit (its prompt and the answer's ``max_tokens``, as OpenAI counts them) and waits
+until that fits; the unused part of the answer is given back when the answer arrives.
+
+The budget is a generic cell rate: per model, ``tokens_ready_at`` is the moment everything
+reserved so far will have been replenished, at the limit's rate. A reservation moves it forward
+by its cost and may go when it is at most a minute ahead of now (one minute's allowance, the
+burst a provider's bucket allows). Reservations take their place at once, in order, so a call
+never starves behind later ones; every change is a compare-and-set on the row, safe across
+processes and hosts on SQLite and PostgreSQL.
+
+Limits come from configuration (``configure``) and from what the provider says on every answer
+(``learn``: its limit, and its remaining tokens when they are fewer than ours); the lower applies.
+Unknown limits mean no waiting.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from extraction_pipeline.core.errors import PermanentError
+from extraction_pipeline.core.ledger.database import Ledger, utcnow
+from extraction_pipeline.core.ledger.schema import provider_budgets
+from extraction_pipeline.core.llm.rate_headers import RateLimits, read_rate_limits
+
+WINDOW_SECONDS = 60.0
+_ATTEMPTS = 100  # compare-and-set retries under contention (each one a short transaction)
+
+
+@dataclass(frozen=True)
+class Budget:
+    model: str
+    tokens_per_minute: int | None  # the limit that applies (the lower of configured and learned)
+    requests_per_minute: int | None
+    configured_tokens: int | None = None
+    configured_requests: int | None = None
+    learned_tokens: int | None = None
+    learned_requests: int | None = None
+    tokens_ready_at: float = 0.0
+    requests_ready_at: float = 0.0
+    paused_until: float = 0.0
+
+    @property
+    def known(self) -> bool:
+        return bool(self.tokens_per_minute or self.requests_per_minute)
+
+    def tokens_in_use(self, now: float) -> int:
+        """Tokens of the last minute's allowance reserved and not yet replenished."""
+        if not self.tokens_per_minute:
+            return 0
+        ahead = min(max(0.0, self.tokens_ready_at - now), WINDOW_SECONDS)
+        return round(ahead / WINDOW_SECONDS * self.tokens_per_minute)
+
+    def describe(self, now: float) -> str:
+        parts = []
+        if self.tokens_per_minute:
+            parts.append(f"{_k(self.tokens_in_use(now))} of {_k(self.tokens_per_minute)} tokens/min in use")
+        if self.requests_per_minute:
+            parts.append(f"{self.requests_per_minute} requests/min")
+        return f"{self.model}'s budget: {', '.join(parts) or 'no limit known'}"
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What one call reserved, and how long it must wait before it may be sent."""
+
+    model: str
+    tokens: int
+    wait_seconds: float
+    budget: Budget | None  # None: no limit known, nothing reserved
+
+
+def _k(tokens: int) -> str:
+    return f"{tokens / 1000:.0f}k" if tokens >= 10_000 else str(tokens)
+
+
+def _lower(a: int | None, b: int | None) -> int | None:
+    known = [v for v in (a, b) if v]
+    return min(known) if known else None
+
+
+def _budget(row: object) -> Budget:
+    r = row._mapping  # type: ignore[attr-defined]
+    return Budget(
+        model=r["model"],
+        tokens_per_minute=_lower(r["configured_tokens_per_minute"], r["learned_tokens_per_minute"]),
+        requests_per_minute=_lower(r["configured_requests_per_minute"], r["learned_requests_per_minute"]),
+        configured_tokens=r["configured_tokens_per_minute"],
+        configured_requests=r["configured_requests_per_minute"],
+        learned_tokens=r["learned_tokens_per_minute"],
+        learned_requests=r["learned_requests_per_minute"],
+        tokens_ready_at=float(r["tokens_ready_at"]),
+        requests_ready_at=float(r["requests_ready_at"]),
+        paused_until=float(r["paused_until"] or 0.0),
+    )
+
+
+def get_budget(ledger: Ledger, model: str) -> Budget | None:
+    with ledger.engine.connect() as conn:
+        row = conn.execute(select(provider_budgets).where(provider_budgets.c.model == model)).first()
+    return _budget(row) if row is not None else None
+
+
+def _ensure_row(ledger: Ledger, model: str) -> None:
+    with ledger.engine.begin() as conn:
+        exists = conn.execute(select(provider_budgets.c.model).where(provider_budgets.c.model == model)).first()
+        if exists is not None:
+            return
+        try:
+            with conn.begin_nested():
+                conn.execute(
+                    insert(provider_budgets).values(
+                        model=model, tokens_ready_at=0.0, requests_ready_at=0.0, paused_until=0.0, updated_at=utcnow()
+                    )
+                )
+        except IntegrityError:  # another process created it first
+            pass
+
+
+def waiting_budgets(ledger: Ledger, now: float | None = None) -> list[str]:
+    """What calls are waiting for right now, in words: each model whose budget has calls queued
+    past this minute's allowance, or whose provider asked to wait."""
+    at = time.time() if now is None else now
+    with ledger.engine.connect() as conn:
+        rows = conn.execute(select(provider_budgets).order_by(provider_budgets.c.model)).all()
+    said = []
+    for budget in map(_budget, rows):
+        if budget.paused_until > at:
+            until = time.strftime("%H:%M:%S", time.gmtime(budget.paused_until))
+            said.append(f"waiting for {budget.model}: the provider asked for no calls before {until} UTC")
+        elif budget.tokens_per_minute and budget.tokens_ready_at - at > WINDOW_SECONDS:
+            used, limit = _k(budget.tokens_in_use(at)), _k(budget.tokens_per_minute)
+            said.append(f"waiting for {budget.model}'s token budget: {used} of {limit} tokens/min in use")
+        elif budget.requests_per_minute and budget.requests_ready_at - at > WINDOW_SECONDS:
+            said.append(f"waiting for {budget.model}'s request budget: {budget.requests_per_minute} requests/min")
+    return said
+
+
+def what_calls_wait_for(ledger: Ledger) -> list[str]:
+    """What an open batch's documents wait for, in words: each failing provider (since when) and
+    each budget with calls queued (``waiting_budgets``)."""
+    from extraction_pipeline.core.ledger.breakers import failing_providers
+
+    return [state.describe() for state in failing_providers(ledger)] + waiting_budgets(ledger)
+
+
+def configure(ledger: Ledger, model: str, *, tokens_per_minute: int | None, requests_per_minute: int | None) -> Budget:
+    """The user's limits for ``model`` (None: none of theirs; the provider's still apply)."""
+    for value in (tokens_per_minute, requests_per_minute):
+        if value is not None and value < 1:
+            raise PermanentError(f"a budget must be at least 1 per minute, not {value}")
+    _ensure_row(ledger, model)
+    with ledger.engine.begin() as conn:
+        conn.execute(
+            update(provider_budgets)
+            .where(provider_budgets.c.model == model)
+            .values(
+                configured_tokens_per_minute=tokens_per_minute,
+                configured_requests_per_minute=requests_per_minute,
+                updated_at=utcnow(),
+            )
+        )
+    found = get_budget(ledger, model)
+    assert found is not None
+    return found
+
+
+def _compare_and_set(
+    ledger: Ledger, budget: Budget, tokens_ready_at: float, requests_ready_at: float, **learned: int | None
+) -> bool:
+    """Move the budget from the state ``budget`` was read in (False: another call moved it first)."""
+    with ledger.engine.begin() as conn:
+        moved = conn.execute(
+            update(provider_budgets)
+            .where(
+                provider_budgets.c.model == budget.model,
+                provider_budgets.c.tokens_ready_at == budget.tokens_ready_at,
+                provider_budgets.c.requests_ready_at == budget.requests_ready_at,
+            )
+            .values(
+                tokens_ready_at=tokens_ready_at, requests_ready_at=requests_ready_at, updated_at=utcnow(), **learned
+            )
+        )
+    return moved.rowcount == 1
+
+
+def reserve(ledger: Ledger, model: str, tokens: int | Callable[[], int], *, now: float | None = None) -> Reservation:
+    """Reserve ``tokens`` and one request of ``model``'s budget: how long to wait before sending.
+    ``tokens`` may be a callable, asked only when a limit is known. A call larger than a whole
+    minute's allowance can never fit and is refused with the reason."""
+    for _ in range(_ATTEMPTS):
+        budget = get_budget(ledger, model)
+        at = time.time() if now is None else now
+        if budget is None or not budget.known:  # no limit known: only a refusal's pause holds calls
+            return Reservation(model, 0, max(0.0, budget.paused_until - at) if budget else 0.0, None)
+        if callable(tokens):
+            tokens = tokens()
+        tokens_at, requests_at = budget.tokens_ready_at, budget.requests_ready_at
+        wait = budget.paused_until - at  # the provider's Retry-After, if it refused lately
+        if budget.tokens_per_minute:
+            if tokens > budget.tokens_per_minute:
+                raise PermanentError(
+                    f"one call to {model} needs about {tokens} tokens, more than its whole budget of "
+                    f"{budget.tokens_per_minute} tokens/min: the provider would refuse it every time "
+                    "(raise the budget, lower EXTRACTION_OUTPUT_TOKENS, or use a model with a larger budget)"
+                )
+            tokens_at = max(tokens_at, at) + tokens * WINDOW_SECONDS / budget.tokens_per_minute
+            wait = max(wait, tokens_at - at - WINDOW_SECONDS)
+        if budget.requests_per_minute:
+            requests_at = max(requests_at, at) + WINDOW_SECONDS / budget.requests_per_minute
+            wait = max(wait, requests_at - at - WINDOW_SECONDS)
+        if _compare_and_set(ledger, budget, tokens_at, requests_at):
+            return Reservation(model, tokens, max(0.0, wait), budget)
+    raise PermanentError(f"could not reserve {model}'s budget: the ledger row kept changing")
+
+
+def settle(ledger: Ledger, reservation: Reservation, used_tokens: int | None) -> None:
+    """The answer came: give back what it reserved and did not use (``used_tokens`` None: the
+    call was not counted, e.g. refused before it ran, so all of it)."""
+    if reservation.budget is None:
+        return
+    unused = reservation.tokens - (used_tokens or 0) if used_tokens is not None else reservation.tokens
+    if unused <= 0:
+        return
+    for _ in range(_ATTEMPTS):
+        budget = get_budget(ledger, reservation.model)
+        if budget is None or not budget.tokens_per_minute:
+            return
+        back = unused * WINDOW_SECONDS / budget.tokens_per_minute
+        if _compare_and_set(ledger, budget, budget.tokens_ready_at - back, budget.requests_ready_at):
+            return
+
+
+def learn(ledger: Ledger, model: str, limits: RateLimits, *, now: float | None = None) -> None:
+    """What the provider said: its limits become the learned ones, and when it has fewer tokens
+    (or requests) left than this budget thinks, the budget moves to match (another client on the
+    same account, or calls this budget did not see)."""
+    if limits.empty:
+        return
+    at = time.time() if now is None else now
+    _ensure_row(ledger, model)
+    for _ in range(_ATTEMPTS):
+        budget = get_budget(ledger, model)
+        assert budget is not None
+        learned_tokens = limits.tokens_limit or budget.learned_tokens
+        learned_requests = limits.requests_limit or budget.learned_requests
+        tokens_at, requests_at = budget.tokens_ready_at, budget.requests_ready_at
+        tpm = _lower(budget.configured_tokens, learned_tokens)
+        rpm = _lower(budget.configured_requests, learned_requests)
+        if tpm and limits.tokens_remaining is not None and limits.tokens_limit:
+            spent = max(0, limits.tokens_limit - limits.tokens_remaining)
+            tokens_at = max(tokens_at, at + spent * WINDOW_SECONDS / limits.tokens_limit)
+        if rpm and limits.requests_remaining is not None and limits.requests_limit:
+            spent = max(0, limits.requests_limit - limits.requests_remaining)
+            requests_at = max(requests_at, at + spent * WINDOW_SECONDS / limits.requests_limit)
+        if _compare_and_set(
+            ledger,
+            budget,
+            tokens_at,
+            requests_at,
+            learned_tokens_per_minute=learned_tokens,
+            learned_requests_per_minute=learned_requests,
+        ):
+            return
+
+
+def refused(ledger: Ledger, model: str, retry_after: float | None, *, now: float | None = None) -> None:
+    """The provider refused a call (429): nothing more is sent to ``model`` before its
+    ``Retry-After`` (its remaining tokens, if it said, are learned separately)."""
+    if not retry_after:
+        return
+    until = (time.time() if now is None else now) + retry_after
+    _ensure_row(ledger, model)
+    with ledger.engine.begin() as conn:
+        conn.execute(
+            update(provider_budgets)
+            .where(provider_budgets.c.model == model, provider_budgets.c.paused_until < until)
+            .values(paused_until=until, updated_at=utcnow())
+        )
+
+
+WAIT_STEP_SECONDS = 5.0  # a long wait is slept in steps, each one reported (``on_wait``)
+
+
+@dataclass
+class LedgerBudget:
+    """The gateway's ``CallBudget`` over the ledger's budgets: what one run's calls spend.
+    ``on_wait(model, seconds_left, budget)`` is told while a call waits (the run's log);
+    ``on_refusal(cause, seconds)`` when a refused call waits to be sent again (the item's story)."""
+
+    ledger: Ledger
+    on_wait: Callable[[str, float, Budget | None], None] | None = None
+    on_refusal: Callable[[str, float], None] | None = None
+    sleep: Callable[[float], None] = time.sleep
+
+    def before_call(self, model: str, tokens: Callable[[], int]) -> Reservation:
+        reservation = reserve(self.ledger, model, tokens)
+        deadline = time.monotonic() + reservation.wait_seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if self.on_wait is not None:
+                self.on_wait(model, left, reservation.budget)
+            self.sleep(min(left, WAIT_STEP_SECONDS))
+        return reservation
+
+    def after_call(self, reservation: Any, used_tokens: int | None, headers: Any) -> None:
+        settle(self.ledger, reservation, used_tokens if used_tokens is not None else reservation.tokens)
+        learn(self.ledger, reservation.model, read_rate_limits(headers, time.time()))
+
+    def after_refusal(self, reservation: Any, retry_after: float | None, headers: Any) -> None:
+        settle(self.ledger, reservation, None)  # a refused call is not counted: give it all back
+        learn(self.ledger, reservation.model, read_rate_limits(headers, time.time()))
+        refused(self.ledger, reservation.model, retry_after)
+
+    def waiting_out(self, cause: str, seconds: float) -> None:
+        if self.on_refusal is not None:
+            self.on_refusal(cause, seconds)

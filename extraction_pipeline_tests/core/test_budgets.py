@@ -1,0 +1,238 @@
+"""The provider's budget kept for the whole instance (SQLite and PostgreSQL): calls wait their turn
+instead of being refused, in order, with unused answers given back; limits learned from the
+provider's headers; and, over real HTTP to a fake that meters like OpenAI, no call refused."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from extraction_pipeline.core.errors import PermanentError
+from extraction_pipeline.core.extraction.prompts import build_messages
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.budgets import (
+    LedgerBudget,
+    configure,
+    get_budget,
+    learn,
+    refused,
+    reserve,
+    settle,
+    waiting_budgets,
+    what_calls_wait_for,
+)
+from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
+from extraction_pipeline.core.llm.rate_headers import RateLimits, read_rate_limits
+from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
+from extraction_pipeline_tests.support.extraction_cases import GOOD, PARSED
+from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, ProviderMeter, Reply
+
+MODEL = "openai/fake-model"
+T0 = 1_000_000.0
+
+
+def test_calls_wait_their_turn_in_order_and_unused_answers_are_given_back(ledger: Ledger) -> None:
+    configure(ledger, MODEL, tokens_per_minute=60_000, requests_per_minute=None)  # 1,000 tokens/s
+    first = reserve(ledger, MODEL, 30_000, now=T0)
+    second = reserve(ledger, MODEL, 30_000, now=T0)
+    third = reserve(ledger, MODEL, 30_000, now=T0)
+    assert (first.wait_seconds, second.wait_seconds) == (0.0, 0.0)  # one minute's allowance at once
+    assert third.wait_seconds == pytest.approx(30.0)  # then at the budget's rate, in order
+    settle(ledger, first, 10_000)  # answered using 10k of its 30k: 20k back
+    assert reserve(ledger, MODEL, 10_000, now=T0).wait_seconds == pytest.approx(20.0)
+    with pytest.raises(PermanentError, match="more than its whole budget of 60000 tokens/min"):
+        reserve(ledger, MODEL, 60_001, now=T0)
+    budget = get_budget(ledger, MODEL)
+    assert budget is not None and budget.tokens_in_use(T0) == 60_000
+    assert budget.describe(T0) == "openai/fake-model's budget: 60k of 60k tokens/min in use"
+    assert budget.tokens_in_use(T0 + 600) == 0  # ten minutes later, all replenished
+
+
+def test_requests_per_minute_and_an_unknown_budget(ledger: Ledger) -> None:
+    assert reserve(ledger, MODEL, 10**9, now=T0).wait_seconds == 0.0  # nothing known: no waiting
+    configure(ledger, MODEL, tokens_per_minute=None, requests_per_minute=2)
+    waits = [reserve(ledger, MODEL, 1, now=T0).wait_seconds for _ in range(4)]
+    assert waits == pytest.approx([0.0, 0.0, 30.0, 60.0])
+
+
+def test_the_providers_headers_set_the_limit_and_correct_the_budget(ledger: Ledger) -> None:
+    openai = read_rate_limits(
+        {
+            "llm_provider-x-ratelimit-limit-tokens": "40000",
+            "x-ratelimit-remaining-tokens": "10000",
+            "x-ratelimit-reset-tokens": "45s",
+            "x-ratelimit-limit-requests": "500",
+            "x-ratelimit-remaining-requests": "499",
+            "x-ratelimit-reset-requests": "120ms",
+        },
+        T0,
+    )
+    assert openai == RateLimits(40_000, 10_000, 45.0, 500, 499, 0.12)
+    reset = datetime.fromtimestamp(T0 + 30, UTC).isoformat().replace("+00:00", "Z")
+    anthropic = read_rate_limits(
+        {"anthropic-ratelimit-tokens-limit": "80000", "anthropic-ratelimit-tokens-reset": reset}, T0
+    )
+    assert anthropic.tokens_limit == 80_000 and anthropic.tokens_reset_seconds == pytest.approx(30.0)
+    assert read_rate_limits({"x-ratelimit-reset-tokens": "6m0s"}, T0).tokens_reset_seconds == 360.0
+    assert read_rate_limits({"x-ratelimit-limit-tokens": "lots"}, T0).empty  # nonsense is ignored
+
+    learn(ledger, MODEL, openai, now=T0)  # another client on the account spent 30k of 40k
+    budget = get_budget(ledger, MODEL)
+    assert budget is not None and (budget.tokens_per_minute, budget.requests_per_minute) == (40_000, 500)
+    assert budget.tokens_in_use(T0) == 30_000
+    assert reserve(ledger, MODEL, 20_000, now=T0).wait_seconds == pytest.approx(15.0)  # 10k fit, 10k wait
+    configure(ledger, MODEL, tokens_per_minute=20_000, requests_per_minute=None)  # the user's is lower
+    assert get_budget(ledger, MODEL).tokens_per_minute == 20_000  # type: ignore[union-attr]
+
+
+def test_a_refusal_holds_every_call_until_its_retry_after(ledger: Ledger) -> None:
+    refused(ledger, MODEL, 12.0, now=T0)
+    assert reserve(ledger, MODEL, 100, now=T0).wait_seconds == pytest.approx(12.0)  # even with no limit known
+    assert reserve(ledger, MODEL, 100, now=T0 + 13).wait_seconds == 0.0
+
+
+def test_reservations_from_many_threads_all_count(ledger: Ledger) -> None:
+    configure(ledger, MODEL, tokens_per_minute=600_000, requests_per_minute=None)  # 10,000 tokens/s
+    waits: list[float] = []
+
+    def reserve_ten() -> None:
+        waits.extend(reserve(ledger, MODEL, 60_000, now=T0).wait_seconds for _ in range(10))
+
+    threads = [threading.Thread(target=reserve_ten) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # 40 reservations of 6 s each: the first 10 fit the minute, then one every 6 s; none lost or doubled
+    assert sorted(waits) == pytest.approx([max(0.0, 6.0 * n - 60.0) for n in range(1, 41)])
+
+
+def _config(fake: FakeLLMServer, ledger: Ledger | None) -> LLMConfig:
+    return LLMConfig(
+        model=MODEL,
+        api_base=fake.api_base,
+        api_key="sk-test",
+        output_tokens=500,
+        budget=LedgerBudget(ledger) if ledger is not None else None,
+    )
+
+
+def test_against_a_metered_provider_calls_are_paced_not_refused(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    messages = build_messages(RCT_TEMPLATE, [PARSED.pages_text[0] * 40])  # a prompt of some thousands of tokens
+    cost = ProviderMeter.estimate({"messages": messages, "max_tokens": 500})
+    budget = 5 * cost  # the account's minute takes five such calls: the sixth must wait (~7 s)
+    fake_llm.answer = lambda messages: Reply(GOOD)
+
+    fake_llm.meter = ProviderMeter(tokens_per_minute=budget)
+    unpaced = [_call(_config(fake_llm, None), messages) for _ in range(6)]
+    assert fake_llm.meter.refused >= 1 and "rate limit" in " ".join(unpaced).lower()  # the fake does meter
+
+    fake_llm.meter = ProviderMeter(tokens_per_minute=budget)
+    configure(ledger, MODEL, tokens_per_minute=budget, requests_per_minute=None)
+    waited: list[float] = []
+    config = _config(fake_llm, ledger)
+    assert config.budget is not None
+    config.budget.on_wait = lambda model, left, _: waited.append(left)  # type: ignore[attr-defined]
+    paced = [_call(config, messages) for _ in range(6)]
+    assert paced == ["ok"] * 6 and fake_llm.meter.refused == 0  # every call fit when it was sent
+    assert waited  # some calls waited for the budget (the run's log says so)
+
+
+def _call(config: LLMConfig, messages: list[dict[str, str]]) -> str:
+    try:
+        complete_extraction(config, messages, RCT_TEMPLATE)
+    except Exception as exc:
+        return str(exc)
+    return "ok"
+
+
+def test_what_calls_wait_for_is_said_in_words(ledger: Ledger) -> None:
+    assert what_calls_wait_for(ledger) == []
+    configure(ledger, MODEL, tokens_per_minute=40_000, requests_per_minute=None)
+    now = time.time()
+    reserve(ledger, MODEL, 38_000, now=now)
+    assert waiting_budgets(ledger, now) == []  # within the minute's allowance: nobody waits
+    reserve(ledger, MODEL, 10_000, now=now)  # this one waits
+    assert waiting_budgets(ledger, now) == [
+        "waiting for openai/fake-model's token budget: 40k of 40k tokens/min in use"
+    ]
+    refused(ledger, "anthropic/other", 30.0, now=now)
+    said = waiting_budgets(ledger, now)
+    assert said[0].startswith("waiting for anthropic/other: the provider asked for no calls before ")
+    assert len(said) == 2 and what_calls_wait_for(ledger) == waiting_budgets(ledger)
+
+
+def test_the_batch_sheet_reports_tokens_per_minute_achieved_against_the_budget(ledger: Ledger, tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    import openpyxl
+    from sqlalchemy import update
+
+    from extraction_pipeline.core.export.workbook import write_workbook
+    from extraction_pipeline.core.ledger.batches import create_batch
+    from extraction_pipeline.core.ledger.schema import batch_items
+    from extraction_pipeline_tests.support.ledgers import add_documents
+
+    batch = create_batch(ledger, idempotency_key="b", project="p", user="u", document_ids=add_documents(ledger, 2)).id
+    start = datetime(2026, 12, 1, 9, 0, 0)
+    with ledger.engine.begin() as conn:  # two documents: 30,000 tokens over two minutes
+        for n, item in enumerate((1, 2)):
+            conn.execute(
+                update(batch_items)
+                .where(batch_items.c.id == item)
+                .values(
+                    status="completed",
+                    model=MODEL,
+                    tokens_in=14_000,
+                    tokens_out=1_000,
+                    started_at=start + timedelta(seconds=60 * n),
+                    finished_at=start + timedelta(seconds=60 * n + 60),
+                )
+            )
+    configure(ledger, MODEL, tokens_per_minute=20_000, requests_per_minute=None)
+    book = openpyxl.load_workbook(write_workbook(ledger, batch, tmp_path / "b.xlsx"))
+    rows = {row[0]: row[1] for row in book["Batch"].iter_rows(values_only=True) if row and row[0]}
+    assert rows[f"tokens/min achieved, {MODEL}"] == "15,000 of a budget of 20,000 (75%)"
+
+
+def _storm(fake: FakeLLMServer, refusals: int, retry_after: str) -> None:
+    """OpenAI's answer to an account over its limit, ``refusals`` times, then the extraction."""
+    body = "Rate limit reached for fake-model in organization org-fake on tokens per min (TPM)"
+    fake.push(*[Reply(status=429, error_message=body, headers={"retry-after": retry_after})] * refusals, Reply(GOOD))
+
+
+def test_a_rate_limit_refusal_is_waited_out_in_the_call_and_told_once(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    messages = build_messages(RCT_TEMPLATE, [PARSED.pages_text[0]])
+    _storm(fake_llm, 2, "1")
+    told: list[tuple[str, float]] = []
+    config = _config(fake_llm, ledger)
+    assert isinstance(config.budget, LedgerBudget)
+    config.budget.on_refusal = lambda cause, seconds: told.append((cause, seconds))
+    started = time.monotonic()
+    assert _call(config, messages) == "ok"  # two refusals waited out, the third request answered
+    assert len(fake_llm.requests) == 3 and time.monotonic() - started >= 2.0  # each Retry-After was honoured
+    assert [seconds for _, seconds in told] == [1.0, 1.0]
+    assert told[0][0].startswith("HTTP 429 RateLimitError: Rate limit reached for fake-model")
+    budget = get_budget(ledger, MODEL)
+    assert budget is not None and budget.paused_until > 0  # every other call of the model waited too
+
+
+def test_a_refusal_is_raised_without_a_budget_or_beyond_what_a_call_waits_out(
+    ledger: Ledger, fake_llm: FakeLLMServer
+) -> None:
+    messages = build_messages(RCT_TEMPLATE, [PARSED.pages_text[0]])
+    _storm(fake_llm, 1, "1")
+    assert _call(_config(fake_llm, None), messages).startswith("HTTP 429 RateLimitError")  # nobody to pace it
+    fake_llm.reset()
+    fake_llm.push(Reply(status=503, error_message="overloaded", headers={"retry-after": "1"}), Reply(GOOD))
+    assert _call(_config(fake_llm, ledger), messages).startswith("HTTP 503")  # not a rate limit: an outage's
+    fake_llm.reset()
+    _storm(fake_llm, 1, "3600")  # out of quota for an hour: the step's retries and the breaker decide
+    assert _call(_config(fake_llm, ledger), messages).startswith("HTTP 429 RateLimitError")
+    assert len(fake_llm.requests) == 1
+    budget = get_budget(ledger, MODEL)  # and the model's other calls wait as the provider asked
+    assert budget is not None and budget.paused_until >= time.time() + 3500

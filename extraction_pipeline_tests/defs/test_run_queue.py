@@ -1,0 +1,77 @@
+"""How many runs the dispatcher spreads a batch over, read from the instance's run queue."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.batches import create_batch
+from extraction_pipeline.defs.llm_slots import LLM_POOL
+from extraction_pipeline.defs.run_queue import analyst_run_limit
+from extraction_pipeline.defs.sensors import batch_dispatcher
+from extraction_pipeline_tests.support.dagster_runs import register_trials, resources_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _runs(max_concurrent: int, *tag_limits: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "concurrency": {"runs": {"max_concurrent_runs": max_concurrent, "tag_concurrency_limits": list(tag_limits)}}
+    }
+
+
+PER_ANALYST = {"key": "extraction/user", "value": {"applyLimitPerUniqueValue": True}}
+
+
+def test_the_projects_instance_gives_an_analyst_five_runs(tmp_path: Path) -> None:
+    shutil.copy(REPO / "dagster.yaml", tmp_path / "dagster.yaml")
+    with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert analyst_run_limit(instance) == 5
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (_runs(10, {**PER_ANALYST, "limit": 3}), 3),
+        (_runs(2, {**PER_ANALYST, "limit": 5}), 2),  # the whole queue is smaller
+        (_runs(10, {"key": "extraction/user", "limit": 4}), 4),  # all analysts together
+        (_runs(10, {"key": "extraction/user", "value": "alice", "limit": 1}), 10),  # only alice's
+        (_runs(10, {"key": "other/tag", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}), 10),
+        (_runs(-1), 0),  # no limit at all
+    ],
+)
+def test_the_limit_is_the_lowest_that_binds_every_analyst(overrides: dict[str, Any], expected: int) -> None:
+    with dg.instance_for_test(overrides=overrides) as instance:
+        assert analyst_run_limit(instance) == expected
+
+
+def test_a_batch_is_spread_over_no_more_runs_than_the_queue_starts_at_once(home_ledger: Ledger, home: Path) -> None:
+    """A pool of 50 with five runs per analyst: 40 documents in 5 runs of 8 (not 40 runs of 1,
+    of which five would run at a time, each paying its own start-up)."""
+    doc_ids = register_trials(home_ledger, home, 40)
+    create_batch(home_ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids)
+    with dg.instance_for_test(overrides=_runs(10, {**PER_ANALYST, "limit": 5})) as instance:
+        instance.event_log_storage.set_concurrency_slots(LLM_POOL, 50)
+        result = batch_dispatcher(
+            dg.build_sensor_context(instance=instance, resources=resources_for(home_ledger, home))
+        )
+    assert isinstance(result, dg.SensorResult)
+    sizes = [len(request.tags["extraction/documents"].split(",")) for request in result.run_requests or []]
+    assert sizes == [8] * 5
+
+
+def test_a_small_pool_still_spreads_over_its_slots(home_ledger: Ledger, home: Path) -> None:
+    doc_ids = register_trials(home_ledger, home, 6)
+    create_batch(home_ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids)
+    with dg.instance_for_test(overrides=_runs(10, {**PER_ANALYST, "limit": 5})) as instance:
+        instance.event_log_storage.set_concurrency_slots(LLM_POOL, 3)
+        result = batch_dispatcher(
+            dg.build_sensor_context(instance=instance, resources=resources_for(home_ledger, home))
+        )
+    assert isinstance(result, dg.SensorResult)
+    assert [len(request.tags["extraction/documents"].split(",")) for request in result.run_requests or []] == [2] * 3
