@@ -495,7 +495,18 @@ def test_stale_sweep_leaves_an_item_whose_retry_is_queued(make_drill: Callable[.
                 runs = instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": victim["run_id"]}))
                 return [run.status for run in runs]
 
-            _wait(retry_statuses, 120, "the dead run's retry to be submitted")
+            try:
+                _wait(retry_statuses, 240, "the dead run's retry to be submitted")
+            except AssertionError as exc:  # say what the daemon did meanwhile: a failure here must explain itself
+                dead_run = instance.get_run_by_id(victim["run_id"])
+                events = [
+                    f"{record.event_log_entry.dagster_event_type}: {record.event_log_entry.message[:200]}"
+                    for record in instance.get_records_for_run(victim["run_id"], ascending=False, limit=8).records
+                ]
+                daemon_log = (drill.home / "daemon.log").read_text()[-4000:]
+                status = dead_run.status if dead_run else None
+                said = f"victim run {status}; last events {events}; daemon log: {daemon_log}"
+                raise AssertionError(f"{exc}; {said}") from exc
             time.sleep(30)  # longer than the stale threshold (18 s) while the retry waits in the queue
             assert retry_statuses() == [dg.DagsterRunStatus.QUEUED], retry_statuses()
             assert drill.items(batch)[victim["id"] - 1]["status"] != "error"
@@ -534,46 +545,61 @@ def test_a_stopped_worker_is_not_swept_and_its_paid_call_counts(
 # --- PostgreSQL restart: a second cluster of our own, never the shared server -----------------
 
 
+@dataclass
+class Cluster:
+    """A throwaway PostgreSQL cluster of the drill's own: ``stop()`` and ``start()`` it at will."""
+
+    admin_url: str
+    stop: Callable[[], None]
+    start: Callable[[], None]
+
+
 @pytest.fixture
-def own_cluster() -> Iterator[tuple[str, Callable[[float], None]]]:
-    """A throwaway PostgreSQL cluster on a free port; yields (admin URL, restart(outage_seconds))."""
+def own_clusters() -> Iterator[Callable[[], Cluster]]:
+    """Makes throwaway PostgreSQL clusters, each on a free port; all removed afterwards."""
     initdb = shutil.which("initdb")
     pg_ctl = shutil.which("pg_ctl")
     if not (initdb and pg_ctl):
         pytest.skip("initdb/pg_ctl not found")
-    data = Path(tempfile.mkdtemp(prefix="ep-drill-pg-", dir="/tmp"))
-    port = free_port()
     as_postgres: list[str] = []
     if os.geteuid() == 0:  # initdb refuses to run as root
-        shutil.chown(data, "postgres", "postgres")
         as_postgres = ["runuser", "-u", "postgres", "--"]
-    cluster = data / "cluster"
-    subprocess.run(
-        [*as_postgres, initdb, "-D", str(cluster), "-A", "trust", "-U", "postgres"], check=True, capture_output=True
-    )
-    options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off"
+    made: list[tuple[Path, Callable[..., None]]] = []
 
-    def pg(*args: str) -> None:
+    def make() -> Cluster:
+        data = Path(tempfile.mkdtemp(prefix="ep-drill-pg-", dir="/tmp"))
+        if as_postgres:
+            shutil.chown(data, "postgres", "postgres")
+        port = free_port()
+        cluster = data / "cluster"
         subprocess.run(
-            [*as_postgres, pg_ctl, "-D", str(cluster), "-l", str(data / "log"), "-w", *args],
-            check=True,
-            capture_output=True,
-            timeout=60,
+            [*as_postgres, initdb, "-D", str(cluster), "-A", "trust", "-U", "postgres"], check=True, capture_output=True
+        )
+        options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off"
+
+        def pg(*args: str) -> None:
+            subprocess.run(
+                [*as_postgres, pg_ctl, "-D", str(cluster), "-l", str(data / "log"), "-w", *args],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+
+        pg("-o", options, "start")
+        made.append((data, pg))
+        return Cluster(
+            admin_url=f"postgresql+psycopg2://postgres@127.0.0.1:{port}/postgres",
+            stop=lambda: pg("-m", "fast", "stop"),
+            start=lambda: pg("-o", options, "start"),
         )
 
-    pg("-o", options, "start")
-    admin = f"postgresql+psycopg2://postgres@127.0.0.1:{port}/postgres"
-
-    def restart(outage_seconds: float) -> None:
-        pg("-m", "fast", "stop")
-        time.sleep(outage_seconds)
-        pg("-o", options, "start")
-
     try:
-        yield admin, restart
+        yield make
     finally:
-        pg("-m", "immediate", "stop")
-        shutil.rmtree(data, ignore_errors=True)
+        for data, pg in made:
+            with contextlib.suppress(subprocess.CalledProcessError):
+                pg("-m", "immediate", "stop")
+            shutil.rmtree(data, ignore_errors=True)
 
 
 def _create_database(admin_url: str, name: str) -> str:
@@ -586,15 +612,33 @@ def _create_database(admin_url: str, name: str) -> str:
 
 @pytest.mark.slow_drill
 def test_postgresql_restarted_mid_batch(
-    make_drill: Callable[..., Drill], llm: DrillLLM, own_cluster: tuple[str, Callable[[float], None]]
+    make_drill: Callable[..., Drill], llm: DrillLLM, own_clusters: Callable[[], Cluster]
 ) -> None:
-    admin, restart = own_cluster
-    llm.latency = 4.0
-    drill = make_drill(ledger_url=_create_database(admin, "ledger"), dagster_url=_create_database(admin, "dagster"))
+    # Both databases go down at once; Dagster's comes back first, the ledger's a few seconds
+    # later. The answers of the calls in flight are held until both are down, so they arrive
+    # during the outage: a step that logs to Dagster waits for its database inside Dagster's
+    # own retries, then meets the ledger still down, and must wait that out as a step retry.
+    ledger_cluster, dagster_cluster = own_clusters(), own_clusters()
+    llm.latency = 0.5
+    llm.answering.clear()
+    drill = make_drill(
+        ledger_url=_create_database(ledger_cluster.admin_url, "ledger"),
+        dagster_url=_create_database(dagster_cluster.admin_url, "dagster"),
+    )
     batch = drill.batch(5, "pg-restart")
     drill.start_daemon()
-    _wait(lambda: drill.extracting(batch, at_least=2), 180, "two documents in extraction")
-    restart(3.0)  # the answers of the calls in flight arrive while the database is down
+    try:
+        _wait(lambda: drill.extracting(batch, at_least=2), 180, "two documents in extraction")
+        _wait(lambda: llm.requests() >= 2, 120, "two calls in flight")
+        ledger_cluster.stop()
+        dagster_cluster.stop()
+        llm.answering.set()
+        time.sleep(3.0)
+        dagster_cluster.start()
+        time.sleep(5.0)
+        ledger_cluster.start()
+    finally:
+        llm.answering.set()
     drill.wait_closed(batch)
     drill.assert_nothing_lost(batch)
     assert sum(item["tokens_in"] for item in drill.items(batch)) <= llm.total_served_tokens()
