@@ -82,16 +82,19 @@ def busy_cpu_seconds() -> float:
 
 class WorkerSampler(threading.Thread):
     """Polls /proc for Dagster run workers (spawned by the code server, or `dagster api
-    execute_run`) and keeps their peak RSS."""
+    execute_run`) and keeps their peak RSS: of one worker, and of all live workers together."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.peak_kb = 0
+        self.peak_total_kb = 0  # the largest sum of the live workers' RSS seen in one poll
+        self.peak_live = 0
         self.workers: set[int] = set()
         self.stopped = threading.Event()
 
     def run(self) -> None:
         while not self.stopped.wait(0.3):
+            total_kb = live = 0
             for proc in Path("/proc").iterdir():
                 if not proc.name.isdigit():
                     continue
@@ -104,9 +107,14 @@ class WorkerSampler(threading.Thread):
                 except OSError:
                     continue
                 self.workers.add(int(proc.name))
+                live += 1
                 for line in status.splitlines():
                     if line.startswith("VmHWM:"):
                         self.peak_kb = max(self.peak_kb, int(line.split()[1]))
+                    elif line.startswith("VmRSS:"):
+                        total_kb += int(line.split()[1])
+            self.peak_total_kb = max(self.peak_total_kb, total_kb)
+            self.peak_live = max(self.peak_live, live)
 
 
 @dataclass
@@ -117,12 +125,15 @@ class Measured:
     peak_worker_mb: float
     workers: int
     peak_in_flight: int = 0
+    peak_all_workers_mb: float = 0.0
+    peak_live_workers: int = 0
 
     def line(self, unit: str) -> str:
         return (
             f"{self.items / self.seconds * 60:6.1f} {unit}/min  "
             f"{self.cpu_seconds / self.items:5.2f} CPU-s/{unit[:-1]}  "
-            f"wall {self.seconds:6.1f} s  peak worker RSS {self.peak_worker_mb:5.0f} MB ({self.workers} workers)"
+            f"wall {self.seconds:6.1f} s  peak worker RSS {self.peak_worker_mb:5.0f} MB ({self.workers} workers; "
+            f"all together at most {self.peak_all_workers_mb:5.0f} MB, {self.peak_live_workers} at once)"
         )
 
 
@@ -333,7 +344,16 @@ def measure_pipeline(
     if SHOW_TIMELINE:
         _print_slot_use(fake.call_spans, started, POOL)
     total = sum(spec.documents for spec in specs)
-    measured = Measured(total, seconds, cpu_used, sampler.peak_kb / 1024, len(sampler.workers), fake.peak_in_flight)
+    measured = Measured(
+        total,
+        seconds,
+        cpu_used,
+        sampler.peak_kb / 1024,
+        len(sampler.workers),
+        fake.peak_in_flight,
+        sampler.peak_total_kb / 1024,
+        sampler.peak_live,
+    )
     durations["not completed"] = total - sum(durations.pop(f"{spec.user} completed", 0) for spec in specs)
     return measured, durations, fake
 
@@ -488,7 +508,15 @@ def measure_baseline(runs: int, root: Path, dagster_yaml: Path, postgres: str | 
         os.killpg(daemon.pid, 15)
         daemon.wait(timeout=60)
         log.close()
-    return Measured(runs, seconds, cpu_used, sampler.peak_kb / 1024, len(sampler.workers))
+    return Measured(
+        runs,
+        seconds,
+        cpu_used,
+        sampler.peak_kb / 1024,
+        len(sampler.workers),
+        peak_all_workers_mb=sampler.peak_total_kb / 1024,
+        peak_live_workers=sampler.peak_live,
+    )
 
 
 def main() -> None:
