@@ -181,6 +181,27 @@ def test_batch_create_status_history_export(home: Path, pdfs: list[Path], tmp_pa
     assert [c.value for c in sheet[2]][:3] == [1, "trial-001.pdf", "pending"]
 
 
+def test_batch_status_says_what_an_open_batch_waits_for(tmp_path: Path, pdfs: list[Path]) -> None:
+    from extraction_pipeline.core.ledger import Ledger
+    from extraction_pipeline.core.ledger.budgets import configure, reserve
+
+    home = tmp_path / "home"
+    run_cli(home, "init", check=True)
+    run_cli(home, "documents", "add", "waits", *map(str, pdfs), check=True)
+    created = run_cli(home, "batch", "create", "waits", "--user", "ann", "--idempotency-key", "w", check=True)
+    batch = created.stdout.split()[1]
+    ledger = Ledger.connect(f"sqlite:///{home / 'ledger.db'}")
+    model = "openai/gpt-4o-mini"
+    assert "waiting for" not in run_cli(home, "batch", "status", batch, check=True).stdout
+    configure(ledger, model, tokens_per_minute=40_000, requests_per_minute=None)
+    reserve(ledger, model, 38_000)
+    reserve(ledger, model, 10_000)  # beyond the minute's allowance: this call waits
+    said = "waiting for openai/gpt-4o-mini's token budget: 40k of 40k tokens/min in use"
+    assert said in run_cli(home, "batch", "status", batch, check=True).stdout
+    status = json.loads(run_cli(home, "batch", "status", batch, "--json", check=True).stdout)
+    assert status["waiting_for"] == [said]
+
+
 def test_batch_create_loads_no_heavy_library(home: Path) -> None:
     """`batch create` must answer fast: it must not import dagster, litellm, pymupdf or pydantic
     (the template's output models; freezing a template needs only its definition)."""

@@ -244,6 +244,25 @@ def test_start_batch_goes_through_the_ledger_as_a_named_user(site: Site, tmp_pat
     assert "runs in the Dagster UI" in page.text and batch["uid"] in page.text
 
 
+def test_an_open_batchs_page_says_what_its_documents_wait_for(site: Site) -> None:
+    import html
+
+    from extraction_pipeline.core.ledger.budgets import configure, reserve
+
+    ledger = site.case.ledger
+    [doc] = [d["id"] for d in project_documents(ledger, "p")]
+    with site.client() as client:
+        created = client.post("/extraction/projects/p/batches", data={"document": str(doc), "user": "ann"})
+        assert created.status_code == 303
+        batch_page = created.headers["location"].split("?")[0]
+        assert "waiting for" not in html.unescape(client.get(batch_page).text)
+        configure(ledger, "openai/gpt-4o-mini", tokens_per_minute=40_000, requests_per_minute=None)
+        reserve(ledger, "openai/gpt-4o-mini", 38_000)
+        reserve(ledger, "openai/gpt-4o-mini", 10_000)  # beyond the minute's allowance: this call waits
+        page = html.unescape(client.get(batch_page).text)
+    assert "waiting for openai/gpt-4o-mini's token budget: 40k of 40k tokens/min in use" in page
+
+
 def test_review_pages_record_decisions_and_show_the_highlighted_page(site: Site) -> None:
     case = site.case
     batch_page = f"/extraction/batches/{case.batch_id}"
