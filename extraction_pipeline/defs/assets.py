@@ -276,9 +276,10 @@ def _gated(
     if freed := gate.release_leftovers():
         context.log.warning(f"{key}: freed {freed} `llm` slot(s) left by an earlier attempt of this step that died")
     config = llm.config()
-    if not config.is_offline:
-        # The account's budget, shared by every run and worker (core/ledger/budgets.py): the
-        # configured limits (re)stated for the model, whatever the provider says learned on top.
+    if not config.is_offline and (llm.tokens_per_minute or llm.requests_per_minute):
+        # The account's budget, shared by every run and worker (core/ledger/budgets.py): limits
+        # set in the environment are stated again by every run (they pin the model's budget);
+        # without them, what the project page set stays, and what the provider says is learned.
         configure(
             db,
             config.effective_model,

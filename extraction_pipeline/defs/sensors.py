@@ -133,7 +133,7 @@ def batch_dispatcher(
 ) -> dg.SensorResult:
     """Starts the extraction of batches created from the command line, and of any document that
     must run again (its runs died, or someone asked for a retry): runs of up to
-    `EXTRACTION_DOCUMENTS_PER_RUN` (default 20) consecutive documents, tagged with user and batch (a run
+    `EXTRACTION_DOCUMENTS_PER_RUN` (default 40) consecutive documents, tagged with user and batch (a run
     of one also with document and filename). Run keys are deterministic per set of items and
     dispatch round, so a document is never launched twice for the same round. While the model's
     provider is failing (its circuit breaker is open) nothing new is launched. Cursor: when it

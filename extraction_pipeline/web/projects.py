@@ -22,6 +22,7 @@ from starlette.routing import Route
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch
+from extraction_pipeline.core.ledger.budgets import Budget, all_budgets, configure
 from extraction_pipeline.core.ledger.documents import project_exists
 from extraction_pipeline.core.ledger.queries import progress, project_documents, projects_overview, recent_batches
 from extraction_pipeline.core.ledger.templates import (
@@ -113,6 +114,7 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
         )
         body += _documents_and_launch(project, documents, user_of(request))
         body += _template_section(project, template, template_text)
+        body += _budget_section(project, settings, all_budgets(ledger))
         body += _project_batches(project)
         return page(f"Project {project}", body, flash=flash, error=error, status_code=status_code)
 
@@ -184,6 +186,37 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
         note = f"template {saved.label} saved; new batches use it, existing batches keep theirs"
         return _project_page(request, project, flash=note if created else f"template unchanged ({saved.label})")
 
+    async def save_budget(request: Request, project: str) -> Response:
+        form = await read_form(request)
+        model = " ".join(str(form.get("model") or "").split())[:200]
+        if not model:
+            return _project_page(request, project, error="name the model whose budget this is", status_code=400)
+        if settings.model and model == settings.model and (settings.tokens_per_minute or settings.requests_per_minute):
+            return _project_page(
+                request,
+                project,
+                error=f"{model}'s budget is set by EXTRACTION_TOKENS_PER_MINUTE / EXTRACTION_REQUESTS_PER_MINUTE "
+                "in the server's environment (every run states it again): change it there",
+                status_code=400,
+            )
+        limits: dict[str, int | None] = {}
+        for name in ("tokens_per_minute", "requests_per_minute"):
+            text = str(form.get(name) or "").strip().replace(",", "").replace("_", "")
+            if not text:
+                limits[name] = None
+                continue
+            if not text.isdigit() or not 1 <= int(text) <= 10**10:
+                words = name.replace("_", " ")
+                return _project_page(
+                    request,
+                    project,
+                    error=f"{words} must be a whole number from 1 to 10,000,000,000, or empty for none: {text[:40]!r}",
+                    status_code=400,
+                )
+            limits[name] = int(text)
+        budget = configure(ledger, model, **limits)
+        return _project_page(request, project, flash=f"budget saved: {_budget_words(budget)}")
+
     async def start_batch(request: Request, project: str) -> Response:
         form = await read_form(request)
         user = " ".join(str(form.get("user") or "").split())
@@ -240,6 +273,7 @@ def routes(ledger: Ledger, settings: Settings) -> list[Route]:
         Route(f"{PREFIX}/projects/{{project}}/documents", _for_project(ledger, upload), methods=["POST"]),
         Route(f"{PREFIX}/projects/{{project}}/template", _for_project(ledger, save_template), methods=["POST"]),
         Route(f"{PREFIX}/projects/{{project}}/batches", _for_project(ledger, start_batch), methods=["POST"]),
+        Route(f"{PREFIX}/projects/{{project}}/budget", _for_project(ledger, save_budget), methods=["POST"]),
     ]
 
 
@@ -331,4 +365,70 @@ def _template_section(project: str, template: Any, text: str | None) -> str:
         "</textarea><br><button type='submit'>Save as a new template version</button></form>"
         '<p class=\'muted\'>Fields: {"name", "type" (text, integer, number, choice), "instruction", "choices"}. '
         "Saving creates a new version; batches already started keep the version they froze.</p>"
+    )
+
+
+def _budget_words(budget: Budget) -> str:
+    def limit(value: int | None, unit: str) -> str:
+        return f"{value:,} {unit}/min" if value else f"no {unit} limit"
+
+    return (
+        f"{budget.model}: your limits {limit(budget.configured_tokens, 'tokens')}, "
+        f"{limit(budget.configured_requests, 'requests')}"
+    )
+
+
+def _budget_section(project: str, settings: Settings, budgets: list[Budget]) -> str:
+    """Each model's budget for the whole instance (every project, run and worker spends the same
+    one): the user's limits, what the provider's headers said, and a form to set the user's."""
+
+    def cell(value: int | None) -> str:
+        return esc(f"{value:,}") if value else "—"
+
+    pinned = settings.model if settings.model and (settings.tokens_per_minute or settings.requests_per_minute) else None
+    rows = [
+        [
+            f"<code>{esc(b.model)}</code>"
+            + (" <span class='muted'>(set by the environment)</span>" if b.model == pinned else ""),
+            cell(b.configured_tokens),
+            cell(b.configured_requests),
+            cell(b.learned_tokens),
+            cell(b.learned_requests),
+            cell(b.tokens_per_minute),
+            cell(b.requests_per_minute),
+        ]
+        for b in budgets
+    ]
+    known = (
+        table(
+            [
+                "model",
+                "your tokens/min",
+                "your requests/min",
+                "provider's tokens/min",
+                "provider's requests/min",
+                "applies: tokens/min",
+                "requests/min",
+            ],
+            rows,
+            attrs="id='budgets'",
+        )
+        if rows
+        else "<p>No budget known yet: set one below, or the first answers' rate-limit headers will tell it.</p>"
+    )
+    return (
+        "<h2>Model budgets</h2>"
+        "<p class='muted'>One budget per model for the whole instance: every run and worker waits until its "
+        "call fits instead of being refused. The provider's limits are learned from its rate-limit headers; "
+        "the lower of yours and the provider's applies.</p>"
+        + known
+        + f"<form method='post' action='{_project_url(project)}/budget' id='budget-form'>"
+        f"<label>Model <input type='text' name='model' required maxlength='200' value='{esc(settings.model or '')}' "
+        "placeholder='e.g. openai/gpt-4o-mini'></label> "
+        "<label>Tokens per minute <input type='text' name='tokens_per_minute' inputmode='numeric' maxlength='14' "
+        "placeholder='e.g. 200000'></label> "
+        "<label>Requests per minute <input type='text' name='requests_per_minute' inputmode='numeric' "
+        "maxlength='14' placeholder='e.g. 500'></label> "
+        "<button type='submit'>Save budget</button></form>"
+        "<p class='muted'>Leave a limit empty for none of yours (the provider's still applies).</p>"
     )

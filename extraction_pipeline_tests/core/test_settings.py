@@ -15,7 +15,7 @@ def test_defaults_put_everything_under_the_home() -> None:
     assert settings.home_dir == Path(".extraction_home").resolve()
     assert settings.ledger_url == f"sqlite:///{settings.home_dir / 'ledger.db'}"
     assert (settings.model, settings.stale_minutes, settings.reconcile_grace_seconds) == (None, 30.0, 30.0)
-    assert (settings.documents_per_run, settings.llm_slots_per_user) == (20, 0)
+    assert (settings.documents_per_run, settings.llm_slots_per_user) == (40, 0)
 
 
 def test_environment_overrides(tmp_path: Path) -> None:

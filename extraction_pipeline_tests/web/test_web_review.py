@@ -343,3 +343,79 @@ def test_every_project_page_needs_the_token(site: Site) -> None:
     with site.client() as client:
         for path in paths:
             assert client.get(path).status_code == 200, path
+
+
+def test_the_project_page_sets_a_models_budget_for_the_whole_instance(site: Site) -> None:
+    import html
+
+    from extraction_pipeline.core.ledger.budgets import get_budget, learn, reserve
+    from extraction_pipeline.core.llm.rate_headers import RateLimits
+
+    ledger = site.case.ledger
+    model = "anthropic/claude-sonnet-4"
+    with site.client() as client:
+        assert "No budget known yet" in client.get("/extraction/projects/p").text
+        saved = client.post(
+            "/extraction/projects/p/budget",
+            data={"model": model, "tokens_per_minute": "40,000", "requests_per_minute": ""},
+        )
+        assert saved.status_code == 200, saved.text
+        assert f"budget saved: {model}: your limits 40,000 tokens/min, no requests limit" in html.unescape(saved.text)
+        learn(ledger, model, RateLimits(tokens_limit=30_000, tokens_remaining=30_000, requests_limit=50))
+        shown = html.unescape(client.get("/extraction/projects/p").text)
+        for bad in ("-5", "0", "lots", "1e9"):
+            refused = client.post("/extraction/projects/p/budget", data={"model": model, "tokens_per_minute": bad})
+            assert refused.status_code == 400 and "whole number from 1" in refused.text
+        nameless = client.post("/extraction/projects/p/budget", data={"model": " ", "tokens_per_minute": "5"})
+        assert nameless.status_code == 400 and "name the model" in nameless.text
+    with site.client(origin=False) as client:
+        evil = client.post(
+            "/extraction/projects/p/budget",
+            data={"model": model, "tokens_per_minute": "1"},
+            headers={"Origin": "http://evil.example"},
+        )
+        assert evil.status_code == 403
+    budget = get_budget(ledger, model)
+    assert budget is not None
+    # Yours, the provider's, and the lower one applying: what every run's calls wait on.
+    assert (budget.configured_tokens, budget.learned_tokens, budget.tokens_per_minute) == (40_000, 30_000, 30_000)
+    assert (budget.configured_requests, budget.requests_per_minute) == (None, 50)
+    row = re.search(r"<tr><td><code>anthropic/claude-sonnet-4</code>.*?</tr>", shown)
+    assert row is not None
+    assert [re.sub("<[^>]+>", "", c) for c in re.findall(r"<td>(.*?)</td>", row.group(0))][1:] == [
+        "40,000",
+        "—",
+        "30,000",
+        "50",
+        "30,000",
+        "50",
+    ]
+    # The saved limit paces calls: a minute's 30,000 tokens reserved, the next call waits.
+    assert reserve(ledger, model, 30_000).wait_seconds == 0
+    assert reserve(ledger, model, 15_000).wait_seconds > 20
+
+
+def test_a_budget_pinned_by_the_environment_is_not_changed_by_the_page(tmp_path: Path) -> None:
+    from extraction_pipeline.core.ledger.budgets import get_budget
+
+    settings = Settings(home=tmp_path / "home", model="openai/gpt-4o-mini", tokens_per_minute=40_000)
+    settings.home_dir.mkdir(parents=True)
+    ledger = Ledger.connect(settings.ledger_url)
+    with (
+        _serving(settings) as base,
+        httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKEN}"}) as client,
+    ):
+        client.headers["Origin"] = base
+        assert client.post("/extraction/projects", data={"project": "q"}).status_code == 303
+        refused = client.post(
+            "/extraction/projects/q/budget", data={"model": "openai/gpt-4o-mini", "tokens_per_minute": "90000"}
+        )
+        other = client.post(
+            "/extraction/projects/q/budget", data={"model": "openai/gpt-4o", "tokens_per_minute": "90000"}
+        )
+    assert refused.status_code == 400 and "EXTRACTION_TOKENS_PER_MINUTE" in refused.text
+    assert get_budget(ledger, "openai/gpt-4o-mini") is None
+    assert other.status_code == 200
+    pinned = get_budget(ledger, "openai/gpt-4o")
+    assert pinned is not None and pinned.configured_tokens == 90_000
+    ledger.dispose()

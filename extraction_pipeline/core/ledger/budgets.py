@@ -112,6 +112,13 @@ def get_budget(ledger: Ledger, model: str) -> Budget | None:
     return _budget(row) if row is not None else None
 
 
+def all_budgets(ledger: Ledger) -> list[Budget]:
+    """Every model's budget, by model string."""
+    with ledger.engine.connect() as conn:
+        rows = conn.execute(select(provider_budgets).order_by(provider_budgets.c.model)).all()
+    return [_budget(row) for row in rows]
+
+
 def _ensure_row(ledger: Ledger, model: str) -> None:
     with ledger.engine.begin() as conn:
         exists = conn.execute(select(provider_budgets.c.model).where(provider_budgets.c.model == model)).first()
@@ -132,10 +139,8 @@ def waiting_budgets(ledger: Ledger, now: float | None = None) -> list[str]:
     """What calls are waiting for right now, in words: each model whose budget has calls queued
     past this minute's allowance, or whose provider asked to wait."""
     at = time.time() if now is None else now
-    with ledger.engine.connect() as conn:
-        rows = conn.execute(select(provider_budgets).order_by(provider_budgets.c.model)).all()
     said = []
-    for budget in map(_budget, rows):
+    for budget in all_budgets(ledger):
         if budget.paused_until > at:
             until = time.strftime("%H:%M:%S", time.gmtime(budget.paused_until))
             said.append(f"waiting for {budget.model}: the provider asked for no calls before {until} UTC")

@@ -11,7 +11,9 @@ once, become 5 runs of 4, not one run of 20. A run parses all of its documents b
 any, and one process works the CPU one document at a time: five runs parse side by side and reach
 the model sooner. Spread no wider than the runs Dagster starts at once: with a pool of 50 model
 slots and 5 runs per analyst, 200 documents cut into 50 runs of 4 ran 5 at a time (20 calls in
-flight, 50 run start-ups); cut into 10 runs of 20, each run puts more of its documents in flight.
+flight, 50 run start-ups); cut into 10 runs of 20, each run puts more of its documents in flight,
+but the runs queued behind the first five pay their start-up while the slots of the runs that
+finished sit idle; cut into 5 runs of 40, the running ones widen into those slots instead.
 """
 
 from __future__ import annotations
