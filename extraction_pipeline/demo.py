@@ -10,6 +10,7 @@ from extraction_pipeline.core.errors import ExtractionRuntimeError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, describe_state, get_batch
 from extraction_pipeline.core.ledger.queries import progress
+from extraction_pipeline.core.ledger.rows import BatchRow
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import write_reports
@@ -20,7 +21,7 @@ DEMO_PROJECT = "demo"
 
 def wait_for_batch(
     ledger: Ledger, batch_id: int, *, timeout_seconds: float, daemon: DaemonProcess | None = None, quiet: bool = False
-) -> dict[str, Any]:
+) -> BatchRow:
     """Poll until the batch is closed *and* its workbook is written; print progress as it moves."""
     deadline = time.monotonic() + timeout_seconds
     last_line = ""

@@ -41,7 +41,7 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
             text(
                 "TRUNCATE model_answers, review_decisions, item_history, provider_breakers, provider_budgets, "
                 "prompt_audit, "
-                "batch_items, batches, templates, documents, parsed_documents, document_contents "
+                "batch_items, batches, templates, documents, parsed_documents, document_contents, user_sessions, users "
                 "RESTART IDENTITY CASCADE"
             )
         )

@@ -20,6 +20,7 @@ from extraction_pipeline.cli.common import (
     positive_int,
     print_json,
 )
+from extraction_pipeline.core.ledger.rows import BatchRow, ItemListing
 from extraction_pipeline.core.settings import Settings
 
 WORKBOOK_WAIT_SECONDS = 120
@@ -186,7 +187,7 @@ def cmd_batch_retry(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _print_workbook(batch: dict[str, Any], as_json: bool) -> None:
+def _print_workbook(batch: BatchRow, as_json: bool) -> None:
     if not as_json and batch.get("export_path"):
         print(f"workbook: {batch['export_path']}")
 
@@ -241,7 +242,7 @@ HISTORY_COLUMNS = (
 )
 
 
-def _history_row(row: dict[str, Any]) -> dict[str, Any]:
+def _history_row(row: ItemListing) -> dict[str, Any]:
     """An item as `history` shows it: with how long its extraction took (started to finished)."""
     started, finished = row.get("started_at"), row.get("finished_at")
     seconds = round((finished - started).total_seconds(), 1) if started and finished else None

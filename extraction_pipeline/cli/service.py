@@ -76,6 +76,15 @@ def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
         report = init_home(settings)
         pools = ", ".join(f"{name}={limit}" for name, limit in report.pools.items())
         print(f"initialized {report.home} (first start; pools {pools}; `init` changes them)", flush=True)
+    from extraction_pipeline.cli.common import open_ledger
+    from extraction_pipeline.core.ledger.users import list_users
+
+    if not list_users(open_ledger(settings)):
+        print(
+            "no users yet: uploads, batches and review decisions need a signed-in user; "
+            "`extraction-pipeline users add NAME --role admin` prints your sign-in link",
+            flush=True,
+        )
     swept = sweep_stale_uploads(settings.home_dir, settings.documents_dir)
     if swept:
         print(f"removed {len(swept)} unfinished upload(s) left by a server that was stopped mid-upload", flush=True)

@@ -65,6 +65,22 @@ def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default
     return raw
 
 
+def _networks(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    """Comma-separated IP addresses or CIDR networks; a typo must fail loudly, since a list that
+    silently trusts nothing (or too much) decides whose word names the user."""
+    entries = tuple(entry.strip() for entry in (_text(env, name) or "").split(",") if entry.strip())
+    for entry in entries:
+        import ipaddress  # only when the list is set: every CLI call reads the settings
+
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise ConfigError(
+                f"{PREFIX}{name} holds IP addresses or networks (e.g. 10.0.0.5,10.1.0.0/16), got {entry!r}"
+            ) from None
+    return entries
+
+
 def _executor(env: Mapping[str, str]) -> str:
     executor = _choice(env, "EXECUTOR", ("in_process", "celery"), "in_process")
     if executor == "celery":
@@ -145,6 +161,9 @@ class Settings:
     public_url: str = "http://127.0.0.1:3000"  # how users reach `ui` (its host is an allowed host)
     # Host names `ui` answers to besides loopback, its bound address and public_url's host ("*": any).
     allowed_hosts: tuple[str, ...] = ()
+    # Peers (IPs or CIDR networks) whose X-Forwarded-User / X-Forwarded-Email header names the
+    # signed-in user: a single-sign-on proxy. Empty: the header is never believed.
+    trusted_proxies: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -195,6 +214,7 @@ class Settings:
             allowed_hosts=tuple(
                 name.strip() for name in (_text(env, "ALLOWED_HOSTS") or "").split(",") if name.strip()
             ),
+            trusted_proxies=_networks(env, "TRUSTED_PROXIES"),
         )
 
     @property

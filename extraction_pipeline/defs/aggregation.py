@@ -23,7 +23,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import dagster as dg
 from dagster._core.execution.backfill import BulkActionStatus
@@ -34,6 +33,7 @@ from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import BATCH_UID_RUN_TAG
 from extraction_pipeline.core.ledger.documents import document_id_from_partition
 from extraction_pipeline.core.ledger.queries import active_items
+from extraction_pipeline.core.ledger.rows import BatchRow, ItemListing, ItemRow
 from extraction_pipeline.core.ledger.schema import BatchOrigin
 from extraction_pipeline.core.runs.reconcile import TERMINAL_RUN_STATUSES, Action, ItemView, Limits, RunInfo, judge_item
 from extraction_pipeline.defs.binding import BACKFILL_TAG, DOCUMENTS_TAG, ITEM_TAG, ROUND_TAG, USER_TAG
@@ -121,15 +121,16 @@ def _runs_by_round(records: Iterable[dg.RunRecord], order: _PartitionOrder) -> d
     return runs
 
 
-def _batch_run_records(instance: dg.DagsterInstance, batch: dict[str, Any]) -> list[dg.RunRecord]:
+def _batch_run_records(instance: dg.DagsterInstance, batch: BatchRow) -> list[dg.RunRecord]:
     """Every extraction run that worked (or was launched to work) on this batch: the dispatcher's
     runs (and Dagster's retries of them) carry the batch uid; a UI backfill's runs carry the
     backfill id (the uid only once a step has bound them)."""
     filters = [dg.RunsFilter(tags={BATCH_UID_RUN_TAG: batch["uid"]})]
-    if batch["origin"] == BatchOrigin.BACKFILL:
-        filters.append(dg.RunsFilter(tags={BACKFILL_TAG: batch["origin_ref"]}))
-    elif batch["origin"] == BatchOrigin.RUN:
-        filters.append(dg.RunsFilter(run_ids=[batch["origin_ref"]]))
+    origin_ref = batch["origin_ref"]
+    if batch["origin"] == BatchOrigin.BACKFILL and origin_ref:
+        filters.append(dg.RunsFilter(tags={BACKFILL_TAG: origin_ref}))
+    elif batch["origin"] == BatchOrigin.RUN and origin_ref:
+        filters.append(dg.RunsFilter(run_ids=[origin_ref]))
     records: dict[str, dg.RunRecord] = {}
     for runs_filter in filters:
         for record in instance.get_run_records(runs_filter):
@@ -138,17 +139,17 @@ def _batch_run_records(instance: dg.DagsterInstance, batch: dict[str, Any]) -> l
     return list(records.values())
 
 
-def backfill_over(instance: dg.DagsterInstance, batch: dict[str, Any]) -> bool:
+def backfill_over(instance: dg.DagsterInstance, batch: BatchRow) -> bool:
     """Whether whoever launches this batch's runs will launch no more: always, for the
     dispatcher's batches; for a UI backfill, once it left REQUESTED (or was deleted)."""
-    if batch["origin"] != BatchOrigin.BACKFILL:
+    if batch["origin"] != BatchOrigin.BACKFILL or not batch["origin_ref"]:
         return True
     backfill = instance.get_backfill(batch["origin_ref"])
     # Imported from its module: `dg.BulkActionStatus` does not exist and crashed every tick.
     return backfill is None or backfill.status != BulkActionStatus.REQUESTED
 
 
-def item_runs(instance: dg.DagsterInstance, item: dict[str, Any]) -> list[dg.DagsterRun]:
+def item_runs(instance: dg.DagsterInstance, item: ItemRow) -> list[dg.DagsterRun]:
     """Every run known to work on this item, whatever its job or round: those tagged with it
     (single-document runs and their retries) and the run that holds it."""
     runs = {
@@ -162,12 +163,12 @@ def item_runs(instance: dg.DagsterInstance, item: dict[str, Any]) -> list[dg.Dag
     return list(runs.values())
 
 
-def _live_run(instance: dg.DagsterInstance, item: dict[str, Any]) -> dg.DagsterRun | None:
+def _live_run(instance: dg.DagsterInstance, item: ItemRow) -> dg.DagsterRun | None:
     """A queued or working run of this item, if any: then nothing may requeue, fail or sweep it."""
     return next((run for run in item_runs(instance, item) if run.status.value not in TERMINAL_RUN_STATUSES), None)
 
 
-def _item_view(item: dict[str, Any]) -> ItemView:
+def _item_view(item: ItemRow) -> ItemView:
     return ItemView(
         id=item["id"],
         status=item["status"],
@@ -177,15 +178,15 @@ def _item_view(item: dict[str, Any]) -> ItemView:
     )
 
 
-def _dispatched_by_us(batch: dict[str, Any], item: dict[str, Any]) -> bool:
+def _dispatched_by_us(batch: BatchRow, item: ItemRow) -> bool:
     return bool(batch["origin"] == BatchOrigin.DISPATCH or item["dispatch_round"] > 0)
 
 
 def _settle(
     context: dg.SensorEvaluationContext,
     db: Ledger,
-    batch: dict[str, Any],
-    items: list[dict[str, Any]],
+    batch: BatchRow,
+    items: list[ItemListing],
     runs: dict[tuple[int, int], list[RunInfo]],
     limits: Limits,
     settled: Settled,
@@ -203,6 +204,7 @@ def _settle(
             if (
                 lost_dispatches
                 and lost
+                and dispatched is not None
                 and _live_run(context.instance, item) is None
                 and item_states.redispatch_lost(db, item["id"], dispatched_at=dispatched)
             ):
@@ -229,7 +231,7 @@ def _settle(
 
 
 def reconcile_batch(
-    context: dg.SensorEvaluationContext, db: Ledger, batch: dict[str, Any], limits: Limits, settled: Settled
+    context: dg.SensorEvaluationContext, db: Ledger, batch: BatchRow, limits: Limits, settled: Settled
 ) -> None:
     """Every active item of the batch against every run of it (see the module docstring)."""
     items = active_items(db, batch["id"])
@@ -241,7 +243,7 @@ def reconcile_batch(
     _settle(context, db, batch, items, runs, limits, settled, lost_dispatches=True)
 
 
-def _batches_of_run(run: dg.DagsterRun, open_batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _batches_of_run(run: dg.DagsterRun, open_batches: list[BatchRow]) -> list[BatchRow]:
     """The open batches a run may have worked for (a backfill makes one batch per project)."""
     uid, backfill = run.tags.get(BATCH_UID_RUN_TAG), run.tags.get(BACKFILL_TAG)
     root = run.tags.get(ROOT_RUN_ID_TAG, run.run_id)
@@ -272,7 +274,7 @@ def _families(instance: dg.DagsterInstance, roots: set[str]) -> list[dg.RunRecor
 def reconcile_ended_runs(
     context: dg.SensorEvaluationContext,
     db: Ledger,
-    open_batches: list[dict[str, Any]],
+    open_batches: list[BatchRow],
     since: float,
     limits: Limits,
     settled: Settled,
@@ -342,7 +344,7 @@ class AggregatorCursor:
         self.backfills_settled &= open_ids
         self.read_in_full = {b: t for b, t in self.read_in_full.items() if b in open_ids}
 
-    def due_for_full_read(self, batches: list[dict[str, Any]], now: float) -> dict[str, Any] | None:
+    def due_for_full_read(self, batches: list[BatchRow], now: float) -> BatchRow | None:
         """The open batch read in full longest ago, if that is over FULL_READ_SECONDS ago (a batch
         first seen now counts from now: its runs are new, so run ends announce them)."""
         for batch in batches:

@@ -21,6 +21,7 @@ from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.budgets import Budget, LedgerBudget, configure
 from extraction_pipeline.core.ledger.queries import progress
+from extraction_pipeline.core.ledger.rows import DocumentRow, ItemRow
 from extraction_pipeline.core.ledger.schema import BatchStatus
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
@@ -55,7 +56,7 @@ def _parse_or_fail(
     context: dg.AssetExecutionContext,
     ledger: LedgerResource,
     settings: PipelineSettingsResource,
-    document: dict[str, Any],
+    document: DocumentRow,
     item_id: int,
 ) -> ParsedDocument:
     try:
@@ -84,7 +85,7 @@ def _parse_or_fail(
         raise dg.Failure(f"parse failed: {exc}", allow_retries=False) from exc
 
 
-def _not_extracted(item: dict[str, Any]) -> dg.Failure:
+def _not_extracted(item: ItemRow) -> dg.Failure:
     """An errored item ends the run as a failure: Dagster never shows success for a document the
     ledger says failed (ARCHITECTURE.md, invariant)."""
     return dg.Failure(
@@ -378,7 +379,7 @@ BREAKER_SAY_EVERY_SECONDS = 60.0
 
 
 def _result(
-    context: dg.AssetExecutionContext, batch_id: int, document: dict[str, Any], outcome: ExtractionOutcome
+    context: dg.AssetExecutionContext, batch_id: int, document: DocumentRow, outcome: ExtractionOutcome
 ) -> dict[str, Any]:
     usage = outcome.usage
     spent = {

@@ -30,6 +30,7 @@ from extraction_pipeline.core.ledger.batches import (
 from extraction_pipeline.core.ledger.documents import document_id_from_partition, get_document, partition_key_of
 from extraction_pipeline.core.ledger.items import find_item
 from extraction_pipeline.core.ledger.reopening import retry_failed
+from extraction_pipeline.core.ledger.rows import BatchRow, DocumentRow, ItemRow
 from extraction_pipeline.core.ledger.schema import BatchOrigin, ItemStatus
 from extraction_pipeline.core.runs.liveness import worker_stamp
 
@@ -54,8 +55,8 @@ DEFAULT_UI_USER = "ui"
 @dataclass(frozen=True)
 class Binding:
     batch_id: int
-    item: dict[str, Any]
-    document: dict[str, Any]
+    item: ItemRow
+    document: DocumentRow
     dispatch_round: int  # the item's round this run was launched for (0: the first launch)
     user: str  # the analyst whose batch it is
 
@@ -123,7 +124,7 @@ def _asset_graph(context: dg.AssetExecutionContext) -> Any:
         return context.job_def.asset_layer.asset_graph
 
 
-def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int, project: str) -> dict[str, Any]:
+def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int, project: str) -> BatchRow:
     tags = context.run.tags
     user = tags.get(USER_TAG) or DEFAULT_UI_USER
     if BATCH_UID_RUN_TAG in tags:
@@ -230,9 +231,7 @@ def _reexecuted_by_a_person(context: dg.AssetExecutionContext) -> bool:
     return PARENT_RUN_TAG in tags and RETRY_NUMBER_TAG not in tags
 
 
-def _retry_from_ui(
-    context: dg.AssetExecutionContext, ledger: Ledger, batch: dict[str, Any], item: dict[str, Any]
-) -> dict[str, Any]:
+def _retry_from_ui(context: dg.AssetExecutionContext, ledger: Ledger, batch: BatchRow, item: ItemRow) -> ItemRow:
     """Re-executing a failed run from the UI is the UI's `batch retry` for its document: the
     item goes back to pending (history kept), this run takes it, the batch reopens."""
     user = context.run.tags.get(USER_TAG) or DEFAULT_UI_USER

@@ -30,6 +30,7 @@ from extraction_pipeline.core.ledger.breakers import breaker_state
 from extraction_pipeline.core.ledger.documents import document_partition_keys, documents_after, partition_key_of
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
 from extraction_pipeline.core.ledger.queries import undispatched_items, unexported_batches
+from extraction_pipeline.core.ledger.rows import BatchRow, ItemListing
 from extraction_pipeline.core.ledger.schema import BatchOrigin
 from extraction_pipeline.core.pdf.parsing import parsed_contents
 from extraction_pipeline.core.runs.dispatch import PendingDocument, plan_runs, run_key
@@ -192,7 +193,8 @@ def _redispatch_lost(context: dg.SensorEvaluationContext, db: Ledger) -> None:
         return
     lost = item_states.dispatched_after(db, last)
     for item in lost:
-        item_states.redispatch_lost(db, item["id"], dispatched_at=item["dispatched_at"])
+        if item["dispatched_at"] is not None:  # always: dispatched after the cursor's time
+            item_states.redispatch_lost(db, item["id"], dispatched_at=item["dispatched_at"])
     if lost:
         context.log.warning(f"{len(lost)} item(s) dispatched by a tick whose runs never started: dispatching again")
 
@@ -209,7 +211,7 @@ def _runs_at_once(instance: dg.DagsterInstance) -> int:
     return min(slots, analyst_run_limit(instance) or slots)
 
 
-def _run_request(items: list[dict[str, Any]], documents: list[PendingDocument], parsed: set[str]) -> dg.RunRequest:
+def _run_request(items: list[ItemListing], documents: list[PendingDocument], parsed: set[str]) -> dg.RunRequest:
     """One run for one document (tagged with it), or for a range of consecutive documents of one
     batch (tagged with the batch; each document is reported as its own materialization). When
     every document's parse is cached the run has no parse step: it never waits for a `pdf_parse`
@@ -299,7 +301,7 @@ def _export_requests(context: dg.SensorEvaluationContext, db: Ledger, schedule: 
     return requests
 
 
-def _note_silent_failure(db: Ledger, batch: dict[str, Any], last: dg.RunRecord) -> None:
+def _note_silent_failure(db: Ledger, batch: BatchRow, last: dg.RunRecord) -> None:
     """An export run that failed without recording why (killed, its process lost) leaves the
     batch's reason older than the run: say what is known instead of nothing."""
     if last.dagster_run.status.value == "SUCCESS":

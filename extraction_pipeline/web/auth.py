@@ -2,18 +2,27 @@
 
 Required whenever the server listens beyond loopback. A browser presents it once as ``?token=…``
 and keeps it in an HttpOnly cookie; scripts send ``Authorization: Bearer …``.
+
+It is the outer gate, not who the user is (web/identity.py). So that a signed-in reviewer does not
+need this token as well, the gate may be given ``accepts``: a check of the request's own proof
+(a personal token, a session cookie) that lets it through too.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+from collections.abc import Callable
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 COOKIE = "extraction_token"
+# Given the ASGI scope of a request or websocket handshake the instance token did not open: may it
+# pass anyway? Called in a worker thread (it may ask the database).
+Accepts = Callable[[Scope], bool]
 
 
 def is_loopback(host: str) -> bool:
@@ -27,11 +36,12 @@ def is_loopback(host: str) -> bool:
 
 class TokenGate:
     """ASGI middleware: every HTTP request must carry the token; websockets (Dagster's live
-    updates) are checked by their cookie."""
+    updates) are checked by their cookie. ``accepts`` lets through what the token did not open."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, *, accepts: Accepts | None = None) -> None:
         self.app = app
         self.token = token
+        self.accepts = accepts
 
     def _presented(self, request: HTTPConnection) -> tuple[str | None, bool]:
         header = request.headers.get("authorization", "")
@@ -51,6 +61,9 @@ class TokenGate:
         request = HTTPConnection(scope)  # an HTTP request or a websocket handshake
         presented, from_query = self._presented(request)
         if not self._valid(presented):
+            if self.accepts is not None and await run_in_threadpool(self.accepts, scope):
+                await self.app(scope, receive, send)
+                return
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 4401})
                 return

@@ -1,9 +1,8 @@
-"""Reading form posts safely, and remembering who the browser's user is.
+"""Reading form posts safely, and one-time messages after a post.
 
 A form post must come from this server's own pages: a browser sends ``Origin`` (or at least
 ``Referer``) with every POST, and a page on another site that tries to make a reviewer's browser
-post here (cross-site request forgery) is refused. The user's name is kept in a cookie only to
-pre-fill forms; every decision still names its reviewer explicitly.
+post here (cross-site request forgery) is refused. Who posted is web/identity.py's business.
 """
 
 from __future__ import annotations
@@ -15,10 +14,6 @@ from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-
-USER_COOKIE = "extraction_user"
-MAX_USER_CHARS = 200
-
 
 CROSS_SITE = "form posts are accepted from this server's own pages only"
 
@@ -34,16 +29,6 @@ async def read_form(request: Request, *, max_files: int = 0) -> FormData:
     if not same_origin(request):
         raise HTTPException(403, CROSS_SITE)
     return await request.form(max_files=max(max_files, 1), max_fields=5000)
-
-
-def user_of(request: Request) -> str:
-    return " ".join(unquote(request.cookies.get(USER_COOKIE, "")).split())[:MAX_USER_CHARS]
-
-
-def remember_user(response: Response, user: str) -> None:
-    response.set_cookie(
-        USER_COOKIE, quote(user[:MAX_USER_CHARS]), httponly=True, samesite="strict", max_age=180 * 86400
-    )
 
 
 def text_field(form: FormData, name: str, limit: int = 10_000) -> str:

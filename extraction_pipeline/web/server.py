@@ -7,19 +7,24 @@ the request guard (web/guard.py) always.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.settings import Settings
-from extraction_pipeline.web import downloads, projects, review
+from extraction_pipeline.web import downloads, identity, projects, review
 from extraction_pipeline.web.auth import TokenGate, is_loopback
 from extraction_pipeline.web.guard import RequestGuard, allowed_hosts
 from extraction_pipeline.web.pages import not_found
 from extraction_pipeline.web.urls import PREFIX
+
+STATIC_DIR = Path(__file__).parent / "static"
 
 CODE_LOCATION_MODULE = "extraction_pipeline.definitions"
 
@@ -29,14 +34,21 @@ def build_app(settings: Settings, dagster_app: Any, *, token: str | None, bind_h
     guarded against other sites' requests (web/guard.py) always."""
     ledger = Ledger.connect(settings.ledger_url)
     ours = [
-        *downloads.routes(ledger, settings),
-        *projects.routes(ledger, settings),
-        *review.routes(ledger, settings),
+        *downloads.ROUTES,
+        *projects.ROUTES,
+        *review.ROUTES,
+        *identity.signin_routes(ledger, settings),
+        Mount(f"{PREFIX}/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     # Anything else under our prefix is a 404 of ours, never Dagster's UI page in its place.
     unknown = Route(f"{PREFIX}/{{rest:path}}", not_found, methods=["GET", "HEAD", "POST"])
     app: Any = Starlette(routes=[*ours, unknown, Mount("/", app=dagster_app)])
-    gated = TokenGate(app, token) if token else app
+    app.state.ledger, app.state.settings = ledger, settings  # for the handlers (web/deps.py)
+
+    def signed_in(scope: Scope) -> bool:  # a reviewer's session or personal token also opens the gate
+        return identity.passes_gate(scope, ledger, settings)
+
+    gated = TokenGate(app, token, accepts=signed_in) if token else app
     return RequestGuard(gated, allowed_hosts(bind_host, settings.public_url, settings.allowed_hosts))
 
 
@@ -63,4 +75,6 @@ def serve(settings: Settings, *, host: str, port: int, token: str | None) -> Non
     with DagsterInstance.get() as instance, WorkspaceProcessContext(instance, target) as context:
         dagster_app = create_app_from_workspace_process_context(context)
         app = build_app(settings, dagster_app, token=token, bind_host=host)
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        # No proxy headers: the peer address must be the real one, or a trusted single sign-on
+        # proxy could not be told from a browser (uvicorn trusts X-Forwarded-For from loopback).
+        uvicorn.run(app, host=host, port=port, log_level="warning", proxy_headers=False)

@@ -17,7 +17,7 @@ from extraction_pipeline.core.usage import Usage
 from extraction_pipeline_tests.support import pdf_samples
 from extraction_pipeline_tests.support.cli import one_line_error, run_cli
 
-COMMANDS = ["init", "demo", "parse", "ground", "documents", "batch", "template", "history", "ui", "daemon"]
+COMMANDS = ["init", "demo", "parse", "ground", "documents", "batch", "template", "history", "users", "ui", "daemon"]
 
 
 @pytest.fixture(scope="module")

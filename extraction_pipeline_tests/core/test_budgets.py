@@ -236,3 +236,40 @@ def test_a_refusal_is_raised_without_a_budget_or_beyond_what_a_call_waits_out(
     assert len(fake_llm.requests) == 1
     budget = get_budget(ledger, MODEL)  # and the model's other calls wait as the provider asked
     assert budget is not None and budget.paused_until >= time.time() + 3500
+
+
+def test_before_the_provider_has_said_anything_one_call_goes_first(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    """Calls sent blind at a metered account are refused at the start of every batch: the first
+    call goes alone, the others wait for what its answer says, then go as the budget allows."""
+    messages = build_messages(RCT_TEMPLATE, [PARSED.pages_text[0] * 40])
+    cost = ProviderMeter.estimate({"messages": messages, "max_tokens": 500})
+    fake_llm.answer = lambda messages: Reply(GOOD)
+    fake_llm.meter = ProviderMeter(tokens_per_minute=2 * cost)  # the minute takes two such calls
+    results: list[str] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(_call(_config(fake_llm, ledger), messages))) for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=240)
+    assert results == ["ok"] * 4
+    assert fake_llm.meter.refused == 0  # blind, four at once, at least two would have been refused
+    budget = get_budget(ledger, MODEL)
+    assert budget is not None and budget.learned_tokens == 2 * cost and budget.answers_seen >= 1
+
+
+def test_a_probe_that_fails_silently_hands_the_probe_on_and_a_silent_provider_is_not_waited_for(
+    ledger: Ledger,
+) -> None:
+    probe = reserve(ledger, MODEL, 1000, now=T0)
+    assert probe.probe and probe.wait_seconds == 0
+    second = reserve(ledger, MODEL, 1000, now=T0 + 1)
+    assert second.again and not second.probe  # waits for the probe's answer, then asks again
+    LedgerBudget(ledger).after_refusal(probe, None, None)  # an outage: nothing learned
+    again = reserve(ledger, MODEL, 1000, now=T0 + 2)
+    assert again.probe  # the next call asks the provider first
+    assert reserve(ledger, MODEL, 1000, now=T0 + 2 + 31).probe  # a probe whose worker died lapses
+    LedgerBudget(ledger).after_call(again, 900, {})  # answered, without rate-limit headers
+    after = [reserve(ledger, MODEL, 1000, now=T0 + 40) for _ in range(3)]
+    assert [(r.again, r.wait_seconds) for r in after] == [(False, 0.0)] * 3  # a provider that tells nothing

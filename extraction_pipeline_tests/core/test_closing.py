@@ -33,9 +33,16 @@ from extraction_pipeline.core.ledger.batches import (
 )
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.reopening import retry_failed
+from extraction_pipeline.core.ledger.rows import BatchRow
 from extraction_pipeline.core.ledger.schema import batches, ledger_meta
 from extraction_pipeline.core.usage import Usage
 from extraction_pipeline_tests.support.ledgers import add_documents
+
+
+def _batch(ledger: Ledger, batch_id: int) -> BatchRow:
+    batch = get_batch(ledger, batch_id)
+    assert batch is not None
+    return batch
 
 
 def _finished_batch(ledger: Ledger, outcomes: int = 1) -> int:
@@ -88,9 +95,9 @@ def test_a_finished_batch_is_exporting_until_its_workbook_is_recorded(ledger: Le
 
 def test_an_empty_batch_closes_at_once_and_completes_with_its_workbook(ledger: Ledger, tmp_path: Path) -> None:
     batch = create_batch(ledger, idempotency_key="empty", project="p", user="u", document_ids=[]).id
-    assert (get_batch(ledger, batch) or {})["status"] == "exporting"
+    assert _batch(ledger, batch)["status"] == "exporting"
     assert write_batch_workbook(ledger, batch, tmp_path).result is ExportResult.WRITTEN
-    assert (get_batch(ledger, batch) or {})["status"] == "completed"
+    assert _batch(ledger, batch)["status"] == "completed"
 
 
 def test_a_failed_write_is_recorded_in_words_and_the_batch_stays_exporting(ledger: Ledger, tmp_path: Path) -> None:
@@ -149,7 +156,7 @@ def test_an_old_ledger_s_completed_batch_without_a_workbook_becomes_exporting(le
         conn.execute(update(batches).where(batches.c.id == batch).values(status="completed", export_path=None))
         conn.execute(update(ledger_meta).values(value="an older release"))
     ledger.create_schema()
-    assert (get_batch(ledger, batch) or {})["status"] == "exporting"
+    assert _batch(ledger, batch)["status"] == "exporting"
 
 
 # --- killed writers -------------------------------------------------------------------------
@@ -213,7 +220,7 @@ def test_a_workbook_write_killed_mid_save_leaves_the_previous_file_or_nothing(
     _kill_mid_write(home, exports, "batch", "export", str(batch))
     assert not (exports / f"batch-{batch}.xlsx").exists()
     assert [p.name for p in _entries(exports) if p.suffix == ".xlsx"] == []
-    assert (get_batch(ledger, batch) or {})["status"] == "exporting"
+    assert _batch(ledger, batch)["status"] == "exporting"
     # A copy over an existing file, killed: the previous file, byte for byte.
     copy = home / "copy.xlsx"
     done = _cli(home, "batch", "export", str(batch), "-o", str(copy))
@@ -229,7 +236,7 @@ def test_a_workbook_write_killed_mid_save_leaves_the_previous_file_or_nothing(
     assert out.decode().strip() == str(exports / f"batch-{batch}.xlsx")
     assert [p.name for p in _entries(exports)] == [f"batch-{batch}.xlsx"]
     assert openpyxl.load_workbook(exports / f"batch-{batch}.xlsx", read_only=True)["Values"].max_row > 4_000
-    assert (get_batch(ledger, batch) or {})["status"] == "completed"
+    assert _batch(ledger, batch)["status"] == "completed"
 
 
 def test_only_partial_files_of_gone_processes_on_this_host_are_swept(tmp_path: Path) -> None:

@@ -167,6 +167,7 @@ def test_both_answers_are_paid_once(ledger: Ledger, fake_llm: FakeLLMServer, ext
 def test_the_review_page_shows_both_answers_and_records_the_pick(
     ledger_url: str, tmp_path: Path, fake_llm: FakeLLMServer
 ) -> None:
+    import html
     import re
     import threading
     import time
@@ -175,6 +176,7 @@ def test_the_review_page_shows_both_answers_and_records_the_pick(
     import uvicorn
     from starlette.applications import Starlette
 
+    from extraction_pipeline.core.ledger.users import add_user
     from extraction_pipeline.core.settings import Settings
     from extraction_pipeline.web.server import build_app
     from extraction_pipeline_tests.support.web import free_port
@@ -198,15 +200,18 @@ def test_the_review_page_shows_both_answers_and_records_the_pick(
         time.sleep(0.05)
     base = f"http://127.0.0.1:{port}"
     try:
-        with httpx.Client(base_url=base, headers={"Origin": base}, timeout=60) as client:
-            client.post("/extraction/reviewer", data={"reviewer": "Rita", "back": "/extraction/"})
-            page = client.get(f"/extraction/batches/{batch}/documents/1").text
-            first = re.findall(r"data-path='([^']+)'", page)[:3]
-            assert set(first) == {"outcomes.1.ci_lower", "outcomes.1.ci_upper", "metadata.randomized_n"}
-            assert "<code class='second-value'>0.6</code>" in page and f"Pick {SECOND}'s answer" in page
-            card = page[page.index("data-path='outcomes.1.ci_lower'") :]
-            form = card[card.index("class='inline pick-second'") :]
-            fields = dict(re.findall(r"name='([^']+)' value='([^']*)'", form[: form.index("</form>")]))
+        _, personal = add_user(ledger, "Rita")
+        headers = {"Origin": base, "Authorization": f"Bearer {personal}"}  # Rita's personal token
+        with httpx.Client(base_url=base, headers=headers, timeout=60) as client:
+            page = html.unescape(client.get(f"/extraction/batches/{batch}/documents/1").text)
+            # The two models' disagreements are what most needs a human: the first shown is one.
+            current = re.search(r'<a class="cell [^"]*current[^"]*"[^>]*data-path="([^"]+)"', page)
+            assert current is not None
+            assert current.group(1) in {"outcomes.1.ci_lower", "outcomes.1.ci_upper", "metadata.randomized_n"}
+            assert '<code class="second-value">0.6</code>' in page and f"Pick {SECOND}'s answer" in page
+            detail = page[page.index('<div class="detail" data-path="outcomes.1.ci_lower"') :]
+            form = detail[detail.index('class="inline pick-second"') :]
+            fields = dict(re.findall(r'name="([^"]+)" value="([^"]*)"', form[: form.index("</form>")]))
             picked = client.post("/extraction/items/1/decisions", data=fields)
             assert picked.status_code == 303
     finally:

@@ -13,6 +13,7 @@ from extraction_pipeline.core.extraction.extract import extract_item
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch
+from extraction_pipeline.core.ledger.rows import ItemRow
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
 from extraction_pipeline_tests.support.extraction_cases import DEATHS, GOOD, PAGES, PARSED
@@ -56,7 +57,7 @@ def test_success_records_grounded_result_and_usage(ledger: Ledger, fake_llm: Fak
         80,
         "openai/fake-model",
     )
-    assert json.loads(row["result_json"])["fields"]["metadata.randomized_n"]["value"] == 412
+    assert json.loads(row["result_json"] or "")["fields"]["metadata.randomized_n"]["value"] == 412
     # The document went to the model inside <FULL_TEXT>, and the request was JSON mode.
     [request] = fake_llm.requests
     assert request["response_format"] == {"type": "json_object"}
@@ -119,7 +120,7 @@ def test_transient_errors_release_the_item_then_raise(ledger: Ledger, fake_llm: 
     with pytest.raises(TransientError):
         extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm, timeout=1))
     row = states.get_item(ledger, item)
-    assert row is not None and row["status"] == "pending" and row["message"].startswith("transient, will retry")
+    assert row is not None and row["status"] == "pending" and (row["message"] or "").startswith("transient, will retry")
     # The retry (same run, next attempt) claims it again and succeeds.
     fake_llm.push(Reply(GOOD))
     outcome = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
@@ -142,8 +143,8 @@ def test_permanent_errors_mark_the_item_error(ledger: Ledger, fake_llm: FakeLLMS
     with pytest.raises(PermanentError):
         extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
     row = states.get_item(ledger, item)
-    assert row is not None and row["status"] == "error" and str(reply.status) in row["message"]
-    assert "sk-test-not-a-secret" not in row["message"]
+    assert row is not None and row["status"] == "error" and str(reply.status) in (row["message"] or "")
+    assert "sk-test-not-a-secret" not in (row["message"] or "")
     assert len(fake_llm.requests) == 1  # permanent: never retried
 
 
@@ -165,7 +166,7 @@ def test_output_still_invalid_after_repair_is_permanent(ledger: Ledger, fake_llm
     with pytest.raises(OutputParseError):
         extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
     row = states.get_item(ledger, item)
-    assert row is not None and row["status"] == "error" and "after one repair" in row["message"]
+    assert row is not None and row["status"] == "error" and "after one repair" in (row["message"] or "")
     assert row["tokens_in"] == 110  # tokens spent on failed output are still counted
 
 
@@ -212,7 +213,7 @@ def test_a_database_error_that_is_not_an_outage_fails_the_item_permanently(
     with pytest.raises(PermanentError, match="internal error"):
         extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
     row = states.get_item(ledger, item)
-    assert row is not None and row["status"] == "error" and "IntegrityError" in row["message"]
+    assert row is not None and row["status"] == "error" and "IntegrityError" in (row["message"] or "")
 
 
 def test_same_run_resumes_an_item_it_left_extracting(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
@@ -418,7 +419,7 @@ def test_a_run_that_is_stopping_claims_nothing_and_hands_back_what_it_claimed_me
     assert (row["status"], row["message"]) == ("pending", INTERRUPTED_MESSAGE)
 
 
-def _row(ledger: Ledger, item: int) -> dict[str, object]:
+def _row(ledger: Ledger, item: int) -> ItemRow:
     row = states.get_item(ledger, item)
     assert row is not None
     return row

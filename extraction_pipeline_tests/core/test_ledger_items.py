@@ -79,7 +79,7 @@ def test_take_over_only_from_the_named_dead_run(ledger: Ledger) -> None:
     assert states.take_over(ledger, item, dead_run_id="alive", run_id="retry", worker="w2")
     row = states.get_item(ledger, item)
     assert row is not None and (row["run_id"], row["status"]) == ("retry", "extracting")
-    assert "taken over from run alive" in row["message"]
+    assert "taken over from run alive" in (row["message"] or "")
 
 
 def test_sweep_uses_updated_at_not_batch_creation(ledger: Ledger) -> None:
@@ -101,7 +101,7 @@ def test_sweep_uses_updated_at_not_batch_creation(ledger: Ledger) -> None:
     assert stale["id"] == old
     assert states.sweep(ledger, stale, idle=timedelta(minutes=30), reason="no run alive")
     row = states.get_item(ledger, old)
-    assert row is not None and row["status"] == "error" and "no progress for over 30 min" in row["message"]
+    assert row is not None and row["status"] == "error" and "no progress for over 30 min" in (row["message"] or "")
     assert _status(ledger, fresh) == "extracting"
     assert states.stale_items(ledger, idle=timedelta(minutes=30)) == []
     assert not states.sweep(ledger, stale, idle=timedelta(minutes=30), reason="again")  # already error
@@ -115,7 +115,8 @@ def test_sweep_threshold_is_configurable(ledger: Ledger) -> None:
     assert states.stale_items(ledger, idle=timedelta(minutes=10)) == []
     [stale] = states.stale_items(ledger, idle=timedelta(minutes=5))
     assert states.sweep(ledger, stale, idle=timedelta(minutes=5), reason="no run alive")
-    assert "over 5 min" in states.get_item(ledger, item)["message"]  # type: ignore[index]
+    swept = states.get_item(ledger, item)
+    assert swept is not None and "over 5 min" in (swept["message"] or "")
 
 
 def test_sweep_leaves_an_item_that_moved_after_it_was_read(ledger: Ledger) -> None:

@@ -180,8 +180,10 @@ def test_one_page_whose_outcomes_alone_are_too_long_fails_with_that_reason(
         extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=parsed, llm=_config(fake_llm, limit))
     row = states.get_item(ledger, item)
     assert row is not None and row["status"] == "error"
-    assert f"answer cut at {limit} output tokens" in row["message"] and "EXTRACTION_OUTPUT_TOKENS" in row["message"]
-    assert "invalid JSON" not in row["message"]
+    assert f"answer cut at {limit} output tokens" in (row["message"] or "") and "EXTRACTION_OUTPUT_TOKENS" in (
+        row["message"] or ""
+    )
+    assert "invalid JSON" not in (row["message"] or "")
     # the whole answer (cut), the modules one by one: the outcomes cut again, with nothing smaller to ask
     assert len(fake_llm.requests) == 1 + 4 and fake_llm.completion_tokens.count(limit) == 2
     assert row["tokens_out"] == sum(fake_llm.completion_tokens)  # every answer paid for is counted

@@ -135,7 +135,7 @@ def test_materializing_a_dispatched_document_completes_its_item(
     assert result.success
     [row] = batch_item_rows(home_ledger, batch)
     assert row["status"] == "completed" and row["run_id"] == result.run_id and row["tokens_in"] == 900
-    assert json.loads(row["result_json"])["fields"]["metadata.nct_number"]["status"] == "verified"
+    assert json.loads(row["result_json"] or "")["fields"]["metadata.nct_number"]["status"] == "verified"
     meta = result.asset_materializations_for_node("extracted_document")[0].metadata
     assert meta["status"].value == "completed" and meta["quotes_verified"].value == 1 and meta["tokens_in"].value == 900
     assert str(meta["template"].value).endswith("v1 (rct base v1)") and meta["outcomes"].value == 0
@@ -194,7 +194,7 @@ def test_permanent_llm_failure_fails_the_run_without_retry(
     assert not result.success
     assert len(fake_llm.requests) == 1  # RetryPolicy skipped: Failure(allow_retries=False)
     [row] = batch_item_rows(home_ledger, batch)
-    assert row["status"] == "error" and "401" in row["message"]
+    assert row["status"] == "error" and "401" in (row["message"] or "")
 
 
 def test_broken_pdf_fails_only_its_document(instance: dg.DagsterInstance, home_ledger: Ledger, home: Path) -> None:
@@ -216,8 +216,8 @@ def test_broken_pdf_fails_only_its_document(instance: dg.DagsterInstance, home_l
     ]
     first, second = batch_item_rows(home_ledger, batch)
     damaged = "parse failed: stored copy"  # the damaged copy no longer has its registered sha256
-    assert first["status"] == "error" and first["message"].startswith(damaged)
-    assert "does not match its registered sha256" in first["message"]
+    assert first["status"] == "error" and (first["message"] or "").startswith(damaged)
+    assert "does not match its registered sha256" in (first["message"] or "")
     assert second["status"] == "completed"
     assert first["run_id"] == results[0].run_id  # history names the run that found the broken PDF
     # The failed run tells the story in one line (the Runs page shows this description).
@@ -249,8 +249,8 @@ def test_aggregator_requeues_documents_of_dead_runs_then_gives_up_with_the_cause
     rows = {row["document_id"]: row for row in batch_item_rows(home_ledger, batch)}
     assert [rows[d]["status"] for d in doc_ids] == ["pending", "pending", "completed"]
     assert [rows[d]["dispatch_round"] for d in doc_ids] == [1, 1, 0]
-    assert f"run {dead} ended FAILURE while extracting" in rows[doc_ids[0]]["message"]
-    assert "last error: HTTP 503 boom" in rows[doc_ids[1]]["message"]
+    assert f"run {dead} ended FAILURE while extracting" in (rows[doc_ids[0]]["message"] or "")
+    assert "last error: HTTP 503 boom" in (rows[doc_ids[1]]["message"] or "")
     [history] = states.item_history_of(home_ledger, items[0]["id"])
     assert (history["event"], history["from_status"], history["run_id"]) == ("requeue", "extracting", dead)
     assert get_batch(home_ledger, batch)["status"] == "open"  # type: ignore[index]
@@ -274,9 +274,9 @@ def test_aggregator_requeues_documents_of_dead_runs_then_gives_up_with_the_cause
     result = batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
     rows = {row["document_id"]: row for row in batch_item_rows(home_ledger, batch)}
     assert rows[doc_ids[0]]["status"] == "error"
-    assert rows[doc_ids[0]]["message"].startswith(f"gave up after 2 rounds of runs: run {again} ended FAILURE")
+    assert (rows[doc_ids[0]]["message"] or "").startswith(f"gave up after 2 rounds of runs: run {again} ended FAILURE")
     assert rows[doc_ids[1]]["status"] == "error"
-    assert rows[doc_ids[1]]["message"].startswith("gave up after 2 rounds of runs")
+    assert (rows[doc_ids[1]]["message"] or "").startswith("gave up after 2 rounds of runs")
     assert get_batch(home_ledger, batch)["status"] == "exporting"  # type: ignore[index]
     assert isinstance(result, dg.SensorResult)
     assert [(r.run_key, r.partition_key) for r in result.run_requests or []] == [
@@ -441,7 +441,7 @@ def test_failed_export_keeps_the_batch_exporting_and_is_retried_with_backoff_unt
     state = get_batch(home_ledger, batch)
     assert state is not None
     assert (state["status"], state["export_error"]) == ("completed", None)
-    assert Path(state["export_path"]).is_file()
+    assert Path(state["export_path"] or "").is_file()
     assert tick() == []
 
 
@@ -530,7 +530,7 @@ def test_a_ui_backfill_batch_stays_open_across_aggregator_ticks_without_a_failed
     assert json.loads(over.cursor)["backfills"] == []  # settled and closed: no longer open, forgotten
     rows = batch_item_rows(home_ledger, batch)
     assert [row["status"] for row in rows] == ["error", "error"]
-    assert rows[0]["message"].startswith("no run was ever started for this document")
+    assert (rows[0]["message"] or "").startswith("no run was ever started for this document")
     assert get_batch(home_ledger, batch)["status"] == "exporting"  # type: ignore[index]
 
 

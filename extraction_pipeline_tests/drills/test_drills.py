@@ -37,6 +37,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.breakers import failing_providers
 from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.ledger.rows import BatchRow, ItemListing
 from extraction_pipeline.core.pdf.isolation import group_alive
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.synthetic import make_trial, write_report
@@ -221,15 +222,15 @@ class Drill:
         ]
         return create_batch(self.ledger, idempotency_key=key, project="drill", user="drill", document_ids=doc_ids).id
 
-    def items(self, batch_id: int) -> list[dict[str, Any]]:
+    def items(self, batch_id: int) -> list[ItemListing]:
         return batch_item_rows(self.ledger, batch_id)
 
-    def extracting(self, batch_id: int, at_least: int = 1) -> list[dict[str, Any]]:
+    def extracting(self, batch_id: int, at_least: int = 1) -> list[ItemListing]:
         busy = [item for item in self.items(batch_id) if item["status"] == "extracting"]
         return busy if len(busy) >= at_least else []
 
-    def wait_closed(self, batch_id: int, timeout: float = CLOSE_TIMEOUT) -> dict[str, Any]:
-        def closed() -> dict[str, Any] | None:
+    def wait_closed(self, batch_id: int, timeout: float = CLOSE_TIMEOUT) -> BatchRow:
+        def closed() -> BatchRow | None:
             batch = get_batch(self.ledger, batch_id)
             if self.daemon is not None and self.daemon.poll() is not None:
                 raise AssertionError(f"the daemon exited: {self.daemon_log and self.daemon_log.read_text()[-2000:]}")
@@ -387,7 +388,9 @@ def test_daemon_stopped_with_sigterm_hands_runs_back_and_leaves_none_started(
     output = drill.stop_daemon()
     assert "stopping: no new runs" in output and "stopped" in output
     with drill.instance() as instance:
-        runs = batch_runs(instance, get_batch(drill.ledger, batch) or {})
+        stopping = get_batch(drill.ledger, batch)
+        assert stopping is not None
+        runs = batch_runs(instance, stopping)
         started = [
             run.run_id for run in runs if run.status in (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING)
         ]
@@ -710,7 +713,7 @@ def _export_failure_shown(drill: Drill, batch: int, url: str, words: str) -> Non
 
 def _workbook_arrives_on_its_own(drill: Drill, batch: int, exports: Path) -> None:
     closed = drill.wait_closed(batch)
-    assert Path(closed["export_path"]).parent == exports and closed["export_error"] is None
+    assert Path(str(closed["export_path"])).parent == exports and closed["export_error"] is None
     workbook = openpyxl.load_workbook(closed["export_path"], read_only=True)
     assert workbook["Documents"].max_row == 1 + len(drill.items(batch))
     drill.assert_nothing_lost(batch)

@@ -28,6 +28,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.documents import partition_key_of
 from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.ledger.rows import ItemListing, ItemRow
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
@@ -235,7 +236,7 @@ def celery_stack(
                 ledger.dispose()
 
 
-def _assert_each_completed_once(stack: CeleryStack, batch_id: int) -> list[dict[str, Any]]:
+def _assert_each_completed_once(stack: CeleryStack, batch_id: int) -> list[ItemListing]:
     """Every document completed, with one materialization, by the run the ledger names; no worker
     home holds a PDF (they read them from the ledger); the workbook is written beside the daemon."""
     items = batch_item_rows(stack.ledger, batch_id)
@@ -270,7 +271,7 @@ def test_a_batch_on_two_celery_workers_survives_one_killed_mid_batch(
             batch_id = stack.batch_of(12, tmp_path / "in", "celery")
             w1 = stack.workers[0]
 
-            def w1_extracting() -> dict[str, Any] | None:
+            def w1_extracting() -> ItemListing | None:
                 pids = _pids_of(w1.group())
                 return next(
                     (
@@ -317,7 +318,7 @@ def test_a_batch_runs_on_celery_workers_through_redis(
         fake.stop()
 
 
-def _pid(item: dict[str, Any]) -> int:
+def _pid(item: ItemRow) -> int:
     return int(str(item["worker"]).rsplit(":", 1)[1])
 
 

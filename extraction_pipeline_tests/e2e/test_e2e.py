@@ -26,6 +26,7 @@ from extraction_pipeline.core.ledger.batches import create_batch, find_batch_by_
 from extraction_pipeline.core.ledger.documents import get_document, partition_key_of
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.reopening import retry_failed
+from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import SyntheticTrial, make_trial, write_report
@@ -171,7 +172,7 @@ def _assert_ledger_and_dagster_agree(stack: Stack, batch_id: int) -> None:
     runs = {run.run_id: run for run in _runs_for_batch(stack.instance, batch_id)}
     for item in batch_item_rows(stack.ledger, batch_id):
         key = partition_key_of(item["document_id"], item["partition_key"])
-        run = runs[item["run_id"]]
+        run = runs[item["run_id"] or ""]
         assert key in run_partitions(stack.instance, run)
         if len(run_partitions(stack.instance, run)) == 1:
             assert run.tags["extraction/item"] == str(item["id"])
@@ -331,7 +332,7 @@ def test_several_documents_per_run_and_a_bad_one_fails_alone(stack: Stack) -> No
     wait_for_batch(stack.ledger, batch_id, timeout_seconds=BATCH_TIMEOUT, daemon=stack.daemon, quiet=True)
     _assert_isolated(stack, batch_id, {doc_ids[2], doc_ids[6]})
     items = {i["document_id"]: i for i in batch_item_rows(stack.ledger, batch_id)}
-    assert "does not match its registered sha256" in items[doc_ids[2]]["message"]
+    assert "does not match its registered sha256" in (items[doc_ids[2]]["message"] or "")
     assert [i["attempts"] for i in items.values() if i["status"] == "completed"] == [1] * 9
 
     # The model now answers the invalid one properly: a retry re-extracts it, and only it.
@@ -367,7 +368,7 @@ def test_killed_worker_ends_in_terminal_state_and_batch_closes(stack: Stack) -> 
     stack.hang_once.add(victim_trial.nct_number)
     batch_id = create_batch(stack.ledger, idempotency_key="e2e-kill", project="e2e", user="cy", document_ids=doc_ids).id
 
-    def victim_extracting() -> dict[str, Any] | None:
+    def victim_extracting() -> ItemListing | None:
         if victim_trial.nct_number in stack.hang_once:
             return None  # the hanging request has not arrived yet
         item = next(i for i in batch_item_rows(stack.ledger, batch_id) if i["document_id"] == doc_ids[0])
@@ -485,7 +486,7 @@ def test_oracle_gold_values_reach_the_workbook_verified_and_wrong_numbers_do_not
     batch = wait_for_batch(stack.ledger, batch_id, timeout_seconds=BATCH_TIMEOUT, daemon=stack.daemon, quiet=True)
     assert {i["status"] for i in batch_item_rows(stack.ledger, batch_id)} == {"completed"}
 
-    outcomes = {(row["filename"], row["outcome"]): row for row in _sheet_rows(batch["export_path"], "Outcomes")}
+    outcomes = {(row["filename"], row["outcome"]): row for row in _sheet_rows(str(batch["export_path"]), "Outcomes")}
     checked = 0
     for oracle in oracles:
         for gold in oracle.gold:
@@ -501,12 +502,12 @@ def test_oracle_gold_values_reach_the_workbook_verified_and_wrong_numbers_do_not
     assert checked == sum(len(o.gold) for o in oracles) - 2
 
     values = {
-        (row["filename"], row["outcome"], row["field"]): row for row in _sheet_rows(batch["export_path"], "Values")
+        (row["filename"], row["outcome"], row["field"]): row for row in _sheet_rows(str(batch["export_path"]), "Values")
     }
     pmcid, outcome, field = wrong_value
     assert values[(f"{pmcid}.pdf", outcome, field)]["reason"] == "value not in quote"
     pmcid, outcome, field = wrong_quote
     assert values[(f"{pmcid}.pdf", outcome, field)]["reason"].startswith("numbers differ from the source")
-    documents = {row["filename"]: row for row in _sheet_rows(batch["export_path"], "Documents")}
+    documents = {row["filename"]: row for row in _sheet_rows(str(batch["export_path"]), "Documents")}
     for pmcid, *_ in (wrong_value, wrong_quote):
         assert documents[f"{pmcid}.pdf"]["values unverified"] >= 1

@@ -2,10 +2,12 @@
 real `extraction-pipeline ui` (one server: our pages and the Dagster UI, plus its daemon) with the
 model served by the loopback fake over real HTTP:
 
-create project -> upload 3 PDFs (one broken: its reason shown) -> start a batch -> see it complete
--> open a document -> the highlighted quote is on the page image -> correct one value, approve the
-rest with the keyboard -> download the workbook and CSV and open them -> the `batch_workbook`
-materialization's URL in the Dagster UI downloads the same file.
+an admin adds a user on the command line -> she signs in with her personal token -> create project
+-> upload 3 PDFs (one broken: its reason shown) -> start a batch (recorded under her name) -> see it
+complete -> open a document: its extraction form, the forged bound first, its quote highlighted on
+the page -> correct that bound, approve the outcome row and the study fields from the form -> the
+second paper with the keyboard -> download the workbook and CSV and open them -> the
+`batch_workbook` materialization's URL in the Dagster UI downloads the same file.
 
 Screenshots of every step go to test-output/journey/ (or $EXTRACTION_TEST_ARTIFACTS).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -42,6 +45,7 @@ CHROMIUM = os.environ.get("EXTRACTION_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(os.environ.get("EXTRACTION_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-output"))
 BATCH_TIMEOUT_MS = 420_000
 TRIALS = (21, 22)
+REVIEWER = "Rita Reviewer"
 
 
 @dataclass
@@ -50,6 +54,7 @@ class Journey:
     home: Path
     shots: Path
     page: Any
+    token: str
     step: int = 0
 
     def shot(self, name: str) -> Path:
@@ -80,7 +85,7 @@ def _wait_for(url: str, timeout: float, server: subprocess.Popen[bytes], log: Pa
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, str]]:
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):
             pytest.fail(f"Chromium is required in CI: {CHROMIUM} is missing (.ci/run installs it)")
@@ -99,6 +104,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     )  # no EXTRACTION_PUBLIC_URL: the UI's links must work on this port all the same
     cli = [sys.executable, "-m", "extraction_pipeline.cli"]
     subprocess.run([*cli, "init"], env=env, check=True, capture_output=True)
+    added = subprocess.run(
+        [*cli, "users", "add", REVIEWER, "--role", "admin"], env=env, check=True, capture_output=True, text=True
+    )
+    token = added.stdout.splitlines()[0]
+    assert "signs in at" in added.stdout and len(token) >= 40
     log = home / "ui.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
@@ -106,7 +116,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         )
     try:
         _wait_for(f"{base}/server_info", 180, process, log)
-        yield base, home
+        yield base, home, token
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
@@ -117,20 +127,23 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
 
 
 @pytest.fixture(scope="module")
-def journey(server: tuple[str, Path]) -> Iterator[Journey]:
+def journey(server: tuple[str, Path, str]) -> Iterator[Journey]:
     from playwright.sync_api import sync_playwright
 
-    base, home = server
+    base, home, token = server
     shots = ARTIFACTS / "journey"
     shutil.rmtree(shots, ignore_errors=True)
     shots.mkdir(parents=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        context = browser.new_context(viewport={"width": 1440, "height": 960}, accept_downloads=True)
+        # A high-density screen (2 device pixels per CSS pixel): page images must be rendered for it.
+        context = browser.new_context(
+            viewport={"width": 1440, "height": 960}, device_scale_factor=2, accept_downloads=True
+        )
         page = context.new_page()
         page.set_default_timeout(60_000)
         try:
-            yield Journey(base, home, shots, page)
+            yield Journey(base, home, shots, page, token)
         finally:
             context.close()
             browser.close()
@@ -139,6 +152,15 @@ def journey(server: tuple[str, Path]) -> Iterator[Journey]:
 def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     page, base = journey.page, journey.base
     from playwright.sync_api import expect
+
+    # 0. Sign in with the personal token `users add` printed (the session is kept by the browser).
+    page.goto(f"{base}/extraction/projects")
+    expect(page.locator("#who")).to_contain_text("Sign in")
+    page.get_by_role("link", name="Sign in").click()
+    page.fill("input[name=token]", journey.token)
+    journey.shot("sign-in")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#signed-in-user")).to_have_text(REVIEWER)
 
     # 1. Create a project.
     page.goto(f"{base}/extraction/projects")
@@ -161,10 +183,9 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     expect(page.locator(".flash")).to_contain_text("2 of 3 file(s) registered")
     journey.shot("uploaded")
 
-    # 3. Start a batch for the registered documents as a named user.
-    page.fill("#launch input[name=user]", "Ann Analyst")
+    # 3. Start a batch for the registered documents: it is the signed-in user's.
     page.get_by_role("button", name="Start batch with the selected documents").click()
-    expect(page.locator(".flash")).to_contain_text("started with 2 document(s)")
+    expect(page.locator(".flash")).to_contain_text(f"started by {REVIEWER} with 2 document(s)")
     journey.shot("batch-started")
 
     # 4. Watch it complete (the page refreshes itself while the batch is open).
@@ -177,45 +198,63 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     journey.shot("dagster-runs-of-the-batch")
     page.goto(batch_url)
 
-    # 5. Open the first document: the forged value is first, its page shows the highlighted quote.
+    # 5. Open the first document: an extraction form; the forged bound is selected first, in the
+    # outcome row, coloured unverified; a click on a number shows its quote highlighted on the page.
     page.locator("#documents a", has_text="review").first.click()
-    page.fill("#reviewer-form input[name=reviewer]", "Rita Reviewer")
-    page.click("#reviewer-form button")
-    expect(page.locator(".flash")).to_contain_text("reviewing as Rita Reviewer")
-    first_card = page.locator(".value").first
-    expect(first_card).to_contain_text("ci_lower")
-    expect(first_card).to_contain_text("unverified")
-    estimate = page.locator(".value", has_text="effect_estimate")
+    outcome = page.locator("#outcomes tr[data-outcome='1']")
+    forged_cell = outcome.locator(".cell[data-path='outcomes.1.ci_lower']")
+    expect(forged_cell).to_have_class(re.compile(r"\bcurrent\b"))
+    expect(forged_cell).to_have_class(re.compile(r"\bunverified\b"))
+    expect(page.locator(".detail:visible")).to_contain_text("unverified")
+    estimate = outcome.locator(".cell[data-path='outcomes.1.effect_estimate']")
+    expect(estimate).to_have_class(re.compile(r"\bverified\b"))
     estimate.click()
-    image = page.locator("#page-image")
-    expect(image).to_have_attribute("src", estimate.get_attribute("data-img") or "")
+    expect(page.locator(".detail:visible")).to_contain_text("effect_estimate")
+    expect(page.locator("#page-caption")).to_contain_text("outcomes.1.effect_estimate")
+    # The page is fetched at the screen's resolution, then the highlighted quote is scrolled into view.
     page.wait_for_function(
-        "() => { const i = document.getElementById('page-image'); return i.complete && i.naturalWidth > 0; }"
+        "() => { const i = document.getElementById('page-image'); "
+        "return i.src.startsWith('blob:') && i.complete && i.naturalWidth > 0; }"
     )
+    natural, shown = page.evaluate(
+        "(() => { const i = document.getElementById('page-image'); return [i.naturalWidth, i.clientWidth]; })()"
+    )
+    assert natural >= 2 * shown, (natural, shown)  # a device pixel per image pixel, at least: sharp
     image_response = page.request.get(base + (estimate.get_attribute("data-img") or ""))
     assert image_response.ok and image_response.headers["x-highlight-rects"] not in ("", "[]")
-    journey.shot("document-highlight")
+    journey.shot("document-form-highlight")
+    page.locator("#zoom-in").click()
+    page.wait_for_function("() => document.getElementById('page-panel').classList.contains('zoomed')")
+    journey.shot("document-zoomed")
 
-    # 6. Correct the forged bound (with its true quote, grounded again), approve the rest by keyboard.
+    # 6. Through the form only: correct the forged bound (its true quote grounded again), approve
+    # the outcome's row, then the study fields from their cells.
     trial = next(make_trial(i) for i in TRIALS if make_trial(i).filename in page.locator("h1").inner_text())
-    forged = page.locator(".value", has_text="ci_lower")
+    forged_cell.click()
+    forged = page.locator(".detail:visible")
     forged.locator("form.correct input[name=value]").fill(f"{trial.ci_lower:.2f}")
     forged.locator("form.correct button").click()
     expect(page.locator(".flash")).to_contain_text("correct recorded")
+    expect(page.locator(".cell[data-path='outcomes.1.ci_lower']")).to_have_class(re.compile(r"\bdecided\b"))
     journey.shot("corrected")
-    for _ in range(10):
-        if "not yet reviewed" not in page.locator("main > p").first.inner_text():
-            break
-        page.locator("body").press("a")
+    page.locator("#outcomes tr[data-outcome='1']").get_by_role("button", name="Approve the outcome").click()
+    expect(page.locator(".flash")).to_contain_text("outcome approved")
+    expect(page.locator("#outcomes tr[data-outcome='1']")).to_contain_text("decided")
+    for path in ("metadata.nct_number", "metadata.randomized_n"):
+        page.locator(f".cell[data-path='{path}']").click()
+        page.locator(".detail:visible").get_by_role("button", name="Approve").click()
         page.wait_for_load_state("load")
-    expect(page.locator("main")).to_contain_text("reviewed by Rita Reviewer")
+    expect(page.locator("#review-state")).to_have_text(f"reviewed by {REVIEWER}")
     journey.shot("document-reviewed")
 
-    # The second document: approve everything with the keyboard too.
+    # The second document: everything with the keyboard (r approves the outcome, a the value).
     page.goto(batch_url)
     page.locator("#documents tr", has_text=make_trial(TRIALS[1]).filename).locator("a", has_text="review").click()
+    page.locator("body").press("r")
+    page.wait_for_load_state("load")
+    expect(page.locator(".flash")).to_contain_text("outcome approved")
     for _ in range(10):
-        if "not yet reviewed" not in page.locator("main > p").first.inner_text():
+        if "not yet reviewed" not in page.locator("#review-state").inner_text():
             break
         page.locator("body").press("a")
         page.wait_for_load_state("load")
@@ -234,7 +273,7 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     corrected = [r for r in rows if r["decision"] == "correct"]
     assert len(corrected) == 1 and corrected[0]["field"] == "ci_lower"
     assert corrected[0]["final value"] == pytest.approx(trial.ci_lower) and corrected[0]["value"] == pytest.approx(0.11)
-    assert {r["decided by"] for r in rows} == {"Rita Reviewer"}
+    assert {r["decided by"] for r in rows} == {REVIEWER}
     batch_sheet = {r[0]: r[1] for r in openpyxl.load_workbook(workbook_path)["Batch"].iter_rows(values_only=True) if r}
     assert batch_sheet["reviewed documents"] == "2 of 2" and batch_sheet["model"] == "openai/fake-model"
     with page.expect_download() as csv_info:
@@ -244,7 +283,7 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     csv_rows = list(csv.DictReader(io.StringIO(csv_path.read_text())))
     by_study = {r["study"]: r for r in csv_rows}
     assert float(by_study[trial.nct_number]["ci.lb"]) == pytest.approx(trial.ci_lower)
-    assert all(r["review"] == "reviewed by Rita Reviewer" for r in csv_rows)
+    assert all(r["review"] == f"reviewed by {REVIEWER}" for r in csv_rows)
 
     # 8. The batch_workbook materialization in the Dagster UI links to the same file.
     with _instance(journey.home) as instance:

@@ -13,8 +13,6 @@ And the batch has a workbook with every document exactly once.
 
 from __future__ import annotations
 
-from typing import Any
-
 import dagster as dg
 import openpyxl
 
@@ -22,6 +20,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.documents import partition_key_of
 from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.ledger.rows import BatchRow
 
 TERMINAL = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
 
@@ -50,7 +49,7 @@ def run_partitions(instance: dg.DagsterInstance, run: dg.DagsterRun) -> list[str
     return keys[keys.index(start) : keys.index(end) + 1]
 
 
-def batch_runs(instance: dg.DagsterInstance, batch: dict[str, Any]) -> list[dg.DagsterRun]:
+def batch_runs(instance: dg.DagsterInstance, batch: BatchRow) -> list[dg.DagsterRun]:
     runs = instance.get_runs(dg.RunsFilter(tags={"extraction/batch_uid": batch["uid"]}))
     return [run for run in runs if run.job_name != "export_batch"]
 

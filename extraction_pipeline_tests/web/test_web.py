@@ -34,6 +34,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import close_if_done, create_batch, record_workbook
 from extraction_pipeline.core.ledger.queries import project_documents
+from extraction_pipeline.core.ledger.users import add_user
 from extraction_pipeline.core.pdf.registration import sha256_of
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
@@ -266,8 +267,8 @@ class _UiServer:
         self.process.wait(timeout=120)
 
 
-def _post_pdfs(url: str, pdfs: list[Path]) -> None:
-    """The upload form's POST (multipart, same origin), as the browser sends it."""
+def _post_pdfs(url: str, pdfs: list[Path], personal_token: str) -> None:
+    """The upload form's POST (multipart, same origin), by a signed-in user (a personal token)."""
     boundary = "----upload-boundary-7d3c425"
     body = io.BytesIO()
     for pdf in pdfs:
@@ -280,19 +281,27 @@ def _post_pdfs(url: str, pdfs: list[Path]) -> None:
     request = urllib.request.Request(
         f"{url}/extraction/projects/trials/documents",
         data=body.getvalue(),
-        headers={"Content-Type": f"multipart/form-data; boundary={boundary}", "Origin": url},
+        headers={
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+            "Origin": url,
+            "Authorization": f"Bearer {personal_token}",
+        },
         method="POST",
     )
     with contextlib.suppress(OSError), urllib.request.urlopen(request, timeout=120) as response:
         response.read()
 
 
-def _create_project(url: str, name: str) -> None:
+def _create_project(url: str, name: str, personal_token: str) -> None:
     """The Projects page's form (an upload goes to a project that exists)."""
     request = urllib.request.Request(
         f"{url}/extraction/projects",
         data=f"project={name}".encode(),
-        headers={"Content-Type": "application/x-www-form-urlencoded", "Origin": url},
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Origin": url,
+            "Authorization": f"Bearer {personal_token}",
+        },
         method="POST",
     )
     with urllib.request.urlopen(request, timeout=60) as response:
@@ -306,11 +315,12 @@ def test_uploads_survive_a_server_killed_mid_upload(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "extraction_pipeline.cli", "init"], env=env, check=True, capture_output=True)
     pdfs = [write_report(make_trial(i), tmp_path / "pdfs") for i in range(1, 11)]
     ledger = Ledger.connect(f"sqlite:///{home / 'ledger.db'}")
+    _, personal = add_user(ledger, "Uma")
     staging = home / "uploads"
     server = _UiServer(home, tmp_path / "ui-1.log")
     try:
-        _create_project(server.url, "trials")
-        uploading = threading.Thread(target=_post_pdfs, args=(server.url, pdfs))
+        _create_project(server.url, "trials", personal)
+        uploading = threading.Thread(target=_post_pdfs, args=(server.url, pdfs, personal))
         uploading.start()
         # Killed while a file is staged and some are already registered: in the middle of the 10.
         deadline = time.monotonic() + 120
@@ -331,7 +341,7 @@ def test_uploads_survive_a_server_killed_mid_upload(tmp_path: Path) -> None:
         assert re.search(r"removed [12] unfinished upload\(s\)", server.log.read_text())
         assert list(staging.iterdir()) == []
         assert [p.name for p in (home / "documents").iterdir() if not p.name.endswith(".pdf")] == []
-        _post_pdfs(server.url, pdfs)  # the analyst uploads the same 10 again: nothing is missing after
+        _post_pdfs(server.url, pdfs, personal)  # the analyst uploads the same 10 again: nothing is missing after
         documents = project_documents(ledger, "trials")
         assert sorted(d["filename"] for d in documents) == sorted(p.name for p in pdfs)
         assert all(sha256_of(Path(d["stored_path"])) == d["sha256"] for d in documents)

@@ -5,6 +5,7 @@ the page image, the reviewed workbook, cross-site posts and path tricks refused,
 from __future__ import annotations
 
 import contextlib
+import html
 import http.client
 import io
 import json
@@ -29,6 +30,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import close_if_done, get_batch, record_workbook
 from extraction_pipeline.core.ledger.queries import project_documents, recent_batches
 from extraction_pipeline.core.ledger.templates import latest_version
+from extraction_pipeline.core.ledger.users import Role, add_user
 from extraction_pipeline.core.review import decisions
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
@@ -46,11 +48,25 @@ class Site:
     base: str
     case: ReviewCase
 
-    def client(self, *, token: str | None = TOKEN, origin: bool = True) -> httpx.Client:
+    tokens: dict[str, str]  # personal tokens: Ada (admin), Rita (reviewer)
+
+    def client(self, *, token: str | None = TOKEN, origin: bool = True, user: str | None = "Ada") -> httpx.Client:
+        """A browser-like client behind the instance token, signed in as ``user`` through the
+        sign-in page (a session cookie), or not signed in (``user=None``)."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if origin:
             headers["Origin"] = self.base
-        return httpx.Client(base_url=self.base, headers=headers, timeout=60)
+        cookies = {}
+        if user is not None:
+            signed = httpx.post(
+                f"{self.base}/extraction/signin",
+                data={"token": self.tokens[user]},
+                headers={**headers, "Origin": self.base},
+                timeout=60,
+            )
+            assert signed.status_code == 303, signed.text
+            cookies["extraction_session"] = signed.cookies["extraction_session"]
+        return httpx.Client(base_url=self.base, headers=headers, cookies=cookies, timeout=60)
 
 
 @contextlib.contextmanager
@@ -86,8 +102,9 @@ def site(tmp_path: Path, fake_llm: FakeLLMServer) -> Iterator[Site]:
     assert close_if_done(ledger, case.batch_id)
     path = write_workbook(ledger, case.batch_id, default_export_path(settings.exports_dir, case.batch_id))
     assert record_workbook(ledger, case.batch_id, str(path), 1)
+    tokens = {name: add_user(ledger, name, role)[1] for name, role in (("Ada", Role.ADMIN), ("Rita", Role.REVIEWER))}
     with _serving(settings) as base:
-        yield Site(base, case)
+        yield Site(base, case, tokens)
     ledger.dispose()
 
 
@@ -104,8 +121,8 @@ def test_upload_registers_good_files_and_names_each_bad_one(site: Site, tmp_path
         files.append(("pdfs", ("../../evil name.pdf", _pdf_bytes(good[0]), "application/pdf")))
         response = client.post("/extraction/projects/statins/documents", files=files)
     assert response.status_code == 200
-    page = response.text
-    assert "3 of 4 file(s) registered" in page
+    page = html.unescape(response.text)
+    assert "3 of 4 file(s) registered by Ada" in page
     assert "broken.pdf</td><td><strong>refused</strong></td><td>truncated or damaged PDF" in page
     assert "already registered as trial-011.pdf" in page  # the same bytes under another name
     names = sorted(d["filename"] for d in project_documents(site.case.ledger, "statins"))
@@ -141,14 +158,19 @@ def test_an_upload_over_the_size_cap_is_never_written_whole(tmp_path: Path, monk
     def written() -> int:
         return sum(f.stat().st_size for d in (settings.home_dir, spool) for f in d.rglob("*") if f.is_file())
 
+    ledger = Ledger.connect(settings.ledger_url)
+    _, personal = add_user(ledger, "Uma", Role.REVIEWER)
     with _serving(settings) as base:
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKEN}", "Origin": base}) as client:
+            assert client.post("/extraction/signin", data={"token": personal}).status_code == 303
+            session = client.cookies["extraction_session"]
             assert client.post("/extraction/projects", data={"project": "big"}).status_code == 303
         before = written()  # the ledger and the project so far
         connection = http.client.HTTPConnection("127.0.0.1", int(base.rsplit(":", 1)[1]), timeout=60)
         connection.putrequest("POST", "/extraction/projects/big/documents")
         for name, value in (
             ("Authorization", f"Bearer {TOKEN}"),
+            ("Cookie", f"extraction_session={session}"),
             ("Origin", base),
             ("Content-Type", f"multipart/form-data; boundary={boundary}"),
             ("Content-Length", str(len(head) + chunks * len(chunk) + len(tail))),
@@ -167,8 +189,7 @@ def test_an_upload_over_the_size_cap_is_never_written_whole(tmp_path: Path, monk
         connection.close()
     assert response.status == 200, page
     assert most <= cap  # 5 MB sent, never more than the cap on disk
-    assert "1 of 2 file(s) registered" in page and f"larger than the limit of {cap} bytes" in page
-    ledger = Ledger.connect(settings.ledger_url)
+    assert "1 of 2 file(s) registered by Uma" in page and f"larger than the limit of {cap} bytes" in page
     assert [d["filename"] for d in project_documents(ledger, "big")] == [good.name]
     ledger.dispose()
     assert not any((settings.home_dir / "uploads").rglob("*.pdf"))
@@ -186,7 +207,7 @@ def test_unknown_addresses_and_ids_out_of_range_are_our_404(site: Site) -> None:
             response = client.get(path)
             assert response.status_code == 404, path
             assert "dagster ui" not in response.text  # never Dagster's page in place of ours
-        assert "unknown project &#x27;never-created&#x27;" in client.get("/extraction/projects/never-created").text
+        assert "unknown project 'never-created'" in html.unescape(client.get("/extraction/projects/never-created").text)
         assert client.post("/extraction/projects/never-created/template", data={"template": "{}"}).status_code == 404
     assert latest_version(site.case.ledger, "never-created") is None  # visiting an address creates nothing
 
@@ -209,27 +230,35 @@ def test_project_names_and_posts_from_other_sites_are_refused(site: Site) -> Non
 
 def test_template_edit_saves_a_version_and_explains_a_bad_one(site: Site) -> None:
     field = {"name": "blinding", "type": "choice", "instruction": "who was blinded", "choices": ["none", "double"]}
+    with site.client(user="Rita") as client:  # a reviewer may not change what is extracted
+        edit = {"template": json.dumps({"custom_fields": [field]})}
+        refused = client.post("/extraction/projects/p/template", data=edit)
+        assert refused.status_code == 403 and "only an admin" in refused.text
+    before = latest_version(site.case.ledger, "p")
+    assert before is not None and not before.definition.custom_fields
     with site.client() as client:
         saved = client.post(
             "/extraction/projects/p/template", data={"template": json.dumps({"custom_fields": [field]})}
         )
-        assert saved.status_code == 200 and "saved; new batches use it" in saved.text
+        assert saved.status_code == 200 and "saved by Ada; new batches use it" in saved.text
         bad = client.post("/extraction/projects/p/template", data={"template": '{"custom_fields": [{"name": "X"}]}'})
-        assert bad.status_code == 400 and "field name &#x27;X&#x27;" in bad.text
+        assert bad.status_code == 400 and "field name 'X'" in html.unescape(bad.text)
         not_json = client.post("/extraction/projects/p/template", data={"template": "{"})
         assert not_json.status_code == 400 and "not valid JSON" in not_json.text
     current = latest_version(site.case.ledger, "p")
     assert current is not None and [f.name for f in current.definition.custom_fields] == ["blinding"]
 
 
-def test_start_batch_goes_through_the_ledger_as_a_named_user(site: Site, tmp_path: Path) -> None:
+def test_start_batch_goes_through_the_ledger_as_the_signed_in_user(site: Site, tmp_path: Path) -> None:
     ledger = site.case.ledger
     [doc] = [d["id"] for d in project_documents(ledger, "p")]
-    with site.client() as client:
-        no_user = client.post("/extraction/projects/p/batches", data={"document": str(doc), "user": " "})
-        assert no_user.status_code == 400 and "enter your name" in no_user.text
-        foreign = client.post("/extraction/projects/p/batches", data={"document": "999", "user": "ann"})
+    with site.client(user=None) as client:  # behind the instance token, but nobody signed in
+        anonymous = client.post("/extraction/projects/p/batches", data={"document": str(doc), "user": "Ann Lee"})
+        assert anonymous.status_code == 401 and "sign in first" in anonymous.text
+    with site.client(user="Rita") as client:
+        foreign = client.post("/extraction/projects/p/batches", data={"document": "999"})
         assert foreign.status_code == 400 and "not in project p" in foreign.text
+        # A typed name is ignored: the batch is the signed-in reviewer's.
         form = {"document": str(doc), "user": "Ann Lee", "request_id": "form-1"}
         first = client.post("/extraction/projects/p/batches", data=form)
         again = client.post("/extraction/projects/p/batches", data=form)  # a double click
@@ -237,7 +266,7 @@ def test_start_batch_goes_through_the_ledger_as_a_named_user(site: Site, tmp_pat
     assert first.headers["location"] == again.headers["location"]
     batch_id = int(first.headers["location"].split("/")[3].split("?")[0])
     batch = get_batch(ledger, batch_id)
-    assert batch is not None and batch["user"] == "Ann Lee" and batch["total_items"] == 1
+    assert batch is not None and batch["user"] == "Rita" and batch["total_items"] == 1
     assert len([b for b in recent_batches(ledger) if b["project"] == "p"]) == 2
     with site.client() as client:
         page = client.get(first.headers["location"])
@@ -245,8 +274,6 @@ def test_start_batch_goes_through_the_ledger_as_a_named_user(site: Site, tmp_pat
 
 
 def test_an_open_batchs_page_says_what_its_documents_wait_for(site: Site) -> None:
-    import html
-
     from extraction_pipeline.core.ledger.budgets import configure, reserve
 
     ledger = site.case.ledger
@@ -267,19 +294,21 @@ def test_review_pages_record_decisions_and_show_the_highlighted_page(site: Site)
     case = site.case
     batch_page = f"/extraction/batches/{case.batch_id}"
     document_page = f"{batch_page}/documents/{case.item_id}"
-    with site.client() as client:
-        listing = client.get(batch_page)
+    with site.client(user=None) as anonymous:
+        listing = anonymous.get(batch_page)
         assert listing.status_code == 200 and "not yet reviewed (0 of 6 values decided)" in listing.text
-        page = client.get(document_page).text
-        order = re.findall(r"data-path='([^']+)'", page)
-        assert order[0] == "outcomes.1.ci_lower" and len(order) == 6  # the forged (unverified) value first
-        no_name = client.post(
+        page = anonymous.get(document_page).text
+        cells = re.findall(r'<a class="cell ([^"]*)"[^>]*data-path="([^"]+)"', page)
+        assert len(cells) == 6  # every value the model gave, each a cell of the form
+        assert [path for css, path in cells if "current" in css] == ["outcomes.1.ci_lower"]  # the forged one first
+        assert "unverified" in dict((path, css) for css, path in cells)["outcomes.1.ci_lower"]
+        no_name = anonymous.post(
             f"/extraction/items/{case.item_id}/decisions",
             data={"path": "metadata.nct_number", "action": "approve", "seen_seq": "0"},
         )
-        assert no_name.status_code == 303
+        assert no_name.status_code == 401 and "sign in first" in no_name.text
         assert decisions.current_decisions(case.ledger, case.batch_id) == {}
-        client.post("/extraction/reviewer", data={"reviewer": "Rita", "back": document_page})
+    with site.client(user="Rita") as client:
         approved = client.post(
             f"/extraction/items/{case.item_id}/decisions",
             data={"path": "metadata.nct_number", "action": "approve", "seen_seq": "0"},
@@ -290,7 +319,7 @@ def test_review_pages_record_decisions_and_show_the_highlighted_page(site: Site)
             data={"path": "metadata.nct_number", "action": "not reported", "seen_seq": "0"},
         )
         followed = client.get(stale.headers["location"])
-        assert "Rita decided &#x27;approve&#x27;" in followed.text and "not overwritten" in followed.text
+        assert "Rita decided 'approve'" in html.unescape(followed.text) and "not overwritten" in followed.text
         image = client.get(f"/extraction/items/{case.item_id}/page.png", params={"path": "outcomes.1.effect_estimate"})
         assert image.status_code == 200 and image.content.startswith(b"\x89PNG")
         assert len(json.loads(image.headers["x-highlight-rects"])) == 2
@@ -298,8 +327,6 @@ def test_review_pages_record_decisions_and_show_the_highlighted_page(site: Site)
         assert odd.status_code == 200 and json.loads(odd.headers["x-highlight-rects"]) == []
         assert client.get(f"/extraction/items/{case.item_id}/page.png", params={"page": "9"}).status_code == 404
         assert client.get("/extraction/items/999/page.png").status_code == 404
-        elsewhere = client.post("/extraction/reviewer", data={"reviewer": "Rita", "back": "https://evil.example/x"})
-        assert elsewhere.status_code == 303 and elsewhere.headers["location"] == "/extraction/"  # no open redirect
     current = decisions.current_decisions(case.ledger, case.batch_id)
     assert [(d.action, d.reviewer) for d in current.values()] == [("approve", "Rita")]
 
@@ -335,7 +362,7 @@ def test_every_project_page_needs_the_token(site: Site) -> None:
         f"/extraction/batches/{case.batch_id}/documents/{case.item_id}",
         f"/extraction/items/{case.item_id}/page.png",
     ]
-    with site.client(token=None) as client:
+    with site.client(token=None, user=None) as client:
         for path in paths:
             assert client.get(path).status_code == 401, path
         assert client.post("/extraction/projects", data={"project": "x"}).status_code == 401
@@ -346,8 +373,6 @@ def test_every_project_page_needs_the_token(site: Site) -> None:
 
 
 def test_the_project_page_sets_a_models_budget_for_the_whole_instance(site: Site) -> None:
-    import html
-
     from extraction_pipeline.core.ledger.budgets import get_budget, learn, reserve
     from extraction_pipeline.core.llm.rate_headers import RateLimits
 
@@ -368,6 +393,9 @@ def test_the_project_page_sets_a_models_budget_for_the_whole_instance(site: Site
             assert refused.status_code == 400 and "whole number from 1" in refused.text
         nameless = client.post("/extraction/projects/p/budget", data={"model": " ", "tokens_per_minute": "5"})
         assert nameless.status_code == 400 and "name the model" in nameless.text
+    with site.client(user="Rita") as client:  # budgets are an admin's
+        reviewer = client.post("/extraction/projects/p/budget", data={"model": model, "tokens_per_minute": "1"})
+        assert reviewer.status_code == 403 and "only an admin" in reviewer.text
     with site.client(origin=False) as client:
         evil = client.post(
             "/extraction/projects/p/budget",
@@ -401,11 +429,13 @@ def test_a_budget_pinned_by_the_environment_is_not_changed_by_the_page(tmp_path:
     settings = Settings(home=tmp_path / "home", model="openai/gpt-4o-mini", tokens_per_minute=40_000)
     settings.home_dir.mkdir(parents=True)
     ledger = Ledger.connect(settings.ledger_url)
+    _, personal = add_user(ledger, "Ada", Role.ADMIN)
     with (
         _serving(settings) as base,
         httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKEN}"}) as client,
     ):
         client.headers["Origin"] = base
+        assert client.post("/extraction/signin", data={"token": personal}).status_code == 303
         assert client.post("/extraction/projects", data={"project": "q"}).status_code == 303
         refused = client.post(
             "/extraction/projects/q/budget", data={"model": "openai/gpt-4o-mini", "tokens_per_minute": "90000"}

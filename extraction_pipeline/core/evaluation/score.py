@@ -19,6 +19,7 @@ from extraction_pipeline.core.evaluation.matching import ExtractedOutcome, Match
 from extraction_pipeline.core.extraction.grounded import GroundedFields, fields_of
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.review.decisions import current_decisions
 
 
@@ -73,7 +74,7 @@ class Evaluation:
         }
 
 
-def _study_keys(item: dict[str, Any], fields: GroundedFields) -> set[str]:
+def _study_keys(item: ItemListing, fields: GroundedFields) -> set[str]:
     keys = {PurePath(str(item["filename"])).stem.lower(), str(item["filename"]).lower()}
     for path in ("metadata.study_id", "metadata.nct_number"):
         value = fields[path].value if path in fields else None
@@ -83,7 +84,7 @@ def _study_keys(item: dict[str, Any], fields: GroundedFields) -> set[str]:
 
 
 def extracted_outcomes(
-    item: dict[str, Any], fields: GroundedFields, decided: dict[tuple[int, str], Any]
+    item: ItemListing, fields: GroundedFields, decided: dict[tuple[int, str], Any]
 ) -> list[ExtractedOutcome]:
     """The item's outcomes with their numeric values (the reviewers' where ``decided`` has them)."""
     by_index: dict[int, ExtractedOutcome] = {}
@@ -128,7 +129,7 @@ def evaluate(
     return result
 
 
-def _score(result: Evaluation, item: dict[str, Any], match: Match) -> None:
+def _score(result: Evaluation, item: ItemListing, match: Match) -> None:
     for name, gold_value in match.gold.values.items():
         score = result.fields[name]
         score.gold += 1

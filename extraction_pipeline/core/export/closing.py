@@ -78,7 +78,7 @@ def write_batch_workbook(ledger: Ledger, batch_id: int, exports_dir: Path) -> Ba
         raise ExportError(reason, original=exc) from exc
     if record_workbook(ledger, batch_id, str(path), version):
         return BatchWorkbook(ExportResult.WRITTEN, path, version)
-    now = get_batch(ledger, batch_id) or {}
-    if now.get("status") == BatchStatus.COMPLETED and int(now.get("export_version") or 0) >= version:
+    now = get_batch(ledger, batch_id)
+    if now is not None and now["status"] == BatchStatus.COMPLETED and (now["export_version"] or 0) >= version:
         return BatchWorkbook(ExportResult.ALREADY_WRITTEN, Path(str(now["export_path"])), version)
     return BatchWorkbook(ExportResult.REOPENED, None, version)

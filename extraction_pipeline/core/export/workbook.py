@@ -35,6 +35,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.budgets import get_budget
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress, token_rates
+from extraction_pipeline.core.ledger.rows import BatchRow, ItemListing
 from extraction_pipeline.core.ledger.templates import definition_of, label_of, template_of_batch
 from extraction_pipeline.core.llm.offline import OFFLINE_PROVIDER, OFFLINE_WARNING
 from extraction_pipeline.core.review.decisions import comments_of, current_decisions
@@ -335,7 +336,7 @@ def reused_label(reused: dict[str, Any] | None) -> str:
 
 
 def _review_cells(
-    item: dict[str, Any], path: str, entry: GroundedValue, decision: Decision | None, comments: list[dict[str, Any]]
+    item: ItemListing, path: str, entry: GroundedValue, decision: Decision | None, comments: list[dict[str, Any]]
 ) -> dict[str, Any]:
     seq = decision.seq if decision else 0
     cells: dict[str, Any] = {
@@ -447,7 +448,7 @@ def _make_reviewable(sheet: Any, data: SheetData) -> None:
     sheet.column_dimensions[get_column_letter(data.header.index(ROW_ID_COLUMN) + 1)].hidden = True
 
 
-def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: dict[str, Any], template: str) -> None:
+def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: BatchRow, template: str) -> None:
     from openpyxl.styles import PatternFill
 
     models = sorted({item["model"] for item in batch_item_rows(ledger, batch["id"]) if item["model"]})

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import DateTime, exists, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
@@ -21,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
 from extraction_pipeline.core.ledger.id_lists import id_in, id_values
+from extraction_pipeline.core.ledger.rows import BatchRow, batch_row
 from extraction_pipeline.core.ledger.schema import (
     ACTIVE_ITEM_STATUSES,
     BatchOrigin,
@@ -144,22 +144,22 @@ def find_batch_by_key(ledger: Ledger, idempotency_key: str) -> int | None:
         ).scalar_one_or_none()
 
 
-def find_batch_by_uid(ledger: Ledger, uid: str) -> dict[str, Any] | None:
+def find_batch_by_uid(ledger: Ledger, uid: str) -> BatchRow | None:
     with ledger.engine.connect() as conn:
         row = conn.execute(select(batches).where(batches.c.uid == uid)).mappings().first()
-    return dict(row) if row else None
+    return batch_row(row) if row else None
 
 
-def get_batch(ledger: Ledger, batch_id: int) -> dict[str, Any] | None:
+def get_batch(ledger: Ledger, batch_id: int) -> BatchRow | None:
     with ledger.engine.connect() as conn:
         row = conn.execute(select(batches).where(batches.c.id == batch_id)).mappings().first()
-    return dict(row) if row else None
+    return batch_row(row) if row else None
 
 
-def open_batches(ledger: Ledger) -> list[dict[str, Any]]:
+def open_batches(ledger: Ledger) -> list[BatchRow]:
     with ledger.engine.connect() as conn:
         rows = conn.execute(select(batches).where(batches.c.status == BatchStatus.OPEN).order_by(batches.c.id))
-        return [dict(row) for row in rows.mappings()]
+        return [batch_row(row) for row in rows.mappings()]
 
 
 def close_if_done(ledger: Ledger, batch_id: int) -> bool:
@@ -216,7 +216,7 @@ def record_export_failure(ledger: Ledger, batch_id: int, reason: str) -> bool:
         return conn.execute(statement).rowcount == 1
 
 
-def describe_state(batch: dict[str, Any]) -> str:
+def describe_state(batch: BatchRow) -> str:
     """The batch's state in words, as every surface shows it (CLI, pages, Dagster metadata)."""
     status = batch["status"]
     if status == BatchStatus.EXPORTING:

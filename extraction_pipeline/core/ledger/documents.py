@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePath
-from typing import Any
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
 from extraction_pipeline.core.ledger.id_lists import id_in
+from extraction_pipeline.core.ledger.rows import DocumentRow, document_row
 from extraction_pipeline.core.ledger.schema import documents
 
 PARTITION_PREFIX = "doc-"
@@ -73,17 +73,17 @@ def insert_document(
         return existing, False
 
 
-def get_document(ledger: Ledger, document_id: int) -> dict[str, Any] | None:
+def get_document(ledger: Ledger, document_id: int) -> DocumentRow | None:
     with ledger.engine.connect() as conn:
         row = conn.execute(select(documents).where(documents.c.id == document_id)).mappings().first()
-    return dict(row) if row else None
+    return document_row(row) if row else None
 
 
-def documents_after(ledger: Ledger, last_id: int, limit: int = 5000) -> list[dict[str, Any]]:
+def documents_after(ledger: Ledger, last_id: int, limit: int = 5000) -> list[DocumentRow]:
     """Documents registered after ``last_id`` (the partition sensor's cursor), oldest first."""
     statement = select(documents).where(documents.c.id > last_id).order_by(documents.c.id).limit(limit)
     with ledger.engine.connect() as conn:
-        return [dict(row) for row in conn.execute(statement).mappings()]
+        return [document_row(row) for row in conn.execute(statement).mappings()]
 
 
 def project_documents(ledger: Ledger, project: str) -> list[int]:

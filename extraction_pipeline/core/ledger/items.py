@@ -21,6 +21,7 @@ from sqlalchemy import and_, func, insert, select, update
 
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
 from extraction_pipeline.core.ledger.id_lists import id_in
+from extraction_pipeline.core.ledger.rows import ItemRow, item_row
 from extraction_pipeline.core.ledger.schema import ItemStatus, batch_items, item_history
 from extraction_pipeline.core.usage import Usage
 
@@ -49,7 +50,7 @@ def _transition(
             return False
         if noted is not None and before is not None:
             event, message = noted
-            row = history_row(dict(before), event, str(values.get("status", before["status"])), message, "run", now)
+            row = history_row(item_row(before), event, str(values.get("status", before["status"])), message, "run", now)
             conn.execute(insert(item_history).values(**{**row, "message": _truncate(message)}))
         return True
 
@@ -183,7 +184,7 @@ def fail(
     return _transition(ledger, item_id, where, values)
 
 
-def stale_items(ledger: Ledger, *, idle: timedelta, now: datetime | None = None) -> list[dict[str, Any]]:
+def stale_items(ledger: Ledger, *, idle: timedelta, now: datetime | None = None) -> list[ItemRow]:
     """Items ``extracting`` with no update for ``idle``: candidates for the sweep. The clock is
     ``updated_at`` (when extraction last moved), never the batch's creation time, so queue time
     never counts. Whether one is really abandoned depends on its run (the sensor asks Dagster)."""
@@ -192,10 +193,10 @@ def stale_items(ledger: Ledger, *, idle: timedelta, now: datetime | None = None)
         batch_items.c.status == ItemStatus.EXTRACTING, batch_items.c.updated_at < now - idle
     )
     with ledger.engine.connect() as conn:
-        return [dict(row) for row in conn.execute(statement).mappings()]
+        return [item_row(row) for row in conn.execute(statement).mappings()]
 
 
-def sweep(ledger: Ledger, item: dict[str, Any], *, idle: timedelta, reason: str) -> bool:
+def sweep(ledger: Ledger, item: ItemRow, *, idle: timedelta, reason: str) -> bool:
     """extracting -> error for a stale item whose run is known to be gone. Conditional on the
     holder and on ``updated_at`` as read, so an item that moved meanwhile is left alone."""
     minutes = idle.total_seconds() / 60
@@ -217,7 +218,7 @@ def _holder_is(run_id: str | None) -> Any:
 
 
 def requeue(
-    ledger: Ledger, item: dict[str, Any], *, message: str, actor: str = "batch_aggregator", event: str = "requeue"
+    ledger: Ledger, item: ItemRow, *, message: str, actor: str = "batch_aggregator", event: str = "requeue"
 ) -> bool:
     """pending/extracting (as read, same holder) -> pending in a new dispatch round: every run of
     the item ended without finishing it (worker died, run interrupted), and the cause was not the
@@ -246,9 +247,7 @@ def requeue(
     return True
 
 
-def history_row(
-    item: dict[str, Any], event: str, to_status: str, message: str, actor: str, now: datetime
-) -> dict[str, Any]:
+def history_row(item: ItemRow, event: str, to_status: str, message: str, actor: str, now: datetime) -> dict[str, Any]:
     return {
         "item_id": item["id"],
         "batch_id": item["batch_id"],
@@ -299,7 +298,7 @@ def note_waited(ledger: Ledger, item_id: int, *, run_id: str, cause: str) -> Non
         if item is None:
             return
         message = f"waited out: {cause}"
-        row = history_row(dict(item), "waited", ItemStatus.EXTRACTING, message, "run", now)
+        row = history_row(item_row(item), "waited", ItemStatus.EXTRACTING, message, "run", now)
         conn.execute(insert(item_history).values(**{**row, "message": _truncate(message)}))
 
 
@@ -385,7 +384,7 @@ def mark_dispatched(ledger: Ledger, item_ids: list[int], *, at: datetime | None 
         return set(marked.scalars())
 
 
-def dispatched_after(ledger: Ledger, after: datetime) -> list[dict[str, Any]]:
+def dispatched_after(ledger: Ledger, after: datetime) -> list[ItemRow]:
     """Pending items the dispatcher marked after ``after`` (indexed on status and dispatched_at);
     not those a run launched from the UI took itself."""
     statement = select(batch_items).where(
@@ -394,17 +393,17 @@ def dispatched_after(ledger: Ledger, after: datetime) -> list[dict[str, Any]]:
         batch_items.c.dispatched_by == DISPATCHER,
     )
     with ledger.engine.connect() as conn:
-        return [dict(row) for row in conn.execute(statement).mappings()]
+        return [item_row(row) for row in conn.execute(statement).mappings()]
 
 
-def get_item(ledger: Ledger, item_id: int) -> dict[str, Any] | None:
+def get_item(ledger: Ledger, item_id: int) -> ItemRow | None:
     with ledger.engine.connect() as conn:
         row = conn.execute(select(batch_items).where(batch_items.c.id == item_id)).mappings().first()
-    return dict(row) if row else None
+    return item_row(row) if row else None
 
 
-def find_item(ledger: Ledger, *, batch_id: int, document_id: int) -> dict[str, Any] | None:
+def find_item(ledger: Ledger, *, batch_id: int, document_id: int) -> ItemRow | None:
     statement = select(batch_items).where(batch_items.c.batch_id == batch_id, batch_items.c.document_id == document_id)
     with ledger.engine.connect() as conn:
         row = conn.execute(statement).mappings().first()
-    return dict(row) if row else None
+    return item_row(row) if row else None

@@ -11,6 +11,14 @@ from sqlalchemy import func, or_, select
 
 from extraction_pipeline.core.ledger.database import Ledger
 from extraction_pipeline.core.ledger.id_lists import id_in
+from extraction_pipeline.core.ledger.rows import (
+    BatchRow,
+    DocumentRow,
+    ItemListing,
+    batch_row,
+    document_row,
+    item_listing,
+)
 from extraction_pipeline.core.ledger.schema import (
     ACTIVE_ITEM_STATUSES,
     BatchOrigin,
@@ -114,9 +122,7 @@ def progress(ledger: Ledger, batch_id: int) -> Progress:
     )
 
 
-def _item_rows(
-    ledger: Ledger, *where: Any, limit: int | None = None, newest_first: bool = False
-) -> list[dict[str, Any]]:
+def _item_rows(ledger: Ledger, *where: Any, limit: int | None = None, newest_first: bool = False) -> list[ItemListing]:
     statement = (
         select(
             batch_items,
@@ -138,14 +144,14 @@ def _item_rows(
     if limit is not None:
         statement = statement.limit(limit)
     with ledger.engine.connect() as conn:
-        return [dict(row) for row in conn.execute(statement).mappings()]
+        return [item_listing(row) for row in conn.execute(statement).mappings()]
 
 
-def batch_item_rows(ledger: Ledger, batch_id: int) -> list[dict[str, Any]]:
+def batch_item_rows(ledger: Ledger, batch_id: int) -> list[ItemListing]:
     return _item_rows(ledger, batch_items.c.batch_id == batch_id)
 
 
-def undispatched_items(ledger: Ledger, limit: int) -> list[dict[str, Any]]:
+def undispatched_items(ledger: Ledger, limit: int) -> list[ItemListing]:
     """Pending items of open batches that the dispatcher must launch and has not yet: those of
     command-line batches, and any item put back in the queue (a later dispatch round) whatever
     launched it first."""
@@ -159,7 +165,7 @@ def undispatched_items(ledger: Ledger, limit: int) -> list[dict[str, Any]]:
     )
 
 
-def active_items(ledger: Ledger, batch_id: int, *, document_ids: Sequence[int] | None = None) -> list[dict[str, Any]]:
+def active_items(ledger: Ledger, batch_id: int, *, document_ids: Sequence[int] | None = None) -> list[ItemListing]:
     """The batch's pending and extracting items; only those of ``document_ids`` when given."""
     where = [batch_items.c.batch_id == batch_id, batch_items.c.status.in_(ACTIVE_ITEM_STATUSES)]
     if document_ids is None:
@@ -179,7 +185,7 @@ def history(
     since: datetime | None = None,
     until: datetime | None = None,
     limit: int = 200,
-) -> list[dict[str, Any]]:
+) -> list[ItemListing]:
     """Items, newest first, filtered by user, status, filename substring, batch and creation date."""
     where: list[Any] = []
     if user is not None:
@@ -199,30 +205,18 @@ def history(
     return _item_rows(ledger, *where, limit=limit, newest_first=True)
 
 
-def unexported_batches(ledger: Ledger, limit: int = 1000) -> list[dict[str, Any]]:
+def unexported_batches(ledger: Ledger, limit: int = 1000) -> list[BatchRow]:
     """Closed batches whose workbook has not been written yet (``exporting``), oldest first."""
-    statement = (
-        select(
-            batches.c.id,
-            batches.c.uid,
-            batches.c.export_version,
-            batches.c.export_error,
-            batches.c.export_attempts,
-            batches.c.export_failed_at,
-        )
-        .where(batches.c.status == BatchStatus.EXPORTING)
-        .order_by(batches.c.id)
-        .limit(limit)
-    )
+    statement = select(batches).where(batches.c.status == BatchStatus.EXPORTING).order_by(batches.c.id).limit(limit)
     with ledger.engine.connect() as conn:
-        return [dict(row) for row in conn.execute(statement).mappings()]
+        return [batch_row(row) for row in conn.execute(statement).mappings()]
 
 
-def recent_batches(ledger: Ledger, limit: int = 200) -> list[dict[str, Any]]:
+def recent_batches(ledger: Ledger, limit: int = 200) -> list[BatchRow]:
     """Batches, newest first (the batches page)."""
     statement = select(batches).order_by(batches.c.id.desc()).limit(limit)
     with ledger.engine.connect() as conn:
-        return [dict(row) for row in conn.execute(statement).mappings()]
+        return [batch_row(row) for row in conn.execute(statement).mappings()]
 
 
 def projects_overview(ledger: Ledger) -> list[dict[str, Any]]:
@@ -240,8 +234,8 @@ def projects_overview(ledger: Ledger) -> list[dict[str, Any]]:
     ]
 
 
-def project_documents(ledger: Ledger, project: str) -> list[dict[str, Any]]:
+def project_documents(ledger: Ledger, project: str) -> list[DocumentRow]:
     """A project's documents, oldest first."""
     statement = select(documents).where(documents.c.project == project).order_by(documents.c.id)
     with ledger.engine.connect() as conn:
-        return [dict(row) for row in conn.execute(statement).mappings()]
+        return [document_row(row) for row in conn.execute(statement).mappings()]

@@ -18,6 +18,7 @@ from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
 from extraction_pipeline.core.ledger.id_lists import id_in
 from extraction_pipeline.core.ledger.items import history_row
+from extraction_pipeline.core.ledger.rows import BatchRow, item_row
 from extraction_pipeline.core.ledger.schema import BatchStatus, ItemStatus, batch_items, batches, item_history
 from extraction_pipeline.core.ledger.templates import latest_version
 
@@ -30,7 +31,7 @@ class RetryReport:
     reopened: bool = False
 
 
-def _check_template(ledger: Ledger, batch: dict[str, Any], allow_superseded: bool) -> None:
+def _check_template(ledger: Ledger, batch: BatchRow, allow_superseded: bool) -> None:
     latest = latest_version(ledger, batch["project"])
     if allow_superseded or latest is None or batch["template_id"] in (None, latest.id):
         return
@@ -90,7 +91,9 @@ def retry_failed(
                 )
             ).rowcount
             if moved:
-                row = history_row(item, "retry", ItemStatus.PENDING, f"retry requested by {actor}", actor, now)
+                row = history_row(
+                    item_row(item), "retry", ItemStatus.PENDING, f"retry requested by {actor}", actor, now
+                )
                 conn.execute(insert(item_history).values(**row))
                 retried.append(item["document_id"])
         if retried:

@@ -209,6 +209,11 @@ provider_budgets = Table(
     Column("requests_ready_at", Float, nullable=False),
     Column("paused_until", Float, nullable=False, default=0.0),  # a refusal's Retry-After (epoch seconds)
     Column("updated_at", DateTime, nullable=False),
+    # Until the provider has answered once, its limits are unknown: one call at a time goes first
+    # and tells them (``probe_until``: when that call's claim lapses; ``answers_seen``: answers
+    # and refusals that carried word from the provider).
+    Column("probe_until", Float, nullable=False, default=0.0),
+    Column("answers_seen", Integer, nullable=False, default=0),
 )
 
 parsed_documents = Table(
@@ -308,3 +313,29 @@ ledger_meta = Table(
     Column("key", String(40), primary_key=True),
     Column("value", Text, nullable=False),
 )
+
+users = Table(
+    "users",
+    metadata,
+    # Who signs in (core/ledger/users.py): decisions, uploads and launches are recorded under the
+    # signed-in user's name, never a typed one. Only the sha256 of the personal token is kept, so a
+    # copy of the ledger signs nobody in; a disabled user keeps the row (their name stays in history).
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(100), nullable=False, unique=True),
+    Column("role", String(20), nullable=False),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("created_at", DateTime, nullable=False),
+    Column("disabled_at", DateTime, nullable=True),
+)
+
+user_sessions = Table(
+    "user_sessions",
+    metadata,
+    # A browser's sign-in: the id is the sha256 of the cookie's secret (the secret itself is never
+    # stored, so reading the ledger lends no one a session).
+    Column("id", String(64), primary_key=True),
+    Column("user_id", Integer, ForeignKey("users.id"), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Column("expires_at", DateTime, nullable=False),
+)
+Index("ix_user_sessions_user", user_sessions.c.user_id)

@@ -30,6 +30,9 @@ HIGHLIGHT_FILL = (1.0, 0.85, 0.0)
 HIGHLIGHT_EDGE = (0.9, 0.45, 0.0)
 HIGHLIGHT_OPACITY = 0.45
 DEFAULT_ZOOM = 1.5
+# A screen with two or three device pixels per CSS pixel, and a reviewer zooming in, needs more
+# pixels than 1.5 (a letter page at 1.5 is 918 px wide: blurry on a high-density screen).
+MIN_ZOOM, MAX_ZOOM = 1.0, 6.0
 RENDER_TIMEOUT_SECONDS = 30.0
 WORKER_MODULE = "extraction_pipeline.core.review.page_image"
 
@@ -131,12 +134,17 @@ def render(
 
 
 def render_isolated(
-    pdf: Path, page_number: int, span: Span | None, *, timeout_seconds: float = RENDER_TIMEOUT_SECONDS
+    pdf: Path,
+    page_number: int,
+    span: Span | None,
+    *,
+    zoom: float = DEFAULT_ZOOM,
+    timeout_seconds: float = RENDER_TIMEOUT_SECONDS,
 ) -> tuple[bytes, list[list[float]]]:
     """``render`` in a child process in its own session, killed (with anything it started) on timeout."""
     with tempfile.TemporaryDirectory(prefix="page-") as tmp:
         out = Path(tmp) / "page"
-        spec = json.dumps({"page": page_number, "span": span.__dict__ if span else None})
+        spec = json.dumps({"page": page_number, "span": span.__dict__ if span else None, "zoom": zoom})
         with subprocess.Popen(
             [sys.executable, "-m", WORKER_MODULE, str(pdf), str(out), spec],
             stdin=subprocess.DEVNULL,
@@ -166,7 +174,8 @@ def main(argv: list[str]) -> int:
     pdf, out, spec = Path(argv[0]), Path(argv[1]), json.loads(argv[2])
     span = Span(**spec["span"]) if spec.get("span") else None
     try:
-        png, rects = render(pdf, int(spec["page"]), span)
+        zoom = min(max(float(spec.get("zoom") or DEFAULT_ZOOM), MIN_ZOOM), MAX_ZOOM)
+        png, rects = render(pdf, int(spec["page"]), span, zoom)
     except Exception as exc:  # one clean line for the page, whatever MuPDF raised
         first_line = (str(exc).strip().splitlines() or [""])[0][:300]
         out.with_suffix(".json").write_text(json.dumps({"error": f"cannot render the page ({first_line})"}))

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.review.decisions import current_decisions
 from extraction_pipeline.core.review.values import Decision, reviewable_values
 from extraction_pipeline.core.verification.grounding import APPROXIMATE, JUDGEMENT_STATUSES, UNVERIFIED, VERIFIED
@@ -52,7 +52,7 @@ def batch_review(ledger: Ledger, batch_id: int) -> list[DocumentReview]:
     return [review_of(item, decided) for item in batch_item_rows(ledger, batch_id)]
 
 
-def review_of(item: dict[str, Any], decided: dict[tuple[int, str], Decision]) -> DocumentReview:
+def review_of(item: ItemListing, decided: dict[tuple[int, str], Decision]) -> DocumentReview:
     values = reviewable_values(item["result_json"])
     statuses = [value.machine.status for value in values.values()]
     item_id = int(item["id"])

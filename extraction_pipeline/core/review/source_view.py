@@ -20,9 +20,10 @@ from extraction_pipeline.core.extraction.grounded import GroundedValue
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.documents import get_document
 from extraction_pipeline.core.ledger.items import get_item
+from extraction_pipeline.core.ledger.rows import DocumentRow
 from extraction_pipeline.core.pdf.parsing import ParseOptions, parse_document
 from extraction_pipeline.core.pdf.registration import READD_HINT, copy_hashing, open_stored_copy
-from extraction_pipeline.core.review.page_image import Span, render_isolated
+from extraction_pipeline.core.review.page_image import DEFAULT_ZOOM, Span, render_isolated
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ def anchor_of(entry: GroundedValue | None, grounding: dict[str, Any] | None) -> 
     return None
 
 
-def _span_text(ledger: Ledger, document: dict[str, Any], anchor: dict[str, Any], options: ParseOptions | None) -> str:
+def _span_text(ledger: Ledger, document: DocumentRow, anchor: dict[str, Any], options: ParseOptions | None) -> str:
     parsed = parse_document(ledger, sha256=document["sha256"], stored_path=document["stored_path"], options=options)
     page, source, start, end = anchor["page"], str(anchor["source"]), int(anchor["start"]), int(anchor["end"])
     if source == "text":
@@ -62,9 +63,11 @@ def page_image(
     documents_dir: Path,
     cache_dir: Path,
     options: ParseOptions | None = None,
+    scale: float = 1.0,
 ) -> PageImage:
     """The page (``page``, else the value's own page, else 1) with the value's span highlighted
-    when the span is on that page."""
+    when the span is on that page, rendered at ``scale`` times the default resolution (1 to 4, in
+    steps of a half, so a few sizes of each page are cached, not one per window width)."""
     item = get_item(ledger, item_id)
     document = get_document(ledger, item["document_id"]) if item else None
     if document is None:
@@ -79,12 +82,16 @@ def page_image(
     if here is not None:
         text = _span_text(ledger, document, here, options)
         span = Span(str(here["source"]), int(here["start"]), int(here["end"]), text)
-    key = hashlib.sha256(json.dumps([document["sha256"], shown, asdict(span) if span else None]).encode()).hexdigest()
+    scale = min(max(round(scale * 2) / 2, 1.0), 4.0)
+    identity: list[Any] = [document["sha256"], shown, asdict(span) if span else None]
+    if scale != 1.0:  # the default size keeps the cache key it always had
+        identity.append(scale)
+    key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()
     cached_png, cached_meta = cache_dir / f"{key}.png", cache_dir / f"{key}.json"
     if cached_png.is_file() and cached_meta.is_file():
         rects = json.loads(cached_meta.read_text())
         return PageImage(cached_png.read_bytes(), shown, document["pages"], rects)
-    png, rects = _render_registered(document, documents_dir, shown, span)
+    png, rects = _render_registered(document, documents_dir, shown, span, DEFAULT_ZOOM * scale)
     cache_dir.mkdir(parents=True, exist_ok=True)
     cached_png.write_bytes(png)
     cached_meta.write_text(json.dumps(rects))
@@ -92,7 +99,7 @@ def page_image(
 
 
 def _render_registered(
-    document: dict[str, Any], documents_dir: Path, page: int, span: Span | None
+    document: DocumentRow, documents_dir: Path, page: int, span: Span | None, zoom: float
 ) -> tuple[bytes, list[list[float]]]:
     stored = Path(document["stored_path"])
     if not stored.resolve().is_relative_to(documents_dir.resolve()):
@@ -103,4 +110,4 @@ def _render_registered(
             digest = copy_hashing(source, target)
         if digest != document["sha256"]:
             raise PermanentError(f"the stored copy of {document['filename']} has changed: {READD_HINT}")
-        return render_isolated(copy, page, span)
+        return render_isolated(copy, page, span, zoom=zoom)

@@ -1,0 +1,194 @@
+"""Local accounts and sessions on SQLite and PostgreSQL: names, roles, tokens kept only as digests,
+a replaced token and a disabled user refused, sessions that expire and end, single-sign-on users
+created on first sight, and an existing ledger upgraded with the new tables."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+from sqlalchemy import Table, delete, inspect, select, text, update
+
+from extraction_pipeline.core.errors import ConfigError
+from extraction_pipeline.core.ledger import Ledger, utcnow
+from extraction_pipeline.core.ledger.schema import ledger_meta, user_sessions, users
+from extraction_pipeline.core.ledger.users import (
+    Role,
+    UserDisabled,
+    add_user,
+    digest,
+    disable_user,
+    end_session,
+    ensure_sso_user,
+    find_user,
+    list_users,
+    new_token,
+    start_session,
+    user_by_session,
+    user_by_token,
+)
+
+
+@pytest.fixture
+def accounts(ledger: Ledger) -> Ledger:
+    """The ledger without users: the PostgreSQL database is shared by the session's tests."""
+    with ledger.engine.begin() as conn:
+        conn.execute(delete(user_sessions))
+        conn.execute(delete(users))
+    return ledger
+
+
+def _rows(ledger: Ledger, table: Table) -> list[dict[str, object]]:
+    with ledger.engine.connect() as conn:
+        return [dict(row) for row in conn.execute(select(table)).mappings()]
+
+
+def test_a_new_user_signs_in_with_the_token_that_is_stored_only_as_a_digest(accounts: Ledger) -> None:
+    user, token = add_user(accounts, "  Alice   Smith ", Role.REVIEWER)
+    assert (user.name, user.role, user.disabled, user.is_admin) == ("Alice Smith", Role.REVIEWER, False, False)
+    assert len(token) >= 43
+    assert user_by_token(accounts, token) == user
+    assert user_by_token(accounts, token + "x") is None
+    assert user_by_token(accounts, "") is None
+    [row] = _rows(accounts, users)
+    assert token not in repr(row)
+    assert row["token_hash"] == digest(token) and len(str(row["token_hash"])) == 64
+    admin, admin_token = add_user(accounts, "bob@example.org", "admin")
+    assert admin.is_admin and admin_token != token
+    assert [u.name for u in list_users(accounts)] == ["Alice Smith", "bob@example.org"]
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("", "must not be empty"),
+        ("   ", "must not be empty"),
+        ("x" * 101, "at most 100 characters"),
+        ("alice/../bob", "not '/'"),
+        ("<script>", "not '<', '>'"),
+        ("tab\there", "not '\\t'"),
+    ],
+)
+def test_an_invalid_name_is_refused(accounts: Ledger, name: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        add_user(accounts, name, Role.REVIEWER)
+    assert fragment in str(raised.value)
+    assert list_users(accounts) == []
+
+
+def test_names_of_letters_digits_and_punctuation_are_accepted(accounts: Ledger) -> None:
+    for name in ("José Müller", "r2-d2_x.y@lab", "x" * 100):
+        assert add_user(accounts, name, Role.REVIEWER)[0].name == name
+
+
+def test_a_duplicate_name_is_refused_in_any_case(accounts: Ledger) -> None:
+    add_user(accounts, "Alice", Role.REVIEWER)
+    for again in ("Alice", "alice", " ALICE "):
+        with pytest.raises(ConfigError, match="'Alice' already exists"):
+            add_user(accounts, again, Role.ADMIN)
+    assert [(u.name, u.role) for u in list_users(accounts)] == [("Alice", Role.REVIEWER)]
+    with pytest.raises(ConfigError, match="unknown role 'owner'"):
+        add_user(accounts, "carol", "owner")
+
+
+def test_a_new_token_replaces_the_old_one_and_ends_its_sessions(accounts: Ledger) -> None:
+    user, old = add_user(accounts, "alice", Role.REVIEWER)
+    session = start_session(accounts, user)
+    fresh = new_token(accounts, "ALICE")  # names are found in any case
+    assert fresh != old
+    assert user_by_token(accounts, old) is None
+    assert user_by_token(accounts, fresh) == user
+    assert user_by_session(accounts, session) is None  # a leaked token's sessions go with it
+    [row] = _rows(accounts, users)
+    assert fresh not in repr(row) and row["token_hash"] == digest(fresh)
+    with pytest.raises(ConfigError, match="unknown user 'nobody'"):
+        new_token(accounts, "nobody")
+
+
+def test_a_disabled_user_is_refused_everywhere_and_keeps_the_row(accounts: Ledger) -> None:
+    user, token = add_user(accounts, "alice", Role.ADMIN)
+    session = start_session(accounts, user)
+    disabled = disable_user(accounts, "alice")
+    assert disabled.disabled and disabled.id == user.id
+    assert user_by_token(accounts, token) is None
+    assert user_by_session(accounts, session) is None
+    assert _rows(accounts, user_sessions) == []
+    with pytest.raises(UserDisabled, match="'alice' is disabled"):
+        ensure_sso_user(accounts, "alice")
+    with pytest.raises(UserDisabled):
+        new_token(accounts, "alice")
+    assert disable_user(accounts, "alice").disabled  # twice: no error
+    assert [(u.name, u.disabled) for u in list_users(accounts)] == [("alice", True)]
+    found = find_user(accounts, "Alice")
+    assert found is not None and found.disabled
+    with pytest.raises(ConfigError, match="unknown user"):
+        disable_user(accounts, "bob")
+
+
+def test_a_session_names_its_user_until_it_expires_or_ends(accounts: Ledger) -> None:
+    alice, _ = add_user(accounts, "alice", Role.REVIEWER)
+    bob, _ = add_user(accounts, "bob", Role.REVIEWER)
+    first, second, other = start_session(accounts, alice), start_session(accounts, alice), start_session(accounts, bob)
+    assert len({first, second, other}) == 3
+    assert user_by_session(accounts, first) == alice and user_by_session(accounts, other) == bob
+    assert user_by_session(accounts, "not-a-session") is None and user_by_session(accounts, "") is None
+    stored = _rows(accounts, user_sessions)
+    assert {row["id"] for row in stored} == {digest(first), digest(second), digest(other)}
+    assert not any(secret in repr(stored) for secret in (first, second, other))
+    expires = {row["id"]: row["expires_at"] for row in stored}[digest(first)]
+    assert isinstance(expires, datetime)
+    assert timedelta(days=13, hours=23) < expires - utcnow() <= timedelta(days=14)
+
+    with accounts.engine.begin() as conn:
+        conn.execute(
+            update(user_sessions)
+            .where(user_sessions.c.id == digest(first))
+            .values(expires_at=utcnow() - timedelta(seconds=1))
+        )
+    assert user_by_session(accounts, first) is None  # expired
+    assert user_by_session(accounts, second) == alice  # the other browser is still signed in
+    end_session(accounts, second)
+    end_session(accounts, second)  # ending it twice is no error
+    assert user_by_session(accounts, second) is None
+    assert user_by_session(accounts, other) == bob
+    start_session(accounts, bob)  # sweeps the expired session away
+    assert digest(first) not in {row["id"] for row in _rows(accounts, user_sessions)}
+    with pytest.raises(ConfigError):
+        start_session(accounts, alice, days=0)
+
+
+def test_a_single_sign_on_user_is_created_once_as_a_reviewer(accounts: Ledger) -> None:
+    created = ensure_sso_user(accounts, "dana@example.org")
+    assert (created.name, created.role, created.disabled) == ("dana@example.org", Role.REVIEWER, False)
+    assert ensure_sso_user(accounts, "Dana@Example.org") == created  # the same person, any case
+    assert [u.name for u in list_users(accounts)] == ["dana@example.org"]
+    # Created with a token nobody knows: `users token` issues one to use.
+    token = new_token(accounts, "dana@example.org")
+    assert user_by_token(accounts, token) == created
+    admin, _ = add_user(accounts, "erin", Role.ADMIN)
+    assert ensure_sso_user(accounts, "erin") == admin  # an existing local user keeps their role
+    with pytest.raises(ConfigError, match="letters, digits"):
+        ensure_sso_user(accounts, "dana+tag@example.org")
+
+
+def test_an_existing_ledger_gets_the_user_tables_when_opened(ledger_url: str) -> None:
+    old = Ledger.connect(ledger_url)
+    with old.engine.begin() as conn:
+        conn.execute(text("DROP TABLE user_sessions"))
+        conn.execute(text("DROP TABLE users"))
+        # What a ledger of the release before had recorded.
+        conn.execute(update(ledger_meta).where(ledger_meta.c.key == "schema").values(value="before-users"))
+    assert not {"users", "user_sessions"} & set(inspect(old.engine).get_table_names())
+    old.dispose()
+
+    upgraded = Ledger.connect(ledger_url)
+    try:
+        assert {"users", "user_sessions"} <= set(inspect(upgraded.engine).get_table_names())
+        user, token = add_user(upgraded, "alice", Role.REVIEWER)
+        assert user_by_session(upgraded, start_session(upgraded, user)) == user
+        assert user_by_token(upgraded, token) == user
+    finally:
+        with upgraded.engine.begin() as conn:
+            conn.execute(delete(user_sessions))
+            conn.execute(delete(users))
+        upgraded.dispose()
