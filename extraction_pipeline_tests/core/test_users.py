@@ -167,8 +167,10 @@ def test_a_single_sign_on_user_is_created_once_as_a_reviewer(accounts: Ledger) -
     assert user_by_token(accounts, token) == created
     admin, _ = add_user(accounts, "erin", Role.ADMIN)
     assert ensure_sso_user(accounts, "erin") == admin  # an existing local user keeps their role
+    tagged = ensure_sso_user(accounts, "dana+tag@example.org")  # an e-mail sub-address is a name too
+    assert tagged.name == "dana+tag@example.org" and tagged != created
     with pytest.raises(ConfigError, match="letters, digits"):
-        ensure_sso_user(accounts, "dana+tag@example.org")
+        ensure_sso_user(accounts, "dana<script>@example.org")
 
 
 def test_an_existing_ledger_gets_the_user_tables_when_opened(ledger_url: str) -> None:

@@ -27,13 +27,15 @@ from starlette.routing import Route
 
 from extraction_pipeline.core.export.workbook import default_export_path, write_workbook
 from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import close_if_done, get_batch, record_workbook
-from extraction_pipeline.core.ledger.queries import project_documents, recent_batches
+from extraction_pipeline.core.ledger.queries import batch_item_rows, project_documents, recent_batches
 from extraction_pipeline.core.ledger.templates import latest_version
 from extraction_pipeline.core.ledger.users import Role, add_user
 from extraction_pipeline.core.review import decisions
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
+from extraction_pipeline.core.usage import Usage
 from extraction_pipeline.web.server import build_app
 from extraction_pipeline_tests.support import pdf_samples
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer
@@ -129,7 +131,7 @@ def test_upload_registers_good_files_and_names_each_bad_one(site: Site, tmp_path
     assert names == ["trial-011.pdf", "trial-012.pdf"]
     staged = site.case.settings.home_dir / "uploads"
     assert not any(staged.rglob("*.pdf"))  # staged copies removed; stored copies live in documents/
-    assert "No model configured" in page  # the upload page says what the offline extractor is for
+    assert page.lower().count("no model configured") == 1  # what the offline extractor is for, said once
 
 
 def test_an_upload_over_the_size_cap_is_never_written_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -271,6 +273,32 @@ def test_start_batch_goes_through_the_ledger_as_the_signed_in_user(site: Site, t
     with site.client() as client:
         page = client.get(first.headers["location"])
     assert "runs in the Dagster UI" in page.text and batch["uid"] in page.text
+
+
+def test_banners_say_what_is_true_now(site: Site) -> None:
+    """The "batch N started" banner is shown once, not on every reload while the batch runs; a
+    document from which nothing was extracted says so on its page and is never counted reviewed."""
+    ledger = site.case.ledger
+    [doc] = [d["id"] for d in project_documents(ledger, "p")]
+    with site.client(user="Rita") as client:
+        started = client.post("/extraction/projects/p/batches", data={"document": str(doc)})
+        assert started.status_code == 303
+        batch_page = started.headers["location"].split("?")[0]
+        first = client.get(batch_page)
+        assert "started by Rita with 1 document(s)" in first.text
+        again = client.get(batch_page)  # the page reloading itself, or the user coming back
+        assert "started by Rita with" not in again.text and 'data-waiting="true"' in again.text
+    batch_id = int(batch_page.rsplit("/", 1)[1])
+    [item] = batch_item_rows(ledger, batch_id)
+    states.claim(ledger, item["id"], run_id="r", worker="w")
+    states.complete(ledger, item["id"], run_id="r", result={"fields": {}}, usage=Usage("openai/x"))
+    assert close_if_done(ledger, batch_id)
+    with site.client(user="Rita") as client:
+        listing = html.unescape(client.get(batch_page).text)
+        document = html.unescape(client.get(f"{batch_page}/documents/{item['id']}").text)
+    assert "nothing extracted — check the paper" in listing and "reviewed by" not in listing
+    assert 'id="nothing-extracted"' in document and "Nothing was extracted from this document" in document
+    assert "nothing extracted — check the paper" in document  # the review state, never "reviewed"
 
 
 def test_an_open_batchs_page_says_what_its_documents_wait_for(site: Site) -> None:

@@ -29,7 +29,7 @@ from extraction_pipeline.core.ledger.database import Ledger, utcnow
 from extraction_pipeline.core.ledger.schema import user_sessions, users
 
 MAX_NAME_CHARS = 100
-NAME_PUNCTUATION = frozenset(" .-_@")
+NAME_PUNCTUATION = frozenset(" .-_@+")  # + for e-mail sub-addresses (a+b@x.org) from single sign-on
 SESSION_DAYS = 14
 TOKEN_BYTES = 32  # secrets.token_urlsafe(32): 43 characters, 256 random bits
 # Far longer than any token we issue: a longer value is refused before it is hashed or looked up.
@@ -75,7 +75,7 @@ def validate_name(name: str) -> str:
     bad = sorted({ch for ch in cleaned if not (ch.isalnum() or ch in NAME_PUNCTUATION)})
     if bad:
         shown = ", ".join(repr(ch) for ch in bad)
-        raise ConfigError(f"user name {cleaned!r} may hold letters, digits, spaces and . - _ @ only (not {shown})")
+        raise ConfigError(f"user name {cleaned!r} may hold letters, digits, spaces and . - _ @ + only (not {shown})")
     return cleaned
 
 
