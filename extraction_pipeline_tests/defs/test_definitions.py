@@ -17,6 +17,7 @@ from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch, describe_state, get_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
 from extraction_pipeline.core.ledger.schema import BatchOrigin, batch_items, documents
+from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import report_pages
 from extraction_pipeline.core.usage import Usage
 from extraction_pipeline.definitions import defs
@@ -68,7 +69,7 @@ def test_settings_are_read_when_the_definitions_load_not_at_import(monkeypatch: 
         assert graph.get(key).backfill_policy.max_partitions_per_run == 7  # type: ignore[union-attr]
     settings = loaded.resources["settings"]  # type: ignore[index]
     assert (settings.documents_per_run, settings.stale_minutes) == (7, 12.5)
-    assert parsed_document.backfill_policy.max_partitions_per_run == 20  # type: ignore[union-attr]  # the default
+    assert parsed_document.backfill_policy.max_partitions_per_run == Settings.documents_per_run  # type: ignore[union-attr]
 
 
 def test_partition_sensor_publishes_new_documents_with_a_cursor(
