@@ -1,6 +1,7 @@
 """The `extraction-pipeline` command line.
 
-One module per group of commands (``service``, ``documents``, ``batches``, ``templates``, ``users``); each
+One module per group of commands (``service``, ``documents``, ``batches``, ``templates``, ``users``,
+``synthesis``, ...); each
 registers its own subcommands. Read commands (`batch status`, `history`, `documents list`) take
 `--json`. Errors print one line on stderr and exit with status 2 (usage) or 1 (failure). Heavy
 libraries load only in the commands that need them, so `batch create` answers in well under a
@@ -17,7 +18,7 @@ from typing import Any, NoReturn
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from extraction_pipeline.cli import batches, documents, evaluation, review, service, templates, users, worker
+from extraction_pipeline.cli import batches, documents, evaluation, review, service, synthesis, templates, users, worker
 from extraction_pipeline.cli.common import EXIT_FAILURE, EXIT_USAGE, CliError, Command
 from extraction_pipeline.core.errors import ConfigError, ExtractionError
 from extraction_pipeline.core.settings import load_settings
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.set_defaults(func=func)
         return command
 
-    for group in (service, documents, batches, templates, review, evaluation, worker, users):
+    for group in (service, documents, batches, templates, review, evaluation, synthesis, worker, users):
         group.register(add)
     return parser
 
