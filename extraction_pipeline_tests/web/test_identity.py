@@ -10,15 +10,13 @@ import asyncio
 import contextlib
 import html
 import re
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -27,7 +25,7 @@ from starlette.websockets import WebSocket
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline.core.ledger.schema import user_sessions, users
+from extraction_pipeline.core.ledger.schema import user_sessions
 from extraction_pipeline.core.ledger.users import (
     Role,
     User,
@@ -49,19 +47,10 @@ from extraction_pipeline.web.identity import (
     require_user,
     signin_routes,
 )
-from extraction_pipeline_tests.support.web import free_port
+from extraction_pipeline_tests.support.web import serving
 
 INSTANCE_TOKEN = "instance-token-for-tests"
 SESSION_SECONDS = 14 * 86400
-
-
-@pytest.fixture
-def accounts(ledger: Ledger) -> Ledger:
-    """The ledger without users: the PostgreSQL database is shared by the session's tests."""
-    with ledger.engine.begin() as conn:
-        conn.execute(delete(user_sessions))
-        conn.execute(delete(users))
-    return ledger
 
 
 def _app(ledger: Ledger, settings: Settings, *, instance_token: str | None) -> Any:
@@ -105,24 +94,8 @@ def _app(ledger: Ledger, settings: Settings, *, instance_token: str | None) -> A
 
 @contextlib.contextmanager
 def _serving(ledger: Ledger, settings: Settings, *, instance_token: str | None = None) -> Iterator[str]:
-    import uvicorn
-
-    port = free_port()
-    app = _app(ledger, settings, instance_token=instance_token)
-    # proxy_headers=False, as `ui` should serve (see the report on web/server.py): the peer the
-    # trusted-proxy check sees is the socket's, never an address a header claims.
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", proxy_headers=False)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serving(_app(ledger, settings, instance_token=instance_token)) as base:
+        yield base
 
 
 def _client(base: str, **headers: str) -> httpx.Client:
@@ -148,9 +121,9 @@ def _me(client: httpx.Client, **kwargs: Any) -> tuple[int, Any]:
     return response.status_code, response.json()
 
 
-def test_signing_in_with_the_token_gives_a_session_that_names_the_user(accounts: Ledger, tmp_path: Path) -> None:
-    alice, token = add_user(accounts, "alice", Role.ADMIN)
-    with _serving(accounts, _settings(tmp_path)) as base, _client(base) as client:
+def test_signing_in_with_the_token_gives_a_session_that_names_the_user(ledger: Ledger, tmp_path: Path) -> None:
+    alice, token = add_user(ledger, "alice", Role.ADMIN)
+    with _serving(ledger, _settings(tmp_path)) as base, _client(base) as client:
         assert _me(client) == (401, {"error": "not signed in"})
         form = client.get("/extraction/signin")
         assert form.status_code == 200 and 'type="password" name="token"' in form.text
@@ -167,14 +140,14 @@ def test_signing_in_with_the_token_gives_a_session_that_names_the_user(accounts:
         assert client.get("/extraction/signin?next=/extraction/decide").headers["location"] == "/extraction/decide"
         signed_in = client.get("/extraction/signin")
         assert "Signed in as <strong>alice</strong>" in signed_in.text and "/extraction/signout" in signed_in.text
-    with accounts.engine.connect() as conn:
+    with ledger.engine.connect() as conn:
         stored = list(conn.execute(select(user_sessions.c.id, user_sessions.c.user_id)))
     assert [tuple(row) for row in stored] == [(digest(secret), alice.id)]  # the secret itself is not stored
 
 
-def test_a_wrong_token_is_refused_with_401(accounts: Ledger, tmp_path: Path) -> None:
-    _, token = add_user(accounts, "alice", Role.REVIEWER)
-    with _serving(accounts, _settings(tmp_path)) as base, _client(base) as client:
+def test_a_wrong_token_is_refused_with_401(ledger: Ledger, tmp_path: Path) -> None:
+    _, token = add_user(ledger, "alice", Role.REVIEWER)
+    with _serving(ledger, _settings(tmp_path)) as base, _client(base) as client:
         for wrong in (token[:-1], "", "x" * 5000):
             response = client.post("/extraction/signin", data={"token": wrong})
             assert response.status_code == 401
@@ -189,9 +162,9 @@ def test_a_wrong_token_is_refused_with_401(accounts: Ledger, tmp_path: Path) -> 
         assert _me(client, headers={"Authorization": "Bearer not-a-token"})[0] == 401
 
 
-def test_another_sites_sign_in_post_is_refused(accounts: Ledger, tmp_path: Path) -> None:
-    _, token = add_user(accounts, "alice", Role.REVIEWER)
-    with _serving(accounts, _settings(tmp_path)) as base:
+def test_another_sites_sign_in_post_is_refused(ledger: Ledger, tmp_path: Path) -> None:
+    _, token = add_user(ledger, "alice", Role.REVIEWER)
+    with _serving(ledger, _settings(tmp_path)) as base:
         for origin in ({"Origin": "https://evil.example"}, {"Origin": "null"}, {}):
             with httpx.Client(base_url=base, headers=origin, timeout=30) as client:
                 response = client.post("/extraction/signin", data={"token": token})
@@ -199,13 +172,13 @@ def test_another_sites_sign_in_post_is_refused(accounts: Ledger, tmp_path: Path)
                 assert SESSION_COOKIE not in response.headers.get("set-cookie", "")
         with httpx.Client(base_url=base, headers={"Origin": "https://evil.example"}, timeout=30) as client:
             assert client.post("/extraction/signout").status_code == 403  # nor sign a reviewer out
-    with accounts.engine.connect() as conn:
+    with ledger.engine.connect() as conn:
         assert list(conn.execute(select(user_sessions))) == []
 
 
-def test_the_printed_link_asks_before_it_signs_in(accounts: Ledger, tmp_path: Path) -> None:
-    _, token = add_user(accounts, "alice", Role.REVIEWER)
-    with _serving(accounts, _settings(tmp_path)) as base, _client(base) as client:
+def test_the_printed_link_asks_before_it_signs_in(ledger: Ledger, tmp_path: Path) -> None:
+    _, token = add_user(ledger, "alice", Role.REVIEWER)
+    with _serving(ledger, _settings(tmp_path)) as base, _client(base) as client:
         # A link alone signs nobody in (someone else's link would sign you in as them): it asks.
         response = client.get("/extraction/signin", params={"token": token, "next": "/extraction/projects"})
         assert response.status_code == 200 and "Sign in as <strong>alice</strong>?" in response.text
@@ -222,12 +195,12 @@ def test_the_printed_link_asks_before_it_signs_in(accounts: Ledger, tmp_path: Pa
         assert wrong.status_code == 401 and "not valid" in wrong.text
 
 
-def test_signing_out_ends_the_session(accounts: Ledger, tmp_path: Path) -> None:
-    _, token = add_user(accounts, "alice", Role.REVIEWER)
-    with _serving(accounts, _settings(tmp_path)) as base, _client(base) as client:
+def test_signing_out_ends_the_session(ledger: Ledger, tmp_path: Path) -> None:
+    _, token = add_user(ledger, "alice", Role.REVIEWER)
+    with _serving(ledger, _settings(tmp_path)) as base, _client(base) as client:
         assert client.post("/extraction/signin", data={"token": token}).status_code == 303
         old = client.cookies[SESSION_COOKIE]
-        other_browser = start_session(accounts, find_user(accounts, "alice") or _missing())
+        other_browser = start_session(ledger, find_user(ledger, "alice") or _missing())
         response = client.post("/extraction/signout")
         assert response.status_code == 303 and response.headers["location"] == "/extraction/signin"
         cleared = _session_cookie(response)
@@ -242,9 +215,9 @@ def _missing() -> User:
     raise AssertionError("the user should exist")
 
 
-def test_the_single_sign_on_header_is_ignored_from_an_untrusted_address(accounts: Ledger, tmp_path: Path) -> None:
-    _, token = add_user(accounts, "alice", Role.REVIEWER)
-    with _serving(accounts, _settings(tmp_path)) as base, _client(base) as client:
+def test_the_single_sign_on_header_is_ignored_from_an_untrusted_address(ledger: Ledger, tmp_path: Path) -> None:
+    _, token = add_user(ledger, "alice", Role.REVIEWER)
+    with _serving(ledger, _settings(tmp_path)) as base, _client(base) as client:
         for header in ("X-Forwarded-User", "X-Forwarded-Email"):
             assert _me(client, headers={header: "mallory"})[0] == 401
         forged = client.post("/extraction/decide", headers={"X-Forwarded-User": "alice"})
@@ -252,13 +225,13 @@ def test_the_single_sign_on_header_is_ignored_from_an_untrusted_address(accounts
         # A personal token is still believed; the header changes nothing about whom it names.
         bearer = {"Authorization": f"Bearer {token}", "X-Forwarded-User": "mallory"}
         assert _me(client, headers=bearer) == (200, {"name": "alice", "role": "reviewer"})
-    assert [u.name for u in list_users(accounts)] == ["alice"]  # nobody was created from the header
+    assert [u.name for u in list_users(ledger)] == ["alice"]  # nobody was created from the header
 
 
-def test_the_single_sign_on_header_is_honoured_from_a_trusted_proxy(accounts: Ledger, tmp_path: Path) -> None:
-    alice, _ = add_user(accounts, "alice", Role.REVIEWER)
+def test_the_single_sign_on_header_is_honoured_from_a_trusted_proxy(ledger: Ledger, tmp_path: Path) -> None:
+    alice, _ = add_user(ledger, "alice", Role.REVIEWER)
     settings = _settings(tmp_path, trusted_proxies=("127.0.0.1",))
-    with _serving(accounts, settings) as base, _client(base) as client:
+    with _serving(ledger, settings) as base, _client(base) as client:
         assert _me(client, headers={"X-Forwarded-User": "dana@example.org"}) == (
             200,
             {"name": "dana@example.org", "role": "reviewer"},
@@ -267,31 +240,31 @@ def test_the_single_sign_on_header_is_honoured_from_a_trusted_proxy(accounts: Le
         both = {"X-Forwarded-User": "frank", "X-Forwarded-Email": "frank@example.org"}
         assert _me(client, headers=both)[1]["name"] == "frank"
         # The proxy's word decides, over a cookie that names someone else.
-        cookie = _cookie(start_session(accounts, alice))
+        cookie = _cookie(start_session(ledger, alice))
         assert _me(client, headers={"X-Forwarded-User": "dana@example.org", **cookie})[1]["name"] == (
             "dana@example.org"
         )
         assert client.post("/extraction/decide", headers={"X-Forwarded-User": "dana@example.org"}).text == (
             "recorded under dana@example.org"
         )
-        disable_user(accounts, "frank")
+        disable_user(ledger, "frank")
         assert _me(client, headers=both)[0] == 401
         refused = client.post("/extraction/decide", headers=both)
         assert refused.status_code == 403 and "frank" in refused.text and "disabled" in refused.text
         invalid = client.get("/extraction/decide", headers={"X-Forwarded-User": "<script>"})
         assert invalid.status_code == 403 and "letters, digits" in invalid.text and "&lt;script&gt;" in invalid.text
         assert _me(client, headers=cookie)[1]["name"] == "alice"  # no header: the cookie again
-    roles = {u.name: u.role for u in list_users(accounts)}
+    roles = {u.name: u.role for u in list_users(ledger)}
     assert roles == {"alice": Role.REVIEWER, "dana@example.org": Role.REVIEWER, "erin@example.org": Role.REVIEWER} | {
         "frank": Role.REVIEWER
     }
 
 
-def test_a_signed_in_user_passes_the_instance_token_gate(accounts: Ledger, tmp_path: Path) -> None:
-    _, token = add_user(accounts, "alice", Role.REVIEWER)
-    _, bobs = add_user(accounts, "bob", Role.REVIEWER)
-    disable_user(accounts, "bob")
-    with _serving(accounts, _settings(tmp_path), instance_token=INSTANCE_TOKEN) as base, _client(base) as client:
+def test_a_signed_in_user_passes_the_instance_token_gate(ledger: Ledger, tmp_path: Path) -> None:
+    _, token = add_user(ledger, "alice", Role.REVIEWER)
+    _, bobs = add_user(ledger, "bob", Role.REVIEWER)
+    disable_user(ledger, "bob")
+    with _serving(ledger, _settings(tmp_path), instance_token=INSTANCE_TOKEN) as base, _client(base) as client:
         assert client.get("/").status_code == 401  # the gate stands
         assert client.get("/", headers={"Authorization": f"Bearer {INSTANCE_TOKEN}"}).text == "dagster ui"
         assert client.get("/", headers={"Authorization": "Bearer not-a-token"}).status_code == 401
@@ -316,7 +289,7 @@ def test_a_signed_in_user_passes_the_instance_token_gate(accounts: Ledger, tmp_p
             asyncio.run(_live(base, {}))  # a websocket without proof is refused too
         client.post("/extraction/signout")
         assert client.get("/", headers=_cookie(secret)).status_code == 401
-    with _serving(accounts, _settings(tmp_path), instance_token=INSTANCE_TOKEN) as base, _client(base) as client:
+    with _serving(ledger, _settings(tmp_path), instance_token=INSTANCE_TOKEN) as base, _client(base) as client:
         link = client.get("/extraction/signin", params={"token": token})  # the printed link, through the gate
         assert link.status_code == 200 and "Sign in as <strong>alice</strong>?" in link.text
         confirmed = client.post("/extraction/signin", data={"token": token, "next": "/extraction/"})
@@ -332,8 +305,8 @@ async def _live(base: str, headers: dict[str, str]) -> str:
         return str(await asyncio.wait_for(socket.recv(), 10))
 
 
-def test_next_never_leads_to_another_site(accounts: Ledger, tmp_path: Path) -> None:
-    _, token = add_user(accounts, "alice", Role.REVIEWER)
+def test_next_never_leads_to_another_site(ledger: Ledger, tmp_path: Path) -> None:
+    _, token = add_user(ledger, "alice", Role.REVIEWER)
     hostile = (
         "https://evil.example/extraction/",
         "//evil.example/extraction/",
@@ -343,7 +316,7 @@ def test_next_never_leads_to_another_site(accounts: Ledger, tmp_path: Path) -> N
         "/dagster-page",
         "extraction/",
     )
-    with _serving(accounts, _settings(tmp_path)) as base, _client(base) as client:
+    with _serving(ledger, _settings(tmp_path)) as base, _client(base) as client:
         for target in hostile:
             posted = client.post("/extraction/signin", data={"token": token, "next": target})
             assert posted.status_code == 303 and posted.headers["location"] == "/extraction/", target
@@ -355,10 +328,10 @@ def test_next_never_leads_to_another_site(accounts: Ledger, tmp_path: Path) -> N
             assert "evil.example" not in form.text, target
 
 
-def test_pages_that_need_a_user_send_them_to_sign_in_and_back(accounts: Ledger, tmp_path: Path) -> None:
-    _, reviewer = add_user(accounts, "alice", Role.REVIEWER)
-    _, admin = add_user(accounts, "root", Role.ADMIN)
-    with _serving(accounts, _settings(tmp_path)) as base, _client(base) as client:
+def test_pages_that_need_a_user_send_them_to_sign_in_and_back(ledger: Ledger, tmp_path: Path) -> None:
+    _, reviewer = add_user(ledger, "alice", Role.REVIEWER)
+    _, admin = add_user(ledger, "root", Role.ADMIN)
+    with _serving(ledger, _settings(tmp_path)) as base, _client(base) as client:
         response = client.get("/extraction/decide", params={"item": "7"})
         assert response.status_code == 303
         assert response.headers["location"] == "/extraction/signin?next=%2Fextraction%2Fdecide%3Fitem%3D7"
@@ -371,7 +344,7 @@ def test_pages_that_need_a_user_send_them_to_sign_in_and_back(accounts: Ledger, 
         assert "only an admin can change the project's settings" in html.unescape(not_admin.text)
         admin_header = {"Authorization": f"Bearer {admin}"}
         assert client.post("/extraction/settings", headers=admin_header).text == "settings changed by root"
-    with _serving(accounts, _settings(tmp_path)) as base, _client(base) as client:
+    with _serving(ledger, _settings(tmp_path)) as base, _client(base) as client:
         refused = client.post("/extraction/decide", data={"value": "12"})
         assert refused.status_code == 401 and "sign in first" in refused.text
         assert client.post("/extraction/settings").status_code == 401
@@ -383,13 +356,13 @@ def test_pages_that_need_a_user_send_them_to_sign_in_and_back(accounts: Ledger, 
         assert 'location.replace("/extraction/signin?next=%2Fextraction%2Fx")' in cross.text
 
 
-def test_a_session_cookie_is_secure_when_the_trusted_proxy_says_https(accounts: Ledger, tmp_path: Path) -> None:
-    _, token = add_user(accounts, "alice", Role.REVIEWER)
+def test_a_session_cookie_is_secure_when_the_trusted_proxy_says_https(ledger: Ledger, tmp_path: Path) -> None:
+    _, token = add_user(ledger, "alice", Role.REVIEWER)
     https = {"X-Forwarded-Proto": "https"}
-    with _serving(accounts, _settings(tmp_path)) as base, _client(base) as client:
+    with _serving(ledger, _settings(tmp_path)) as base, _client(base) as client:
         untrusted = client.post("/extraction/signin", data={"token": token}, headers=https)
         assert "Secure" not in _session_cookie(untrusted)
-    with _serving(accounts, _settings(tmp_path, trusted_proxies=("127.0.0.0/8",))) as base, _client(base) as client:
+    with _serving(ledger, _settings(tmp_path, trusted_proxies=("127.0.0.0/8",))) as base, _client(base) as client:
         trusted = client.post("/extraction/signin", data={"token": token}, headers=https)
         assert "Secure" in _session_cookie(trusted)
 

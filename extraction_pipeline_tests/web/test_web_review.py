@@ -11,7 +11,6 @@ import io
 import json
 import re
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from extraction_pipeline.web.server import build_app
 from extraction_pipeline_tests.support import pdf_samples
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer
 from extraction_pipeline_tests.support.review_case import ReviewCase, make_case
-from extraction_pipeline_tests.support.web import free_port
+from extraction_pipeline_tests.support.web import serving
 
 TOKEN = "review-token-for-tests"
 
@@ -78,21 +77,9 @@ def _serving(settings: Settings) -> Iterator[str]:
     async def dagster_ui(request: Any) -> PlainTextResponse:
         return PlainTextResponse("dagster ui")
 
-    import uvicorn
-
-    port = free_port()
     app = build_app(settings, Starlette(routes=[Route("/{rest:path}", dagster_ui)]), token=TOKEN)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serving(app) as base:
+        yield base
 
 
 @pytest.fixture
