@@ -92,7 +92,7 @@ def test_disable_stops_the_token(home: Path, home_ledger: Ledger) -> None:
 def test_errors_are_one_line(home: Path, tmp_path: Path) -> None:
     run_cli(home, "users", "add", "alice", check=True)
     one_line_error(run_cli(home, "users", "add", "Alice"), 2, "user 'alice' already exists")
-    one_line_error(run_cli(home, "users", "add", "a/b"), 2, "letters, digits, spaces and . - _ @ only")
+    one_line_error(run_cli(home, "users", "add", "a/b"), 2, "letters, digits, spaces and . - _ @ + only")
     one_line_error(run_cli(home, "users", "add", "x", "--role", "owner"), 2, "invalid choice: 'owner'")
     one_line_error(run_cli(home, "users", "token", "nobody"), 2, "unknown user 'nobody'")
     one_line_error(run_cli(home, "users", "disable", "nobody"), 2, "unknown user 'nobody'")
