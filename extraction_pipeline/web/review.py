@@ -41,6 +41,7 @@ from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.web.deps import ledger_of, settings_of, signed_in, user_of
 from extraction_pipeline.web.forms import clear_flash, read_flash, read_form, set_flash, text_field
 from extraction_pipeline.web.pages import message_page
+from extraction_pipeline.web.synthesis import synthesis_view
 from extraction_pipeline.web.templating import render
 from extraction_pipeline.web.urls import PREFIX, batch_runs_url
 
@@ -80,6 +81,7 @@ async def batch_page(request: Request) -> Response:
         state=describe_state(batch),
         runs_url=batch_runs_url("", batch["uid"]),
         waiting=batch["status"] != "completed",  # the page reloads while documents or the workbook are due
+        synthesis=synthesis_view(ledger, batch_id),
         flash=flash,
         error=error,
         user=user_of(request),

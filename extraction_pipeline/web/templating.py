@@ -1,7 +1,8 @@
 """HTML from Jinja2 templates (``web/templates/``), escaped by default.
 
-Every value from a PDF, a model or a user is escaped by Jinja2's autoescaping; a template marks
-nothing as safe that did not come from another template. Status words map to CSS classes here, in
+Every value from a PDF, a model or a user is escaped by Jinja2's autoescaping; nothing is marked
+safe that did not come from another template, except the SVG pictures of ``core/synthesis``
+(web/synthesis.py), which escape every text they place. Status words map to CSS classes here, in
 one place, so the page, the workbook's colours and the legend agree.
 """
 

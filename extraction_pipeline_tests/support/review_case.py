@@ -4,6 +4,7 @@ fake server. Its values: four verified, one forged (unverified), one reported wi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,28 +52,66 @@ def answer_for(trial: SyntheticTrial) -> str:
     )
 
 
+def synthesis_answer(trial: SyntheticTrial, randomization: str = "low") -> str:
+    """An answer a forest plot and a risk-of-bias picture can use: the primary outcome named, its
+    hazard ratio with the CI as printed, the NCT number as the study, and two RoB judgements."""
+    results = results_sentence(trial)
+    methods = f"A total of {trial.randomized_n} patients were randomized in a 1:1 ratio"
+    return extraction_json(
+        {
+            "metadata.nct_number": (trial.nct_number, f"registered at ClinicalTrials.gov ({trial.nct_number})"),
+            "risk_of_bias.randomization": (randomization, methods),
+            "risk_of_bias.deviations": ("some concerns", "a randomized, double-blind, placebo-controlled trial"),
+            "outcomes.1.outcome_name": ("hospitalization or death", results),
+            "outcomes.1.effect_measure": ("HR", results),
+            "outcomes.1.effect_estimate": (trial.hazard_ratio, results),
+            "outcomes.1.ci_lower": (trial.ci_lower, results),
+            "outcomes.1.ci_upper": (trial.ci_upper, results),
+        }
+    )
+
+
+def make_batch(
+    settings: Settings,
+    ledger: Ledger,
+    fake: FakeLLMServer,
+    indexes: list[int],
+    answer: Callable[[SyntheticTrial], str] = answer_for,
+    project: str = "p",
+) -> list[ReviewCase]:
+    """One batch of synthetic trials, each really parsed and extracted with ``answer(trial)``."""
+    trials = [make_trial(index) for index in indexes]
+    pdfs = [write_report(trial, settings.home_dir / "incoming") for trial in trials]
+    documents = [register_pdf(ledger, settings.documents_dir, project, pdf) for pdf in pdfs]
+    batch_id = create_batch(
+        ledger,
+        idempotency_key=f"review-{'-'.join(map(str, indexes))}-{project}",
+        project=project,
+        user="ann",
+        document_ids=[document.id for document in documents],
+    ).id
+    assert get_batch(ledger, batch_id) is not None
+    items = {row["document_id"]: row["id"] for row in batch_item_rows(ledger, batch_id)}
+    cases = []
+    for trial, pdf, document in zip(trials, pdfs, documents, strict=True):
+        parsed = parse_document(
+            ledger, sha256=document.sha256, stored_path=str(settings.documents_dir / f"{document.sha256}.pdf")
+        )
+        fake.push(Reply(answer(trial)))
+        outcome = extract_item(
+            ledger,
+            item_id=items[document.id],
+            run_id="run-1",
+            worker="w",
+            parsed=parsed,
+            llm=LLMConfig(model="openai/fake", api_base=fake.api_base, api_key="sk-test-not-a-secret"),
+        )
+        assert outcome.status == "completed", outcome.reason
+        cases.append(ReviewCase(settings, ledger, batch_id, items[document.id], trial, pdf))
+    return cases
+
+
 def make_case(
     settings: Settings, ledger: Ledger, fake: FakeLLMServer, index: int = 3, project: str = "p"
 ) -> ReviewCase:
-    trial = make_trial(index)
-    pdf = write_report(trial, settings.home_dir / "incoming")
-    document = register_pdf(ledger, settings.documents_dir, project, pdf)
-    batch_id = create_batch(
-        ledger, idempotency_key=f"review-{index}-{project}", project=project, user="ann", document_ids=[document.id]
-    ).id
-    item_id = next(row["id"] for row in batch_item_rows(ledger, batch_id) if row["document_id"] == document.id)
-    parsed = parse_document(
-        ledger, sha256=document.sha256, stored_path=str(settings.documents_dir / f"{document.sha256}.pdf")
-    )
-    fake.push(Reply(answer_for(trial)))
-    outcome = extract_item(
-        ledger,
-        item_id=item_id,
-        run_id="run-1",
-        worker="w",
-        parsed=parsed,
-        llm=LLMConfig(model="openai/fake", api_base=fake.api_base, api_key="sk-test-not-a-secret"),
-    )
-    assert outcome.status == "completed", outcome.reason
-    assert get_batch(ledger, batch_id) is not None
-    return ReviewCase(settings, ledger, batch_id, item_id, trial, pdf)
+    return make_batch(settings, ledger, fake, [index], project=project)[0]

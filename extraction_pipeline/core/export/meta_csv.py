@@ -26,7 +26,7 @@ from extraction_pipeline.core.review.progress import review_of
 from extraction_pipeline.core.review.values import Decision, decision_label, final_status
 
 ARMS = ("treatment", "control")
-REVIEWED = ("xi", "ni", "mi", "sdi", "estimate")
+REVIEWED = ("xi", "ni", "mi", "sdi", "estimate", "ci.lb", "ci.ub")
 OVERALL = "overall"  # the group of a row that carries only the study-level effect
 COLUMNS = (
     "study",
@@ -64,15 +64,25 @@ def _machine(fields: GroundedFields, path: str) -> Scalar:
     return entry.value if entry else None
 
 
-def _final(fields: GroundedFields, decided: dict[str, Decision], path: str) -> Any:
+def final_value(fields: GroundedFields, decided: dict[str, Decision], path: str) -> Any:
     """The reviewer's value where one decided, else the machine's."""
     decision = decided.get(path)
     return decision.value if decision is not None else _machine(fields, path)
 
 
+def study_label(fields: GroundedFields, decided: dict[str, Decision], filename: str) -> Any:
+    """How a study is named in the CSV and the pictures: "Surname Year", else its NCT number,
+    else its file name."""
+    return (
+        final_value(fields, decided, "metadata.study_id")
+        or final_value(fields, decided, "metadata.nct_number")
+        or filename
+    )
+
+
 def _arm_reports(fields: GroundedFields, decided: dict[str, Decision], prefix: str, arm: str) -> bool:
     names = ("events", "total", "mean", "sd", "n")
-    return any(_final(fields, decided, f"{prefix}{name}_{arm}") is not None for name in names)
+    return any(final_value(fields, decided, f"{prefix}{name}_{arm}") is not None for name in names)
 
 
 def _status(fields: GroundedFields, decided: dict[str, Decision], path: str) -> str:
@@ -109,18 +119,16 @@ def meta_analysis_rows(ledger: Ledger, batch_id: int) -> list[dict[str, Any]]:
         mine: dict[str, Decision] = {path: d for (item_id, path), d in decided.items() if item_id == item["id"]}
 
         review = review_of(item, decided).label
-        study = (
-            _final(fields, mine, "metadata.study_id") or _final(fields, mine, "metadata.nct_number") or item["filename"]
-        )
+        study = study_label(fields, mine, item["filename"])
         outcomes = sorted({int(path.split(".")[1]) for path in fields if path.startswith("outcomes.")})
         for number in outcomes:
             prefix = f"outcomes.{number}."
             reporting = [arm for arm in ARMS if _arm_reports(fields, mine, prefix, arm)]
-            if not reporting and _final(fields, mine, f"{prefix}effect_estimate") is not None:
+            if not reporting and final_value(fields, mine, f"{prefix}effect_estimate") is not None:
                 reporting = [OVERALL]  # only the effect (e.g. a hazard ratio): one row, for inverse-variance pooling
             for arm in reporting:
-                total = _final(fields, mine, f"{prefix}total_{arm}")
-                n = total if total is not None else _final(fields, mine, f"{prefix}n_{arm}")
+                total = final_value(fields, mine, f"{prefix}total_{arm}")
+                n = total if total is not None else final_value(fields, mine, f"{prefix}n_{arm}")
                 n_path = f"{prefix}total_{arm}" if total is not None else f"{prefix}n_{arm}"
                 paths = {
                     "xi": f"{prefix}events_{arm}",
@@ -128,25 +136,27 @@ def meta_analysis_rows(ledger: Ledger, batch_id: int) -> list[dict[str, Any]]:
                     "mi": f"{prefix}mean_{arm}",
                     "sdi": f"{prefix}sd_{arm}",
                     "estimate": f"{prefix}effect_estimate",
+                    "ci.lb": f"{prefix}ci_lower",
+                    "ci.ub": f"{prefix}ci_upper",
                 }
                 row = {
                     "study": study,
                     "document_id": item["document_id"],
                     "filename": item["filename"],
                     "outcome": number,
-                    "outcome_name": _final(fields, mine, f"{prefix}outcome_name"),
-                    "timepoint": _final(fields, mine, f"{prefix}timepoint"),
-                    "outcome_type": _final(fields, mine, f"{prefix}outcome_type"),
+                    "outcome_name": final_value(fields, mine, f"{prefix}outcome_name"),
+                    "timepoint": final_value(fields, mine, f"{prefix}timepoint"),
+                    "outcome_type": final_value(fields, mine, f"{prefix}outcome_type"),
                     "group": arm,
-                    "xi": _final(fields, mine, f"{prefix}events_{arm}"),
+                    "xi": final_value(fields, mine, f"{prefix}events_{arm}"),
                     "ni": n,
-                    "mi": _final(fields, mine, f"{prefix}mean_{arm}"),
-                    "sdi": _final(fields, mine, f"{prefix}sd_{arm}"),
-                    "measure": _final(fields, mine, f"{prefix}effect_measure"),
-                    "estimate": _final(fields, mine, f"{prefix}effect_estimate"),
-                    "ci.lb": _final(fields, mine, f"{prefix}ci_lower"),
-                    "ci.ub": _final(fields, mine, f"{prefix}ci_upper"),
-                    "pval": _final(fields, mine, f"{prefix}p_value"),
+                    "mi": final_value(fields, mine, f"{prefix}mean_{arm}"),
+                    "sdi": final_value(fields, mine, f"{prefix}sd_{arm}"),
+                    "measure": final_value(fields, mine, f"{prefix}effect_measure"),
+                    "estimate": final_value(fields, mine, f"{prefix}effect_estimate"),
+                    "ci.lb": final_value(fields, mine, f"{prefix}ci_lower"),
+                    "ci.ub": final_value(fields, mine, f"{prefix}ci_upper"),
+                    "pval": final_value(fields, mine, f"{prefix}p_value"),
                     "status_xi": _status(fields, mine, f"{prefix}events_{arm}"),
                     "status_ni": _status(fields, mine, n_path),
                     "status_mi": _status(fields, mine, f"{prefix}mean_{arm}"),

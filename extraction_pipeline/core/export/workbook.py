@@ -11,6 +11,8 @@ Sheets:
   back, matched by the hidden, signed row id); the final value, decision and reviewer of every
   value already decided are filled in.
 - **Batch**: the batch, its frozen template version, totals, review progress, and what the colours mean.
+- **Synthesis** and **Risk of bias**: the pooled outcomes with their forest plots, and the RoB 2
+  traffic lights (``core/export/synthesis_sheets.py``).
 
 Status cells are filled by tier (green / yellow / red) and check cells with a flag in orange.
 Written to a temporary file and renamed (``core/files.py``), so a reader never sees a half-written
@@ -358,6 +360,8 @@ def _review_cells(
 def write_workbook(ledger: Ledger, batch_id: int, path: Path) -> Path:
     from openpyxl import Workbook  # lazy: only export pays for it
 
+    from extraction_pipeline.core.export.synthesis_sheets import write_synthesis_sheets
+
     batch = get_batch(ledger, batch_id)
     if batch is None:
         raise ConfigError(f"unknown batch {batch_id}")
@@ -369,6 +373,7 @@ def write_workbook(ledger: Ledger, batch_id: int, path: Path) -> Path:
     if default_sheet is not None:
         workbook.remove(default_sheet)
     _write_batch_sheet(workbook.create_sheet("Batch"), ledger, batch, label_of(frozen))
+    write_synthesis_sheets(workbook, ledger, batch_id)
 
     with replacing(path) as tmp:
         _save(workbook, tmp)

@@ -339,3 +339,18 @@ user_sessions = Table(
     Column("expires_at", DateTime, nullable=False),
 )
 Index("ix_user_sessions_user", user_sessions.c.user_id)
+
+outcome_labels = Table(
+    "outcome_labels",
+    metadata,
+    # A reviewer's grouping of a batch's outcomes for its forest plots (core/synthesis/batch.py):
+    # outcomes whose normalized names carry one label are pooled as one. Appended, never updated;
+    # the latest row per (batch, name) holds, and an empty label gives the outcome back its own name.
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("batch_id", Integer, ForeignKey("batches.id"), nullable=False),
+    Column("name_key", String(500), nullable=False),
+    Column("label", String(500), nullable=False),
+    Column("reviewer", String(100), nullable=False),
+    Column("decided_at", DateTime, nullable=False),
+)
+Index("ix_outcome_labels_batch", outcome_labels.c.batch_id, outcome_labels.c.name_key)

@@ -20,8 +20,14 @@ same way. Which measure arm data give: the one asked for (``--measure``), else t
 Studies are grouped per outcome name and measure. Names are compared after the evaluation's
 normalization (``core.evaluation.matching.normalize_name``: spelling, abbreviations, timepoints
 dropped), so "HbA1c at 12 weeks" and "glycated haemoglobin" are one outcome, as they are when a
-batch is scored. Because timepoints are dropped, a study naming one outcome twice (two timepoints)
-would count twice in one analysis: that is refused with both lines named.
+batch is scored. A reviewer may pool differently named outcomes as one (``labels``: a normalized
+name → the label to pool it under). Because timepoints are dropped, a study naming one outcome
+twice (two timepoints) would count twice in one analysis: the command line refuses that with both
+lines named; the batch page (``strict=False``) keeps the first and lists the second as left out.
+
+Each study keeps where it came from (``StudySource``: its document, its lines, and whether a
+reviewer decided every number its effect uses), so a forest plot can link a study to its review
+page and draw unreviewed studies differently.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -38,6 +45,7 @@ from extraction_pipeline.core.synthesis.effects import (
     BINARY_MEASURES,
     CONTINUOUS_MEASURES,
     MEASURES,
+    SOURCE_REPORTED,
     StudyEffect,
     binary_effect,
     continuous_effect,
@@ -47,18 +55,34 @@ from extraction_pipeline.core.synthesis.effects import (
 REQUIRED = ("study", "outcome_name", "group", "xi", "ni", "mi", "sdi", "measure", "estimate", "ci.lb", "ci.ub")
 NUMBERS = ("xi", "ni", "mi", "sdi", "estimate", "ci.lb", "ci.ub")
 GROUPS = ("treatment", "control", "overall")
+DECIDED = ("xi", "ni", "mi", "sdi", "estimate", "ci.lb", "ci.ub")  # the numbers ``decision_*`` columns record
 # A plain decimal number; float() would also take "nan", "inf" and "1_000", none of which is data.
 NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 MAX_BYTES = 50 * 1024 * 1024
 
 
 @dataclass(frozen=True)
+class StudySource:
+    """Where one study's effect comes from: its document (``document_id`` column, None in a CSV
+    without it), its lines, and whether every number the effect uses has a reviewer's decision
+    (``decision_*`` columns; False when the CSV has none)."""
+
+    document_id: int | None
+    lines: tuple[int, ...]
+    reviewed: bool
+
+
+@dataclass(frozen=True)
 class OutcomeGroup:
-    """The studies of one outcome (as first named) in one measure, in file order."""
+    """The studies of one outcome (as first named, or as the reviewer labelled it) in one measure,
+    in file order; ``sources`` is parallel to ``effects``. ``key`` is the normalized name that
+    grouped them."""
 
     name: str
     measure: str
     effects: tuple[StudyEffect, ...]
+    sources: tuple[StudySource, ...] = ()
+    key: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,6 +102,8 @@ class _Row:
     outcome_type: str
     measure: str
     values: dict[str, float | None]
+    document_id: int | None = None
+    decided: frozenset[str] = frozenset()  # the number columns with a reviewer's decision
 
 
 @dataclass
@@ -132,8 +158,12 @@ def _delimiter(header: str) -> str:
     return max(counts, key=lambda sep: counts[sep]) if any(counts.values()) else ","
 
 
-def parse_meta_csv(text: str, measure: str | None = None) -> MetaCsv:
-    """The CSV's text (see ``read_meta_csv``)."""
+def parse_meta_csv(
+    text: str, measure: str | None = None, *, labels: Mapping[str, str] | None = None, strict: bool = True
+) -> MetaCsv:
+    """The CSV's text (see ``read_meta_csv``); ``labels`` maps a normalized outcome name to the
+    label a reviewer pools it under; ``strict=False`` lists a study's repeated outcome as left out
+    instead of refusing the file."""
     if measure is not None and measure not in BINARY_MEASURES + CONTINUOUS_MEASURES:
         raise ConfigError(f"measure {measure!r}: one of {', '.join(BINARY_MEASURES + CONTINUOUS_MEASURES)}")
     if "\x00" in text:
@@ -157,6 +187,7 @@ def parse_meta_csv(text: str, measure: str | None = None) -> MetaCsv:
             group = (row.get("group") or "").strip().lower()
             if group not in GROUPS:
                 raise ConfigError(f"line {line}: group {group!r} is not one of {', '.join(GROUPS)}")
+            document = (row.get("document_id") or "").strip()
             parsed = _Row(
                 line,
                 (row.get("study") or "").strip(),
@@ -165,11 +196,16 @@ def parse_meta_csv(text: str, measure: str | None = None) -> MetaCsv:
                 (row.get("outcome_type") or "").strip().lower(),
                 _measure(row.get("measure")),
                 {column: _number(row.get(column), column, line) for column in NUMBERS},
+                int(document) if document.isdigit() else None,
+                frozenset(name for name in DECIDED if (row.get(f"decision_{name}") or "").strip()),
             )
-            if not parsed.study or not normalize_name(parsed.name):
+            key = normalize_name(parsed.name)
+            if labels and key in labels:
+                key = normalize_name(labels[key]) or key
+            if not parsed.study or not key:
                 left_out.append(f"line {line}: no study or no outcome name, so nothing to pool it with")
                 continue
-            unit = units.setdefault((parsed.study, parsed.outcome, normalize_name(parsed.name)), _Unit())
+            unit = units.setdefault((parsed.study, parsed.outcome, key), _Unit())
             if group in unit.arms:
                 raise ConfigError(
                     f"lines {unit.arms[group].line} and {line}: two {group} rows for study {parsed.study!r}, "
@@ -178,7 +214,7 @@ def parse_meta_csv(text: str, measure: str | None = None) -> MetaCsv:
             unit.arms[group] = parsed
     except csv.Error as exc:
         raise ConfigError(f"line {reader.line_num}: not readable as CSV ({exc})") from None
-    return _group(units, measure, left_out)
+    return _group(units, measure, left_out, labels or {}, strict)
 
 
 def _wanted_kind(unit: _Unit, events: bool, means: bool, measure: str | None) -> str | None:
@@ -252,7 +288,26 @@ def _effect(unit: _Unit, measure: str | None, left_out: list[str]) -> StudyEffec
         raise ConfigError(f"{unit.lines}: {exc}") from None
 
 
-def _group(units: dict[tuple[str, str, str], _Unit], measure: str | None, left_out: list[str]) -> MetaCsv:
+def _source(unit: _Unit, effect: StudyEffect) -> StudySource:
+    """The study's document and lines, and whether a reviewer decided every number it uses."""
+    rows = unit.rows
+    if effect.source == SOURCE_REPORTED:
+        columns: tuple[str, ...] = ("estimate", "ci.lb", "ci.ub")
+        used = [row for row in rows if row.values["estimate"] is not None][:1]
+    else:
+        columns = ("xi", "ni") if effect.measure in BINARY_MEASURES else ("mi", "sdi", "ni")
+        used = [row for group, row in unit.arms.items() if group != "overall"]
+    reviewed = bool(used) and all(column in row.decided for row in used for column in columns)
+    return StudySource(rows[0].document_id, tuple(row.line for row in rows), reviewed)
+
+
+def _group(
+    units: dict[tuple[str, str, str], _Unit],
+    measure: str | None,
+    left_out: list[str],
+    labels: Mapping[str, str],
+    strict: bool,
+) -> MetaCsv:
     groups: dict[tuple[str, str], list[tuple[_Unit, StudyEffect]]] = {}
     for (study, _number_in_document, name), unit in units.items():
         effect = _effect(unit, measure, left_out)
@@ -261,16 +316,28 @@ def _group(units: dict[tuple[str, str, str], _Unit], measure: str | None, left_o
         members = groups.setdefault((name, effect.measure), [])
         twice = next(((other, e) for other, e in members if e.study == study), None)
         if twice is not None:
-            raise ConfigError(
+            repeated = (
                 f"{twice[0].lines} and {unit.lines}: study {study!r} reports {twice[1].outcome!r} and "
-                f"{effect.outcome!r}, one outcome once timepoints are dropped, both in {effect.measure}: "
-                "keep one row set per study and outcome"
+                f"{effect.outcome!r}, one outcome once timepoints are dropped, both in {effect.measure}"
             )
+            if strict:
+                raise ConfigError(f"{repeated}: keep one row set per study and outcome")
+            left_out.append(f"{repeated}: the first is pooled, {unit.lines} left out")
+            continue
         members.append((unit, effect))
     result = []
-    for (_name, chosen), members in groups.items():
+    for (name, chosen), members in groups.items():
         effects = tuple(effect for _unit, effect in members)
-        # The outcome as first named, so the study effects of one group share one outcome label.
-        label = effects[0].outcome
-        result.append(OutcomeGroup(label, chosen, tuple(replace(e, outcome=label) for e in effects)))
+        # The outcome as the reviewer labelled it, else as first named, so the study effects of
+        # one group share one outcome label.
+        label = next((given for given in labels.values() if normalize_name(given) == name), effects[0].outcome)
+        result.append(
+            OutcomeGroup(
+                label,
+                chosen,
+                tuple(replace(e, outcome=label) for e in effects),
+                tuple(_source(unit, effect) for unit, effect in members),
+                name,
+            )
+        )
     return MetaCsv(tuple(result), tuple(left_out))

@@ -1,0 +1,158 @@
+"""The workbook's Synthesis and Risk of bias sheets: the batch's evidence as an analyst reads it.
+
+Synthesis: one row per outcome and measure (studies, common effect, DL and REML random effects
+with tau², I², Q, the prediction interval; ratios back-transformed) and, below, the forest plot of
+every outcome with two studies or more, the same drawing as the batch page's. Risk of bias: the
+traffic-light table as coloured cells (one row per study, one column per domain) with the
+robvis-style pictures beside it. Both use the final values, after review.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any
+
+from extraction_pipeline.core.errors import ConfigError
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.synthesis.batch import BatchSynthesis, batch_synthesis
+from extraction_pipeline.core.synthesis.forest import forest_svg, interval, shown, svg_to_png
+from extraction_pipeline.core.synthesis.risk_of_bias import (
+    COLOURS,
+    SYMBOLS,
+    RiskOfBias,
+    batch_risk_of_bias,
+    summary_svg,
+    traffic_light_svg,
+)
+
+SYNTHESIS_COLUMNS = (
+    "outcome",
+    "measure",
+    "studies",
+    "reviewed studies",
+    "common effect [95% CI]",
+    "random effects DL [95% CI]",
+    "random effects REML [95% CI]",
+    "tau² (DL)",
+    "tau² (REML)",
+    "I² (%)",
+    "Q",
+    "prediction interval (REML)",
+)
+PICTURE_SCALE = 1.0  # one SVG pixel per screen pixel in Excel; the PNG is drawn at 2x for sharpness
+
+
+def write_synthesis_sheets(workbook: Any, ledger: Ledger, batch_id: int) -> None:
+    """Add the Synthesis sheet, and the Risk of bias sheet when the template assesses it."""
+    try:
+        synthesis = batch_synthesis(ledger, batch_id)
+    except ConfigError as exc:
+        # A value the CSV reader refuses must not cost the reviewer the whole workbook.
+        sheet = workbook.create_sheet("Synthesis")
+        sheet.append(["The batch's values could not be pooled", str(exc)])
+    else:
+        _write_synthesis(workbook.create_sheet("Synthesis"), synthesis)
+    rob = batch_risk_of_bias(ledger, batch_id)
+    if rob is not None and rob.studies:
+        _write_risk_of_bias(workbook.create_sheet("Risk of bias"), rob)
+
+
+def _fit(ratio: bool, fit: Any) -> str:
+    return shown(ratio, fit.estimate, fit.ci_lower, fit.ci_upper) if fit is not None else ""
+
+
+def _round(value: float | None, digits: int) -> float | str:
+    return round(value, digits) if value is not None and math.isfinite(value) else ""
+
+
+def _write_synthesis(sheet: Any, synthesis: BatchSynthesis) -> None:
+    from openpyxl.styles import Font
+    from openpyxl.utils import get_column_letter
+
+    sheet.append(list(SYNTHESIS_COLUMNS))
+    for cell in sheet[1]:
+        cell.font = Font(bold=True)
+    for outcome in synthesis.outcomes:
+        result = outcome.result
+        ratio = result.ratio
+        prediction = interval(ratio, *result.prediction_interval) if result.prediction_interval else ""
+        sheet.append(
+            [
+                result.outcome,
+                result.measure,
+                result.k,
+                sum(1 for row in outcome.rows if row.reviewed),
+                _fit(ratio, result.common),
+                _fit(ratio, result.random_dl),
+                _fit(ratio, result.random_reml),
+                _round(result.tau2_dl, 4),
+                _round(result.tau2_reml, 4),
+                _round(result.i2, 1),
+                _round(result.q, 2),
+                prediction,
+            ]
+        )
+    for index in range(1, len(SYNTHESIS_COLUMNS) + 1):
+        sheet.column_dimensions[get_column_letter(index)].width = 34 if index == 1 else 22
+    row = sheet.max_row + 2
+    if not synthesis.outcomes:
+        sheet.cell(row=row, column=1, value="No outcome has data to pool (events, means or an estimate with its CI).")
+        row += 2
+    for note in synthesis.left_out:
+        sheet.cell(row=row, column=1, value=f"left out: {note}")
+        row += 1
+    row += 1
+    sheet.cell(row=row, column=1, value="Forest plots (filled: every number reviewed; hollow: not yet reviewed)")
+    sheet.cell(row=row, column=1).font = Font(bold=True)
+    row += 1
+    for outcome in synthesis.pooled:
+        row = _picture(sheet, forest_svg(outcome), f"A{row}", row)
+
+
+def _picture(sheet: Any, svg: str, anchor: str, row: int) -> int:
+    """Place the SVG as a PNG at ``anchor``; returns the first row below it."""
+    from openpyxl.drawing.image import Image
+
+    image = Image(io.BytesIO(svg_to_png(svg)))
+    # Drawn at twice the size for sharpness, shown at the SVG's own size.
+    image.width, image.height = image.width / 2, image.height / 2
+    sheet.add_image(image, anchor)
+    return row + math.ceil(float(image.height) / 20) + 2  # a default row is 20 px high
+
+
+def _write_risk_of_bias(sheet: Any, rob: RiskOfBias) -> None:
+    from openpyxl.styles import Alignment, Font, PatternFill
+    from openpyxl.utils import get_column_letter
+
+    sheet.append(["study", *(domain.short for domain in rob.domains)])
+    for cell in sheet[1]:
+        cell.font = Font(bold=True)
+    for study in rob.studies:
+        sheet.append(
+            [
+                study.study,
+                *(
+                    f"{SYMBOLS[j.level]} {j.level}" + ("" if j.reviewed else " (not reviewed)")
+                    for j in study.judgements
+                ),
+            ]
+        )
+        for column, judgement in enumerate(study.judgements, start=2):
+            cell = sheet.cell(row=sheet.max_row, column=column)
+            colour = COLOURS[judgement.level].lstrip("#")
+            if judgement.reviewed:
+                cell.fill = PatternFill("solid", start_color=colour, end_color=colour)
+            else:
+                cell.font = Font(color=colour, bold=True)  # a ring on the page, coloured text here
+            cell.alignment = Alignment(horizontal="center")
+    sheet.column_dimensions["A"].width = 30
+    for index in range(2, len(rob.domains) + 2):
+        sheet.column_dimensions[get_column_letter(index)].width = 22
+    row = sheet.max_row + 2
+    for domain in rob.domains:
+        sheet.cell(row=row, column=1, value=f"{domain.short}: {domain.title}")
+        row += 1
+    row += 1
+    row = _picture(sheet, traffic_light_svg(rob), f"A{row}", row)
+    _picture(sheet, summary_svg(rob), f"A{row}", row)

@@ -1,0 +1,111 @@
+"""The batch page's forest plots and risk-of-bias pictures over real HTTP: study rows link to their
+review pages, a signed-in reviewer pools differently named outcomes under one label, and nobody
+else can."""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.users import Role, add_user
+from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.core.synthesis.batch import current_labels
+from extraction_pipeline.core.synthetic import SyntheticTrial
+from extraction_pipeline.web.server import build_app
+from extraction_pipeline_tests.support.fake_llm import FakeLLMServer
+from extraction_pipeline_tests.support.review_case import ReviewCase, make_batch, synthesis_answer
+from extraction_pipeline_tests.support.web import serving
+
+TOKEN = "synthesis-token-for-tests"
+OTHER_NAME = "death or hospital admission"
+
+
+def _answer(trial: SyntheticTrial) -> str:
+    text = synthesis_answer(trial, randomization="high" if trial.index == 4 else "low")
+    return text.replace("hospitalization or death", OTHER_NAME) if trial.index == 5 else text
+
+
+@pytest.fixture
+def site(tmp_path: Path, fake_llm: FakeLLMServer) -> Iterator[tuple[str, list[ReviewCase], str]]:
+    settings = Settings(home=tmp_path / "home")
+    settings.home_dir.mkdir(parents=True)
+    ledger = Ledger.connect(settings.ledger_url)
+    cases = make_batch(settings, ledger, fake_llm, [3, 4, 5], answer=_answer)
+    _user, token = add_user(ledger, "Rita", Role.REVIEWER)
+
+    async def dagster_ui(request: object) -> PlainTextResponse:
+        return PlainTextResponse("dagster ui")
+
+    app = build_app(settings, Starlette(routes=[Route("/{rest:path}", dagster_ui)]), token=TOKEN)
+    with serving(app) as base:
+        yield base, cases, token
+    ledger.dispose()
+
+
+@contextlib.contextmanager
+def _client(base: str, personal: str | None = None, origin: str | None = None) -> Iterator[httpx.Client]:
+    """A browser behind the instance token, signed in with ``personal`` (a session cookie) when
+    given; its later posts carry ``origin`` (a page of another site, when one is named)."""
+    with httpx.Client(
+        base_url=base, headers={"Authorization": f"Bearer {TOKEN}", "Origin": base}, timeout=60
+    ) as client:
+        if personal is not None:
+            signed = client.post("/extraction/signin", data={"token": personal})
+            assert signed.status_code == 303, signed.text
+        client.headers["Origin"] = origin or base
+        yield client
+
+
+def test_the_batch_page_draws_forest_plots_linked_to_review_pages(site: tuple[str, list[ReviewCase], str]) -> None:
+    base, cases, _token = site
+    batch_id = cases[0].batch_id
+    with _client(base) as client:
+        page = client.get(f"/extraction/batches/{batch_id}").text
+    forest = re.search(r'<figure class="forest" id="forest-1">(.*?)</figure>', page, re.S)
+    assert forest is not None
+    svg = forest.group(1)
+    assert "hospitalization or death — HR, k = 2" in html.unescape(svg)
+    links = re.findall(r'<a href="([^"]+)" class="study-link">', svg)
+    assert links == [f"/extraction/batches/{batch_id}/documents/{c.item_id}" for c in cases[:2]]
+    assert svg.count('class="study not-reviewed"') == 2  # nothing reviewed yet: hollow
+    single = re.search(r'<details id="single-study-outcomes".*?</details>', page, re.S)
+    assert single is not None and OTHER_NAME in single.group(0)
+    # The risk-of-bias pictures: one row per study, each linking to its review page.
+    lights = re.search(r'<figure class="traffic-lights">(.*?)</figure>', page, re.S)
+    assert lights is not None and lights.group(1).count('class="study-link"') == 3
+    assert lights.group(1).count('class="judgement high"') == 1
+    with _client(base) as client:
+        review = client.get(links[0])
+    assert review.status_code == 200 and cases[0].trial.nct_number in review.text
+
+
+def test_a_reviewer_pools_two_names_as_one_outcome(site: tuple[str, list[ReviewCase], str]) -> None:
+    base, cases, token = site
+    batch_id, ledger = cases[0].batch_id, cases[0].ledger
+    form = {"name": OTHER_NAME, "label": "hospitalization or death"}
+    url = f"/extraction/batches/{batch_id}/outcome-labels"
+    with _client(base) as anonymous:
+        assert anonymous.post(url, data=form).status_code == 401
+    with _client(base, token, origin="https://evil.example") as foreign:
+        assert foreign.post(url, data=form).status_code == 403
+    assert current_labels(ledger, batch_id) == {}
+    with _client(base, token) as client:
+        saved = client.post(url, data=form)
+        assert saved.status_code == 303 and saved.headers["location"].endswith(f"/batches/{batch_id}#synthesis")
+        page = client.get(f"/extraction/batches/{batch_id}").text
+        assert "pooled as &#39;hospitalization or death&#39;" in page
+        refused = client.post(url, data={"name": OTHER_NAME, "label": "!!"})
+        assert "needs letters or digits" in html.unescape(client.get(refused.headers["location"]).text)
+    assert current_labels(ledger, batch_id) == {OTHER_NAME: "hospitalization or death"}
+    assert "hospitalization or death — HR, k = 3" in html.unescape(page)
+    assert 'id="single-study-outcomes"' not in page
