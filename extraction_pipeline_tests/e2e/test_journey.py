@@ -6,7 +6,8 @@ an admin adds a user on the command line -> she signs in with her personal token
 -> upload 3 PDFs (one broken: its reason shown) -> start a batch (recorded under her name) -> see it
 complete -> open a document: its extraction form, the forged bound first, its quote highlighted on
 the page -> correct that bound, approve the outcome row and the study fields from the form -> the
-second paper with the keyboard -> download the workbook and CSV and open them -> the
+second paper with the keyboard -> the batch's forest plot, a study row followed to its review
+page -> download the workbook (its Synthesis sheet) and CSV and open them -> the
 `batch_workbook` materialization's URL in the Dagster UI downloads the same file.
 
 Screenshots of every step go to test-output/journey/ (or $EXTRACTION_TEST_ARTIFACTS).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import re
 import shutil
@@ -37,7 +39,7 @@ from extraction_pipeline.core.extraction.prompts import document_from_messages
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline_tests.support import pdf_samples
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply
-from extraction_pipeline_tests.support.review_case import answer_for
+from extraction_pipeline_tests.support.review_case import OUTCOME_QUOTE, answer_for
 from extraction_pipeline_tests.support.web import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
@@ -46,6 +48,7 @@ ARTIFACTS = Path(os.environ.get("EXTRACTION_TEST_ARTIFACTS", Path(__file__).reso
 BATCH_TIMEOUT_MS = 420_000
 TRIALS = (21, 22)
 REVIEWER = "Rita Reviewer"
+OUTCOME = "hospitalization or death"
 
 
 @dataclass
@@ -67,7 +70,11 @@ class Journey:
 def _answer(messages: list[dict[str, str]]) -> Reply:
     text = document_from_messages(messages)
     trial = next(make_trial(i) for i in TRIALS if make_trial(i).nct_number in text)
-    return Reply(answer_for(trial), tokens_in=1500, tokens_out=120)
+    # The review case's answer (one forged CI bound) with the outcome named, so the batch's
+    # forest plot has its two studies to pool.
+    answer = json.loads(answer_for(trial))
+    answer["outcomes"][0]["outcome_name"] = {"value": OUTCOME, "quote": OUTCOME_QUOTE}
+    return Reply(json.dumps(answer), tokens_in=1500, tokens_out=120)
 
 
 def _wait_for(url: str, timeout: float, server: subprocess.Popen[bytes], log: Path) -> None:
@@ -262,6 +269,19 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     expect(page.locator("#reviewed-count")).to_have_text("2/2")
     journey.shot("batch-reviewed")
 
+    # The batch's forest plot: both studies reviewed (filled), pooled; a study row opens its review page.
+    forest = page.locator("#forest-1")
+    expect(forest).to_contain_text(f"{OUTCOME} — HR, k = 2")
+    expect(forest.locator("rect.study.reviewed")).to_have_count(2)
+    forest.scroll_into_view_if_needed()
+    journey.shot("forest-plot")
+    first_study = make_trial(TRIALS[0])
+    forest.locator("a.study-link", has_text=first_study.nct_number).click()
+    page.wait_for_load_state("load")
+    expect(page.locator("h1")).to_contain_text(first_study.filename)
+    journey.shot("forest-plot-study-opened")
+    page.goto(batch_url)
+
     # 7. Download the workbook and the CSV; open them.
     with page.expect_download() as download_info:
         page.click("#workbook-link")
@@ -276,6 +296,9 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     assert {r["decided by"] for r in rows} == {REVIEWER}
     batch_sheet = {r[0]: r[1] for r in openpyxl.load_workbook(workbook_path)["Batch"].iter_rows(values_only=True) if r}
     assert batch_sheet["reviewed documents"] == "2 of 2" and batch_sheet["model"] == "openai/fake-model"
+    synthesis = openpyxl.load_workbook(workbook_path)["Synthesis"]
+    pooled = dict(zip([c.value for c in synthesis[1]], [c.value for c in synthesis[2]], strict=False))
+    assert (pooled["outcome"], pooled["studies"], pooled["reviewed studies"]) == (OUTCOME, 2, 2)
     with page.expect_download() as csv_info:
         page.get_by_role("link", name="meta-analysis CSV").click()
     csv_path = tmp_path / "downloaded.csv"

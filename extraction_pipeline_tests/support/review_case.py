@@ -52,6 +52,10 @@ def answer_for(trial: SyntheticTrial) -> str:
     )
 
 
+# Where the synthetic report names its primary outcome (core/synthetic.py, page 1).
+OUTCOME_QUOTE = "The primary outcome was time to first hospitalization or death from any cause."
+
+
 def synthesis_answer(trial: SyntheticTrial, randomization: str = "low") -> str:
     """An answer a forest plot and a risk-of-bias picture can use: the primary outcome named, its
     hazard ratio with the CI as printed, the NCT number as the study, and two RoB judgements."""
@@ -62,7 +66,7 @@ def synthesis_answer(trial: SyntheticTrial, randomization: str = "low") -> str:
             "metadata.nct_number": (trial.nct_number, f"registered at ClinicalTrials.gov ({trial.nct_number})"),
             "risk_of_bias.randomization": (randomization, methods),
             "risk_of_bias.deviations": ("some concerns", "a randomized, double-blind, placebo-controlled trial"),
-            "outcomes.1.outcome_name": ("hospitalization or death", results),
+            "outcomes.1.outcome_name": ("hospitalization or death", OUTCOME_QUOTE),
             "outcomes.1.effect_measure": ("HR", results),
             "outcomes.1.effect_estimate": (trial.hazard_ratio, results),
             "outcomes.1.ci_lower": (trial.ci_lower, results),

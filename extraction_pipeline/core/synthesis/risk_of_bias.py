@@ -4,8 +4,9 @@ of studies at low risk, some concerns, high risk, no information).
 
 Judgements are the final ones: a reviewer's decision replaces the model's. A judgement no reviewer
 has decided is drawn as a ring (its colour around a white centre), as the forest plot draws an
-unreviewed study hollow. Both pictures are SVG, shown inline on the batch page and, as PNG, on the
-workbook's Risk of bias sheet.
+unreviewed study hollow; a domain the model left unanswered is "no information", with nothing to
+review. Both pictures are SVG, shown inline on the batch page and, as PNG, on the workbook's Risk
+of bias sheet.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
 from extraction_pipeline.core.export.meta_csv import final_value, study_label
-from extraction_pipeline.core.extraction.grounded import fields_of
+from extraction_pipeline.core.extraction.grounded import GroundedFields, fields_of
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.templates import definition_of, template_of_batch
@@ -99,15 +100,16 @@ def batch_risk_of_bias(ledger: Ledger, batch_id: int) -> RiskOfBias | None:
             continue
         fields = fields_of(json.loads(item["result_json"]))
         mine: dict[str, Decision] = {path: d for (item_id, path), d in decided.items() if item_id == item["id"]}
-        judgements = tuple(
-            Judgement(
-                _level(final_value(fields, mine, f"{MODULE}.{domain.field}")),
-                f"{MODULE}.{domain.field}" in mine,
-            )
-            for domain in domains
-        )
+        judgements = tuple(_judgement(fields, mine, f"{MODULE}.{domain.field}") for domain in domains)
         studies.append(StudyRisk(str(study_label(fields, mine, item["filename"])), int(item["id"]), judgements))
     return RiskOfBias(domains, tuple(studies))
+
+
+def _judgement(fields: GroundedFields, decided: dict[str, Decision], path: str) -> Judgement:
+    """The final judgement; one the model never gave and no reviewer added has nothing to review."""
+    entry = fields.get(path)
+    answered = entry is not None and entry.value is not None
+    return Judgement(_level(final_value(fields, decided, path)), path in decided or not answered)
 
 
 def _circle(x: float, y: float, judgement: Judgement, where: str) -> str:
