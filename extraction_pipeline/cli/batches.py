@@ -61,6 +61,7 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
         fresh=args.fresh,
         second_model=args.second_model,
         adjudicator_model=args.adjudicator,
+        follow_up=args.follow_up,
     )
     template = label_of(template_of_batch(ledger, ref.id))
     batch = get_batch(ledger, ref.id)
@@ -302,6 +303,13 @@ def register(add: AddCommand) -> None:
         metavar="MODEL",
         help="with --second-model: a third model suggests which answer is right where the two disagree "
         "(a suggestion shown to the reviewer, never an overwrite)",
+    )
+    create.add_argument(
+        "--follow-up",
+        action="store_true",
+        help="after each document's answer, ask the same model once more for the outcomes the recall check "
+        "lists as possibly missed (one more call per document that has some; its outcomes are grounded and "
+        "marked as found by the follow-up)",
     )
     create.add_argument(
         "--documents", type=positive_int, nargs="+", metavar="ID", help="document ids (default: all of the project)"

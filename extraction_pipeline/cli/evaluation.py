@@ -37,6 +37,14 @@ def cmd_evaluate(args: argparse.Namespace, settings: Settings) -> int:
     rows = [(name, score) for name, score in result.fields.items() if score.gold] + [("total", result.total())]
     for name, score in rows:
         print(f"{name:18s} {score.gold:6d} {score.found:6d} {score.right:6d} {score.wrong:6d} {score.missing:8d}")
+    print(f"{'field group':18s} {'gold':>6s} {'extracted':>9s} {'right':>6s} {'precision':>9s} {'recall':>6s}")
+    for name, group in result.groups().items():
+        if not group.gold:
+            print(f"{name:18s} no gold values ({group.extracted} extracted)")
+            continue
+        precision = "—" if group.precision is None else f"{group.precision:.0%}"
+        recall = "—" if group.recall is None else f"{group.recall:.0%}"
+        print(f"{name:18s} {group.gold:6d} {group.extracted:9d} {group.right:6d} {precision:>9s} {recall:>6s}")
     print("outcomes matched (gold -> extracted):")
     for document, match in result.matches:
         print(f"  {document}: {match.gold.outcome!r} -> {match.why}")

@@ -16,6 +16,7 @@ from extraction_pipeline.core.export.closing import ExportError, ExportResult, f
 from extraction_pipeline.core.export.workbook import NOTHING_FOUND, answer_label, write_workbook
 from extraction_pipeline.core.extraction.claiming import INTERRUPTED_MESSAGE, hand_back
 from extraction_pipeline.core.extraction.extract import ExtractionOutcome, OutcomeStatus, extract_item
+from extraction_pipeline.core.extraction.follow_up import found_by_follow_up
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import get_batch
@@ -411,6 +412,8 @@ def _result(
         "outcomes": outcome.outcomes,
         "template": outcome.template,
         "answer": answer_label(outcome.result),
+        "possibly_missed": len(outcome.result.get("possibly_missed") or []),
+        **({"follow_up_found": len(found_by_follow_up(outcome.result))} if "follow_up" in outcome.result else {}),
         **(_double_extraction_metadata(outcome) if outcome.second_model else {}),
         **spent,
     }

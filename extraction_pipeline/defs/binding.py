@@ -49,6 +49,7 @@ ROUND_TAG = "extraction/round"
 SECOND_MODEL_TAG = "extraction/second_model"  # on a UI launch: double extraction with this model
 ADJUDICATOR_TAG = "extraction/adjudicator"  # with it: a third model suggests where the two disagree
 FRESH_TAG = "extraction/fresh"  # "true" on a UI launch: ask the model again, never reuse a paid answer
+FOLLOW_UP_TAG = "extraction/follow_up"  # "true" on a UI launch: ask again for outcomes the recall check lists
 DEFAULT_UI_USER = "ui"
 
 
@@ -91,6 +92,7 @@ def ensure_backfill_batch(
     fresh: bool = False,
     second_model: str | None = None,
     adjudicator_model: str | None = None,
+    follow_up: bool = False,
 ) -> int:
     """The batch of a UI backfill for ``project``, created on first sight with one item per
     targeted document of that project (a backfill over two projects becomes two batches)."""
@@ -112,6 +114,7 @@ def ensure_backfill_batch(
         fresh=fresh,
         second_model=second_model,
         adjudicator_model=adjudicator_model,
+        follow_up=follow_up,
     ).id
 
 
@@ -133,6 +136,7 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
             raise dg.Failure(f"batch {tags[BATCH_UID_RUN_TAG]} is not in this ledger", allow_retries=False)
         return batch
     fresh = tags.get(FRESH_TAG, "").strip().lower() in ("true", "1", "yes")
+    follow_up = tags.get(FOLLOW_UP_TAG, "").strip().lower() in ("true", "1", "yes")
     second_model = tags.get(SECOND_MODEL_TAG, "").strip() or None
     adjudicator = tags.get(ADJUDICATOR_TAG, "").strip() or None if second_model else None
     if BACKFILL_TAG in tags:
@@ -146,6 +150,7 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
             fresh=fresh,
             second_model=second_model,
             adjudicator_model=adjudicator,
+            follow_up=follow_up,
         )
     else:
         # A run launched from the UI without a backfill: its documents are one batch.
@@ -162,6 +167,7 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
             fresh=fresh,
             second_model=second_model,
             adjudicator_model=adjudicator,
+            follow_up=follow_up,
         ).id
     batch = get_batch(ledger, batch_id)
     assert batch is not None  # just created or found by its key

@@ -279,6 +279,7 @@ async def start_batch(request: Request, project: str) -> Response:
         )
     key = str(form.get("request_id") or "")[:100] or uuid.uuid4().hex
     fresh = form.get("fresh") == "on"
+    follow_up = form.get("follow_up") == "on"
     second = " ".join(str(form.get("second_model") or "").split())[:200] or None
     adjudicator = " ".join(str(form.get("adjudicator") or "").split())[:200] or None
     if adjudicator and not second:
@@ -301,6 +302,7 @@ async def start_batch(request: Request, project: str) -> Response:
         fresh=fresh,
         second_model=second,
         adjudicator_model=adjudicator,
+        follow_up=follow_up,
     )
     response = RedirectResponse(f"{PREFIX}/batches/{ref.id}", status_code=303)
     set_flash(response, f"batch {ref.id} started by {user.name} with {len(set(chosen))} document(s)")

@@ -27,6 +27,7 @@ from extraction_pipeline.core.ledger.rows import ItemRow
 from extraction_pipeline.core.ledger.templates import definition_of, template_of_batch
 from extraction_pipeline.core.review import corrections, decisions
 from extraction_pipeline.core.review.form import build_form
+from extraction_pipeline.core.review.missed import current_missed_reviews
 from extraction_pipeline.core.review.progress import batch_review, review_of
 from extraction_pipeline.core.review.source_view import page_image
 from extraction_pipeline.core.review.values import (
@@ -40,6 +41,7 @@ from extraction_pipeline.core.review.values import (
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.web.deps import ledger_of, settings_of, signed_in, user_of
 from extraction_pipeline.web.forms import clear_flash, read_flash, read_form, set_flash, text_field
+from extraction_pipeline.web.missed import missed_anchor, missed_list
 from extraction_pipeline.web.pages import message_page
 from extraction_pipeline.web.synthesis import synthesis_view
 from extraction_pipeline.web.templating import render
@@ -117,8 +119,10 @@ async def document_page(request: Request) -> Response:
     form = build_form(definition_of(template_of_batch(ledger, batch_id)), values, decided)
     cells = form.cells()
     first_attention = next((v.path for v in in_review_order(values)), None)
+    missed = missed_list(ledger, batch_id, item, current_missed_reviews(ledger, [item_id]))
     chosen = request.query_params.get("value")
-    current = chosen if chosen in values else first_attention
+    missed_paths = {view.path: view for view in missed.views}
+    current = chosen if chosen in values or chosen in missed_paths else first_attention
     comments = decisions.comments_of(ledger, batch_id)
     views = {}
     for cell in cells:
@@ -135,11 +139,12 @@ async def document_page(request: Request) -> Response:
             seen=cell.decision.seq if cell.decision else 0,
             comments=comments.get((item_id, cell.path), []),
         )
-    entry_now = values[current].machine if current else None
+    entry_now = values[current].machine if current in values else None
+    missed_now = missed_paths.get(current or "")
     page_param = request.query_params.get("page")
     pages = int(item["pages"] or 1)
     shown_page = int(page_param) if page_param and page_param.isdigit() and 0 < int(page_param) <= pages else None
-    anchor = _anchor_page(entry_now, decided.get(current) if current else None)
+    anchor = missed_now.item.page if missed_now else _anchor_page(entry_now, decided.get(current) if current else None)
     shown = shown_page or anchor or 1
     completed = [i for i, row in enumerate(rows) if row["status"] == "completed"]
     before = [i for i in completed if i < position]
@@ -160,7 +165,8 @@ async def document_page(request: Request) -> Response:
         current=current,
         previous=_document_url(batch_id, rows[before[-1]]["id"]) if before else None,
         next=_document_url(batch_id, rows[after[0]]["id"]) if after else None,
-        image=_image_url(item_id, current, shown if shown != anchor else None),
+        image=missed_now.image if missed_now else _image_url(item_id, current, shown if shown != anchor else None),
+        missed=missed,
         caption=caption,
         shown_page=shown,
         page_before=_document_url(batch_id, item_id, value=current, page=shown - 1) if shown > 1 else None,
@@ -182,6 +188,12 @@ async def image(request: Request) -> Response:
     chosen_value = reviewable_values(item["result_json"]).get(path) if path else None
     entry = chosen_value.machine if chosen_value else None
     decision = decisions.current_decisions(ledger, item["batch_id"]).get((item_id, path)) if path else None
+    missed_key = request.query_params.get("missed")
+    grounding = decision.grounding if decision else None
+    if missed_key:  # an item of the possibly-missed list, highlighted like a quote
+        grounding = missed_anchor(item, missed_key)
+        if grounding is None:
+            return PlainTextResponse(f"item {item_id} lists no possibly missed {missed_key!r}\n", status_code=404)
     page_param = request.query_params.get("page", "")
     try:
         scale = float(request.query_params.get("scale") or 1)
@@ -192,7 +204,7 @@ async def image(request: Request) -> Response:
             ledger,
             item_id=item_id,
             entry=entry,
-            grounding=decision.grounding if decision else None,
+            grounding=grounding,
             page=int(page_param) if page_param.isdigit() else None,
             documents_dir=settings.documents_dir,
             cache_dir=settings.home_dir / "cache" / "pages",

@@ -142,6 +142,29 @@ def test_batch_create_before_init_says_so(tmp_path: Path) -> None:
         one_line_error(run_cli(tmp_path / "fresh", *command), 2, "run `extraction-pipeline init` first")
 
 
+def test_batch_create_follow_up_is_the_batchs_choice(tmp_path: Path, pdfs: list[Path]) -> None:
+    from extraction_pipeline.core.extraction.follow_up import follows_up
+    from extraction_pipeline.core.ledger import Ledger
+    from extraction_pipeline.core.ledger.queries import batch_item_rows
+    from extraction_pipeline.core.settings import Settings
+
+    home = tmp_path / "home"  # its own: the module's home keeps the batch numbers other tests expect
+    run_cli(home, "init", check=True)
+    run_cli(home, "documents", "add", "trials", *map(str, pdfs), check=True)
+    batches = {}
+    for key, extra in (("plain", []), ("asked", ["--follow-up"])):
+        created = run_cli(
+            home, "batch", "create", "trials", "--user", "ann", "--idempotency-key", key, *extra, "--json", check=True
+        )
+        batches[key] = json.loads(created.stdout)["batch_id"]
+    ledger = Ledger.connect(Settings(home=home).ledger_url)
+    asks = {
+        key: {follows_up(ledger, row["id"]) for row in batch_item_rows(ledger, batch)} for key, batch in batches.items()
+    }
+    assert asks == {"plain": {False}, "asked": {True}}
+    ledger.dispose()
+
+
 def test_batch_create_status_history_export(home: Path, pdfs: list[Path], tmp_path: Path) -> None:
     run_cli(home, "documents", "add", "trials", *map(str, pdfs), check=True)
     created = json.loads(
@@ -455,7 +478,15 @@ def test_workbook_shows_tiers_flags_and_a_summary_per_document(tmp_path: Path) -
     states.claim(ledger, 1, run_id="r", worker="w")
     states.complete(ledger, 1, run_id="r", result={"fields": fields}, usage=Usage("m"))
     workbook = openpyxl.load_workbook(write_workbook(ledger, batch, tmp_path / "out.xlsx"))
-    assert workbook.sheetnames == ["Documents", "Outcomes", "Values", "Batch"]
+    assert workbook.sheetnames == [
+        "Documents",
+        "Outcomes",
+        "Values",
+        "Possibly missed",
+        "Batch",
+        "Synthesis",
+        "Risk of bias",
+    ]
 
     def rows(name: str) -> list[dict[str, Any]]:
         sheet = workbook[name]

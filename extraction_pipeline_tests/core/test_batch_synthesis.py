@@ -19,7 +19,7 @@ from extraction_pipeline.core.review.values import APPROVE
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthesis import pool, reported_effect
 from extraction_pipeline.core.synthesis.batch import batch_synthesis, set_outcome_label
-from extraction_pipeline.core.synthesis.forest import forest_svg, svg_to_png
+from extraction_pipeline.core.synthesis.forest import forest_svg
 from extraction_pipeline.core.synthesis.risk_of_bias import (
     HIGH,
     LOW,
@@ -29,6 +29,7 @@ from extraction_pipeline.core.synthesis.risk_of_bias import (
     summary_svg,
     traffic_light_svg,
 )
+from extraction_pipeline.core.synthesis.svg import to_png
 from extraction_pipeline.core.synthetic import SyntheticTrial
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer
 from extraction_pipeline_tests.support.review_case import ReviewCase, make_batch, results_sentence, synthesis_answer
@@ -104,7 +105,7 @@ def test_reviewed_values_are_pooled_and_drawn_filled(cases: list[ReviewCase]) ->
     links = re.findall(r'<a href="([^"]+)" class="study-link">', svg)
     assert links == [f"/extraction/batches/{first.batch_id}/documents/{c.item_id}" for c in cases]
     assert "Random effects (REML)" in svg and "I²" in svg
-    png = svg_to_png(forest_svg(outcome))
+    png = to_png(forest_svg(outcome))
     assert png.startswith(PNG_SIGNATURE) and len(png) > 5_000
 
 
@@ -154,7 +155,7 @@ def test_risk_of_bias_traffic_lights_and_summary(cases: list[ReviewCase]) -> Non
     assert lights.count('<a href="/r/') == 3
     bars = summary_svg(rob)
     assert bars.count('class="share low"') == 1 and "2 of 3 low" in bars
-    assert svg_to_png(bars).startswith(PNG_SIGNATURE)
+    assert to_png(bars).startswith(PNG_SIGNATURE)
 
 
 def test_the_workbook_has_synthesis_and_risk_of_bias_sheets(cases: list[ReviewCase], tmp_path: Path) -> None:

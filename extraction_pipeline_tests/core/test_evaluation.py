@@ -61,6 +61,8 @@ def _batch(ledger: Ledger) -> int:
             _entry(2, "outcome_name", "death from any cause"),
             _entry(2, "events_treatment", 12),
             _entry(2, "total_treatment", 100),
+            ("metadata.randomized_n", {"module": "metadata", "index": None, "field": "randomized_n", "value": 200}),
+            ("risk_of_bias.overall", {"module": "risk_of_bias", "index": None, "field": "overall", "value": None}),
         ]
     )
     states.claim(ledger, 1, run_id="r", worker="w")
@@ -121,6 +123,31 @@ def test_a_batch_scored_against_the_users_own_sheet(ledger: Ledger, tmp_path: Pa
     assert result.studies_not_in_batch == ["jones2019"]
 
 
+def test_precision_and_recall_per_field_group_and_no_gold_where_the_sheet_has_none(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    batch = _batch(ledger)
+    gold_path = tmp_path / "gold.csv"
+    gold_path.write_text(GOLD_CSV)
+    groups = evaluate(ledger, batch, read_gold(gold_path, MAPPING)).groups()
+    assert list(groups) == ["study", "baseline", "outcome numbers", "RoB"]
+    numbers = groups["outcome numbers"]
+    # 8 gold values; 5 extracted where gold has a value, 4 of them right (mean_control is wrong)
+    assert (numbers.gold, numbers.extracted, numbers.right) == (8, 5, 4)
+    assert numbers.precision == 4 / 5 and numbers.recall == 4 / 8
+    study = groups["study"]
+    assert (study.gold, study.extracted, study.precision, study.recall) == (0, 1, None, None)  # randomized_n
+    assert groups["RoB"].extracted == 0  # a judgement left empty is no value
+    assert groups["baseline"].as_dict() == {
+        "gold": 0,
+        "extracted": 0,
+        "right": 0,
+        "precision": None,
+        "recall": None,
+        "note": "no gold values",
+    }
+
+
 def test_evaluate_command_prints_the_table_and_refuses_bad_input(tmp_path: Path) -> None:
     settings = Settings(home=tmp_path / "home")
     settings.home_dir.mkdir(parents=True)
@@ -132,8 +159,18 @@ def test_evaluate_command_prints_the_table_and_refuses_bad_input(tmp_path: Path)
     assert "total                   8      5      4      1        3" in shown
     assert "'HbA1c at 12 weeks' -> extracted #1 'glycated haemoglobin'" in shown
     assert "mean_control: gold 7.6, extracted 7.9" in shown and "study jones2019: no document" in shown
+    assert "outcome numbers         8         5      4       80%    50%" in shown
+    assert "study              no gold values (1 extracted)" in shown and "RoB                no gold values" in shown
     as_json = json.loads(run_cli(settings.home_dir, *args, "--json", check=True).stdout)
     assert as_json["total"] == {"gold": 8, "found": 5, "right": 4, "wrong": 1, "missing": 3}
+    assert as_json["groups"]["outcome numbers"] == {
+        "gold": 8,
+        "extracted": 5,
+        "right": 4,
+        "precision": 0.8,
+        "recall": 0.5,
+    }
+    assert as_json["groups"]["baseline"]["note"] == "no gold values"
     (tmp_path / "bad.csv").write_text("Study ID,Outcome,Type,Mean (I)\nsmith2020,HbA1c,continuous,seven\n")
     bad = run_cli(
         settings.home_dir,

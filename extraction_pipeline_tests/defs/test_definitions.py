@@ -177,6 +177,28 @@ def test_single_ui_materialization_becomes_a_one_document_batch(
     assert (row["status"], row["model"]) == ("completed", "offline/pattern-v1")
 
 
+def test_a_ui_launch_tagged_for_the_follow_up_question_makes_a_batch_that_asks_it(
+    instance: dg.DagsterInstance, home_ledger: Ledger, home: Path
+) -> None:
+    from extraction_pipeline.core.extraction.follow_up import follows_up
+    from extraction_pipeline.defs.binding import FOLLOW_UP_TAG
+
+    register_trials(home_ledger, home, 1)
+    instance.add_dynamic_partitions(DOCUMENTS_PARTITIONS, ["doc-1-trial-001"])
+    result = dg.materialize(
+        [parsed_document, extracted_document],
+        partition_key="doc-1-trial-001",
+        instance=instance,
+        resources=resources_for(home_ledger, home),
+        tags={FOLLOW_UP_TAG: "true"},
+    )
+    assert result.success
+    run = instance.get_run_by_id(result.run_id)
+    assert run is not None
+    [row] = batch_item_rows(home_ledger, int(run.tags["extraction/batch"]))
+    assert follows_up(home_ledger, row["id"]) and row["status"] == "completed"
+
+
 def test_permanent_llm_failure_fails_the_run_without_retry(
     instance: dg.DagsterInstance, home_ledger: Ledger, home: Path, fake_llm: FakeLLMServer
 ) -> None:

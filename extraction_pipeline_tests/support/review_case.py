@@ -82,10 +82,12 @@ def make_batch(
     indexes: list[int],
     answer: Callable[[SyntheticTrial], str] = answer_for,
     project: str = "p",
+    extra_text: str = "",
 ) -> list[ReviewCase]:
-    """One batch of synthetic trials, each really parsed and extracted with ``answer(trial)``."""
+    """One batch of synthetic trials, each really parsed and extracted with ``answer(trial)``;
+    ``extra_text`` is printed on each report's second page."""
     trials = [make_trial(index) for index in indexes]
-    pdfs = [write_report(trial, settings.home_dir / "incoming") for trial in trials]
+    pdfs = [write_report(trial, settings.home_dir / "incoming", extra_text) for trial in trials]
     documents = [register_pdf(ledger, settings.documents_dir, project, pdf) for pdf in pdfs]
     batch_id = create_batch(
         ledger,

@@ -25,6 +25,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from extraction_pipeline.core.export.workbook import default_export_path, write_workbook
+from extraction_pipeline.core.extraction.follow_up import follows_up
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import close_if_done, get_batch, record_workbook
@@ -277,6 +278,13 @@ def test_banners_say_what_is_true_now(site: Site) -> None:
         assert "started by Rita with" not in again.text and 'data-waiting="true"' in again.text
     batch_id = int(batch_page.rsplit("/", 1)[1])
     [item] = batch_item_rows(ledger, batch_id)
+    assert not follows_up(ledger, item["id"])  # the follow-up question is opt-in
+    with site.client(user="Rita") as client:
+        asked = client.post(
+            "/extraction/projects/p/batches", data={"document": str(doc), "follow_up": "on", "request_id": "asks"}
+        )
+        [asking] = batch_item_rows(ledger, int(asked.headers["location"].split("?")[0].rsplit("/", 1)[1]))
+        assert follows_up(ledger, asking["id"])
     states.claim(ledger, item["id"], run_id="r", worker="w")
     states.complete(ledger, item["id"], run_id="r", result={"fields": {}}, usage=Usage("openai/x"))
     assert close_if_done(ledger, batch_id)

@@ -6,18 +6,22 @@ from __future__ import annotations
 
 import contextlib
 import html
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import openpyxl
 import pytest
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
+from extraction_pipeline.core.export.workbook import write_workbook
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.users import Role, add_user
+from extraction_pipeline.core.review import decisions
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthesis.batch import current_labels
 from extraction_pipeline.core.synthetic import SyntheticTrial
@@ -28,6 +32,10 @@ from extraction_pipeline_tests.support.web import serving
 
 TOKEN = "synthesis-token-for-tests"
 OTHER_NAME = "death or hospital admission"
+RESULTS_TABLE = (
+    "Table 2. Secondary outcomes at 12 months\nOutcome\nDrug (n=600)\nPlacebo (n=600)\n"
+    "Stroke\n12/600\n25/600\nMyocardial infarction\n30/600\n41/600\n"
+)
 
 
 def _answer(trial: SyntheticTrial) -> str:
@@ -109,3 +117,70 @@ def test_a_reviewer_pools_two_names_as_one_outcome(site: tuple[str, list[ReviewC
     assert current_labels(ledger, batch_id) == {OTHER_NAME: "hospitalization or death"}
     assert "hospitalization or death — HR, k = 3" in html.unescape(page)
     assert 'id="single-study-outcomes"' not in page
+
+
+def _half_read_answer(trial: SyntheticTrial) -> str:
+    """The results table's second outcome with its control arm left out."""
+    text = synthesis_answer(trial)
+    answer = json.loads(text)
+    answer["outcomes"].append(
+        {
+            "outcome_name": {"value": "Myocardial infarction", "quote": "Myocardial infarction"},
+            "events_treatment": {"value": 30, "quote": "30/600"},
+            "total_treatment": {"value": 600, "quote": "Drug (n=600)"},
+        }
+    )
+    return json.dumps(answer)
+
+
+def test_the_review_page_lists_what_may_be_missed_and_a_reviewer_turns_it_into_a_value(
+    tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    settings = Settings(home=tmp_path / "home")
+    settings.home_dir.mkdir(parents=True)
+    ledger = Ledger.connect(settings.ledger_url)
+    [case] = make_batch(settings, ledger, fake_llm, [3], answer=_half_read_answer, extra_text=RESULTS_TABLE)
+    _user, token = add_user(ledger, "Rita", Role.REVIEWER)
+
+    async def dagster_ui(request: object) -> PlainTextResponse:
+        return PlainTextResponse("dagster ui")
+
+    app = build_app(settings, Starlette(routes=[Route("/{rest:path}", dagster_ui)]), token=TOKEN)
+    page_url = f"/extraction/batches/{case.batch_id}/documents/{case.item_id}"
+    with serving(app) as base, _client(base, token) as client:
+        page = client.get(page_url).text
+        listed = re.findall(r'<tr data-key="([^"]+)">', page)
+        assert listed, page
+        # The half-read row: myocardial infarction, its control arm (41/600) not read.
+        quoted = dict(
+            re.findall(
+                r'class="detail missed-detail" data-path="missed:([^"]+)".*?<blockquote>(.*?)</blockquote>', page, re.S
+            )
+        )
+        key = next(k for k, text in quoted.items() if "41/600" in text and "Myocardial" in text)
+        cell = re.search(rf'data-path="missed:{re.escape(key)}" data-img="([^"]+)"', page)
+        assert cell is not None
+        shown = client.get(html.unescape(cell.group(1)))
+        assert shown.status_code == 200 and shown.headers["x-highlight-rects"] not in ("", "[]")
+        assert client.get(f"/extraction/items/{case.item_id}/page.png?missed=outcome:9:text:0").status_code == 404
+        # Turn it into a value: the control arm's events, the row as the quote the form offers
+        # (on one line, as a browser sends a text input), grounded on the spot.
+        pattern = rf'class="detail missed-detail" data-path="missed:{re.escape(key)}".*?name="quote" size="24"'
+        detail = re.search(pattern + r' value="([^"]*)"', page, re.S)
+        assert detail is not None and "\n" not in detail.group(1)
+        quote = html.unescape(detail.group(1))
+        form = {"key": key, "action": "add", "path": "outcomes.2.events_control", "value": "41", "quote": quote}
+        added = client.post(f"/extraction/items/{case.item_id}/missed", data=form)
+        assert added.status_code == 303
+        after = html.unescape(client.get(added.headers["location"]).text)
+        assert "turned into outcomes.2.events_control by Rita" in after
+        dismissed = client.post(
+            f"/extraction/items/{case.item_id}/missed", data={"key": listed[0], "action": "dismiss"}
+        )
+        assert dismissed.status_code == 303
+    decided = decisions.current_decisions(ledger, case.batch_id)[(case.item_id, "outcomes.2.events_control")]
+    assert decided.value == 41 and decided.grounding is not None and decided.grounding["status"] == "verified"
+    book = openpyxl.load_workbook(write_workbook(ledger, case.batch_id, tmp_path / "b.xlsx"))
+    states = [row[-1] for row in book["Possibly missed"].iter_rows(min_row=2, values_only=True)]
+    assert "turned into outcomes.2.events_control by Rita" in states
+    ledger.dispose()

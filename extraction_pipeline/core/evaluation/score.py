@@ -1,5 +1,6 @@
 """A batch against a gold table: per field, how many gold values were found, exactly right,
-wrong or missing, with every wrong one listed (document, outcome, gold, extracted, quote).
+wrong or missing, with every wrong one listed (document, outcome, gold, extracted, quote); and
+per field group (study, baseline, outcome numbers, Risk of Bias) its precision and recall.
 
 Documents are matched to gold studies by file name (stem), study id or NCT number; outcomes by
 ``matching.match_outcomes``. By default the machine's values are scored (that is how models are
@@ -35,6 +36,36 @@ class FieldScore:
         return self.gold - self.found
 
 
+# The template's modules, as reviewers name them. A gold table carries values of some groups only
+# (the corpus format: outcome numbers); the others are reported as having no gold values.
+FIELD_GROUPS = {"metadata": "study", "baseline": "baseline", "outcomes": "outcome numbers", "risk_of_bias": "RoB"}
+
+
+@dataclass
+class GroupScore:
+    """One field group. ``extracted``: values the batch has in the group (for a group with gold
+    values: those that have a gold value to compare with); ``right``: equal to their gold value.
+    Precision = right / extracted, recall = right / gold; neither means anything without gold."""
+
+    gold: int = 0
+    extracted: int = 0
+    right: int = 0
+
+    @property
+    def precision(self) -> float | None:
+        return self.right / self.extracted if self.gold and self.extracted else None  # None: nothing to judge
+
+    @property
+    def recall(self) -> float | None:
+        return self.right / self.gold if self.gold else None
+
+    def as_dict(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {"gold": self.gold, "extracted": self.extracted, "right": self.right}
+        if not self.gold:
+            return {**shown, "precision": None, "recall": None, "note": "no gold values"}
+        return {**shown, "precision": self.precision, "recall": self.recall}
+
+
 @dataclass
 class Evaluation:
     fields: dict[str, FieldScore] = field(default_factory=lambda: {name: FieldScore() for name in FIELDS})
@@ -42,6 +73,9 @@ class Evaluation:
     matches: list[tuple[str, Match]] = field(default_factory=list)  # (document filename, match)
     studies_not_in_batch: list[str] = field(default_factory=list)
     left_out_in_figures: int = 0
+    # values the batch extracted per field group, over all its documents (what a group without
+    # gold values reports)
+    extracted_by_group: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FIELD_GROUPS.values(), 0))
 
     def total(self) -> FieldScore:
         total = FieldScore()
@@ -51,6 +85,15 @@ class Evaluation:
             total.right += score.right
             total.wrong += score.wrong
         return total
+
+    def groups(self) -> dict[str, GroupScore]:
+        """Precision and recall per field group. The gold tables read so far carry outcome
+        numbers only; a group without gold values keeps its count of extracted values."""
+        scores = {name: GroupScore(extracted=count) for name, count in self.extracted_by_group.items()}
+        total = self.total()
+        if total.gold:
+            scores[FIELD_GROUPS["outcomes"]] = GroupScore(gold=total.gold, extracted=total.found, right=total.right)
+        return scores
 
     def as_dict(self) -> dict[str, Any]:
         def row(score: FieldScore) -> dict[str, int]:
@@ -65,6 +108,7 @@ class Evaluation:
         return {
             "fields": {name: row(score) for name, score in self.fields.items() if score.gold},
             "total": row(self.total()),
+            "groups": {name: score.as_dict() for name, score in self.groups().items()},
             "wrong": self.wrong,
             "matches": [
                 {"document": document, "gold_outcome": m.gold.outcome, "matched": m.why} for document, m in self.matches
@@ -113,6 +157,7 @@ def evaluate(
     for item in batch_item_rows(ledger, batch_id):
         fields = fields_of(json.loads(item["result_json"]) if item["result_json"] else None)
         documents.append((item, _study_keys(item, fields), extracted_outcomes(item, fields, decided)))
+        _count_groups(result, item, fields, decided)
     scored = [g for g in gold if include_figures or not g.in_figure]
     result.left_out_in_figures = sum(len(g.values) for g in gold if g.in_figure and not include_figures)
     for study in dict.fromkeys(g.study for g in scored):
@@ -127,6 +172,19 @@ def evaluate(
             result.matches.append((item["filename"], match))
             _score(result, item, match)
     return result
+
+
+def _count_groups(
+    result: Evaluation, item: ItemListing, fields: GroundedFields, decided: dict[tuple[int, str], Any]
+) -> None:
+    for path, entry in fields.items():
+        module = entry.module or path.split(".", 1)[0]  # an entry stored before templates: its path says
+        group = FIELD_GROUPS.get(module)
+        decision = decided.get((item["id"], path))
+        value = decision.value if decision is not None else entry.value
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        if group is not None and value is not None and (numeric or module != "outcomes"):
+            result.extracted_by_group[group] += 1  # of the outcomes, their numbers only
 
 
 def _score(result: Evaluation, item: ItemListing, match: Match) -> None:

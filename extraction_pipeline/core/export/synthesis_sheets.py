@@ -14,9 +14,10 @@ import math
 from typing import Any
 
 from extraction_pipeline.core.errors import ConfigError
+from extraction_pipeline.core.export.workbook import as_text_cells, cell_value
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.synthesis.batch import BatchSynthesis, batch_synthesis
-from extraction_pipeline.core.synthesis.forest import forest_svg, interval, shown, svg_to_png
+from extraction_pipeline.core.synthesis.forest import forest_svg, interval, shown
 from extraction_pipeline.core.synthesis.risk_of_bias import (
     COLOURS,
     SYMBOLS,
@@ -25,6 +26,7 @@ from extraction_pipeline.core.synthesis.risk_of_bias import (
     summary_svg,
     traffic_light_svg,
 )
+from extraction_pipeline.core.synthesis.svg import to_png
 
 SYNTHESIS_COLUMNS = (
     "outcome",
@@ -50,12 +52,19 @@ def write_synthesis_sheets(workbook: Any, ledger: Ledger, batch_id: int) -> None
     except ConfigError as exc:
         # A value the CSV reader refuses must not cost the reviewer the whole workbook.
         sheet = workbook.create_sheet("Synthesis")
-        sheet.append(["The batch's values could not be pooled", str(exc)])
+        _append(sheet, ["The batch's values could not be pooled", str(exc)])
     else:
         _write_synthesis(workbook.create_sheet("Synthesis"), synthesis)
     rob = batch_risk_of_bias(ledger, batch_id)
     if rob is not None and rob.studies:
         _write_risk_of_bias(workbook.create_sheet("Risk of bias"), rob)
+
+
+def _append(sheet: Any, values: list[Any]) -> None:
+    """A row of cells as Excel can hold them, text that starts like a formula kept as text (study
+    and outcome names come from papers and models)."""
+    sheet.append([cell_value(value) for value in values])
+    as_text_cells(sheet[sheet.max_row])
 
 
 def _fit(ratio: bool, fit: Any) -> str:
@@ -77,7 +86,8 @@ def _write_synthesis(sheet: Any, synthesis: BatchSynthesis) -> None:
         result = outcome.result
         ratio = result.ratio
         prediction = interval(ratio, *result.prediction_interval) if result.prediction_interval else ""
-        sheet.append(
+        _append(
+            sheet,
             [
                 result.outcome,
                 result.measure,
@@ -91,7 +101,7 @@ def _write_synthesis(sheet: Any, synthesis: BatchSynthesis) -> None:
                 _round(result.i2, 1),
                 _round(result.q, 2),
                 prediction,
-            ]
+            ],
         )
     for index in range(1, len(SYNTHESIS_COLUMNS) + 1):
         sheet.column_dimensions[get_column_letter(index)].width = 34 if index == 1 else 22
@@ -100,7 +110,7 @@ def _write_synthesis(sheet: Any, synthesis: BatchSynthesis) -> None:
         sheet.cell(row=row, column=1, value="No outcome has data to pool (events, means or an estimate with its CI).")
         row += 2
     for note in synthesis.left_out:
-        sheet.cell(row=row, column=1, value=f"left out: {note}")
+        as_text_cells([sheet.cell(row=row, column=1, value=cell_value(f"left out: {note}"))])
         row += 1
     row += 1
     sheet.cell(row=row, column=1, value="Forest plots (filled: every number reviewed; hollow: not yet reviewed)")
@@ -114,7 +124,7 @@ def _picture(sheet: Any, svg: str, anchor: str, row: int) -> int:
     """Place the SVG as a PNG at ``anchor``; returns the first row below it."""
     from openpyxl.drawing.image import Image
 
-    image = Image(io.BytesIO(svg_to_png(svg)))
+    image = Image(io.BytesIO(to_png(svg)))
     # Drawn at twice the size for sharpness, shown at the SVG's own size.
     image.width, image.height = image.width / 2, image.height / 2
     sheet.add_image(image, anchor)
@@ -129,14 +139,15 @@ def _write_risk_of_bias(sheet: Any, rob: RiskOfBias) -> None:
     for cell in sheet[1]:
         cell.font = Font(bold=True)
     for study in rob.studies:
-        sheet.append(
+        _append(
+            sheet,
             [
                 study.study,
                 *(
                     f"{SYMBOLS[j.level]} {j.level}" + ("" if j.reviewed else " (not reviewed)")
                     for j in study.judgements
                 ),
-            ]
+            ],
         )
         for column, judgement in enumerate(study.judgements, start=2):
             cell = sheet.cell(row=sheet.max_row, column=column)
@@ -151,7 +162,7 @@ def _write_risk_of_bias(sheet: Any, rob: RiskOfBias) -> None:
         sheet.column_dimensions[get_column_letter(index)].width = 22
     row = sheet.max_row + 2
     for domain in rob.domains:
-        sheet.cell(row=row, column=1, value=f"{domain.short}: {domain.title}")
+        as_text_cells([sheet.cell(row=row, column=1, value=cell_value(f"{domain.short}: {domain.title}"))])
         row += 1
     row += 1
     row = _picture(sheet, traffic_light_svg(rob), f"A{row}", row)

@@ -10,6 +10,8 @@ Sheets:
   comment columns are for reviewers who work in the spreadsheet (``review import`` reads them
   back, matched by the hidden, signed row id); the final value, decision and reviewer of every
   value already decided are filled in.
+- **Possibly missed**: per document, what the paper reports and no extracted value covers (the
+  recall check), with its page and text and what a reviewer did about it.
 - **Batch**: the batch, its frozen template version, totals, review progress, and what the colours mean.
 - **Synthesis** and **Risk of bias**: the pooled outcomes with their forest plots, and the RoB 2
   traffic lights (``core/export/synthesis_sheets.py``).
@@ -31,6 +33,7 @@ from typing import Any
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.extraction.consensus import AGREE, NEEDS_REVIEW, field_of
+from extraction_pipeline.core.extraction.follow_up import found_by_follow_up
 from extraction_pipeline.core.extraction.grounded import GroundedFields, GroundedValue, fields_of, second_fields_of
 from extraction_pipeline.core.files import replacing
 from extraction_pipeline.core.ledger import Ledger
@@ -41,6 +44,7 @@ from extraction_pipeline.core.ledger.rows import BatchRow, ItemListing
 from extraction_pipeline.core.ledger.templates import definition_of, label_of, template_of_batch
 from extraction_pipeline.core.llm.offline import OFFLINE_PROVIDER, OFFLINE_WARNING
 from extraction_pipeline.core.review.decisions import comments_of, current_decisions
+from extraction_pipeline.core.review.missed import MissedReview, current_missed_reviews
 from extraction_pipeline.core.review.progress import review_of
 from extraction_pipeline.core.review.row_ids import make_row_id
 from extraction_pipeline.core.review.values import (
@@ -64,6 +68,7 @@ from extraction_pipeline.core.verification.grounding import (
     UNVERIFIED,
     VERIFIED,
 )
+from extraction_pipeline.core.verification.recall import PossiblyMissed
 
 DECISION_COLUMN, CORRECTED_VALUE_COLUMN, CORRECTED_QUOTE_COLUMN, COMMENT_COLUMN = (
     "decision",
@@ -95,7 +100,9 @@ DOCUMENT_COLUMNS = [
     "agreement",
     "review",
 ]
-OUTCOME_COLUMNS = ["document_id", "filename", "outcome"]
+OUTCOME_COLUMNS = ["document_id", "filename", "outcome", "found by"]
+MISSED_COLUMNS = ["document_id", "filename", "page", "where", "kind", "label", "text", "numbers", "why", "state"]
+NOT_CHECKED = "not checked (extracted before the recall check)"
 VALUE_COLUMNS = [
     "document_id",
     "filename",
@@ -234,6 +241,8 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
     documents: list[dict[str, Any]] = []
     outcomes: list[dict[str, Any]] = []
     values: list[dict[str, Any]] = []
+    missed: list[dict[str, Any]] = []
+    missed_reviews = current_missed_reviews(ledger, [int(item["id"]) for item in items])
     for item, result, fields in zip(items, results, typed, strict=True):
         agreements: dict[str, str] = result.get("agreement") or {}
         second_fields = second_fields_of(result)
@@ -262,7 +271,8 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
             if index is None:
                 row.update(_field_cells(_column_of(path, entry), entry, decision))
             else:
-                by_outcome.setdefault(index, {**identity, "outcome": index}).update(
+                found_by = "follow-up question" if index in found_by_follow_up(result) else "first answer"
+                by_outcome.setdefault(index, {**identity, "outcome": index, "found by": found_by}).update(
                     _field_cells(entry.field, entry, decision)
                 )
             agreement = agreements.get(path)
@@ -290,11 +300,40 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
             row["error"] = NOTHING_FOUND  # never a silent green "completed"
         documents.append(row)
         outcomes.extend(by_outcome[index] for index in sorted(by_outcome))
+        if item["status"] == "completed":
+            missed.extend(_missed_rows(identity, item["id"], result, missed_reviews))
     return [
         SheetData("Documents", DOCUMENT_COLUMNS + _field_columns(single), documents),
         SheetData("Outcomes", OUTCOME_COLUMNS + _field_columns(repeated), outcomes),
         SheetData("Values", VALUE_COLUMNS, values),
+        SheetData("Possibly missed", MISSED_COLUMNS, missed),
     ]
+
+
+def _missed_rows(
+    identity: dict[str, Any], item_id: int, result: dict[str, Any], reviews: dict[tuple[int, str], MissedReview]
+) -> list[dict[str, Any]]:
+    """The document's possibly-missed list with what reviewers did about each item."""
+    stored = result.get("possibly_missed")
+    if stored is None:
+        return [{**identity, "state": NOT_CHECKED}]
+    rows = []
+    for entry in (PossiblyMissed.from_dict(raw) for raw in stored):
+        review = reviews.get((item_id, entry.key))
+        rows.append(
+            {
+                **identity,
+                "page": entry.page,
+                "where": entry.source,
+                "kind": entry.kind.value,
+                "label": entry.label,
+                "text": entry.text,
+                "numbers": ", ".join(entry.numbers),
+                "why": entry.why,
+                "state": review.label if review else "open",
+            }
+        )
+    return rows
 
 
 def _value_row(identity: dict[str, Any], path: str, entry: GroundedValue) -> dict[str, Any]:
@@ -400,19 +439,19 @@ def _write_sheet(sheet: Any, data: SheetData) -> None:
     from openpyxl.styles import Font, PatternFill
     from openpyxl.utils import get_column_letter
 
-    sheet.append([_cell_value(name) for name in data.header])
-    _as_text_cells(sheet[1])
+    sheet.append([cell_value(name) for name in data.header])
+    as_text_cells(sheet[1])
     for cell in sheet[1]:
         cell.font = Font(bold=True)
     status_columns = [i for i, name in enumerate(data.header) if name == "status" or name.endswith(" status")]
     check_columns = [i for i, name in enumerate(data.header) if name == "check" or name.endswith(" check")]
     columns = len(data.header)
     for number, row in enumerate(data.rows, start=2):
-        sheet.append([_cell_value(row.get(column)) for column in data.header])
+        sheet.append([cell_value(row.get(column)) for column in data.header])
         # Cells by their coordinates: ``sheet[n]`` and ``max_row`` scan every cell of the sheet,
         # which made a 12,000-value batch take over ten minutes to write.
         cells = [sheet.cell(row=number, column=column) for column in range(1, columns + 1)]
-        _as_text_cells(cells)
+        as_text_cells(cells)
         for index in status_columns:
             if color := STATUS_FILLS.get(str(cells[index].value)):
                 cells[index].fill = PatternFill("solid", start_color=color, end_color=color)
@@ -474,8 +513,8 @@ def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: BatchRow, template: st
     if any(model.startswith(f"{OFFLINE_PROVIDER}/") for model in models):
         rows.insert(6, ("warning", OFFLINE_WARNING))
     for key, value in rows:
-        sheet.append([key, _cell_value(value)])
-        _as_text_cells(sheet[sheet.max_row])
+        sheet.append([key, cell_value(value)])
+        as_text_cells(sheet[sheet.max_row])
     sheet.append([])
     sheet.append(["legend", "meaning"])
     for name, meaning in LEGEND:
@@ -539,7 +578,7 @@ def _timestamp(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
 
 
-def _cell_value(value: Any) -> Any:
+def cell_value(value: Any) -> Any:
     """Text as Excel can hold it: no control characters (openpyxl refuses them, and a PDF's text
     can contain them), at most 32,767 characters per cell."""
     if isinstance(value, str):
@@ -547,7 +586,7 @@ def _cell_value(value: Any) -> Any:
     return value
 
 
-def _as_text_cells(row_cells: Any) -> None:
+def as_text_cells(row_cells: Any) -> None:
     """Values that merely start like a formula (from a PDF, a model or a filename) stay text:
     a workbook must never execute content taken from a document."""
     for cell in row_cells:

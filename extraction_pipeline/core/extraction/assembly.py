@@ -14,6 +14,7 @@ from typing import Any
 from extraction_pipeline.core.errors import AnswerCutError
 from extraction_pipeline.core.extraction.adjudication import adjudicate
 from extraction_pipeline.core.extraction.consensus import agreement_rate, compare
+from extraction_pipeline.core.extraction.follow_up import check_recall, follows_up
 from extraction_pipeline.core.extraction.grounded import GroundedFields, add_checks, ground_entries, stored_fields
 from extraction_pipeline.core.extraction.long_papers import Part, merge_parts, plan_parts
 from extraction_pipeline.core.extraction.prompts import build_messages
@@ -58,17 +59,30 @@ def assemble(
 ) -> Assembled:
     """Every answer the document's batch asks for, grounded and put together."""
     reply, reused, grounded, part_notes = grounded_answer(ledger, item_id, run_id, llm, template, parsed, meter)
+    checked = check_recall(
+        grounded,
+        parsed,
+        template,
+        follow_up=follows_up(ledger, item_id),
+        # Parts of a long paper carry their pages; a cut answer asked module by module does not.
+        whole_paper_fits=all(note.get("pages", "all") == "all" for note in part_notes),
+        ask=lambda messages, asked: _answer(ledger, item_id, run_id, llm, messages, asked, meter),
+    )
+    grounded = checked.fields
     result: dict[str, Any] = {
         "model": reply.usage.model,
         "repaired": reply.repaired,
         "template": {"id": frozen.id, "version": frozen.version} if frozen else None,
         "fields": stored_fields(grounded),
+        "possibly_missed": [item.as_dict() for item in checked.missed],
     }
+    if checked.follow_up is not None:
+        result["follow_up"] = checked.follow_up
     if reused is not None:
         result["reused"] = reused
     if part_notes:
         result["parts"] = part_notes
-    usage = reply.usage
+    usage = reply.usage if checked.usage is None else reply.usage + checked.usage
     second_model, adjudicator = second_model_of(ledger, item_id)
     if second_model:
         second = _second_extraction(ledger, item_id, run_id, replace(llm, model=second_model), template, parsed, meter)

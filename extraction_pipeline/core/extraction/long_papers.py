@@ -124,11 +124,14 @@ def _rank(entry: GroundedValue) -> tuple[int, int]:
     return _RANK.get(entry.status, 5), 0
 
 
-def _better(new: GroundedValue, old: GroundedValue | None) -> bool:
+def better_grounded(new: GroundedValue, old: GroundedValue | None) -> bool:
+    """Whether ``new`` should replace ``old`` when two answers give one field (verified over
+    approximate, any value over none)."""
     return old is None or _rank(new) < _rank(old)
 
 
-def _key_text(entry: GroundedValue | None) -> str:
+def key_text(entry: GroundedValue | None) -> str:
+    """An outcome's name or timepoint as entries are matched by it: lower case, words only."""
     value = entry.value if entry else None
     return " ".join(re.findall(r"[a-z0-9]+", str(value).lower())) if value is not None else ""
 
@@ -141,7 +144,7 @@ def merge_parts(answers: list[GroundedFields]) -> GroundedFields:
         groups: dict[tuple[str, int], dict[str, GroundedValue]] = {}
         for path, entry in grounded.items():
             if entry.index is None:
-                if _better(entry, merged.get(path)):
+                if better_grounded(entry, merged.get(path)):
                     merged[path] = entry
                 continue
             module = entry.module or path.split(".")[0]
@@ -149,15 +152,15 @@ def merge_parts(answers: list[GroundedFields]) -> GroundedFields:
         for (module, _index), group in sorted(groups.items(), key=lambda item: item[0][1]):
             if all(entry.value is None for entry in group.values()):
                 continue  # an empty entry says nothing
-            name, when = _key_text(group.get("outcome_name")), _key_text(group.get("timepoint"))
+            name, when = key_text(group.get("outcome_name")), key_text(group.get("timepoint"))
             same = next(
                 (
                     fields
                     for other_module, fields in entries
                     if other_module == module
                     and name
-                    and _key_text(fields.get("outcome_name")) == name
-                    and _key_text(fields.get("timepoint")) == when
+                    and key_text(fields.get("outcome_name")) == name
+                    and key_text(fields.get("timepoint")) == when
                 ),
                 None,
             )
@@ -165,7 +168,7 @@ def merge_parts(answers: list[GroundedFields]) -> GroundedFields:
                 entries.append((module, dict(group)))
                 continue
             for field, entry in group.items():
-                if _better(entry, same.get(field)):
+                if better_grounded(entry, same.get(field)):
                     same[field] = entry
     counters: dict[str, int] = {}
     for module, fields in entries:

@@ -12,9 +12,12 @@ import re
 FULL_TEXT_OPEN, FULL_TEXT_CLOSE = "<FULL_TEXT>", "</FULL_TEXT>"
 TABLES_OPEN, TABLES_CLOSE = "<HIGH_FIDELITY_TABLES>", "</HIGH_FIDELITY_TABLES>"
 CUSTOM_BEGIN, CUSTOM_END = "BEGIN CUSTOM EXTRACTION RULES", "END CUSTOM EXTRACTION RULES"
+MISSED_OPEN, MISSED_CLOSE = "<MISSED_OUTCOMES>", "</MISSED_OUTCOMES>"
 
 _SEP = r"[\s_]*"
-_TAG = re.compile(rf"<(\s*/?\s*(?:full{_SEP}text|high{_SEP}fidelity{_SEP}tables)\s*)>", re.IGNORECASE)
+_TAG = re.compile(
+    rf"<(\s*/?\s*(?:full{_SEP}text|high{_SEP}fidelity{_SEP}tables|missed{_SEP}outcomes)\s*)>", re.IGNORECASE
+)
 _RULES = re.compile(rf"\b(begin|end)(\s*_?\s*custom{_SEP}extraction{_SEP}rules)\b", re.IGNORECASE)
 
 

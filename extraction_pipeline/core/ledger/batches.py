@@ -56,11 +56,14 @@ def create_batch(
     fresh: bool = False,
     second_model: str | None = None,
     adjudicator_model: str | None = None,
+    follow_up: bool = False,
 ) -> BatchRef:
     """Create a batch of one pending item per document, or return the batch that already has
     this idempotency key (``created=False``). ``origin_ref``: the backfill or run id behind it.
     The batch freezes the project's current template version. ``fresh``: its documents are
-    extracted by a new call even where the same prompt's answer was already paid for."""
+    extracted by a new call even where the same prompt's answer was already paid for.
+    ``follow_up``: outcomes the recall check lists as possibly missed are asked for again in one
+    follow-up call per document."""
     if (adjudicator_model or "").strip() and not (second_model or "").strip():
         raise ConfigError("an adjudicator model needs a second model: it settles their disagreements")
     if not idempotency_key or len(idempotency_key) > MAX_KEY_CHARS:
@@ -84,6 +87,7 @@ def create_batch(
                     total_items=len(unique_ids),
                     template_id=template_id,
                     fresh=1 if fresh else 0,
+                    follow_up=1 if follow_up else 0,
                     second_model=(second_model or "").strip() or None,
                     adjudicator_model=(adjudicator_model or "").strip() or None,
                     created_at=now,

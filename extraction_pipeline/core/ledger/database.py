@@ -33,6 +33,7 @@ ADDED_COLUMNS = (
     ("batches", "export_failed_at", "TIMESTAMP"),
     ("provider_budgets", "probe_until", "FLOAT NOT NULL DEFAULT 0"),
     ("provider_budgets", "answers_seen", "INTEGER NOT NULL DEFAULT 0"),
+    ("batches", "follow_up", "INTEGER NOT NULL DEFAULT 0"),
 )
 # Rows rewritten when a ledger is upgraded; constants, idempotent. Before the `exporting` state a
 # batch was `completed` as soon as its documents were, workbook or not.

@@ -118,6 +118,8 @@ batches = Table(
     Column("second_model", String(200), nullable=True),
     # Optional third model: it suggests which extraction is right where the two disagree.
     Column("adjudicator_model", String(200), nullable=True),
+    # 1: outcomes the recall check lists as possibly missed are asked for in one follow-up call.
+    Column("follow_up", Integer, nullable=False, default=0),
 )
 
 batch_items = Table(
@@ -354,3 +356,19 @@ outcome_labels = Table(
     Column("decided_at", DateTime, nullable=False),
 )
 Index("ix_outcome_labels_batch", outcome_labels.c.batch_id, outcome_labels.c.name_key)
+
+missed_reviews = Table(
+    "missed_reviews",
+    metadata,
+    # What a reviewer did with an item of a document's "possibly missed" list (core/review/missed.py):
+    # dismissed it, or turned it into a value (``path``: the value corrected with it). Appended,
+    # never updated; the latest row per (item, key) holds.
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("item_id", Integer, ForeignKey("batch_items.id"), nullable=False),
+    Column("key", String(200), nullable=False),
+    Column("action", String(20), nullable=False),
+    Column("path", String(300), nullable=True),
+    Column("reviewer", String(100), nullable=False),
+    Column("decided_at", DateTime, nullable=False),
+)
+Index("ix_missed_reviews_item", missed_reviews.c.item_id, missed_reviews.c.key)

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from xml.sax.saxutils import escape, quoteattr
 
 from extraction_pipeline.core.synthesis.batch import OutcomeSynthesis
 from extraction_pipeline.core.synthesis.pooling import Estimate
+from extraction_pipeline.core.synthesis.svg import attribute, text
 
 LABEL_WIDTH = 230
 PLOT_WIDTH = 300
@@ -119,26 +119,26 @@ def forest_svg(outcome: OutcomeSynthesis, link: Callable[[int], str] | None = No
     weights = [1 / (row.effect.variance + tau2) for row in outcome.rows]
     total_weight = sum(weights)
     parts = [
-        f'<text x="4" y="16" {FONT} font-weight="bold">{escape(_truncate_long(result.outcome))} — '
-        f"{escape(result.measure)}, k = {result.k}</text>",
+        f'<text x="4" y="16" {FONT} font-weight="bold">{text(_truncate_long(result.outcome))} — '
+        f"{text(result.measure)}, k = {result.k}</text>",
     ]
     if result.k >= 2 and result.q is not None and result.i2 is not None:
         heterogeneity = f"τ² (REML) {tau2:.4f} · I² {result.i2:.1f}% · Q {result.q:.2f} (df {result.q_df})"
-        parts.append(f'<text x="4" y="32" {FONT} fill="#555555">{escape(heterogeneity)}</text>')
+        parts.append(f'<text x="4" y="32" {FONT} fill="#555555">{text(heterogeneity)}</text>')
     column_y = HEADER - 8
     parts += [
         f'<text x="4" y="{column_y}" {FONT} font-weight="bold">Study</text>',
         f'<text x="{x0 + PLOT_WIDTH + 8}" y="{column_y}" {FONT} font-weight="bold">'
-        f"{escape(result.measure)} [95% CI]</text>",
+        f"{text(result.measure)} [95% CI]</text>",
         f'<text x="{WIDTH - 4}" y="{column_y}" {FONT} font-weight="bold" text-anchor="end">Weight</text>',
     ]
     y = HEADER
     for row, weight in zip(outcome.rows, weights, strict=True):
         y += ROW
         effect = row.effect
-        label = f'<text x="4" y="{y + 4}" {FONT}>{escape(_truncate(effect.study))}</text>'
+        label = f'<text x="4" y="{y + 4}" {FONT}>{text(_truncate(effect.study))}</text>'
         if link is not None and row.item_id is not None:
-            label = f'<a href={quoteattr(link(row.item_id))} class="study-link">{label}</a>'
+            label = f'<a href={attribute(link(row.item_id))} class="study-link">{label}</a>'
         parts.append(label)
         parts.append(
             f'<line x1="{x(effect.ci_lower):.1f}" y1="{y}" x2="{x(effect.ci_upper):.1f}" y2="{y}" '
@@ -150,11 +150,11 @@ def forest_svg(outcome: OutcomeSynthesis, link: Callable[[int], str] | None = No
         parts.append(
             f'<rect x="{x(effect.estimate) - side / 2:.1f}" y="{y - side / 2:.1f}" width="{side:.1f}" '
             f'height="{side:.1f}" fill="{fill}" stroke="{REVIEWED_FILL}" stroke-width="1.5" '
-            f'class="study {state.replace(" ", "-")}"><title>{escape(effect.study)}: {state}</title></rect>'
+            f'class="study {state.replace(" ", "-")}"><title>{text(effect.study)}: {state}</title></rect>'
         )
         parts.append(
             f'<text x="{x0 + PLOT_WIDTH + 8}" y="{y + 4}" {FONT}>'
-            f"{escape(shown(ratio, effect.estimate, effect.ci_lower, effect.ci_upper))}</text>"
+            f"{text(shown(ratio, effect.estimate, effect.ci_lower, effect.ci_upper))}</text>"
         )
         parts.append(
             f'<text x="{WIDTH - 4}" y="{y + 4}" {FONT} text-anchor="end">{100 * weight / total_weight:.1f}%</text>'
@@ -163,14 +163,14 @@ def forest_svg(outcome: OutcomeSynthesis, link: Callable[[int], str] | None = No
     for label, fit in pooled:
         y += ROW
         middle, left, right = x(fit.estimate), x(fit.ci_lower), x(fit.ci_upper)
-        parts.append(f'<text x="4" y="{y + 4}" {FONT} font-weight="bold">{escape(label)}</text>')
+        parts.append(f'<text x="4" y="{y + 4}" {FONT} font-weight="bold">{text(label)}</text>')
         parts.append(
             f'<polygon points="{left:.1f},{y} {middle:.1f},{y - 6} {right:.1f},{y} {middle:.1f},{y + 6}" '
             f'fill="{POOLED_FILL}"/>'
         )
         parts.append(
             f'<text x="{x0 + PLOT_WIDTH + 8}" y="{y + 4}" {FONT} font-weight="bold">'
-            f"{escape(shown(ratio, fit.estimate, fit.ci_lower, fit.ci_upper))}</text>"
+            f"{text(shown(ratio, fit.estimate, fit.ci_lower, fit.ci_upper))}</text>"
         )
     if result.prediction_interval is not None:
         lower, upper = result.prediction_interval
@@ -182,7 +182,7 @@ def forest_svg(outcome: OutcomeSynthesis, link: Callable[[int], str] | None = No
         )
         parts.append(
             f'<text x="{x0 + PLOT_WIDTH + 8}" y="{y + 4}" {FONT} fill="#555555">'
-            f"{escape(interval(ratio, lower, upper))}</text>"
+            f"{text(interval(ratio, lower, upper))}</text>"
         )
     axis_y = y + ROW
     null = x(0.0)
@@ -195,15 +195,15 @@ def forest_svg(outcome: OutcomeSynthesis, link: Callable[[int], str] | None = No
         parts.append(f'<line x1="{x(tick):.1f}" y1="{axis_y}" x2="{x(tick):.1f}" y2="{axis_y + 4}" stroke="#333333"/>')
         parts.append(
             f'<text x="{x(tick):.1f}" y="{axis_y + 17}" {FONT} text-anchor="middle">'
-            f"{escape(_tick_label(tick, ratio))}</text>"
+            f"{text(_tick_label(tick, ratio))}</text>"
         )
     legend = "filled: every number reviewed · hollow: not yet reviewed"
-    parts.append(f'<text x="4" y="{axis_y + 40}" {FONT} fill="#555555">{escape(legend)}</text>')
+    parts.append(f'<text x="4" y="{axis_y + 40}" {FONT} fill="#555555">{text(legend)}</text>')
     height = axis_y + 50
     opening = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
         f'viewBox="0 0 {WIDTH} {height}" role="img" class="forest-plot">',
-        f"<title>{escape(f'Forest plot: {result.outcome}, {result.measure}')}</title>",
+        f"<title>{text(f'Forest plot: {result.outcome}, {result.measure}')}</title>",
         f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="#ffffff"/>',
     ]
     return "\n".join([*opening, *parts, "</svg>"])
@@ -211,13 +211,3 @@ def forest_svg(outcome: OutcomeSynthesis, link: Callable[[int], str] | None = No
 
 def _truncate_long(text: str) -> str:
     return text if len(text) <= 80 else text[:79] + "…"
-
-
-def svg_to_png(svg: str, scale: float = 2.0) -> bytes:
-    """The SVG as a PNG (PyMuPDF renders SVG like a one-page document), for the workbook."""
-    from extraction_pipeline.core.pdf.engine import import_pymupdf
-
-    pymupdf = import_pymupdf()
-    with pymupdf.open(stream=svg.encode("utf-8"), filetype="svg") as document:
-        pixmap = document[0].get_pixmap(matrix=pymupdf.Matrix(scale, scale))
-        return bytes(pixmap.tobytes("png"))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from xml.sax.saxutils import escape, quoteattr
 
 from extraction_pipeline.core.export.meta_csv import final_value, study_label
 from extraction_pipeline.core.extraction.grounded import GroundedFields, fields_of
@@ -23,6 +22,7 @@ from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.templates import definition_of, template_of_batch
 from extraction_pipeline.core.review.decisions import current_decisions
 from extraction_pipeline.core.review.values import Decision
+from extraction_pipeline.core.synthesis.svg import attribute, text
 
 MODULE = "risk_of_bias"
 LOW, SOME_CONCERNS, HIGH, NO_INFORMATION = "low", "some concerns", "high", "no information"
@@ -76,8 +76,8 @@ class RiskOfBias:
 
 
 def _level(value: object) -> str:
-    text = str(value).strip().lower() if value is not None else ""
-    return text if text in (LOW, SOME_CONCERNS, HIGH) else NO_INFORMATION
+    word = str(value).strip().lower() if value is not None else ""
+    return word if word in (LOW, SOME_CONCERNS, HIGH) else NO_INFORMATION
 
 
 def batch_risk_of_bias(ledger: Ledger, batch_id: int) -> RiskOfBias | None:
@@ -118,7 +118,7 @@ def _circle(x: float, y: float, judgement: Judgement, where: str) -> str:
     inner = colour if judgement.reviewed else "#ffffff"
     symbol_colour = "#ffffff" if judgement.reviewed else "#000000"
     return (
-        f'<g class="judgement {judgement.level.replace(" ", "-")}"><title>{escape(where)}: {judgement.level}, '
+        f'<g class="judgement {judgement.level.replace(" ", "-")}"><title>{text(where)}: {judgement.level}, '
         f"{state}</title>"
         f'<circle cx="{x}" cy="{y}" r="10" fill="{inner}" stroke="{colour}" stroke-width="4"/>'
         f'<text x="{x}" y="{y + 5}" {FONT} font-size="15" font-weight="bold" text-anchor="middle" '
@@ -137,9 +137,9 @@ def traffic_light_svg(rob: RiskOfBias, link: Callable[[int], str] | None = None)
         parts.append(f'<text x="{x}" y="{y}" {FONT} font-weight="bold" text-anchor="middle">{domain.short}</text>')
     for study in rob.studies:
         y += row
-        label = f'<text x="4" y="{y + 4}" {FONT}>{escape(study.study[:32])}</text>'
+        label = f'<text x="4" y="{y + 4}" {FONT}>{text(study.study[:32])}</text>'
         if link is not None:
-            label = f'<a href={quoteattr(link(study.item_id))} class="study-link">{label}</a>'
+            label = f'<a href={attribute(link(study.item_id))} class="study-link">{label}</a>'
         parts.append(label)
         for index, (domain, judgement) in enumerate(zip(rob.domains, study.judgements, strict=True)):
             x = label_width + column * index + column / 2
@@ -147,10 +147,10 @@ def traffic_light_svg(rob: RiskOfBias, link: Callable[[int], str] | None = None)
     y += row
     for domain in rob.domains:
         y += 16
-        parts.append(f'<text x="4" y="{y}" {FONT} fill="#555555">{domain.short}: {escape(domain.title)}</text>')
+        parts.append(f'<text x="4" y="{y}" {FONT} fill="#555555">{domain.short}: {text(domain.title)}</text>')
     y += 22
     legend = " · ".join(f"{SYMBOLS[level]} {level}" for level in LEVELS) + " · ring: not yet reviewed"
-    parts.append(f'<text x="4" y="{y}" {FONT} fill="#555555">{escape(legend)}</text>')
+    parts.append(f'<text x="4" y="{y}" {FONT} fill="#555555">{text(legend)}</text>')
     return _svg(max(width, 560), y + 10, "Risk of bias: traffic-light plot", parts)
 
 
@@ -162,7 +162,7 @@ def summary_svg(rob: RiskOfBias) -> str:
     total = max(len(rob.studies), 1)
     for domain, counts in rob.summary():
         y += row
-        parts.append(f'<text x="4" y="{y + 4}" {FONT}>{escape(domain.title)}</text>')
+        parts.append(f'<text x="4" y="{y + 4}" {FONT}>{text(domain.title)}</text>')
         x = float(label_width)
         for level in LEVELS:
             share = counts[level] / total
@@ -171,7 +171,7 @@ def summary_svg(rob: RiskOfBias) -> str:
             w = bar_width * share
             parts.append(
                 f'<rect x="{x:.1f}" y="{y - 9}" width="{w:.1f}" height="18" fill="{COLOURS[level]}" '
-                f'stroke="#ffffff" class="share {level.replace(" ", "-")}"><title>{escape(domain.title)}: '
+                f'stroke="#ffffff" class="share {level.replace(" ", "-")}"><title>{text(domain.title)}: '
                 f"{counts[level]} of {len(rob.studies)} {level}</title></rect>"
             )
             x += w
@@ -192,7 +192,7 @@ def _svg(width: float, height: float, title: str, parts: list[str]) -> str:
         [
             f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
             f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" class="rob-plot">',
-            f"<title>{escape(title)}</title>",
+            f"<title>{text(title)}</title>",
             f'<rect x="0" y="0" width="{width:.0f}" height="{height:.0f}" fill="#ffffff"/>',
             *parts,
             "</svg>",

@@ -72,9 +72,10 @@
     const panelNow = detail();
     if (event.key === "j") show(at + 1, true);
     else if (event.key === "k") show(at - 1, true);
-    else if (event.key === "a" && panelNow) panelNow.querySelector("form.approve button").click();
-    else if (event.key === "x" && panelNow) panelNow.querySelector("form.not-reported button").click();
-    else if (event.key === "c" && panelNow) { event.preventDefault(); panelNow.querySelector("form.correct input[name=value]").focus(); }
+    // A possibly-missed item has no approve / not reported / correct forms: these keys skip it.
+    else if (event.key === "a" && panelNow) panelNow.querySelector("form.approve button")?.click();
+    else if (event.key === "x" && panelNow) panelNow.querySelector("form.not-reported button")?.click();
+    else if (event.key === "c" && panelNow) { event.preventDefault(); panelNow.querySelector("form.correct input[name=value]")?.focus(); }
     else if (event.key === "r") {
       const row = cells[at] && cells[at].closest("tr[data-outcome]");
       const button = row && row.querySelector("form.approve-row button");

@@ -1,0 +1,461 @@
+"""The recall check on the real corpus, with a model that forgets: does ``possibly_missed`` list
+what the extraction left out, in few enough items for a reviewer to read?
+
+The "model" is the oracle (the gold outcomes' printed values, each with a quote copied from the
+PDF; see extraction_pipeline_tests/support/oracle.py), named with the gold outcome names, made to
+forget: a share of its outcomes, chosen reproducibly (--seed), is dropped whole, then a share of
+the remaining arm numbers (events, totals, means, SDs, group sizes). The answer is grounded
+against the parsed PDF as the pipeline grounds a model's answer, and the check runs on the
+grounded fields.
+
+Counting rules (what "listed" means):
+- a dropped outcome is listed when an OUTCOME item's label names it (``name_score`` >= 70 against
+  the gold name), or an item's numbers hold its printed values other than group sizes (two of
+  them, or the one there is);
+- a dropped number is listed when an item's numbers hold it and that item is about its outcome
+  (its excerpt prints another of the outcome's values, or its label names the outcome), or when
+  an OUTCOME item names its outcome.
+
+Goals: at least 80% of the dropped items listed; at most 10 listed items per paper on average.
+The oracle answers only the gold outcomes, while papers report many more, so "with nothing
+dropped" shows how many items list outcomes the gold set leaves out (not misses of the check).
+
+Gold recall and the follow-up. "Gold recall" is the share of the printed gold values (arm numbers,
+group sizes included) found in the grounded fields, under an entry named like their gold outcome
+and in the field the oracle answers them in. "Before" is the forgetful answer's fields; "after" is
+what ``check_recall`` (core/extraction/follow_up.py) returns with the follow-up asked, the paper
+asked whole. The follow-up "model" is the same oracle answering what it is asked: for each label
+between the MISSED_OUTCOMES markers of the prompt, the dropped outcomes whose gold name matches
+the label (``name_score`` >= 70), or whose printed values other than group sizes the asked item
+prints (two of them, or the one there is; in its excerpt or its numbers). It answers those
+outcomes whole, with their quotes, and nothing else. Numbers dropped inside an outcome the first
+answer kept are not asked for and stay missing, so they count against "after" too. A follow-up
+call is counted for each paper whose list has at least one OUTCOME item; an asked label "led to an
+outcome" when the oracle answered at least one outcome for it. With ``--no-follow-up`` no second
+question is asked and only "before" is measured.
+
+    .venv/bin/python -m benchmarks.recall [--corpus DIR] [--drop-outcomes 0.3] [--drop-numbers 0.1]
+        [--seed N] [--papers PMCID ...] [--limit N] [--items] [--no-follow-up]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from extraction_pipeline.core.evaluation.matching import NAME_ENOUGH, name_score
+from extraction_pipeline.core.extraction.follow_up import check_recall
+from extraction_pipeline.core.extraction.grounded import GroundedFields, ground_output
+from extraction_pipeline.core.extraction.markers import MISSED_CLOSE, MISSED_OPEN
+from extraction_pipeline.core.llm.gateway import LLMResult, parse_answer
+from extraction_pipeline.core.pdf.engine import EngineOptions
+from extraction_pipeline.core.pdf.isolation import run_isolated
+from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
+from extraction_pipeline.core.templates.definition import TemplateDefinition
+from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
+from extraction_pipeline.core.usage import Usage
+from extraction_pipeline.core.verification.recall import DEFAULT_LIMIT, MissedKind, PossiblyMissed, possibly_missed
+from extraction_pipeline_tests.support import oracle
+
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+SIZE_FIELDS = ("total_treatment", "total_control", "n_treatment", "n_control")
+ARM_FIELDS = ("events", "total", "mean", "sd", "n")
+UNCAPPED = 1_000_000  # the whole list, to show what the cap costs
+
+
+@dataclass
+class Outcome:
+    """One outcome of the oracle's answer with the gold row it came from."""
+
+    name: str
+    entry: dict[str, Any]  # field -> {"value", "quote"}
+
+    @property
+    def printed(self) -> dict[str, Decimal]:
+        return {name: _decimal(pair["value"]) for name, pair in self.entry.items() if name.split("_")[0] in ARM_FIELDS}
+
+    @property
+    def identifying(self) -> set[Decimal]:
+        """Its printed values other than group sizes (which a paper prints once for every outcome)."""
+        return {value for name, value in self.printed.items() if name not in SIZE_FIELDS}
+
+
+@dataclass
+class PaperResult:
+    pmcid: str
+    outcomes: int
+    dropped_outcomes: list[tuple[Outcome, bool]] = field(default_factory=list)
+    dropped_numbers: list[tuple[Outcome, str, Decimal, bool]] = field(default_factory=list)
+    items: list[PossiblyMissed] = field(default_factory=list)
+    items_nothing_dropped: int = 0
+    uncapped_items: int = 0
+    uncapped_listed: int = 0  # dropped items listed when the list is not capped
+    gold_values: int = 0
+    gold_values_kept: int = 0  # in the forgetful answer's grounded fields
+    follow_up: FollowUp | None = None  # None: not measured (--no-follow-up)
+    seconds: float = 0.0
+
+
+@dataclass
+class FollowUp:
+    """What the follow-up question did for one paper."""
+
+    asked: list[str] = field(default_factory=list)  # the OUTCOME labels asked for (none: no call)
+    answering: list[str] = field(default_factory=list)  # the asked labels the oracle answered an outcome for
+    answered: list[str] = field(default_factory=list)  # gold names of the outcomes it answered
+    gold_values_after: int = 0
+    items_after: int = 0  # the list after the follow-up
+
+    @property
+    def called(self) -> bool:
+        return bool(self.asked)
+
+
+def _decimal(value: Any) -> Decimal:
+    try:
+        return abs(Decimal(str(value).replace(",", "")))
+    except InvalidOperation:
+        return Decimal(-1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=Path(os.environ.get("EXTRACTION_CORPUS", DEFAULT_CORPUS)))
+    parser.add_argument("--drop-outcomes", type=float, default=0.3, help="share of the outcomes dropped whole")
+    parser.add_argument("--drop-numbers", type=float, default=0.1, help="share of the remaining arm numbers dropped")
+    parser.add_argument("--seed", type=int, default=1, help="which outcomes and numbers are forgotten")
+    parser.add_argument("--papers", nargs="*", help="PMC ids (default: every corpus paper with gold outcomes)")
+    parser.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="items listed per paper at most")
+    parser.add_argument("--items", action="store_true", help="print every listed item")
+    parser.add_argument(
+        "--no-follow-up", dest="follow_up", action="store_false", help="do not ask the follow-up question"
+    )
+    args = parser.parse_args()
+    oracle.CORPUS = args.corpus  # the oracle reads the gold values and PDFs from here
+    gold_rows = json.loads((args.corpus / "gold_outcomes.json").read_text())
+    pmcids = args.papers or sorted({str(row["pmcid"]) for row in gold_rows})
+    print(
+        f"recall check: drop {args.drop_outcomes:.0%} of outcomes, {args.drop_numbers:.0%} of remaining arm numbers, "
+        f"seed {args.seed}, limit {args.limit} items per paper; "
+        f"follow-up {'asked' if args.follow_up else 'not asked'}; "
+        f"parse: plain PyMuPDF text + ruled tables; cores={os.cpu_count()}"
+    )
+    results = []
+    for pmcid in pmcids:
+        pdf = args.corpus / "pdf" / f"{pmcid}.pdf"
+        if not pdf.is_file():
+            print(f"  {pmcid}: no PDF in the corpus, skipped")
+            continue
+        result = run_paper(
+            pmcid, parse(pdf), args.drop_outcomes, args.drop_numbers, args.seed, args.limit, follow=args.follow_up
+        )
+        if result is None:
+            print(f"  {pmcid}: the oracle has no printed gold value for it, skipped")
+            continue
+        results.append(result)
+        report_paper(result, show_items=args.items)
+    report_totals(results)
+
+
+def parse(pdf: Path) -> ParsedDocument:
+    """The pipeline's default parse (plain text, ruled tables), isolated as the pipeline runs it."""
+    result = run_isolated(pdf, timeout_seconds=300, limits=EngineOptions())
+    return ParsedDocument(pdf.name, result["pages_text"], [ParsedTable(**t) for t in result["tables"]])
+
+
+def oracle_outcomes(pmcid: str) -> list[Outcome]:
+    """The oracle's outcomes, each named by the gold row it answers."""
+    answer = oracle.build_answer(pmcid)
+    rows = [row for row in oracle.gold_rows(pmcid) if row["is_data_in_figure_graphics"] != "TRUE"]
+    outcomes: list[Outcome] = []
+    for entry in answer.answer["outcomes"]:
+        values = {name: pair["value"] for name, pair in entry.items() if name != "outcome_type"}
+        while rows:
+            row = rows.pop(0)
+            printed = {str(v) for k, v in row.items() if k.startswith(("intervention_", "comparator_")) and v != ""}
+            if {str(v) for v in values.values()} <= printed:
+                outcomes.append(Outcome(str(row["outcome"]).strip(), entry))
+                break
+    return outcomes
+
+
+def answer_json(outcomes: list[Outcome]) -> str:
+    entries = []
+    for outcome in outcomes:
+        quote = next(iter(outcome.entry.values()))["quote"]
+        entries.append({"outcome_name": {"value": outcome.name, "quote": quote}, **outcome.entry})
+    return json.dumps({"outcomes": entries})
+
+
+def ground(parsed: ParsedDocument, outcomes: list[Outcome]) -> GroundedFields:
+    """The answer grounded as the pipeline grounds a model's answer."""
+    return ground_output(RCT_TEMPLATE, parse_answer(answer_json(outcomes), RCT_TEMPLATE), parsed)
+
+
+def forget(
+    outcomes: list[Outcome], drop_outcomes: float, drop_numbers: float, seed: int
+) -> tuple[list[Outcome], list[Outcome], list[tuple[Outcome, str, Decimal]]]:
+    """(what the forgetful model answers, the outcomes it dropped, the numbers it dropped)."""
+    rng = random.Random(seed)  # noqa: S311 - a reproducible choice, not a secret
+    dropped = set(rng.sample(range(len(outcomes)), round(drop_outcomes * len(outcomes))))
+    kept = [o for i, o in enumerate(outcomes) if i not in dropped]
+    numbers = [(i, name) for i, o in enumerate(kept) for name in o.printed]
+    lost = set(rng.sample(numbers, round(drop_numbers * len(numbers))))
+    answered: list[Outcome] = []
+    lost_numbers: list[tuple[Outcome, str, Decimal]] = []
+    for i, outcome in enumerate(kept):
+        entry = {name: pair for name, pair in outcome.entry.items() if (i, name) not in lost}
+        lost_numbers.extend((outcome, name, outcome.printed[name]) for name in outcome.entry if (i, name) in lost)
+        if any(name.split("_")[0] in ARM_FIELDS for name in entry):
+            answered.append(Outcome(outcome.name, entry))
+    return answered, [o for i, o in enumerate(outcomes) if i in dropped], lost_numbers
+
+
+def _numbers(item: PossiblyMissed) -> set[Decimal]:
+    return {_decimal(n) for n in item.numbers}
+
+
+def _printed(item: PossiblyMissed) -> set[Decimal]:
+    """Every number of the item's excerpt (a row or sentence), read or not."""
+    return {_decimal(n) for n in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?|\.\d+", item.text)}
+
+
+def _names(item: PossiblyMissed, outcome: Outcome) -> bool:
+    return bool(item.label) and name_score(outcome.name, item.label) >= NAME_ENOUGH
+
+
+def outcome_listed(outcome: Outcome, items: list[PossiblyMissed]) -> bool:
+    wanted = outcome.identifying
+    for item in items:
+        if item.kind == MissedKind.OUTCOME and _names(item, outcome):
+            return True
+        if wanted and len(wanted & _numbers(item)) >= min(2, len(wanted)):
+            return True
+    return False
+
+
+def number_listed(outcome: Outcome, value: Decimal, items: list[PossiblyMissed]) -> bool:
+    others = set(outcome.printed.values()) - {value}
+    for item in items:
+        if item.kind == MissedKind.OUTCOME and _names(item, outcome):
+            return True
+        if value in _numbers(item) and (_printed(item) & others or _names(item, outcome)):
+            return True
+    return False
+
+
+def gold_found(outcomes: list[Outcome], fields: GroundedFields) -> int:
+    """How many of the outcomes' printed values ``fields`` has: under an entry named like the gold
+    outcome (each entry counted for one outcome, paired to find the most), in the same field, with
+    the same value."""
+    entries: dict[str, tuple[str, dict[str, Decimal]]] = {}
+    for path, entry in fields.items():
+        if entry.index is None or not path.startswith("outcomes."):
+            continue
+        _name, values = entries.setdefault(path.rsplit(".", 1)[0], ("", {}))
+        if entry.field == "outcome_name" and entry.value is not None:
+            entries[path.rsplit(".", 1)[0]] = (" ".join(str(entry.value).split()).lower(), values)
+        elif isinstance(entry.value, int | float) and not isinstance(entry.value, bool):
+            values[entry.field] = _decimal(entry.value)
+    # Outcomes printed under one name (two comparisons, two subgroups): the pairing that finds most.
+    pairs = sorted(
+        (
+            (sum(1 for f, v in outcome.printed.items() if values.get(f) == v), o, e)
+            for o, outcome in enumerate(outcomes)
+            for e, (name, values) in enumerate(entries.values())
+            if name == " ".join(outcome.name.split()).lower()
+        ),
+        reverse=True,
+    )
+    found, paired, claimed = 0, set(), set()
+    for hits, o, e in pairs:
+        if o not in paired and e not in claimed:
+            found += hits
+            paired.add(o)
+            claimed.add(e)
+    return found
+
+
+def _asked_labels(messages: list[dict[str, str]]) -> list[str]:
+    """The labels a follow-up prompt asks for (one "- label" line each between the markers)."""
+    user = next(m["content"] for m in reversed(messages) if m["role"] == "user")
+    # The instruction names the markers too: the list is after the last opening one.
+    block = user.rsplit(MISSED_OPEN, 1)[1].split(MISSED_CLOSE, 1)[0] if MISSED_OPEN in user else ""
+    return [line[2:].strip() for line in block.splitlines() if line.startswith("- ")]
+
+
+def _key(label: str) -> str:
+    return " ".join(label.split())
+
+
+def follow_up_oracle(
+    dropped: list[Outcome], items: list[PossiblyMissed], record: FollowUp
+) -> Callable[[list[dict[str, str]], TemplateDefinition], tuple[LLMResult, None]]:
+    """The follow-up "model": the oracle answering, for the labels the prompt asks for, the dropped
+    outcomes an asked item names or prints (see the module's counting rules)."""
+    by_label: dict[str, list[PossiblyMissed]] = {}
+    for item in items:
+        by_label.setdefault(_key(item.label), []).append(item)
+
+    def ask(messages: list[dict[str, str]], template: TemplateDefinition) -> tuple[LLMResult, None]:
+        record.asked = _asked_labels(messages)
+        answer: list[Outcome] = []
+        for label in record.asked:
+            asked_items = by_label.get(_key(label), [])
+            led = False
+            for outcome in dropped:
+                wanted = outcome.identifying
+                named = name_score(outcome.name, label) >= NAME_ENOUGH
+                printed = any(
+                    wanted and len(wanted & (_numbers(i) | _printed(i))) >= min(2, len(wanted)) for i in asked_items
+                )
+                if named or printed:
+                    led = True
+                    if outcome not in answer:
+                        answer.append(outcome)
+            if led:
+                record.answering.append(label)
+        record.answered = [o.name for o in answer]
+        text = answer_json(answer)
+        reply = LLMResult(parse_answer(text, template), Usage("oracle"), repaired=False, content=text)
+        return reply, None
+
+    return ask
+
+
+def run_paper(
+    pmcid: str,
+    parsed: ParsedDocument,
+    drop_outcomes: float,
+    drop_numbers: float,
+    seed: int,
+    limit: int,
+    *,
+    follow: bool = True,
+) -> PaperResult | None:
+    outcomes = oracle_outcomes(pmcid)
+    if not outcomes:
+        return None
+    answered, dropped, lost = forget(outcomes, drop_outcomes, drop_numbers, seed)
+    fields = ground(parsed, answered)
+    started = time.perf_counter()
+    items = possibly_missed(parsed, fields, limit=limit)
+    seconds = time.perf_counter() - started
+    result = PaperResult(pmcid, len(outcomes), items=items, seconds=seconds)
+    result.dropped_outcomes = [(o, outcome_listed(o, items)) for o in dropped]
+    result.dropped_numbers = [(o, name, value, number_listed(o, value, items)) for o, name, value in lost]
+    result.items_nothing_dropped = len(possibly_missed(parsed, ground(parsed, outcomes), limit=limit))
+    uncapped = possibly_missed(parsed, fields, limit=UNCAPPED)
+    result.uncapped_items = len(uncapped)
+    result.uncapped_listed = sum(1 for o in dropped if outcome_listed(o, uncapped)) + sum(
+        1 for o, _name, value in lost if number_listed(o, value, uncapped)
+    )
+    result.gold_values = sum(len(o.printed) for o in outcomes)
+    result.gold_values_kept = gold_found(outcomes, fields)
+    if follow:
+        # check_recall lists with the pipeline's own cap; the oracle matches the asked labels to those items.
+        record = FollowUp()
+        ask = follow_up_oracle(dropped, possibly_missed(parsed, fields), record)
+        checked = check_recall(fields, parsed, RCT_TEMPLATE, follow_up=True, whole_paper_fits=True, ask=ask)
+        record.gold_values_after = gold_found(outcomes, checked.fields)
+        record.items_after = len(checked.missed)
+        result.follow_up = record
+    return result
+
+
+def report_paper(result: PaperResult, *, show_items: bool) -> None:
+    outcomes_listed = sum(1 for _o, listed in result.dropped_outcomes if listed)
+    numbers_listed = sum(1 for *_rest, listed in result.dropped_numbers if listed)
+    print(
+        f"  {result.pmcid:8s} {result.outcomes:3d} outcomes; dropped {len(result.dropped_outcomes)} outcome(s), "
+        f"{outcomes_listed} listed; dropped {len(result.dropped_numbers)} number(s), {numbers_listed} listed; "
+        f"{len(result.items)} item(s) listed ({result.items_nothing_dropped} with nothing dropped), "
+        f"{result.seconds * 1000:.0f} ms"
+    )
+    recall = f"      gold recall before {result.gold_values_kept}/{result.gold_values}"
+    if (follow := result.follow_up) is not None:
+        recall += f", after follow-up {follow.gold_values_after}/{result.gold_values}; " + (
+            f"follow-up asked {len(follow.asked)} label(s), {len(follow.answering)} led to an outcome "
+            f"({len(follow.answered)} outcome(s) answered); {follow.items_after} item(s) listed after"
+            if follow.called
+            else "no follow-up call (no OUTCOME item)"
+        )
+    print(recall)
+    for outcome, listed in result.dropped_outcomes:
+        print(f"      {'listed' if listed else 'MISSED'} outcome {outcome.name!r}")
+    for outcome, name, value, listed in result.dropped_numbers:
+        print(f"      {'listed' if listed else 'MISSED'} number {name}={value} of {outcome.name!r}")
+    if show_items:
+        for item in result.items:
+            numbers = ", ".join(item.numbers[:8]) + (" ..." if len(item.numbers) > 8 else "")
+            print(f"      item p{item.page} {item.source} [{item.kind}] {item.label[:60]!r}: {numbers}")
+
+
+def report_totals(results: list[PaperResult]) -> None:
+    if not results:
+        print("no paper of the corpus could be answered")
+        return
+    dropped = sum(len(r.dropped_outcomes) + len(r.dropped_numbers) for r in results)
+    listed = sum(
+        sum(1 for *_o, hit in r.dropped_outcomes if hit) + sum(1 for *_n, hit in r.dropped_numbers if hit)
+        for r in results
+    )
+    outcomes = sum(len(r.dropped_outcomes) for r in results)
+    outcomes_hit = sum(sum(1 for *_o, hit in r.dropped_outcomes if hit) for r in results)
+    numbers = sum(len(r.dropped_numbers) for r in results)
+    numbers_hit = sum(sum(1 for *_n, hit in r.dropped_numbers if hit) for r in results)
+    items = [len(r.items) for r in results]
+    gold = sum(r.gold_values for r in results)
+    before = sum(r.gold_values_kept for r in results) / max(1, gold)
+    print(f"papers answered by the oracle: {len(results)} ({', '.join(r.pmcid for r in results)})")
+    print(
+        f"dropped items listed: {listed}/{dropped} = {listed / max(1, dropped):.0%} (goal >= 80%); "
+        f"outcomes {outcomes_hit}/{outcomes}, numbers {numbers_hit}/{numbers}"
+    )
+    print(
+        f"listed items per paper: mean {statistics.mean(items):.1f} (goal <= 10), median {statistics.median(items):g}, "
+        f"max {max(items)}; with nothing dropped: mean {statistics.mean(r.items_nothing_dropped for r in results):.1f}"
+    )
+    uncapped = sum(r.uncapped_listed for r in results)
+    print(
+        f"without the cap: {uncapped}/{dropped} = {uncapped / max(1, dropped):.0%} listed, "
+        f"mean {statistics.mean(r.uncapped_items for r in results):.1f} items per paper"
+    )
+    kept = sum(r.gold_values_kept for r in results)
+    print(f"gold recall before follow-up (printed gold values the forgetful answer has): {kept}/{gold} = {before:.0%}")
+    followed = [r.follow_up for r in results if r.follow_up is not None]
+    if followed:
+        after = sum(f.gold_values_after for f in followed)
+        asked = sum(len(f.asked) for f in followed)
+        answering = sum(len(f.answering) for f in followed)
+        answered = sum(len(f.answered) for f in followed)
+        in_kept = sum(len(r.dropped_numbers) for r in results)
+        print(
+            f"gold recall after follow-up: {after}/{gold} = {after / max(1, gold):.0%} (goal >= 95%); "
+            f"{in_kept} number(s) dropped inside kept outcomes are never asked for "
+            f"(so at most {(gold - in_kept) / max(1, gold):.0%})"
+        )
+        print(
+            f"follow-up calls: {sum(1 for f in followed if f.called)} of {len(followed)} papers; asked labels "
+            f"{asked}, {answering} led to an outcome; {answered} dropped outcome(s) answered of "
+            f"{sum(len(r.dropped_outcomes) for r in results)}; items listed after: mean "
+            f"{statistics.mean(f.items_after for f in followed):.1f}"
+        )
+    print(
+        f"check time per paper: mean {statistics.mean(r.seconds for r in results) * 1000:.0f} ms, "
+        f"max {max(r.seconds for r in results) * 1000:.0f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()

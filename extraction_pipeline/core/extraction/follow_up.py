@@ -1,0 +1,154 @@
+"""The recall check after an answer, and the targeted second question it may lead to.
+
+Every document's answer is checked for what the paper reports and no extracted value covers
+(``core.verification.recall``); the list is stored with the result, so the review page and the
+workbook show it. When the batch asks for it (``batch create --follow-up``), the outcomes on that
+list are asked for in one more call to the same model: the outcomes part of the template, the whole
+paper, and the outcome names as printed. That call is paid once like every call (a stored answer to
+the same prompt is reused), its answer is grounded like every answer, and its outcomes are added
+to the result (``merge_answered``: the first answer's entries stay as they are, an outcome it
+already had gains only better-grounded fields). Outcomes it added are marked as found by the follow-up. The list is
+then checked again, so it shows what is still missing.
+
+A follow-up that fails for a reason of its own (its answer cut at the output limit, an answer that
+does not parse) is recorded and the first answer kept: a document is never lost to an optional
+question. Transient errors propagate, as for every call, and the retry reuses what was paid for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sqlalchemy import select
+
+from extraction_pipeline.core.errors import PermanentError
+from extraction_pipeline.core.extraction.grounded import GroundedFields, GroundedValue, add_checks, ground_entries
+from extraction_pipeline.core.extraction.long_papers import better_grounded, key_text
+from extraction_pipeline.core.extraction.prompts import build_messages
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.schema import batch_items, batches
+from extraction_pipeline.core.llm.gateway import LLMResult
+from extraction_pipeline.core.pdf.parsing import ParsedDocument
+from extraction_pipeline.core.templates.definition import TemplateDefinition
+from extraction_pipeline.core.usage import Usage
+from extraction_pipeline.core.verification.grounding import Grounder
+from extraction_pipeline.core.verification.recall import MissedKind, PossiblyMissed, possibly_missed
+
+OUTCOMES_MODULE = "outcomes"
+MAX_ASKED = 10  # one call, a short list: the recall check lists at most ten items anyway
+
+# How the follow-up's call is made: the assembly's ``_answer`` (reuse of a paid answer, the audit
+# log, the meter), given the messages and the template they ask for.
+Ask = Callable[[list[dict[str, str]], TemplateDefinition], tuple[LLMResult, dict[str, Any] | None]]
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The fields after the recall check (and the follow-up, when asked), the list of what may
+    still be missing, and what the follow-up did (None when none was asked)."""
+
+    fields: GroundedFields
+    missed: list[PossiblyMissed]
+    follow_up: dict[str, Any] | None = None
+    usage: Usage | None = None  # the follow-up's call, when one was made
+    notes: list[str] = field(default_factory=list)
+
+
+def follows_up(ledger: Ledger, item_id: int) -> bool:
+    """Whether the item's batch asks the follow-up question."""
+    query = select(batches.c.follow_up).join(batch_items, batch_items.c.batch_id == batches.c.id)
+    with ledger.engine.connect() as conn:
+        value = conn.execute(query.where(batch_items.c.id == item_id)).scalar()
+    return bool(value)
+
+
+def check_recall(
+    fields: GroundedFields,
+    parsed: ParsedDocument,
+    template: TemplateDefinition,
+    *,
+    follow_up: bool,
+    whole_paper_fits: bool,
+    ask: Ask,
+) -> Checked:
+    """The recall check on ``fields``, and the follow-up question when ``follow_up`` is set and
+    the check lists outcomes (only for a paper asked whole: a paper in parts is not asked again)."""
+    missed = possibly_missed(parsed, fields)
+    asked = list(dict.fromkeys(m.label for m in missed if m.kind == MissedKind.OUTCOME and m.label.strip()))
+    asked = asked[:MAX_ASKED]
+    outcomes = next((m for m in template.modules if m.name == OUTCOMES_MODULE), None)
+    if not follow_up or not asked or outcomes is None:
+        return Checked(fields, missed)
+    if not whole_paper_fits:
+        note = "follow-up not asked: the paper is too long for one call, so it was asked in parts"
+        return Checked(fields, missed, {"asked": asked, "found": [], "skipped": note}, notes=[note])
+    narrowed = template.only(OUTCOMES_MODULE)
+    messages = build_messages(narrowed, parsed.pages_text, parsed.tables, missed=asked)
+    try:
+        reply, reused = ask(messages, narrowed)
+    except PermanentError as exc:  # a cut or unreadable answer, a refused prompt
+        note = f"follow-up failed, the first answer is kept: {exc}"
+        spent: Usage | None = exc.usage if isinstance(exc.usage, Usage) else None  # paid for, even if unusable
+        return Checked(fields, missed, {"asked": asked, "found": [], "failed": str(exc)}, spent, [note])
+    answered = ground_entries(narrowed, reply.output, Grounder(parsed))
+    merged, found = merge_answered(fields, answered)
+    usage = reply.usage
+    record = {
+        "asked": asked,
+        "found": found,
+        "model": usage.model,
+        "tokens_in": usage.tokens_in,
+        "tokens_out": usage.tokens_out,
+        "cost_usd": usage.cost_usd,
+        "reused": reused is not None,
+    }
+    return Checked(merged, possibly_missed(parsed, merged), record, usage)
+
+
+def merge_answered(fields: GroundedFields, answered: GroundedFields) -> tuple[GroundedFields, list[int]]:
+    """The first answer's fields with the follow-up's outcomes added: the first answer's entries
+    are kept exactly as they are (two of its outcomes may share a name: two comparisons, two
+    subgroups); an answered outcome named like one of them (name and timepoint) only fills or
+    improves that entry's fields; any other is appended with the next number. Returns the fields
+    and the numbers of the appended outcomes. The plausibility checks run on what changed."""
+    merged = dict(fields)
+    groups: dict[int, dict[str, GroundedValue]] = {}
+    for path, entry in fields.items():
+        if path.startswith(f"{OUTCOMES_MODULE}.") and entry.index is not None:
+            groups.setdefault(entry.index, {})[entry.field] = entry
+    keys = {
+        index: (key_text(group.get("outcome_name")), key_text(group.get("timepoint")))
+        for index, group in groups.items()
+    }
+    answered_groups: dict[int, dict[str, GroundedValue]] = {}
+    for entry in answered.values():
+        if entry.module == OUTCOMES_MODULE and entry.index is not None:
+            answered_groups.setdefault(entry.index, {})[entry.field] = entry
+    next_index = max(groups, default=0) + 1
+    changed: set[str] = set()
+    found: list[int] = []
+    for _number, group in sorted(answered_groups.items()):
+        if all(entry.value is None for entry in group.values()):
+            continue  # an empty entry says nothing
+        key = (key_text(group.get("outcome_name")), key_text(group.get("timepoint")))
+        same = next((index for index, known in keys.items() if key[0] and known == key), None)
+        target = same if same is not None else next_index
+        for name, entry in group.items():
+            path = f"{OUTCOMES_MODULE}.{target}.{name}"
+            if same is None or better_grounded(entry, merged.get(path)):
+                merged[path] = replace(entry, index=target)
+                changed.add(path)
+        if same is None:
+            keys[target] = key
+            found.append(target)
+            next_index += 1
+    checked = add_checks(merged)
+    return {path: checked[path] if path in changed else entry for path, entry in merged.items()}, found
+
+
+def found_by_follow_up(result: dict[str, Any]) -> set[int]:
+    """The outcome numbers the follow-up question added to a stored result."""
+    follow = result.get("follow_up") or {}
+    return {int(n) for n in follow.get("found") or []}

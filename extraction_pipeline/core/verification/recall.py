@@ -1,0 +1,945 @@
+"""The recall check: what a paper reports that no extracted value covers.
+
+Extraction models are precise but forgetful: they leave out whole outcomes and single arm numbers
+without a word. After extraction, each document gets a short list of *possibly missed* items,
+each placed in the paper the way a grounded value is (page, "text" or "table N", character
+offsets in that page's text or table text), so the review page can highlight it:
+
+- ``OUTCOME``: a result the paper reports (a row of a results table that names no extracted
+  outcome, or a sentence of the abstract or the results section with a statistic per arm) whose
+  numbers no extracted value has. Its label is the outcome's name as printed: a row's label, or a
+  sentence's subject (the words before its first verb, or after "difference in", without a
+  section lead-in, articles, "mean" or the groups compared), so a follow-up question can ask
+  for it by name;
+- ``TABLE_ROW``: a results-table row with arm numbers (means, SDs, events, totals, group sizes)
+  that an extracted outcome should have and does not: half of a statistic read ("12.1 (3.4)" with
+  the mean extracted, not the SD), one arm read and not the other, the row of an extracted
+  outcome whose numbers were taken from nowhere, or the group size an outcome lacks;
+- ``RESULT_TEXT``: the same for a sentence of the abstract or the results section.
+
+How the paper is read. Plain PDF text prints a table one cell per line (sometimes a row per line,
+sometimes column by column), so rows are rebuilt from the page text: a table's region starts at
+its caption ("Table 2 ..."); in it, a row is a label line followed by the lines that hold only
+numbers. Baseline-characteristics tables ("Baseline", "Characteristics", "Demographics" in the
+caption) hold no results and are skipped. Parsed tables are used only on pages whose text gave no
+rows (their numbers are less faithful than the page text's). Running heads and footers (lines
+repeated on many pages) are ignored.
+
+What "read" means. A number of the paper is read by an extracted outcome when one of the
+outcome's values equals it (sign aside) and the outcome is tied to the place: one of its quotes
+is located there, or it has two distinctive numbers there (decimals, or integers of 10 and more),
+or one number and a row label that names it (``name_score`` >= 70, the evaluation's matching).
+Numbers the template has no field for (p-values, percentages beside counts, confidence and
+interquartile ranges) are shown but never asked for.
+
+Precision matters as much as recall, so a row an extraction used is listed only for the specific
+arm numbers above, and the list is capped, most likely misses first: half-read statistics, then a
+missing arm, missing group sizes, then unread results: rows of tables the extraction used or that
+the abstract names, and sentences of the abstract and the results section no table repeats (a
+result printed only in the text is one a model easily skips), then the rest. The list is
+returned in reading order.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+from functools import cached_property
+from typing import Any
+
+from extraction_pipeline.core.evaluation.matching import NAME_ENOUGH, name_score, normalize_name
+from extraction_pipeline.core.extraction.grounded import GroundedValue
+from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
+
+DEFAULT_LIMIT = 10  # items per document: a list a reviewer reads to the end
+
+
+class MissedKind(StrEnum):
+    """What kind of omission an item is (the words are stored in results)."""
+
+    OUTCOME = "outcome"
+    TABLE_ROW = "table row"
+    RESULT_TEXT = "results text"
+
+
+@dataclass(frozen=True)
+class PossiblyMissed:
+    """One thing the paper reports that no extracted value covers, placed like a grounded value.
+
+    ``label`` is the outcome as printed (a row's label, the words of a sentence before its
+    numbers, or the extracted outcomes that lack a group size); ``text`` is the excerpt to show;
+    ``numbers`` are the numbers an extracted value should have, as printed; ``why`` says why the
+    item is listed, in a reviewer's words."""
+
+    kind: MissedKind
+    label: str
+    text: str
+    page: int
+    source: str  # "text" or "table N", as grounding's Location
+    start: int  # offsets within that page's text or that table's text
+    end: int
+    numbers: tuple[str, ...] = ()
+    why: str = ""
+
+    @property
+    def key(self) -> str:
+        """A stable id (the same document and parse give the same key), so a reviewer's
+        dismissal still refers to the item when the page is rendered again."""
+        return f"{self.kind.value}:{self.page}:{self.source}:{self.start}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The stored form (JSON), with its key."""
+        return {
+            "key": self.key,
+            "kind": self.kind.value,
+            "label": self.label,
+            "text": self.text,
+            "page": self.page,
+            "source": self.source,
+            "start": self.start,
+            "end": self.end,
+            "numbers": list(self.numbers),
+            "why": self.why,
+        }
+
+    @classmethod
+    def from_dict(cls, stored: Mapping[str, Any]) -> PossiblyMissed:
+        return cls(
+            kind=MissedKind(str(stored["kind"])),
+            label=str(stored.get("label") or ""),
+            text=str(stored.get("text") or ""),
+            page=int(stored["page"]),
+            source=str(stored.get("source") or "text"),
+            start=int(stored["start"]),
+            end=int(stored["end"]),
+            numbers=tuple(str(n) for n in stored.get("numbers") or ()),
+            why=str(stored.get("why") or ""),
+        )
+
+
+def possibly_missed(
+    document: ParsedDocument, fields: Mapping[str, GroundedValue], *, limit: int = DEFAULT_LIMIT
+) -> list[PossiblyMissed]:
+    """What ``document`` reports that none of ``fields`` (a result's grounded fields, path ->
+    GroundedValue, as ``fields_of`` reads them) covers: at most ``limit`` items, the most likely
+    misses kept, in reading order (page, then place on the page)."""
+    extracted = _extracted(fields)
+    sizes = frozenset(value for e in extracted for name, value in e.numbers.items() if name in SIZE_FIELDS)
+    layout = _layout(document, sizes)
+    layout.used_tables = {c.table for c in layout.candidates if c.table and _read(c, extracted)}
+    listed = [j for c in layout.candidates if (j := _judge(c, extracted, layout, sizes)) is not None]
+    listed += _missing_sizes(document, extracted, [c for c in layout.candidates if not c.prose])
+    # A sentence that only repeats the numbers of a listed row adds nothing for the reviewer.
+    in_rows = {n for entry in listed if not entry.prose for n in entry.values}
+    listed = [e for e in listed if not (e.prose and e.values and e.values <= in_rows)]
+    by_key: dict[str, _Listed] = {}
+    for entry in sorted(listed, key=lambda e: (-e.rank, e.item.page, e.item.start)):
+        by_key[entry.item.key] = by_key[entry.item.key].merged(entry) if entry.item.key in by_key else entry
+    chosen = list(by_key.values())[: max(0, limit)]
+    chosen.sort(key=lambda e: (e.item.page, e.item.source != "text", e.item.source, e.item.start))
+    return [e.item for e in chosen]
+
+
+# --- numbers and the statistics they form -------------------------------------------------------
+
+# A number as printed: "12", "1,234", "0.55", ".55" (journals drop the leading zero). Not the "2"
+# of "IL-2", "H2" or "kg/m2": a number glued to a word is part of a label.
+_NUMBER = re.compile(r"(?<![\w.,])(?<![A-Za-z]-)(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?!\d)")
+_PLUS_MINUS = re.compile(r"^\s*(?:±|\+/-|\+-|\+/−)\s*$")
+_SLASH = re.compile(r"^\s*/\s*$")
+_PAREN_OPEN = re.compile(r"^\s*%?\s*[(\[]\s*[-−–]?\s*$")
+_CLOSING = re.compile(r"[)\]]")
+_P_BEFORE = re.compile(r"(?:[<>=≤≥]|\bp\b)\s*$", re.IGNORECASE)
+_MINUS = ("-", "\u2212", "\u2013")
+
+ARM, PERCENT, P_VALUE, RANGE, ESTIMATE = "arm", "percent", "p", "range", "estimate"
+
+
+@dataclass(frozen=True)
+class _Number:
+    printed: str
+    value: Decimal  # absolute: a sign the model dropped is grounding's flag, not a miss
+    start: int  # offsets in the segment
+    end: int
+    group: int  # the numbers of one statistic share a group: "74.1 ± 12.2", "42/402 (10.5)"
+    role: str  # ARM (a number the template asks for), PERCENT, P_VALUE, RANGE or ESTIMATE
+
+    @property
+    def distinctive(self) -> bool:
+        """Equal by chance only rarely: a decimal, or an integer of at least 10."""
+        return "." in self.printed or self.value >= 10
+
+
+def _decimal(printed: str) -> Decimal | None:
+    try:
+        return abs(Decimal(printed.replace(",", "")))
+    except InvalidOperation:
+        return None
+
+
+def _numbers(text: str, start: int, end: int, sizes: frozenset[Decimal]) -> list[_Number]:
+    """The numbers of ``text[start:end]``, grouped into statistics, each with its role."""
+    groups: list[list[tuple[str, int, int, str]]] = []  # (printed, start, end, how it joined)
+    open_paren = False  # the statistic's parenthesis ("12 (4.5", "0.99 (0.65–") is still open
+    previous_end = start
+    for match in _NUMBER.finditer(text, start, end):
+        printed, at, stop = match.group(1), match.start(1), match.end(1)
+        gap = text[previous_end:at]
+        previous_end = stop
+        if groups and open_paren and not _CLOSING.search(gap) and len(gap) <= 6:
+            groups[-1].append((printed, at, stop, "paren"))
+        elif groups and _PAREN_OPEN.match(gap):
+            groups[-1].append((printed, at, stop, "paren"))
+            open_paren = True
+        elif groups and _PLUS_MINUS.match(gap):
+            groups[-1].append((printed, at, stop, "pm"))
+        elif groups and _SLASH.match(gap) and len(groups[-1]) == 1:
+            groups[-1].append((printed, at, stop, "slash"))
+        else:
+            groups.append([(printed, at, stop, "p" if _P_BEFORE.search(gap) else "main")])
+            open_paren = False
+    found: list[_Number] = []
+    for index, members in enumerate(groups):
+        last_of_several = len(groups) >= 3 and index == len(groups) - 1
+        for printed, at, stop, role in _roles(text, members, sizes, last_of_several):
+            value = _decimal(printed)
+            if value is not None:
+                found.append(_Number(printed, value, at, stop, index, role))
+    return found
+
+
+def _roles(
+    text: str, members: list[tuple[str, int, int, str]], sizes: frozenset[Decimal], last_of_several: bool
+) -> Iterator[tuple[str, int, int, str]]:
+    """Each number of one statistic with what it is: an arm number the template asks for, or a
+    p-value, percentage, range bound or estimate it does not. ``last_of_several``: the last
+    statistic of a row or sentence, where its p-value is printed."""
+    first, at, stop, joined = members[0]
+    in_paren = [m for m in members[1:] if m[3] == "paren"]
+    has_slash = any(m[3] == "slash" for m in members)
+    if joined == "p":
+        main_role = P_VALUE
+    elif text[stop : stop + 2].lstrip().startswith("%"):
+        main_role = PERCENT
+    elif len(in_paren) >= 2:
+        main_role = ESTIMATE  # "0.99 (0.65–1.51)", "5 (4–5)": an effect with its CI, a median with its IQR
+    elif len(members) == 1 and _looks_like_p(text, first, stop, last_of_several):
+        main_role = P_VALUE
+    else:
+        main_role = ARM
+    yield first, at, stop, main_role
+    count = _decimal(first) or Decimal(0)
+    for printed, start, end, how in members[1:]:
+        if how in ("pm", "slash"):
+            yield printed, start, end, ARM
+        elif len(in_paren) >= 2:
+            yield printed, start, end, RANGE
+        elif has_slash or text[end : end + 2].lstrip().startswith("%") or _is_share(count, printed, sizes):
+            yield printed, start, end, PERCENT
+        else:
+            yield printed, start, end, ARM  # "12.1 (3.4)": a mean and its SD
+
+
+def _looks_like_p(text: str, printed: str, end: int, last: bool) -> bool:
+    """A lone decimal of at most 1 printed with three places ("0.004"), or with two and a
+    footnote mark ("0.03*", "0.86#", "0.62b") or at the end of a row: a p-value. "0.6" or
+    "−0.2" may well be a mean."""
+    value = _decimal(printed)
+    before = text[max(0, end - len(printed) - 1) : end - len(printed)]
+    if value is None or value > 1 or "." not in printed or before in _MINUS:
+        return False
+    places = len(printed.split(".")[1])
+    marked = bool(re.match(r"[*†‡§#a-fA-F]", text[end : end + 1]))
+    return places >= 3 or (places == 2 and (marked or last))
+
+
+def _is_share(count: Decimal, printed: str, sizes: frozenset[Decimal]) -> bool:
+    """Is ``printed`` the percentage ``count`` makes of one of the known group sizes?"""
+    value = _decimal(printed)
+    if value is None or value > 100 or count != count.to_integral_value():
+        return False
+    places = len(printed.split(".")[1]) if "." in printed else 0
+    tolerance = Decimal("0.5") * Decimal(10) ** -places + Decimal("0.05")
+    return any(size >= count and abs(100 * count / size - value) <= tolerance for size in sizes if size > 0)
+
+
+def _reports_results(numbers: list[_Number]) -> bool:
+    """A statistic per arm at least: two numbers other than p-values, or one with its spread."""
+    useful = [n for n in numbers if n.role != P_VALUE]
+    return len(useful) >= 2 and (len({n.group for n in useful}) >= 2 or any(n.role == ARM for n in useful[1:]))
+
+
+# --- the paper's layout: captions, sections, rows, sentences ------------------------------------
+
+_CAPTION = re.compile(r"^\W{0,4}(?:Table|TABLE)\s*[-–.]?\s*([0-9]+|[IVX]+)\b\s*(?:[.:|\-–]|\s+[A-Z(\"“‘']|$)")
+_BASELINE = re.compile(
+    r"baseline|characteristic|demographic|at (?:entry|enrol|inclusion|randomi)|patient profile", re.IGNORECASE
+)
+_SAYS_RESULTS = re.compile(
+    r"outcome|result|effect|change|complication|adverse|response|efficacy|endpoint|score|level|compar|differen|"
+    r"after|follow|post",
+    re.IGNORECASE,
+)
+_NUMBERED = r"^\W{0,4}(?:\d+\.?\s*|[IVX]+\.\s*)"
+_RESULTS_HEADING = re.compile(_NUMBERED + r"?(?:results?|findings)\b\W{0,4}\s*$", re.IGNORECASE)
+_END_HEADING = re.compile(
+    _NUMBERED + r"?(?:discussion|conclusions?|references|acknowledge?ments?|bibliography)\b\W{0,4}\s*$", re.IGNORECASE
+)
+# The abstract ends where the introduction starts ("Background" opens many structured abstracts,
+# so it ends the abstract only when numbered).
+_INTRO_HEADING = re.compile(
+    r"^\W{0,4}(?:(?:\d+\.?\s*|[IVX]+\.\s*)?introduction|(?:\d+\.?\s*|[IVX]+\.\s*)background)\b\W{0,4}\s*$",
+    re.IGNORECASE,
+)
+ABSTRACT_PAGES = 2  # an abstract with no introduction heading after it ends with page 2
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])")
+# A row label that only says when or in whom ("Baseline", "12 weeks", "Post"): the outcome is
+# named by the group label above it.
+_GENERIC_LABEL = re.compile(
+    r"^(?:pre|post|baseline|change|total|overall|all|mean|median|sd|n|week|weeks|month|months|day|days|visit|"
+    r"follow[- ]?up|after|before|end|t\d|pre[- ]?intervention|post[- ]?intervention|endpoint|final|"
+    r"\d+[- ]?(?:weeks?|months?|days?|h|hours?|years?)|[\d\s.,:-]+)\b.{0,25}$",
+    re.IGNORECASE,
+)
+# What a cell may hold besides numbers: range words, "vs", empty-cell marks, footnote marks.
+_CELL_WORDS = re.compile(r"\b(?:to|vs|versus|ns|n\.s|na|nr|ne|n/a|nd|ci|and)\b\.?", re.IGNORECASE)
+_FOOTNOTE_MARKS = re.compile(r"[*†‡§¶#|^∗]+")
+_PLACEHOLDER = re.compile(r"^\s*(?:[-–—−]+|n/?a|nr|ns|n\.s\.|ne|nd|\.\.\.|…)\s*$", re.IGNORECASE)
+_GROUP_SIZE_LINE = re.compile(r"^[\s(\[]*[nN]\s*[=:]\s*[\d,]+[\s)\]]*$")
+_LETTERS = re.compile(r"[^\W\d_]")
+MAX_LABEL_LINE = 90
+PROSE_LINE = 40  # four lines in a row this long or longer: the table has ended, prose goes on
+
+CELL, PLACEHOLDER, TEXT, GROUP_SIZE, BLANK = "cell", "placeholder", "text", "group size", "blank"
+
+
+@dataclass(frozen=True)
+class _Line:
+    text: str
+    start: int  # offsets in the page text
+    end: int
+    kind: str  # CELL, PLACEHOLDER, TEXT, GROUP_SIZE or BLANK (empty, or a running head)
+
+
+@dataclass
+class _Candidate:
+    """A place that reports results: a table row or a sentence."""
+
+    page: int
+    source: str
+    start: int
+    end: int
+    label: str
+    text: str
+    numbers: list[_Number]
+    prose: bool  # a sentence of the abstract or results text, not a table row
+    results_table: bool = True  # False: a table whose caption does not say it holds results
+    in_abstract: bool = False
+    table: str = ""  # which table a row belongs to ("page:caption line"); "" for a sentence
+
+
+@dataclass
+class _Layout:
+    """What the document is made of, for the recall check."""
+
+    candidates: list[_Candidate] = field(default_factory=list)
+    abstract: frozenset[str] = frozenset()  # the abstract's word stems: outcomes it names rank higher
+    results_text: frozenset[str] = frozenset()  # the results section's, likewise
+    acronyms: Mapping[str, str] = field(default_factory=dict)  # "rds" -> "respiratory distress syndrome"
+    used_tables: set[str] = field(default_factory=set)  # tables with a row the extraction read
+
+
+def _line_kind(line: str) -> str:
+    stripped = line.strip()
+    if not stripped:
+        return BLANK
+    if _GROUP_SIZE_LINE.match(stripped):
+        return GROUP_SIZE
+    if _PLACEHOLDER.match(stripped):
+        return PLACEHOLDER
+    if not any(c.isdigit() for c in stripped):
+        return TEXT
+    # Footnote marks glued to a number ("2.75iii", "0.626b", "<0.001A") are not words.
+    unglued = re.sub(r"(?<=\d)[a-zA-Z]{1,4}\b", " ", stripped)
+    rest = _FOOTNOTE_MARKS.sub(" ", _CELL_WORDS.sub(" ", _NUMBER.sub(" ", unglued)))
+    return TEXT if any(len(word) > 1 for word in re.findall(r"[^\W\d_]+", rest)) else CELL
+
+
+def _lines(text: str, furniture: set[str]) -> list[_Line]:
+    found = []
+    at = 0
+    for raw in text.split("\n"):
+        kind = BLANK if _furniture_key(raw) in furniture else _line_kind(raw)
+        found.append(_Line(raw, at, at + len(raw), kind))
+        at += len(raw) + 1
+    return found
+
+
+def _furniture(pages: list[str]) -> set[str]:
+    """Lines repeated on many pages (running heads, footers, journal names), digits aside."""
+    seen: dict[str, set[int]] = {}
+    for page, text in enumerate(pages):
+        for line in text.split("\n"):
+            key = _furniture_key(line)
+            if len(_LETTERS.findall(key)) >= 6:  # a table cell ("#/# (#.#)") repeats too, and stays
+                seen.setdefault(key, set()).add(page)
+    # Alternating heads (journal on odd pages, authors on even ones) are on half the pages; a row
+    # label repeated in two or three tables is not.
+    enough = max(2, math.ceil(0.4 * len(pages)))
+    return {key for key, where in seen.items() if len(where) >= enough}
+
+
+def _furniture_key(line: str) -> str:
+    return re.sub(r"\d+", "#", " ".join(line.split()).lower())
+
+
+def _caption_is_results(caption: str) -> bool | None:
+    """True for a results caption, False for a baseline one, None when it does not say."""
+    if _BASELINE.search(caption) and not re.search(r"outcome|result|effect|change|after|follow", caption, re.I):
+        return False
+    return True if _SAYS_RESULTS.search(caption) else None
+
+
+def _sizes(text: str) -> frozenset[Decimal]:
+    """Group sizes printed on a page ("n = 49", "N=326", "(40)"): what percentages are shares of."""
+    found = set()
+    for match in re.finditer(r"\b[nN]\s*[=:]\s*([\d,]+)|\((\d{2,5})\)", text):
+        value = _decimal(match.group(1) or match.group(2))
+        if value:
+            found.add(value)
+    return frozenset(found)
+
+
+def _layout(document: ParsedDocument, sizes: frozenset[Decimal]) -> _Layout:
+    layout = _Layout()
+    furniture = _furniture(document.pages_text)
+    in_results, in_abstract = False, True
+    abstract: list[str] = []
+    results: list[str] = []
+    for page, text in enumerate(document.pages_text, start=1):
+        page_sizes = sizes | _sizes(text)
+        lines = _lines(text, furniture)
+        rows, table_lines = _table_rows(page, text, lines, page_sizes)
+        layout.candidates.extend(rows or _parsed_table_rows(page, document.tables_on(page), page_sizes))
+        # The sentences: the abstract (up to the introduction), the results section.
+        in_abstract = in_abstract and page <= ABSTRACT_PAGES
+        zone: list[_Line] = []
+        zone_is_abstract = in_abstract
+        for index, line in enumerate(lines):
+            stripped = line.text.strip()
+            if in_abstract and _INTRO_HEADING.match(stripped):
+                in_abstract = False
+            if _RESULTS_HEADING.match(stripped):
+                in_results = True
+            elif _END_HEADING.match(stripped):
+                in_results = False
+            heading = bool(_RESULTS_HEADING.match(stripped) or _END_HEADING.match(stripped))
+            wanted = (in_abstract or in_results) and index not in table_lines and line.kind != BLANK and not heading
+            if zone and not (wanted and zone_is_abstract == in_abstract):
+                layout.candidates.extend(_sentences(page, text, zone, page_sizes, abstract=zone_is_abstract))
+                (abstract if zone_is_abstract else results).extend(z.text for z in zone)
+                zone = []
+            if wanted:
+                zone_is_abstract = in_abstract
+                zone.append(line)
+        if zone:
+            layout.candidates.extend(_sentences(page, text, zone, page_sizes, abstract=zone_is_abstract))
+            (abstract if zone_is_abstract else results).extend(z.text for z in zone)
+    layout.acronyms = _acronyms(document.full_text)
+    layout.abstract = _words(" ".join(abstract))
+    layout.results_text = _words(" ".join(results))
+    return layout
+
+
+def _table_rows(
+    page: int, text: str, lines: list[_Line], sizes: frozenset[Decimal]
+) -> tuple[list[_Candidate], set[int]]:
+    """Rows rebuilt from a page's text, in the regions that start at a table caption; and the
+    indexes of the lines the tables took (the sentences leave those out)."""
+    rows: list[_Candidate] = []
+    taken: set[int] = set()
+    captions = [i for i, line in enumerate(lines) if _CAPTION.match(line.text)]
+    for number, first in enumerate(captions):
+        last = captions[number + 1] if number + 1 < len(captions) else len(lines)
+        kind = _caption_is_results(" ".join(line.text.strip() for line in lines[first : first + 2]))
+        region_rows, used = _region_rows(page, text, lines, first + 1, last, sizes)
+        taken.update(used)
+        taken.add(first)
+        if kind is False:  # a baseline table: no results in its rows
+            continue
+        for row in region_rows:
+            row.results_table = kind is True
+            row.table = f"{page}:{first}"
+        rows.extend(region_rows)
+    return rows, taken
+
+
+def _region_rows(
+    page: int, text: str, lines: list[_Line], first: int, last: int, sizes: frozenset[Decimal]
+) -> tuple[list[_Candidate], set[int]]:
+    """The rows of one table region: label lines, then the cell lines that follow them."""
+    rows: list[_Candidate] = []
+    used: set[int] = set()
+    labels: list[int] = []  # text lines since the last row: the next row's label
+    group_label = ""  # the last label with no numbers of its own: it names the rows under it
+    cells: list[int] = []
+    prose_run = 0
+
+    def close() -> None:
+        nonlocal cells, labels
+        if cells:
+            row = _row(page, text, lines, labels[-2:], cells, group_label, sizes)
+            if row is not None:
+                rows.append(row)
+                used.update(labels[-2:])
+                used.update(cells)
+            labels = []
+        cells = []
+
+    for index in range(first, last):
+        line = lines[index]
+        if line.kind in (CELL, PLACEHOLDER):
+            prose_run = 0
+            if not cells and len(labels) > 2:
+                group_label = lines[labels[-3]].text.strip()
+            cells.append(index)
+            continue
+        if line.kind == BLANK:
+            continue
+        close()
+        if line.kind == GROUP_SIZE or len(line.text.strip()) <= 2:  # a column head ("n = 50", "P")
+            labels = []
+            continue
+        prose_run = prose_run + 1 if len(line.text.strip()) >= PROSE_LINE else 0
+        if prose_run >= 4:
+            break
+        if len(line.text.strip()) > MAX_LABEL_LINE:
+            labels = []
+            continue
+        if labels:
+            group_label = lines[labels[-1]].text.strip()
+        labels.append(index)
+        inline = _inline_row(page, text, line, group_label, sizes)
+        if inline is not None:
+            rows.append(inline)
+            used.add(index)
+            labels = []
+    close()
+    return rows, used
+
+
+def _clean_label(label: str) -> str:
+    return " ".join(_FOOTNOTE_MARKS.sub(" ", label).split()).strip(" ,;:")
+
+
+def _labelled(label: str, group_label: str) -> str:
+    """A generic label ("12 weeks", "Post") under the label of its group ("Fat mass: 12 weeks")."""
+    if group_label and (not label or _GENERIC_LABEL.match(label)):
+        return f"{_clean_label(group_label)}: {label}" if label else _clean_label(group_label)
+    return label
+
+
+def _row(
+    page: int,
+    text: str,
+    lines: list[_Line],
+    labels: list[int],
+    cells: list[int],
+    group_label: str,
+    sizes: frozenset[Decimal],
+) -> _Candidate | None:
+    start, end = lines[cells[0]].start, lines[cells[-1]].end
+    numbers = _numbers(text, start, end, sizes)
+    if not _reports_results(numbers):
+        return None
+    label = _labelled(_clean_label(" ".join(lines[i].text.strip() for i in labels)), group_label)
+    span_start = lines[labels[0]].start if labels else start
+    return _Candidate(page, "text", span_start, end, label, text[span_start:end], numbers, prose=False)
+
+
+def _inline_row(page: int, text: str, line: _Line, group_label: str, sizes: frozenset[Decimal]) -> _Candidate | None:
+    """A row printed on one line ("Any complications 238 (73%) 241 (73.9%) 0.86", or a Markdown
+    table row): a label, then nothing but numbers."""
+    if line.text.count("|") >= 2:
+        cells = [c for c in line.text.split("|") if c.strip()]
+        if not cells:
+            return None
+        label_part = cells[0]
+        numbers_from = line.start + line.text.index(label_part) + len(label_part)
+    else:
+        # The label ends at the last word after which only cells follow.
+        for word in reversed(list(re.finditer(r"[^\W\d_]{2,}", line.text))):
+            if _line_kind(line.text[word.end() :]) == CELL:
+                label_part = line.text[: word.end()]
+                numbers_from = line.start + word.end()
+                break
+        else:
+            return None
+    numbers = _numbers(text, numbers_from, line.end, sizes)
+    if len([n for n in numbers if n.role != P_VALUE]) < 2 or not _reports_results(numbers):
+        return None
+    label = _labelled(_clean_label(label_part), group_label)
+    return _Candidate(page, "text", line.start, line.end, label, line.text, numbers, prose=False)
+
+
+def _parsed_table_rows(page: int, tables: list[ParsedTable], sizes: frozenset[Decimal]) -> list[_Candidate]:
+    """Rows of the page's parsed tables (cells by tabs, rows by lines), in that table's text."""
+    rows: list[_Candidate] = []
+    for number, table in enumerate(tables, start=1):
+        if _caption_is_results(table.text.split("\n", 1)[0]) is False:
+            continue
+        at = 0
+        for line in table.text.split("\n"):
+            first_cell = line.split("\t", 1)[0]
+            label = _clean_label(first_cell) if _LETTERS.search(first_cell) else ""
+            numbers = _numbers(table.text, at + (len(first_cell) if label else 0), at + len(line), sizes)
+            if label and _reports_results(numbers):
+                rows.append(_Candidate(page, f"table {number}", at, at + len(line), label, line, numbers, prose=False))
+            at += len(line) + 1
+    return rows
+
+
+def _sentences(
+    page: int, text: str, zone: list[_Line], sizes: frozenset[Decimal], *, abstract: bool
+) -> list[_Candidate]:
+    """Sentences of the abstract or results text that report a statistic for two arms."""
+    found: list[_Candidate] = []
+    runs: list[tuple[int, int]] = []  # consecutive lines of the zone: sentences are split inside one
+    for line in zone:
+        if runs and line.start <= runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], line.end)
+        else:
+            runs.append((line.start, line.end))
+    for run_start, run_end in runs:
+        chunk = text[run_start:run_end]
+        at = 0
+        for piece in _SENTENCE_END.split(chunk):
+            where = chunk.find(piece, at)
+            at = where + len(piece)
+            start, end = run_start + where, run_start + where + len(piece)
+            numbers = _numbers(text, start, end, sizes)
+            partnered = {n.group for n in numbers if sum(1 for m in numbers if m.group == n.group) >= 2}
+            if len({n.group for n in numbers if n.role in (ARM, PERCENT, RANGE) and n.group in partnered}) < 2:
+                continue
+            label = _sentence_label(" ".join(text[start : numbers[0].start].split()))
+            found.append(
+                _Candidate(page, "text", start, end, label, " ".join(piece.split()), numbers, True, True, abstract)
+            )
+    return found
+
+
+# A sentence's outcome is its subject: the words before its first verb ("The mean operation time
+# was 74.1 ..."), or after "difference in" when the sentence opens with one ("There was no
+# difference in the incidence of PONV between the groups").
+_VERB = re.compile(
+    r"\b(?:was|were|is|are|had|has|have|did|does|showed?|shown|remained|differed|increased|decreased|"
+    r"reduced|improved|declined|rose|fell|obtained|observed|reported|found|occurred|ranged|averaged)\b",
+    re.IGNORECASE,
+)
+_COMPARING = re.compile(r"\b(?:between|among|amongst|versus|vs\.?|compared|in (?:the|both|each|all) )", re.IGNORECASE)
+_DIFFERENCE_IN = re.compile(r"\b(?:differences?|changes?|reductions?|increases?|decreases?) (?:in|of)\b", re.IGNORECASE)
+_LEADING = re.compile(
+    r"^(?:(?:the|a|an|overall|mean|median|average|total|matched|respective|respectively)\b[\s,]*)+", re.I
+)
+_TRAILING = re.compile(
+    r"(?:[\s(:;,=−–-]+|\b(?:the|a|an|of|in|for|at|with|and|to|by|from|on|during|after|groups?)\b)+$", re.I
+)
+MAX_SENTENCE_LABEL = 100
+
+
+def _sentence_label(before: str) -> str:
+    """An outcome name from the words of a sentence before its first number: its subject, without
+    a section lead-in ("Operative Findings:"), articles, "mean", or the groups it compares."""
+    text = before[-MAX_SENTENCE_LABEL:]
+    if (difference := _DIFFERENCE_IN.search(text)) is not None:
+        text = text[difference.end() :]
+    elif (verb := _VERB.search(text)) is not None and _LETTERS.search(text[: verb.start()]):
+        text = text[: verb.start()]
+    text = re.split(r"[:;]|, ", text)[-1] if re.search(r"[:;]|, ", text) else text
+    if (comparing := _COMPARING.search(text)) is not None and comparing.start() > 0:
+        text = text[: comparing.start()]
+    label = _TRAILING.sub("", _LEADING.sub("", text.strip())).strip()
+    return label if len(_LETTERS.findall(label)) >= 3 else re.sub(r"[\s(:;,=−–-]+$", "", before[-MAX_SENTENCE_LABEL:])
+
+
+_DEFINED = re.compile(r"((?:[A-Za-z][\w'-]*[\s-]+){1,6})\(([A-Z][A-Za-z0-9]{1,7})\)")
+STEM = 5  # "complications" and "complication", "infections" and "infection" share a stem
+_VAGUE = frozenset(
+    word[:STEM]
+    for word in re.findall(
+        r"\w+",
+        "mean median total number rate score group groups patients participants change baseline after before "
+        "week weeks month months days day time level levels value values with without from during other all any "
+        "the and for per",
+    )
+)
+
+
+def _acronyms(text: str) -> dict[str, str]:
+    """Abbreviations the paper defines ("respiratory distress syndrome (RDS)"): a row labelled
+    "RDS" names what the abstract spells out."""
+    found: dict[str, str] = {}
+    for match in _DEFINED.finditer(text):
+        letters = [c.lower() for c in match.group(2) if c.isupper()]
+        words = re.findall(r"[A-Za-z]+", match.group(1))
+        if len(letters) >= 2 and len(words) >= len(letters):
+            tail = words[-len(letters) :]
+            if [w[0].lower() for w in tail] == letters:
+                found.setdefault(match.group(2).lower(), " ".join(tail).lower())
+    return found
+
+
+def _words(text: str) -> frozenset[str]:
+    """The word stems of a text (for "does the abstract name this outcome?")."""
+    return frozenset(word[:STEM] for word in normalize_name(text).split() if len(word) >= 3)
+
+
+def _mentioned(label: str, words: frozenset[str], acronyms: Mapping[str, str]) -> bool:
+    """Does a text (the abstract, the results) name this outcome too: most of its telling words?"""
+    spelled = " ".join(acronyms.get(w.lower(), w) for w in re.findall(r"[\w-]+", label))
+    telling = [w for w in _words(spelled) if w not in _VAGUE and not w.isdigit()]
+    return bool(telling) and sum(1 for w in telling if w in words) >= max(1, math.ceil(0.6 * len(telling)))
+
+
+# --- what the extraction read -------------------------------------------------------------------
+
+ARMS = ("treatment", "control")
+SIZE_FIELDS = tuple(f"{size}_{arm}" for size in ("total", "n") for arm in ARMS)
+MAX_ROW_STATISTICS = 10  # more statistics than this: a table read column by column, not a row
+Span = tuple[int, str, int, int]  # page, source, start, end
+
+
+@dataclass(frozen=True)
+class _Extracted:
+    """One extracted outcome (or a single module): its name, its numbers by field, where its
+    quotes are."""
+
+    key: str  # "outcomes.2", "baseline"
+    name: str
+    numbers: Mapping[str, Decimal]  # field -> value, the numeric fields only
+    where: Mapping[str, Span]  # field -> where its quote is, for the located quotes
+    spans: tuple[Span, ...]
+
+    @cached_property
+    def values(self) -> frozenset[Decimal]:
+        return frozenset(self.numbers.values())
+
+
+def _extracted(fields: Mapping[str, GroundedValue]) -> list[_Extracted]:
+    by_entry: dict[str, tuple[list[str], dict[str, Decimal], dict[str, Span], list[Span]]] = {}
+    for path, value in fields.items():
+        names, numbers, where, spans = by_entry.setdefault(path.rsplit(".", 1)[0], ([], {}, {}, []))
+        name = value.field.rsplit(".", 1)[-1]  # an entry stored before templates is named by its path
+        located = list(_spans(value))
+        if name == "outcome_name" and value.value:
+            names.append(str(value.value))
+        elif isinstance(value.value, int | float) and not isinstance(value.value, bool):
+            number = _decimal(str(value.value))
+            if number is not None:
+                numbers[name] = number.normalize()
+                if located:
+                    where[name] = located[0]
+        spans.extend(located)
+    return [
+        _Extracted(key, names[0] if names else "", numbers, where, tuple(spans))
+        for key, (names, numbers, where, spans) in by_entry.items()
+    ]
+
+
+def _spans(value: GroundedValue) -> Iterator[Span]:
+    if value.page is not None and value.start is not None and value.end is not None:
+        yield value.page, value.source or "text", value.start, value.end
+    continued = value.continued or {}
+    if continued.get("page") is not None and continued.get("start") is not None:
+        start = int(continued["start"])
+        yield int(continued["page"]), str(continued.get("source") or "text"), start, int(continued.get("end") or start)
+
+
+def _read(candidate: _Candidate, extracted: list[_Extracted]) -> dict[str, set[int]]:
+    """Which of the candidate's numbers (by position) each extracted entry read."""
+    numbers = candidate.numbers
+    read: dict[str, set[int]] = {}
+    block = len({n.group for n in numbers if n.role == ARM}) > MAX_ROW_STATISTICS
+    for entry in extracted:
+        equal = [i for i, n in enumerate(numbers) if n.value.normalize() in entry.values]
+        if not equal:
+            continue
+        spans = [(s, e) for page, source, s, e in entry.spans if page == candidate.page and source == candidate.source]
+        covered = {i for i in equal if any(s <= numbers[i].start < e for s, e in spans)}
+        if block:  # no row ties the numbers together: only a quote's own statistics are read
+            groups = {numbers[i].group for i in covered}
+            covered.update(i for i in equal if numbers[i].group in groups)
+        else:
+            over = any(s < candidate.end and e > candidate.start for s, e in spans)
+            distinctive = {numbers[i].value for i in equal if numbers[i].distinctive}
+            named = (
+                not candidate.prose  # a sentence's words name too much to tie an outcome to it
+                and bool(entry.name and candidate.label)
+                and name_score(entry.name, candidate.label) >= NAME_ENOUGH
+            )
+            if over or len(distinctive) >= 2 or named:
+                covered.update(equal)
+        if covered:
+            read[entry.key] = covered
+    return read
+
+
+# --- the list -----------------------------------------------------------------------------------
+
+# Most likely misses first: a half-read statistic, a missing arm, a missing group size; then rows
+# no value reads, higher when the extraction used their table or the abstract names them, and
+# sentences no value reads (higher in the abstract): a result printed only in the text.
+RANK_HALF_READ, RANK_OTHER_ARM, RANK_GROUP_SIZE, RANK_UNREAD = 7.0, 6.5, 6.0, 2.0
+RANK_TEXT_ONLY = 1.5  # added for a sentence (sentences repeating a listed row's numbers are dropped)
+
+
+@dataclass(frozen=True)
+class _Listed:
+    item: PossiblyMissed
+    rank: float
+    values: frozenset[Decimal]  # the item's numbers' values
+    prose: bool
+
+    def merged(self, other: _Listed) -> _Listed:
+        """Two findings at the same place: one item, with both labels and numbers."""
+        item = self.item
+        label = item.label if other.item.label in item.label else f"{item.label}; {other.item.label}"
+        numbers = tuple(dict.fromkeys((*item.numbers, *other.item.numbers)))
+        why = item.why if other.item.why == item.why else f"{item.why}; {other.item.why}"
+        merged = PossiblyMissed(item.kind, label, item.text, item.page, item.source, item.start, item.end, numbers, why)
+        return _Listed(merged, self.rank, self.values | other.values, self.prose and other.prose)
+
+
+def _judge(
+    candidate: _Candidate, extracted: list[_Extracted], layout: _Layout, sizes: frozenset[Decimal]
+) -> _Listed | None:
+    by_entry = _read(candidate, extracted)
+    numbers = candidate.numbers
+    kind = MissedKind.RESULT_TEXT if candidate.prose else MissedKind.TABLE_ROW
+    if not by_entry:
+        return _unread(candidate, extracted, layout, kind)
+    groups: dict[int, set[int]] = {}
+    for i, n in enumerate(numbers):
+        if n.role == ARM:
+            groups.setdefault(n.group, set()).add(i)
+    # Half read: an outcome has one number of a statistic and not the other (a mean without its SD,
+    # events without their total), even when another outcome has that other number. A group size
+    # alone says nothing: every outcome of the arm shares it.
+    half_read: set[int] = set()
+    for seen in by_entry.values():
+        for members in groups.values():
+            hit = seen & members
+            if any(numbers[i].value not in sizes for i in hit) and hit != members:
+                half_read |= members - seen
+    if half_read:
+        why = "an extracted outcome has one number of this statistic and not the other"
+        return _listed(candidate, kind, [numbers[i] for i in sorted(half_read)], RANK_HALF_READ, why)
+    if len(groups) == 2:
+        for seen in by_entry.values():
+            untouched = [
+                members for members in groups.values() if all(numbers[i].value in sizes for i in seen & members)
+            ]
+            if len(untouched) == 1 and (missing := sorted(untouched[0] - seen)):
+                why = "an extracted outcome has one arm's numbers here and not the other arm's"
+                return _listed(candidate, kind, [numbers[i] for i in missing], RANK_OTHER_ARM, why)
+    return None
+
+
+def _unread(candidate: _Candidate, extracted: list[_Extracted], layout: _Layout, kind: MissedKind) -> _Listed:
+    """A row or sentence none of whose numbers any extracted value has."""
+    named = (
+        not candidate.prose
+        and bool(candidate.label)
+        and any(name_score(e.name, candidate.label) >= NAME_ENOUGH for e in extracted if e.name)
+    )
+    rank = RANK_UNREAD
+    if named:
+        rank -= 0.5
+        why = "its label names an extracted outcome, but no extracted value has these numbers"
+    elif candidate.prose:  # a sentence's words name too much to say it is an extracted outcome's
+        kind = MissedKind.OUTCOME
+        why = "no extracted value has the numbers this sentence reports"
+    else:
+        kind = MissedKind.OUTCOME
+        why = "no extracted outcome is named like it, and no extracted value has its numbers"
+    if candidate.prose:
+        rank += RANK_TEXT_ONLY + (0.5 if candidate.in_abstract else 0.0)
+    elif _mentioned(candidate.label, layout.abstract, layout.acronyms):
+        rank += 2.0
+    elif _mentioned(candidate.label, layout.results_text, layout.acronyms):
+        rank += 0.5
+    if not candidate.results_table:
+        rank -= 1.0
+    if candidate.table and candidate.table in layout.used_tables:
+        rank += 1.5  # the extraction read this table's other rows and skipped this one
+    if len({n.group for n in candidate.numbers if n.role == ARM}) > MAX_ROW_STATISTICS:
+        rank -= 1.0  # a table read column by column: no row to show
+    return _listed(candidate, kind, [n for n in candidate.numbers if n.role != P_VALUE], rank, why)
+
+
+def _listed(candidate: _Candidate, kind: MissedKind, numbers: Iterable[_Number], rank: float, why: str) -> _Listed:
+    chosen = list(numbers)
+    item = PossiblyMissed(
+        kind=kind,
+        label=candidate.label,
+        text=candidate.text,
+        page=candidate.page,
+        source=candidate.source,
+        start=candidate.start,
+        end=candidate.end,
+        numbers=tuple(n.printed for n in chosen),
+        why=why,
+    )
+    return _Listed(item, rank, frozenset(n.value for n in chosen), candidate.prose)
+
+
+def _missing_sizes(document: ParsedDocument, extracted: list[_Extracted], rows: list[_Candidate]) -> list[_Listed]:
+    """Outcomes with an arm's numbers but no group size for it, listed where the other outcomes
+    found that arm's size (a paper prints it once, for every outcome of the arm)."""
+    missing: dict[Span, tuple[list[str], Decimal, str]] = {}
+    for entry in extracted:
+        for arm in ARMS:
+            has_numbers = any(f"{name}_{arm}" in entry.numbers for name in ("events", "mean", "sd"))
+            if not has_numbers or any(f"{size}_{arm}" in entry.numbers for size in ("total", "n")):
+                continue
+            found = Counter(
+                (other.numbers[name], other.where[name])
+                for other in extracted
+                if other is not entry
+                for name in (f"total_{arm}", f"n_{arm}")
+                if name in other.numbers and name in other.where
+            )
+            if found:
+                (value, span), _count = found.most_common(1)[0]
+                names, _value, _arm = missing.setdefault(span, ([], value, arm))
+                names.append(entry.name or entry.key)
+    listed = []
+    for (page, source, start, end), (names, value, arm) in missing.items():
+        in_row = any(r.page == page and r.source == source and r.start <= start < r.end for r in rows)
+        item = PossiblyMissed(
+            kind=MissedKind.TABLE_ROW if in_row or source != "text" else MissedKind.RESULT_TEXT,
+            label=f"{', '.join(dict.fromkeys(names))}: group size of the {arm} arm",
+            text=" ".join(_segment_text(document, page, source)[start:end].split()),
+            page=page,
+            source=source,
+            start=start,
+            end=end,
+            numbers=(f"{value:f}",),
+            why=f"these outcomes have {arm}-arm numbers but no {arm}-arm group size; other outcomes took it here",
+        )
+        listed.append(_Listed(item, RANK_GROUP_SIZE, frozenset({value}), prose=False))
+    return listed
+
+
+def _segment_text(document: ParsedDocument, page: int, source: str) -> str:
+    """A page's text, or one of its tables' text ("table 2")."""
+    if source == "text":
+        return document.pages_text[page - 1] if 0 < page <= document.pages else ""
+    tables = document.tables_on(page)
+    number = source.rsplit(" ", 1)[-1]
+    return tables[int(number) - 1].text if number.isdigit() and 0 < int(number) <= len(tables) else ""

@@ -1,0 +1,177 @@
+"""A document's "possibly missed" list on its review page: each item a cell like a value (a click
+shows it highlighted on its page), with what a reviewer may do about it: dismiss it, reopen it, or
+turn it into a value (correct one of the document's empty fields with the number it shows, its text
+as the quote). The list itself is the recall check's, stored with the result
+(core/verification/recall.py); decisions on it are core/review/missed.py's.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from extraction_pipeline.core.errors import ConfigError
+from extraction_pipeline.core.extraction.grounded import NUMERIC, fields_of
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.items import get_item
+from extraction_pipeline.core.ledger.rows import ItemListing, ItemRow
+from extraction_pipeline.core.ledger.templates import definition_of, template_of_batch
+from extraction_pipeline.core.review import corrections, decisions
+from extraction_pipeline.core.review.missed import MissedAction, MissedReview, missed_of, record_missed_review
+from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.core.verification.recall import PossiblyMissed
+from extraction_pipeline.web.deps import ledger_of, settings_of, signed_in
+from extraction_pipeline.web.forms import read_form, set_flash, text_field
+from extraction_pipeline.web.urls import PREFIX
+
+MISSED_PREFIX = "missed:"  # a missed item's cell is addressed as "missed:<key>" on the page
+
+
+@dataclass(frozen=True)
+class MissedView:
+    item: PossiblyMissed
+    review: MissedReview | None
+    path: str  # the cell's address on the page
+    href: str
+    image: str
+    caption: str
+
+
+@dataclass(frozen=True)
+class MissedList:
+    checked: bool  # False: a result from before the recall check
+    views: list[MissedView]
+    fillable: list[tuple[str, str]]  # (path, label) of the empty numeric fields a number may fill
+    action: str
+
+    @property
+    def open_count(self) -> int:
+        return sum(1 for view in self.views if view.review is None)
+
+
+def missed_image_url(item_id: int, key: str) -> str:
+    return f"{PREFIX}/items/{item_id}/page.png?{urlencode({'missed': key})}"
+
+
+def number_fields(ledger: Ledger, batch_id: int) -> set[tuple[str, str]]:
+    """(module, field) of the batch's frozen template that hold numbers."""
+    template = definition_of(template_of_batch(ledger, batch_id))
+    return {(m.name, f.name) for m in template.all_modules() for f in m.fields if f.type in NUMERIC}
+
+
+def missed_list(
+    ledger: Ledger, batch_id: int, item: ItemListing | ItemRow, reviews: dict[tuple[int, str], MissedReview]
+) -> MissedList:
+    item_id = int(item["id"])
+    listed = missed_of(item["result_json"])
+    views = [
+        MissedView(
+            entry,
+            reviews.get((item_id, entry.key)),
+            f"{MISSED_PREFIX}{entry.key}",
+            f"{PREFIX}/batches/{batch_id}/documents/{item_id}?{urlencode({'value': MISSED_PREFIX + entry.key})}",
+            missed_image_url(item_id, entry.key),
+            f"possibly missed {entry.kind.value} · p.{entry.page}",
+        )
+        for entry in listed or []
+    ]
+    fillable = _fillable(item, number_fields(ledger, batch_id)) if views else []
+    return MissedList(listed is not None, views, fillable, f"{PREFIX}/items/{item_id}/missed")
+
+
+def _fillable(item: ItemListing | ItemRow, numbers: set[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The numeric fields of the document's entries (outcomes, arms) the model left empty, each
+    labelled with its outcome's name."""
+    if not item["result_json"]:
+        return []
+    fields = fields_of(json.loads(item["result_json"]))
+    names = {
+        (entry.module, entry.index): str(entry.value)
+        for entry in fields.values()
+        if entry.field == "outcome_name" and entry.value is not None
+    }
+    found = []
+    for path, entry in fields.items():
+        module = entry.module or path.split(".")[0]
+        if entry.value is not None or entry.index is None or (module, entry.field) not in numbers:
+            continue
+        name = names.get((entry.module, entry.index), f"#{entry.index}")
+        found.append((path, f"{module} {entry.index} ({name[:40]}) · {entry.field.replace('_', ' ')}"))
+    return found
+
+
+def missed_anchor(item: ItemRow, key: str) -> dict[str, Any] | None:
+    """Where a listed item is, in the shape the page image takes a quote's place."""
+    entry = next((m for m in missed_of(item["result_json"]) or [] if m.key == key), None)
+    if entry is None:
+        return None
+    return {"page": entry.page, "source": entry.source, "start": entry.start, "end": entry.end}
+
+
+async def review_missed(request: Request) -> Response:
+    """Dismiss, reopen, or turn into a value one item of a document's possibly-missed list."""
+    ledger, settings = ledger_of(request), settings_of(request)
+    item_id = request.path_params["item_id"]
+    form = await read_form(request)
+    item = get_item(ledger, item_id)
+    if item is None:
+        return PlainTextResponse(f"unknown item {item_id}\n", status_code=404)
+    key = text_field(form, "key", 200)
+    back = f"{PREFIX}/batches/{item['batch_id']}/documents/{item_id}?{urlencode({'value': MISSED_PREFIX + key})}"
+    reviewer = signed_in(request)
+    if isinstance(reviewer, Response):
+        return reviewer
+    response = RedirectResponse(back, status_code=303)
+    action = text_field(form, "action", 20)
+    try:
+        if action == "dismiss":
+            record_missed_review(
+                ledger, item_id=item_id, key=key, action=MissedAction.DISMISSED, reviewer=reviewer.name
+            )
+            set_flash(response, f"dismissed by {reviewer.name}")
+        elif action == "reopen":
+            record_missed_review(ledger, item_id=item_id, key=key, action=MissedAction.REOPENED, reviewer=reviewer.name)
+            set_flash(response, "reopened")
+        elif action == "add":
+            message = _turn_into_value(ledger, settings, item, key, reviewer.name, form)
+            set_flash(response, message)
+        else:
+            set_flash(response, f"unknown action {action!r}", error=True)
+    except (ConfigError, ValueError) as exc:
+        set_flash(response, str(exc), error=True)
+    return response
+
+
+def _turn_into_value(ledger: Ledger, settings: Settings, item: ItemRow, key: str, reviewer: str, form: FormData) -> str:
+    listed = {m.key: m for m in missed_of(item["result_json"]) or []}
+    if key not in listed:
+        raise ConfigError(f"this document lists no possibly missed {key!r}")
+    path = text_field(form, "path", 300)
+    if path not in {p for p, _label in _fillable(item, number_fields(ledger, item["batch_id"]))}:
+        raise ConfigError("choose one of the document's empty number fields")
+    current = decisions.current_decisions(ledger, item["batch_id"]).get((item["id"], path))
+    outcome = corrections.correct(
+        ledger,
+        item_id=item["id"],
+        path=path,
+        reviewer=reviewer,
+        seen_seq=current.seq if current else 0,
+        value_text=text_field(form, "value", 200),
+        quote=text_field(form, "quote", 5000) or listed[key].text,
+        comment="from the possibly-missed list",
+        options=settings.parse_options(),
+    )
+    if outcome.kind != decisions.RECORDED:
+        raise ConfigError(f"{path}: {outcome.message}")
+    record_missed_review(ledger, item_id=item["id"], key=key, action=MissedAction.ADDED, reviewer=reviewer, path=path)
+    return f"{path}: {outcome.message}"
+
+
+ROUTES = [Route(f"{PREFIX}/items/{{item_id:id}}/missed", review_missed, methods=["POST"])]

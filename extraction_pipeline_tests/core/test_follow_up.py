@@ -1,0 +1,213 @@
+"""The recall check on a really extracted document and the follow-up question (SQLite and
+PostgreSQL): a paper with a results table whose second row the model leaves out; the check lists
+it with its page; with ``follow_up`` one more call asks for exactly that outcome, its answer is
+grounded and merged, marked as found by the follow-up, and paid for; a follow-up that fails keeps
+the first answer."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from extraction_pipeline.core.extraction.extract import extract_item
+from extraction_pipeline.core.extraction.follow_up import merge_answered
+from extraction_pipeline.core.extraction.grounded import GroundedValue, fields_of
+from extraction_pipeline.core.extraction.markers import MISSED_OPEN
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.batches import create_batch
+from extraction_pipeline.core.ledger.items import get_item
+from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.llm.gateway import LLMConfig
+from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
+from extraction_pipeline.core.pdf.registration import register_pdf
+from extraction_pipeline.core.review.missed import MissedAction, current_missed_reviews, missed_of, record_missed_review
+from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.core.synthetic import SyntheticTrial, make_trial, write_report
+from extraction_pipeline.core.verification.grounding import NOT_REPORTED, VERIFIED, GroundingStatus
+from extraction_pipeline.core.verification.recall import MissedKind
+from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
+from extraction_pipeline_tests.support.review_case import OUTCOME_QUOTE, results_sentence
+
+RESULTS_TABLE = (
+    "Table 2. Secondary outcomes at 12 months\nOutcome\nDrug (n=600)\nPlacebo (n=600)\n"
+    "Stroke\n12/600\n25/600\nMyocardial infarction\n30/600\n41/600\n"
+)
+MISSED_NAME = "Myocardial infarction"
+
+
+@dataclass(frozen=True)
+class Paper:
+    ledger: Ledger
+    trial: SyntheticTrial
+    item_id: int
+    parsed: ParsedDocument
+
+
+def _paper(ledger_url: str, tmp_path: Path, *, follow_up: bool) -> Paper:
+    settings = Settings(home=tmp_path / "home", database_url=ledger_url)
+    settings.home_dir.mkdir(parents=True)
+    ledger = Ledger.connect(ledger_url)
+    trial = make_trial(3)
+    pdf = write_report(trial, settings.home_dir / "incoming", extra_text=RESULTS_TABLE)
+    document = register_pdf(ledger, settings.documents_dir, "p", pdf)
+    batch_id = create_batch(
+        ledger, idempotency_key="recall", project="p", user="ann", document_ids=[document.id], follow_up=follow_up
+    ).id
+    item_id = batch_item_rows(ledger, batch_id)[0]["id"]
+    parsed = parse_document(
+        ledger, sha256=document.sha256, stored_path=str(settings.documents_dir / f"{document.sha256}.pdf")
+    )
+    return Paper(ledger, trial, item_id, parsed)
+
+
+def _forgetful_answer(trial: SyntheticTrial) -> str:
+    """The primary outcome and the table's first row; the second row (myocardial infarction) left out."""
+    results = results_sentence(trial)
+    return extraction_json(
+        {
+            "metadata.nct_number": (trial.nct_number, f"registered at ClinicalTrials.gov ({trial.nct_number})"),
+            "outcomes.1.outcome_name": ("hospitalization or death", OUTCOME_QUOTE),
+            "outcomes.1.effect_measure": ("HR", results),
+            "outcomes.1.effect_estimate": (trial.hazard_ratio, results),
+            "outcomes.1.ci_lower": (trial.ci_lower, results),
+            "outcomes.1.ci_upper": (trial.ci_upper, results),
+            "outcomes.2.outcome_name": ("Stroke", "Stroke"),
+            "outcomes.2.events_treatment": (12, "12/600"),
+            "outcomes.2.total_treatment": (600, "Drug (n=600)"),
+            "outcomes.2.events_control": (25, "25/600"),
+            "outcomes.2.total_control": (600, "Placebo (n=600)"),
+        }
+    )
+
+
+FOLLOW_UP_ANSWER = extraction_json(
+    {
+        "outcomes.1.outcome_name": (MISSED_NAME, MISSED_NAME),
+        "outcomes.1.outcome_type": ("dichotomous", None),
+        "outcomes.1.events_treatment": (30, "30/600"),
+        "outcomes.1.total_treatment": (600, "Drug (n=600)"),
+        "outcomes.1.events_control": (41, "41/600"),
+        "outcomes.1.total_control": (600, "Placebo (n=600)"),
+    }
+)
+
+
+def _extract(paper: Paper, fake: FakeLLMServer) -> dict[str, object]:
+    outcome = extract_item(
+        paper.ledger,
+        item_id=paper.item_id,
+        run_id="run-1",
+        worker="w",
+        parsed=paper.parsed,
+        llm=LLMConfig(model="openai/fake", api_base=fake.api_base, api_key="sk-test-not-a-secret", output_tokens=4000),
+    )
+    assert outcome.status == "completed", outcome.reason
+    item = get_item(paper.ledger, paper.item_id)
+    assert item is not None and item["result_json"]
+    result: dict[str, object] = json.loads(item["result_json"])
+    return result
+
+
+def test_the_recall_check_lists_the_left_out_row_with_its_page(
+    ledger_url: str, tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    paper = _paper(ledger_url, tmp_path, follow_up=False)
+    fake_llm.push(Reply(_forgetful_answer(paper.trial)))
+    result = _extract(paper, fake_llm)
+    assert len(fake_llm.requests) == 1 and "follow_up" not in result
+    missed = missed_of(json.dumps(result))
+    assert missed is not None
+    [item] = [m for m in missed if m.label == MISSED_NAME]
+    assert item.kind == MissedKind.OUTCOME and item.page == 2 and item.source == "text"
+    assert paper.parsed.pages_text[1][item.start : item.end].startswith(MISSED_NAME)
+    assert set(item.numbers) >= {"30", "41"}
+    assert not any(m.label == "Stroke" for m in missed)  # read by the answer: not listed
+    # A reviewer dismisses it; a key the list does not hold is refused.
+    record_missed_review(
+        paper.ledger, item_id=paper.item_id, key=item.key, action=MissedAction.DISMISSED, reviewer="rita"
+    )
+    reviews = current_missed_reviews(paper.ledger, [paper.item_id])
+    assert reviews[(paper.item_id, item.key)].label == "dismissed by rita"
+    with pytest.raises(Exception, match="lists no possibly missed"):
+        record_missed_review(
+            paper.ledger, item_id=paper.item_id, key="outcome:9:text:0", action=MissedAction.DISMISSED, reviewer="rita"
+        )
+    record_missed_review(
+        paper.ledger, item_id=paper.item_id, key=item.key, action=MissedAction.REOPENED, reviewer="rita"
+    )
+    assert current_missed_reviews(paper.ledger, [paper.item_id]) == {}
+
+
+def test_the_follow_up_asks_for_exactly_the_missed_outcome_and_merges_it(
+    ledger_url: str, tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    paper = _paper(ledger_url, tmp_path, follow_up=True)
+    fake_llm.push(Reply(_forgetful_answer(paper.trial), tokens_in=1000, tokens_out=200))
+    fake_llm.push(Reply(FOLLOW_UP_ANSWER, tokens_in=900, tokens_out=80))
+    result = _extract(paper, fake_llm)
+    assert len(fake_llm.requests) == 2
+    asked = fake_llm.requests[1]["messages"][-1]["content"]
+    assert MISSED_OPEN in asked and f"- {MISSED_NAME}" in asked and "Stroke\n" not in asked.split(MISSED_OPEN)[1]
+    follow = result["follow_up"]
+    assert isinstance(follow, dict)
+    assert follow["asked"] == [MISSED_NAME] and follow["found"] == [3]
+    assert (follow["tokens_in"], follow["tokens_out"]) == (900, 80)
+    fields = fields_of(result)
+    assert fields["outcomes.3.outcome_name"].value == MISSED_NAME
+    assert fields["outcomes.3.events_control"].value == 41 and fields["outcomes.3.events_control"].status == VERIFIED
+    assert fields["outcomes.2.outcome_name"].value == "Stroke"  # the first answer's outcomes stay as they were
+    missed = missed_of(json.dumps(result)) or []
+    assert not any(m.label == MISSED_NAME for m in missed)  # checked again: nothing left of it
+    item = get_item(paper.ledger, paper.item_id)
+    assert item is not None and (item["tokens_in"], item["tokens_out"]) == (1900, 280)  # both calls paid
+
+
+def test_a_follow_up_that_is_cut_keeps_the_first_answer_and_its_cost(
+    ledger_url: str, tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    paper = _paper(ledger_url, tmp_path, follow_up=True)
+    fake_llm.output_limit = 4000
+    fake_llm.push(Reply(_forgetful_answer(paper.trial), tokens_in=1000, tokens_out=200))
+    # An answer longer than the output limit: the provider cuts it (finish_reason "length").
+    fake_llm.push(Reply(FOLLOW_UP_ANSWER + " " * (4000 * 4 + 100), tokens_in=900))
+    result = _extract(paper, fake_llm)
+    follow = result["follow_up"]
+    assert isinstance(follow, dict) and "cut" in str(follow["failed"]) and follow["found"] == []
+    fields = fields_of(result)
+    assert "outcomes.3.outcome_name" not in fields and fields["outcomes.2.outcome_name"].value == "Stroke"
+    item = get_item(paper.ledger, paper.item_id)
+    assert item is not None and item["status"] == "completed"
+    assert item["tokens_in"] == 1900  # the cut answer was paid for, and is counted
+
+
+def _value(index: int, name: str, value: object, status: str = VERIFIED) -> GroundedValue:
+    return GroundedValue("outcomes", index, name, value, f"quote {value}", GroundingStatus(status), 1.0, "")
+
+
+def _outcome(index: int, **values: object) -> dict[str, GroundedValue]:
+    return {f"outcomes.{index}.{name}": _value(index, name, value) for name, value in values.items()}
+
+
+def test_the_follow_ups_outcomes_never_fold_the_first_answers_own_entries() -> None:
+    # Two comparisons printed under one name: the first answer's two entries must both survive.
+    first = {
+        **_outcome(1, outcome_name="pain", events_treatment=3, events_control=9),
+        **_outcome(2, outcome_name="pain", events_treatment=4, events_control=8),
+        **_outcome(3, outcome_name="nausea", events_treatment=5),
+    }
+    first["outcomes.3.events_control"] = _value(3, "events_control", None, NOT_REPORTED)
+    answered = {
+        **_outcome(1, outcome_name="nausea", events_treatment=6, events_control=7),  # named like entry 3
+        **_outcome(2, outcome_name="vomiting", events_treatment=1, events_control=2),  # new
+    }
+    merged, found = merge_answered(first, answered)
+    assert found == [4]
+    assert [merged[f"outcomes.{i}.events_control"].value for i in (1, 2)] == [9, 8]  # both kept as they were
+    assert merged["outcomes.3.events_treatment"].value == 5  # a value it had is not replaced by an equal-grade one
+    assert merged["outcomes.3.events_control"].value == 7  # an empty field is filled
+    assert merged["outcomes.4.outcome_name"].value == "vomiting" and merged["outcomes.4.events_control"].value == 2
+    unchanged = [path for path in first if path != "outcomes.3.events_control"]
+    assert all(merged[path] is first[path] for path in unchanged)  # the same entries, flags not added twice

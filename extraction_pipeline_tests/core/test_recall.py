@@ -1,0 +1,262 @@
+"""The recall check: what a paper reports that no extracted value covers, placed like a value.
+
+Small papers are written here as PyMuPDF prints them (a table one cell per line, or a row per
+line); the answers are grounded the way the pipeline grounds a model's answer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from extraction_pipeline.core.extraction.grounded import GroundedFields, fields_of, ground_output, stored_fields
+from extraction_pipeline.core.llm.gateway import parse_answer
+from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
+from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
+from extraction_pipeline.core.verification.recall import MissedKind, PossiblyMissed, possibly_missed
+from extraction_pipeline_tests.support.pdf_samples import CORPUS
+
+ABSTRACT = """Drug X after surgery: a randomised trial
+Abstract
+Results: Pain was lower with drug X; nausea and the length of stay did not differ.
+1. Introduction
+Pain after surgery is common.
+"""
+RESULTS = """3. Results
+Fifty patients received drug X and 48 placebo.
+Table 2. Outcomes at 12 weeks
+Outcome
+Drug X
+(n = 50)
+Placebo
+(n = 48)
+P
+Pain score
+3.1 (1.2)
+4.5 (1.4)
+0.002
+Nausea
+12 (24%)
+10 (21%)
+0.81
+Length of stay, days
+5.2 ± 2.1
+6.0 ± 2.4
+0.07
+4. Discussion
+Drug X lowered pain.
+"""
+BASELINE = """Table 1. Baseline characteristics of the patients
+Characteristic
+Drug X
+Placebo
+Age, years
+54.1 ± 9.2
+55.3 ± 8.7
+Body mass index
+27.4 ± 3.9
+28.0 ± 4.1
+"""
+
+PAIN: dict[str, tuple[Any, str]] = {
+    "outcome_name": ("pain score", "Pain score"),
+    "mean_treatment": (3.1, "Pain score 3.1 (1.2) 4.5 (1.4)"),
+    "sd_treatment": (1.2, "Pain score 3.1 (1.2) 4.5 (1.4)"),
+    "mean_control": (4.5, "Pain score 3.1 (1.2) 4.5 (1.4)"),
+    "sd_control": (1.4, "Pain score 3.1 (1.2) 4.5 (1.4)"),
+    "n_treatment": (50, "Drug X (n = 50)"),
+    "n_control": (48, "Placebo (n = 48)"),
+}
+NAUSEA: dict[str, tuple[Any, str]] = {
+    "outcome_name": ("nausea", "Nausea"),
+    "events_treatment": (12, "Nausea 12 (24%) 10 (21%)"),
+    "total_treatment": (50, "Drug X (n = 50)"),
+    "events_control": (10, "Nausea 12 (24%) 10 (21%)"),
+    "total_control": (48, "Placebo (n = 48)"),
+}
+
+
+def _paper(*pages: str, tables: list[ParsedTable] | None = None) -> ParsedDocument:
+    return ParsedDocument("a" * 64, list(pages), tables or [])
+
+
+def _fields(paper: ParsedDocument, *outcomes: dict[str, tuple[Any, str]]) -> GroundedFields:
+    """The answer grounded as the pipeline grounds a model's answer."""
+    answer = {"outcomes": [{name: {"value": v, "quote": q} for name, (v, q) in o.items()} for o in outcomes]}
+    return ground_output(RCT_TEMPLATE, parse_answer(json.dumps(answer), RCT_TEMPLATE), paper)
+
+
+def _shown(paper: ParsedDocument, item: PossiblyMissed) -> str:
+    """The text the item's place highlights (page text, or the table's text)."""
+    if item.source == "text":
+        return paper.pages_text[item.page - 1][item.start : item.end]
+    return paper.tables_on(item.page)[int(item.source.split()[-1]) - 1].text[item.start : item.end]
+
+
+def test_an_outcome_of_a_results_table_that_no_value_covers_is_listed_where_the_row_is() -> None:
+    paper = _paper(ABSTRACT, RESULTS)
+    [item] = possibly_missed(paper, _fields(paper, PAIN, NAUSEA))
+    assert item.kind == MissedKind.OUTCOME and item.label == "Length of stay, days"
+    assert (item.page, item.source) == (2, "text")
+    shown = _shown(paper, item)
+    assert shown.startswith("Length of stay, days") and shown.endswith("6.0 ± 2.4\n0.07")
+    assert item.numbers == ("5.2", "2.1", "6.0", "2.4")  # the p-value is no number to extract
+
+
+def test_nothing_is_listed_when_every_reported_outcome_is_extracted() -> None:
+    paper = _paper(ABSTRACT, RESULTS)
+    stay = {
+        "outcome_name": ("length of hospital stay", "Length of stay, days"),
+        "mean_treatment": (5.2, "Length of stay, days 5.2 ± 2.1 6.0 ± 2.4"),
+        "mean_control": (6.0, "Length of stay, days 5.2 ± 2.1 6.0 ± 2.4"),
+        "sd_treatment": (2.1, "Length of stay, days 5.2 ± 2.1 6.0 ± 2.4"),
+        "sd_control": (2.4, "Length of stay, days 5.2 ± 2.1 6.0 ± 2.4"),
+        "n_treatment": (50, "Drug X (n = 50)"),
+        "n_control": (48, "Placebo (n = 48)"),
+    }
+    assert possibly_missed(paper, _fields(paper, PAIN, NAUSEA, stay)) == []
+
+
+def test_a_statistic_read_by_half_is_listed_with_the_number_left_out() -> None:
+    paper = _paper(ABSTRACT, RESULTS)
+    no_sd = {name: pair for name, pair in PAIN.items() if name != "sd_control"}
+    items = possibly_missed(paper, _fields(paper, no_sd, NAUSEA))
+    pain = next(i for i in items if i.label == "Pain score")
+    assert pain.kind == MissedKind.TABLE_ROW and pain.numbers == ("1.4",)
+    assert "4.5 (1.4)" in _shown(paper, pain)
+
+
+def test_one_arm_read_and_the_other_not_lists_the_other_arm() -> None:
+    paper = _paper(ABSTRACT, RESULTS)
+    one_arm = {name: pair for name, pair in NAUSEA.items() if name != "events_control"}
+    items = possibly_missed(paper, _fields(paper, PAIN, one_arm))
+    nausea = next(i for i in items if i.label == "Nausea")
+    assert nausea.kind == MissedKind.TABLE_ROW and nausea.numbers == ("10",)  # not the percentage
+
+
+def test_an_outcome_without_its_group_size_is_pointed_to_where_the_other_outcomes_found_it() -> None:
+    paper = _paper(ABSTRACT, RESULTS)
+    no_size = {name: pair for name, pair in NAUSEA.items() if name != "total_treatment"}
+    items = possibly_missed(paper, _fields(paper, PAIN, no_size))
+    [size] = [i for i in items if "group size" in i.label]
+    assert size.label == "nausea: group size of the treatment arm" and size.numbers == ("50",)
+    assert _shown(paper, size) == "Drug X\n(n = 50" and size.page == 2  # where grounding placed that quote
+
+
+def test_a_baseline_table_is_no_results_table() -> None:
+    paper = _paper(ABSTRACT, BASELINE + RESULTS)
+    items = possibly_missed(paper, _fields(paper, PAIN, NAUSEA))
+    assert [i.label for i in items] == ["Length of stay, days"]  # not age, not body mass index
+
+
+def test_a_row_naming_an_extracted_outcome_by_the_evaluations_matching_is_not_a_new_outcome() -> None:
+    # "HbA1c" is "glycated haemoglobin" for the evaluation: the row's numbers are what is missing.
+    page = RESULTS.replace("Length of stay, days", "HbA1c, %")
+    paper = _paper(ABSTRACT, page)
+    hba1c = {"outcome_name": ("glycated haemoglobin", "Pain score"), "n_treatment": (50, "Drug X (n = 50)")}
+    items = possibly_missed(paper, _fields(paper, PAIN, NAUSEA, hba1c))
+    [item] = [i for i in items if i.label == "HbA1c, %"]
+    assert item.kind == MissedKind.TABLE_ROW and item.numbers == ("5.2", "2.1", "6.0", "2.4")
+
+
+def test_rows_printed_one_per_line_and_markdown_rows_are_read_too() -> None:
+    one_line = (
+        "3. Results\nTable 3. Adverse events\nEvent Drug Placebo P\nHeadache 7 (14%) 3 (6%) 0.32\n"
+        "Rash 2 (4%) 1 (2%) 0.99\n"
+    )
+    markdown = (
+        "Table 4. Secondary outcomes\n|Outcome|Drug|Placebo|\n|---|---|---|\n|Quality of life|71.2 (9.8)|68.4 (10.1)|\n"
+    )
+    paper = _paper(ABSTRACT, one_line + markdown)
+    items = possibly_missed(paper, _fields(paper, PAIN))
+    assert [(i.label, i.numbers) for i in items] == [
+        ("Headache", ("7", "14", "3", "6")),
+        ("Rash", ("2", "4", "1", "2")),
+        ("Quality of life", ("71.2", "9.8", "68.4", "10.1")),
+    ]
+    assert all(_shown(paper, i).startswith(("Headache", "Rash", "|Quality")) for i in items)
+
+
+def test_results_sentences_are_read_and_methods_sentences_are_not() -> None:
+    sentence = "The hospital stay was 5.2 ± 2.1 days with drug X and 6.0 ± 2.4 days with placebo (P = 0.07).\n"
+    paper = _paper(ABSTRACT, "2. Methods\n" + sentence + "3. Results\n" + sentence + "4. Discussion\n")
+    [item] = possibly_missed(paper, _fields(paper, PAIN))
+    assert item.kind == MissedKind.OUTCOME and item.source == "text"
+    assert item.start > paper.pages_text[1].index("3. Results")  # the results one, not the methods one
+    assert item.label == "hospital stay" and item.numbers == ("5.2", "2.1", "6.0", "2.4")
+    assert _shown(paper, item) == sentence.strip()
+
+
+@pytest.mark.parametrize(
+    ("sentence", "label"),
+    [
+        ("Operative Findings: The mean operation time was 74.1 ± 12.2 and 78.1 ± 6.4 min.", "operation time"),
+        (
+            "There was no difference in the incidence of PONV between the groups (11 (22%) vs 21 (42%)).",
+            "incidence of PONV",
+        ),
+        ("On the other hand, the matched mean venous glycemia were 0.97 ± 0.02 and 0.99 ± 0.35.", "venous glycemia"),
+    ],
+)
+def test_a_sentence_is_labelled_with_the_outcome_it_reports(sentence: str, label: str) -> None:
+    paper = _paper(ABSTRACT, "3. Results\n" + sentence + "\n4. Discussion\n")
+    [item] = possibly_missed(paper, _fields(paper, PAIN))
+    assert (item.kind, item.label) == (MissedKind.OUTCOME, label)
+
+
+def test_a_sentence_whose_numbers_no_value_has_is_an_outcome_to_ask_for_even_when_named_like_one() -> None:
+    sentence = "Pain score after the last dose was 2.2 ± 1.0 with drug X and 3.9 ± 1.1 with placebo.\n"
+    paper = _paper(ABSTRACT, RESULTS.replace("4. Discussion", sentence + "4. Discussion"))
+    items = possibly_missed(paper, _fields(paper, PAIN, NAUSEA))
+    [item] = [i for i in items if i.source == "text" and "last dose" in i.text]
+    assert (item.kind, item.label) == (MissedKind.OUTCOME, "Pain score after the last dose")
+
+
+def test_a_parsed_table_is_read_when_the_page_text_has_no_rows() -> None:
+    table = ParsedTable(2, "<table></table>", "Outcome\tDrug\tPlacebo\nLength of stay, days\t5.2 ± 2.1\t6.0 ± 2.4")
+    paper = _paper(ABSTRACT, "3. Results\nSee the table.\n", tables=[table])
+    [item] = possibly_missed(paper, _fields(paper, PAIN))
+    assert (item.page, item.source, item.label) == (2, "table 1", "Length of stay, days")
+    assert _shown(paper, item) == "Length of stay, days\t5.2 ± 2.1\t6.0 ± 2.4"
+
+
+def test_the_list_is_capped_most_likely_first_and_returned_in_reading_order() -> None:
+    rows = "".join(f"Outcome {n}\n{n}.1 ± 1.{n}\n{n}.5 ± 2.{n}\n" for n in range(1, 16))
+    paper = _paper(ABSTRACT, RESULTS.replace("4. Discussion", rows + "4. Discussion"))
+    no_sd = {name: pair for name, pair in PAIN.items() if name != "sd_control"}
+    items = possibly_missed(paper, _fields(paper, no_sd, NAUSEA), limit=5)
+    assert len(items) == 5
+    assert items[0].label == "Pain score" and items[0].numbers == ("1.4",)  # the half-read row is kept
+    assert [i.start for i in items] == sorted(i.start for i in items)
+
+
+def test_an_item_is_stored_as_json_and_read_back_with_a_stable_key() -> None:
+    paper = _paper(ABSTRACT, RESULTS)
+    fields = fields_of({"fields": json.loads(json.dumps(stored_fields(_fields(paper, PAIN, NAUSEA))))})
+    [item] = possibly_missed(paper, fields)  # the check works on a stored result as read back
+    stored = json.loads(json.dumps(item.as_dict()))
+    assert PossiblyMissed.from_dict(stored) == item
+    assert stored["key"] == item.key == f"outcome:2:text:{item.start}"
+    assert possibly_missed(paper, fields)[0].key == item.key
+
+
+@pytest.mark.skipif(not (CORPUS / "pdf").is_dir(), reason=f"the corpus of real trial PDFs is absent ({CORPUS})")
+def test_an_outcome_a_model_drops_from_a_real_paper_is_listed_with_its_page() -> None:
+    from extraction_pipeline.core.pdf.engine import EngineOptions
+    from extraction_pipeline.core.pdf.isolation import run_isolated
+    from extraction_pipeline_tests.support import oracle
+
+    pmcid = "4574984"  # "Any complications 238 (73%) 241 (73.9%)", Table 3 on page 13
+    parsed = run_isolated(CORPUS / "pdf" / f"{pmcid}.pdf", timeout_seconds=120, limits=EngineOptions())
+    paper = ParsedDocument(pmcid, parsed["pages_text"], [ParsedTable(**t) for t in parsed["tables"]])
+    answer = oracle.build_answer(pmcid).answer
+    dropped, *kept = answer["outcomes"]
+    assert dropped["events_treatment"]["value"] == 238  # the outcome the model forgets
+    fields = ground_output(RCT_TEMPLATE, parse_answer(json.dumps({"outcomes": kept}), RCT_TEMPLATE), paper)
+    items = possibly_missed(paper, fields)
+    [listed] = [i for i in items if {"238", "241"} <= set(i.numbers)]
+    assert listed.kind == MissedKind.OUTCOME and listed.page == 13 and "Any complications" in listed.label
+    assert "238" in _shown(paper, listed) and len(items) <= 10
+    everything = ground_output(RCT_TEMPLATE, parse_answer(json.dumps(answer), RCT_TEMPLATE), paper)
+    assert not [i for i in possibly_missed(paper, everything) if "238" in i.numbers]  # extracted: not listed
