@@ -14,7 +14,7 @@ import pytest
 
 from extraction_pipeline.core.extraction.extract import extract_item
 from extraction_pipeline.core.extraction.follow_up import merge_answered
-from extraction_pipeline.core.extraction.grounded import GroundedValue, fields_of
+from extraction_pipeline.core.extraction.grounded import GroundedValue, Scalar, fields_of
 from extraction_pipeline.core.extraction.markers import MISSED_OPEN
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch
@@ -183,11 +183,11 @@ def test_a_follow_up_that_is_cut_keeps_the_first_answer_and_its_cost(
     assert item["tokens_in"] == 1900  # the cut answer was paid for, and is counted
 
 
-def _value(index: int, name: str, value: object, status: str = VERIFIED) -> GroundedValue:
+def _value(index: int, name: str, value: Scalar, status: str = VERIFIED) -> GroundedValue:
     return GroundedValue("outcomes", index, name, value, f"quote {value}", GroundingStatus(status), 1.0, "")
 
 
-def _outcome(index: int, **values: object) -> dict[str, GroundedValue]:
+def _outcome(index: int, **values: Scalar) -> dict[str, GroundedValue]:
     return {f"outcomes.{index}.{name}": _value(index, name, value) for name, value in values.items()}
 
 
