@@ -3,7 +3,8 @@
 Every document's answer is checked for what the paper reports and no extracted value covers
 (``core.verification.recall``); the list is stored with the result, so the review page and the
 workbook show it. When the batch asks for it (``batch create --follow-up``), the outcomes on that
-list are asked for in one more call to the same model: the outcomes part of the template, the whole
+list (whole outcomes, and outcomes with numbers no value reads) are asked for in one more call to
+the same model: the outcomes part of the template, the whole
 paper, and the outcome names as printed. That call is paid once like every call (a stored answer to
 the same prompt is reused), its answer is grounded like every answer, and its outcomes are added
 to the result (``merge_answered``: the first answer's entries stay as they are, an outcome it
@@ -37,7 +38,9 @@ from extraction_pipeline.core.verification.grounding import Grounder
 from extraction_pipeline.core.verification.recall import MissedKind, PossiblyMissed, possibly_missed
 
 OUTCOMES_MODULE = "outcomes"
-MAX_ASKED = 10  # one call, a short list: the recall check lists at most ten items anyway
+# The reviewer's list is short (the check's ten likeliest items), but a model can be asked about
+# more in the same one call: the follow-up asks about the check's longer list.
+MAX_ASKED = 25
 
 # How the follow-up's call is made: the assembly's ``_answer`` (reuse of a paid answer, the audit
 # log, the meter), given the messages and the template they ask for.
@@ -76,10 +79,15 @@ def check_recall(
     """The recall check on ``fields``, and the follow-up question when ``follow_up`` is set and
     the check lists outcomes (only for a paper asked whole: a paper in parts is not asked again)."""
     missed = possibly_missed(parsed, fields)
-    asked = list(dict.fromkeys(m.label for m in missed if m.kind == MissedKind.OUTCOME and m.label.strip()))
-    asked = asked[:MAX_ASKED]
     outcomes = next((m for m in template.modules if m.name == OUTCOMES_MODULE), None)
-    if not follow_up or not asked or outcomes is None:
+    if not follow_up or not missed or outcomes is None:
+        return Checked(fields, missed)
+    # Whole outcomes first, then outcomes with numbers no value reads (a half-read row): asked
+    # again whole, their answer fills only the entry's empty or worse fields.
+    longer = possibly_missed(parsed, fields, limit=MAX_ASKED)
+    ordered = sorted(longer, key=lambda m: m.kind != MissedKind.OUTCOME)
+    asked = list(dict.fromkeys(" ".join(m.label.split()) for m in ordered if m.label.strip()))[:MAX_ASKED]
+    if not asked:
         return Checked(fields, missed)
     if not whole_paper_fits:
         note = "follow-up not asked: the paper is too long for one call, so it was asked in parts"
