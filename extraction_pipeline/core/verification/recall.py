@@ -310,6 +310,7 @@ _GENERIC_LABEL = re.compile(
 _CELL_WORDS = re.compile(r"\b(?:to|vs|versus|ns|n\.s|na|nr|ne|n/a|nd|ci|and)\b\.?", re.IGNORECASE)
 _FOOTNOTE_MARKS = re.compile(r"[*†‡§¶#|^∗]+")
 _PLACEHOLDER = re.compile(r"^\s*(?:[-–—−]+|n/?a|nr|ns|n\.s\.|ne|nd|\.\.\.|…)\s*$", re.IGNORECASE)
+_ARM_HEAD = re.compile(r"\(\s*[nN]\s*=\s*[\d,]+\s*\)\s*$")  # "Placebo (n=600)": an arm's column head
 _GROUP_SIZE_LINE = re.compile(r"^[\s(\[]*[nN]\s*[=:]\s*[\d,]+[\s)\]]*$")
 _LETTERS = re.compile(r"[^\W\d_]")
 MAX_LABEL_LINE = 90
@@ -512,7 +513,8 @@ def _region_rows(
         if line.kind == BLANK:
             continue
         close()
-        if line.kind == GROUP_SIZE or len(line.text.strip()) <= 2:  # a column head ("n = 50", "P")
+        if line.kind == GROUP_SIZE or len(line.text.strip()) <= 2 or _ARM_HEAD.search(line.text):
+            # a column head ("n = 50", "P", "Placebo (n=600)"), never part of a row's label
             labels = []
             continue
         prose_run = prose_run + 1 if len(line.text.strip()) >= PROSE_LINE else 0
