@@ -373,7 +373,7 @@ def run_paper(
         ask = follow_up_oracle(dropped, partly, asked_about, record)
         checked = check_recall(fields, parsed, RCT_TEMPLATE, follow_up=True, whole_paper_fits=True, ask=ask)
         record.gold_values_after = gold_found(outcomes, checked.fields)
-        record.items_after = len(checked.missed)
+        record.items_after = len(checked.missed or [])
         result.follow_up = record
     return result
 

@@ -46,6 +46,7 @@ class MissedView:
 
 @dataclass(frozen=True)
 class MissedList:
+    extracted: bool  # False: the document has no result yet (pending, failed): nothing to check
     checked: bool  # False: a result from before the recall check
     views: list[MissedView]
     fillable: list[tuple[str, str]]  # (path, label) of the empty numeric fields a number may fill
@@ -56,8 +57,11 @@ class MissedList:
         return sum(1 for view in self.views if view.review is None)
 
 
-def missed_image_url(item_id: int, key: str) -> str:
-    return f"{PREFIX}/items/{item_id}/page.png?{urlencode({'missed': key})}"
+def missed_image_url(item_id: int, key: str, page: int | None = None) -> str:
+    query: dict[str, object] = {"missed": key}
+    if page is not None:
+        query["page"] = page
+    return f"{PREFIX}/items/{item_id}/page.png?{urlencode(query)}"
 
 
 def number_fields(ledger: Ledger, batch_id: int) -> set[tuple[str, str]]:
@@ -82,13 +86,16 @@ def missed_list(
         )
         for entry in listed or []
     ]
-    fillable = _fillable(item, number_fields(ledger, batch_id)) if views else []
-    return MissedList(listed is not None, views, fillable, f"{PREFIX}/items/{item_id}/missed")
+    decided = {path for (item_key, path) in decisions.current_decisions(ledger, batch_id) if item_key == item_id}
+    fillable = _fillable(item, number_fields(ledger, batch_id), decided) if views else []
+    extracted = item["status"] == "completed"
+    return MissedList(extracted, listed is not None, views, fillable, f"{PREFIX}/items/{item_id}/missed")
 
 
-def _fillable(item: ItemListing | ItemRow, numbers: set[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The numeric fields of the document's entries (outcomes, arms) the model left empty, each
-    labelled with its outcome's name."""
+def _fillable(item: ItemListing | ItemRow, numbers: set[tuple[str, str]], decided: set[str]) -> list[tuple[str, str]]:
+    """The numeric fields of the document's entries (outcomes, arms) the model left empty and no
+    reviewer has decided yet (a correction is never overwritten from here), each labelled with its
+    outcome's name."""
     if not item["result_json"]:
         return []
     fields = fields_of(json.loads(item["result_json"]))
@@ -100,7 +107,7 @@ def _fillable(item: ItemListing | ItemRow, numbers: set[tuple[str, str]]) -> lis
     found = []
     for path, entry in fields.items():
         module = entry.module or path.split(".")[0]
-        if entry.value is not None or entry.index is None or (module, entry.field) not in numbers:
+        if entry.value is not None or entry.index is None or (module, entry.field) not in numbers or path in decided:
             continue
         name = names.get((entry.module, entry.index), f"#{entry.index}")
         found.append((path, f"{module} {entry.index} ({name[:40]}) · {entry.field.replace('_', ' ')}"))
@@ -154,15 +161,15 @@ def _turn_into_value(ledger: Ledger, settings: Settings, item: ItemRow, key: str
     if key not in listed:
         raise ConfigError(f"this document lists no possibly missed {key!r}")
     path = text_field(form, "path", 300)
-    if path not in {p for p, _label in _fillable(item, number_fields(ledger, item["batch_id"]))}:
-        raise ConfigError("choose one of the document's empty number fields")
-    current = decisions.current_decisions(ledger, item["batch_id"]).get((item["id"], path))
+    decided = {p for (item_key, p) in decisions.current_decisions(ledger, item["batch_id"]) if item_key == item["id"]}
+    if path not in {p for p, _label in _fillable(item, number_fields(ledger, item["batch_id"]), decided)}:
+        raise ConfigError("choose one of the document's empty number fields that no reviewer has decided")
     outcome = corrections.correct(
         ledger,
         item_id=item["id"],
         path=path,
         reviewer=reviewer,
-        seen_seq=current.seq if current else 0,
+        seen_seq=0,  # an undecided field: a decision made meanwhile is a conflict, never overwritten
         value_text=text_field(form, "value", 200),
         quote=text_field(form, "quote", 5000) or listed[key].text,
         comment="from the possibly-missed list",

@@ -41,7 +41,7 @@ from extraction_pipeline.core.review.values import (
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.web.deps import ledger_of, settings_of, signed_in, user_of
 from extraction_pipeline.web.forms import clear_flash, read_flash, read_form, set_flash, text_field
-from extraction_pipeline.web.missed import missed_anchor, missed_list
+from extraction_pipeline.web.missed import missed_anchor, missed_image_url, missed_list
 from extraction_pipeline.web.pages import message_page
 from extraction_pipeline.web.synthesis import synthesis_view
 from extraction_pipeline.web.templating import render
@@ -165,7 +165,9 @@ async def document_page(request: Request) -> Response:
         current=current,
         previous=_document_url(batch_id, rows[before[-1]]["id"]) if before else None,
         next=_document_url(batch_id, rows[after[0]]["id"]) if after else None,
-        image=missed_now.image if missed_now else _image_url(item_id, current, shown if shown != anchor else None),
+        image=missed_image_url(item_id, missed_now.item.key, shown if shown != anchor else None)
+        if missed_now
+        else _image_url(item_id, current, shown if shown != anchor else None),
         missed=missed,
         caption=caption,
         shown_page=shown,

@@ -394,7 +394,10 @@ def test_workbook_never_turns_document_text_into_formulas(tmp_path: Path) -> Non
     assert cells["metadata.nct_number quote"].data_type == "s"
 
 
-def test_parse_prints_pages_and_tables_as_json_and_caches(home: Path, pdfs: list[Path]) -> None:
+def test_parse_prints_pages_and_tables_as_json_and_caches(tmp_path: Path, pdfs: list[Path]) -> None:
+    # Its own home: on the module's, a daemon test's dispatcher may have parsed the PDF already.
+    home = tmp_path / "home"
+    run_cli(home, "init", check=True)
     first = json.loads(run_cli(home, "parse", str(pdfs[0]), "--json", check=True).stdout)
     assert {"pages", "engine", "seconds", "cache", "pages_text", "tables"} <= set(first)
     assert first["pages"] == 2 and len(first["pages_text"]) == 2 and first["tables"] == []

@@ -20,7 +20,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.ledger.items import get_item
 from extraction_pipeline.core.ledger.queries import batch_item_rows
-from extraction_pipeline.core.llm.gateway import LLMConfig
+from extraction_pipeline.core.llm.gateway import LLMConfig, LLMResult
 from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.review.missed import MissedAction, current_missed_reviews, missed_of, record_missed_review
@@ -233,3 +233,24 @@ def test_an_arms_column_head_is_not_part_of_the_first_rows_label() -> None:
     page = "Results\n" + RESULTS_TABLE
     listed = possibly_missed(ParsedDocument("sha", [page]), {})
     assert [item.label for item in listed] == ["Stroke", MISSED_NAME]
+
+
+def test_a_failing_recall_check_costs_no_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault injection: the check's heuristics raising must leave the answer whole, with a note."""
+    from extraction_pipeline.core.extraction import follow_up
+    from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
+
+    def broken(*_args: object, **_kwargs: object) -> list[object]:
+        raise IndexError("list index out of range")
+
+    monkeypatch.setattr(follow_up, "possibly_missed", broken)
+    fields = _outcome(1, outcome_name="pain", events_treatment=3)
+
+    def never(messages: list[dict[str, str]], template: object) -> tuple[LLMResult, None]:
+        raise AssertionError("no follow-up without a list")
+
+    checked = follow_up.check_recall(
+        fields, ParsedDocument("sha", ["p"]), RCT_TEMPLATE, follow_up=True, whole_paper_fits=True, ask=never
+    )
+    assert checked.fields is fields and checked.missed is None
+    assert checked.notes == ["recall check failed, nothing listed: IndexError: list index out of range"]

@@ -320,3 +320,35 @@ def test_csv_without_the_projects_columns_or_not_a_csv(tmp_path: Path) -> None:
         read_meta_csv(binary)
     with pytest.raises(ConfigError, match="no such file"):
         read_meta_csv(tmp_path / "missing.csv")
+
+
+def test_the_batch_pages_reading_leaves_out_one_bad_study_and_keeps_same_named_papers_apart() -> None:
+    """``strict=False`` (the batch page, the workbook): one impossible value leaves out its study,
+    named, instead of the whole batch's plots; two papers labelled alike are two studies."""
+    text = _csv(
+        _arms("Smith 2020", "death", {"xi": 10, "ni": 100}, {"xi": 20, "ni": 100}, document_id=1)
+        + _arms("Smith 2020", "death", {"xi": 12, "ni": 90}, {"xi": 18, "ni": 95}, document_id=2)
+        + _arms("Lee 2019", "death", {"xi": 120, "ni": 100}, {"xi": 20, "ni": 100}, document_id=3)
+        + [
+            {
+                "study": "Kim 2018",
+                "outcome": 1,
+                "outcome_name": "death",
+                "group": "overall",
+                "document_id": 4,
+                "measure": "HR",
+                "estimate": "0.9",
+                "ci.lb": "0.95",
+                "ci.ub": "0.7",
+            }
+        ]
+    )
+    with pytest.raises(ConfigError, match="exceed"):
+        parse_meta_csv(text)  # the command line refuses, naming the lines
+    data = parse_meta_csv(text, strict=False)
+    [rr] = [g for g in data.groups if g.measure == "RR"]
+    assert [e.study for e in rr.effects] == ["Smith 2020", "Smith 2020"]
+    assert [s.document_id for s in rr.sources] == [1, 2]
+    assert len(data.left_out) == 2
+    assert "120 events exceed the 100 participants" in data.left_out[0]
+    assert "empty or reversed" in data.left_out[1]

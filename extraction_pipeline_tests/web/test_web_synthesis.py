@@ -174,6 +174,8 @@ def test_the_review_page_lists_what_may_be_missed_and_a_reviewer_turns_it_into_a
         assert added.status_code == 303
         after = html.unescape(client.get(added.headers["location"]).text)
         assert "turned into outcomes.2.events_control by Rita" in after
+        assert '<option value="outcomes.2.events_control">' in page  # offered while empty and undecided
+        assert '<option value="outcomes.2.events_control">' not in after  # decided now: never overwritten here
         dismissed = client.post(
             f"/extraction/items/{case.item_id}/missed", data={"key": listed[0], "action": "dismiss"}
         )

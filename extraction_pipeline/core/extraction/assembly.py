@@ -74,8 +74,11 @@ def assemble(
         "repaired": reply.repaired,
         "template": {"id": frozen.id, "version": frozen.version} if frozen else None,
         "fields": stored_fields(grounded),
-        "possibly_missed": [item.as_dict() for item in checked.missed],
+        # None: the check failed (its note is stored): the review page says "not checked".
+        "possibly_missed": None if checked.missed is None else [item.as_dict() for item in checked.missed],
     }
+    if checked.notes:
+        result["recall_notes"] = checked.notes
     if checked.follow_up is not None:
         result["follow_up"] = checked.follow_up
     if reused is not None:

@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import select
 
 from extraction_pipeline.core.errors import PermanentError
+from extraction_pipeline.core.evaluation.matching import normalize_name
 from extraction_pipeline.core.extraction.grounded import GroundedFields, GroundedValue, add_checks, ground_entries
 from extraction_pipeline.core.extraction.long_papers import better_grounded, key_text
 from extraction_pipeline.core.extraction.prompts import build_messages
@@ -53,7 +54,7 @@ class Checked:
     still be missing, and what the follow-up did (None when none was asked)."""
 
     fields: GroundedFields
-    missed: list[PossiblyMissed]
+    missed: list[PossiblyMissed] | None  # None: the check itself failed (``notes`` says why)
     follow_up: dict[str, Any] | None = None
     usage: Usage | None = None  # the follow-up's call, when one was made
     notes: list[str] = field(default_factory=list)
@@ -78,7 +79,11 @@ def check_recall(
 ) -> Checked:
     """The recall check on ``fields``, and the follow-up question when ``follow_up`` is set and
     the check lists outcomes (only for a paper asked whole: a paper in parts is not asked again)."""
-    missed = possibly_missed(parsed, fields)
+    try:
+        missed = possibly_missed(parsed, fields)
+    except Exception as exc:  # a heuristic's bug must not cost a paid, grounded answer
+        note = f"recall check failed, nothing listed: {type(exc).__name__}: {exc}"
+        return Checked(fields, None, notes=[note])
     outcomes = next((m for m in template.modules if m.name == OUTCOMES_MODULE), None)
     if not follow_up or not missed or outcomes is None:
         return Checked(fields, missed)
@@ -126,10 +131,7 @@ def merge_answered(fields: GroundedFields, answered: GroundedFields) -> tuple[Gr
     for path, entry in fields.items():
         if path.startswith(f"{OUTCOMES_MODULE}.") and entry.index is not None:
             groups.setdefault(entry.index, {})[entry.field] = entry
-    keys = {
-        index: (key_text(group.get("outcome_name")), key_text(group.get("timepoint")))
-        for index, group in groups.items()
-    }
+    keys = {index: _outcome_key(group) for index, group in groups.items()}
     answered_groups: dict[int, dict[str, GroundedValue]] = {}
     for entry in answered.values():
         if entry.module == OUTCOMES_MODULE and entry.index is not None:
@@ -140,8 +142,8 @@ def merge_answered(fields: GroundedFields, answered: GroundedFields) -> tuple[Gr
     for _number, group in sorted(answered_groups.items()):
         if all(entry.value is None for entry in group.values()):
             continue  # an empty entry says nothing
-        key = (key_text(group.get("outcome_name")), key_text(group.get("timepoint")))
-        same = next((index for index, known in keys.items() if key[0] and known == key), None)
+        key = _outcome_key(group)
+        same = next((index for index, known in keys.items() if key[0] and _same_outcome(known, key)), None)
         target = same if same is not None else next_index
         for name, entry in group.items():
             path = f"{OUTCOMES_MODULE}.{target}.{name}"
@@ -154,6 +156,20 @@ def merge_answered(fields: GroundedFields, answered: GroundedFields) -> tuple[Gr
             next_index += 1
     checked = add_checks(merged)
     return {path: checked[path] if path in changed else entry for path, entry in merged.items()}, found
+
+
+def _outcome_key(group: dict[str, GroundedValue]) -> tuple[str, str]:
+    """An outcome as the follow-up's answer is matched to the first answer's: its name as
+    ``evaluate`` compares names (spelling, abbreviations, timepoints in the name dropped) and its
+    timepoint's words."""
+    name = group.get("outcome_name")
+    named = normalize_name(str(name.value)) if name and name.value is not None else ""
+    return named, key_text(group.get("timepoint"))
+
+
+def _same_outcome(known: tuple[str, str], answered: tuple[str, str]) -> bool:
+    """One outcome: the same name, and the same timepoint where both give one."""
+    return known[0] == answered[0] and (not known[1] or not answered[1] or known[1] == answered[1])
 
 
 def found_by_follow_up(result: dict[str, Any]) -> set[int]:

@@ -205,16 +205,34 @@ def parse_meta_csv(
             if not parsed.study or not key:
                 left_out.append(f"line {line}: no study or no outcome name, so nothing to pool it with")
                 continue
-            unit = units.setdefault((parsed.study, parsed.outcome, key), _Unit())
+            # A study is its document where the CSV says which (two papers may share a label).
+            study_key = f"document {parsed.document_id}" if parsed.document_id is not None else parsed.study
+            unit = units.setdefault((study_key, parsed.outcome, key), _Unit())
             if group in unit.arms:
-                raise ConfigError(
+                twice = (
                     f"lines {unit.arms[group].line} and {line}: two {group} rows for study {parsed.study!r}, "
                     f"outcome {parsed.name!r}"
                 )
+                if strict:
+                    raise ConfigError(twice)
+                left_out.append(f"{twice}: line {line} left out")
+                continue
             unit.arms[group] = parsed
     except csv.Error as exc:
         raise ConfigError(f"line {reader.line_num}: not readable as CSV ({exc})") from None
     return _group(units, measure, left_out, labels or {}, strict)
+
+
+def _usable_effect(unit: _Unit, measure: str | None, left_out: list[str], strict: bool) -> StudyEffect | None:
+    """The unit's effect; without ``strict`` a value the effect cannot use (events above the
+    total, a reversed CI) leaves that study out, named, instead of refusing the whole file."""
+    try:
+        return _effect(unit, measure, left_out)
+    except ConfigError as exc:
+        if strict:
+            raise
+        left_out.append(f"{exc}: left out")
+        return None
 
 
 def _wanted_kind(unit: _Unit, events: bool, means: bool, measure: str | None) -> str | None:
@@ -288,6 +306,11 @@ def _effect(unit: _Unit, measure: str | None, left_out: list[str]) -> StudyEffec
         raise ConfigError(f"{unit.lines}: {exc}") from None
 
 
+def _study_key(unit: _Unit) -> str:
+    first = unit.rows[0]
+    return f"document {first.document_id}" if first.document_id is not None else first.study
+
+
 def _source(unit: _Unit, effect: StudyEffect) -> StudySource:
     """The study's document and lines, and whether a reviewer decided every number it uses."""
     rows = unit.rows
@@ -309,15 +332,15 @@ def _group(
     strict: bool,
 ) -> MetaCsv:
     groups: dict[tuple[str, str], list[tuple[_Unit, StudyEffect]]] = {}
-    for (study, _number_in_document, name), unit in units.items():
-        effect = _effect(unit, measure, left_out)
+    for (study_key, _number_in_document, name), unit in units.items():
+        effect = _usable_effect(unit, measure, left_out, strict)
         if effect is None:
             continue
         members = groups.setdefault((name, effect.measure), [])
-        twice = next(((other, e) for other, e in members if e.study == study), None)
+        twice = next(((other, e) for other, e in members if _study_key(other) == study_key), None)
         if twice is not None:
             repeated = (
-                f"{twice[0].lines} and {unit.lines}: study {study!r} reports {twice[1].outcome!r} and "
+                f"{twice[0].lines} and {unit.lines}: study {effect.study!r} reports {twice[1].outcome!r} and "
                 f"{effect.outcome!r}, one outcome once timepoints are dropped, both in {effect.measure}"
             )
             if strict:
