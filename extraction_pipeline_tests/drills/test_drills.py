@@ -655,11 +655,12 @@ def test_postgresql_restarted_mid_batch(
 
 @pytest.fixture
 def exports_mount(make_drill: Callable[..., Drill]) -> Iterator[tuple[Drill, Path]]:
-    """A drill whose exports folder is a 64 KB tmpfs of its own (mounting needs root: CI is)."""
+    """A drill whose exports folder is a 1 MB tmpfs of its own (mounting needs root: CI is): room
+    for a workbook with its pictures once the filler is gone."""
     drill = make_drill()
     exports = drill.home / "exports"
     exports.mkdir(parents=True, exist_ok=True)
-    mounted = _mount("-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", str(exports), check=False)
+    mounted = _mount("-t", "tmpfs", "-o", "size=1024k,mode=0755", "tmpfs", str(exports), check=False)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'not root'}): the disk drills need one")
     try:

@@ -22,11 +22,23 @@ def attribute(value: object) -> str:
     return quoteattr(NOT_XML.sub("", str(value)))
 
 
+PALETTE_COLOURS = 64  # the pictures use a handful of colours and their anti-aliasing
+
+
 def to_png(svg: str, scale: float = 2.0) -> bytes:
-    """The SVG as a PNG (PyMuPDF renders SVG like a one-page document), for the workbook."""
+    """The SVG as a PNG (PyMuPDF renders SVG like a one-page document), for the workbook. Stored
+    with a palette: a third of the size of full colour, so a batch's pictures do not outweigh its
+    data (three pictures: 175 KB in full colour, 75 KB with 64 colours)."""
+    import io
+
+    from PIL import Image
+
     from extraction_pipeline.core.pdf.engine import import_pymupdf
 
     pymupdf = import_pymupdf()
     with pymupdf.open(stream=svg.encode("utf-8"), filetype="svg") as document:
         pixmap = document[0].get_pixmap(matrix=pymupdf.Matrix(scale, scale))
-        return bytes(pixmap.tobytes("png"))
+        full = Image.open(io.BytesIO(pixmap.tobytes("png"))).convert("RGB")
+    small = io.BytesIO()
+    full.convert("P", palette=Image.Palette.ADAPTIVE, colors=PALETTE_COLOURS).save(small, format="PNG", optimize=True)
+    return small.getvalue()
