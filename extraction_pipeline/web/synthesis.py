@@ -60,7 +60,7 @@ def synthesis_view(ledger: Ledger, batch_id: int) -> SynthesisView:
     try:
         synthesis = batch_synthesis(ledger, batch_id)
     except ConfigError as exc:  # a value the reader refuses: said on the page, never a 500
-        synthesis, error = BatchSynthesis((), (), {}), str(exc)
+        synthesis, error = BatchSynthesis((), ()), str(exc)
     views = []
     for outcome in synthesis.outcomes:
         result, first = outcome.result, outcome.rows[0].effect

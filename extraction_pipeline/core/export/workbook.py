@@ -265,13 +265,14 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
             row["values flagged"] = sum(1 for entry in fields.values() if entry.flags)
             row["judgements"] = sum(1 for status in statuses if status in JUDGEMENT_STATUSES)
         by_outcome: dict[int, dict[str, Any]] = {}
+        followed_up = found_by_follow_up(result)
         for path, entry in fields.items():
             index = entry.index
             decision = decided.get((item["id"], path))
             if index is None:
                 row.update(_field_cells(_column_of(path, entry), entry, decision))
             else:
-                found_by = "follow-up question" if index in found_by_follow_up(result) else "first answer"
+                found_by = "follow-up question" if index in followed_up else "first answer"
                 by_outcome.setdefault(index, {**identity, "outcome": index, "found by": found_by}).update(
                     _field_cells(entry.field, entry, decision)
                 )

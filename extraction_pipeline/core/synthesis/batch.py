@@ -24,7 +24,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.database import utcnow
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.schema import outcome_labels
-from extraction_pipeline.core.synthesis.csv_input import OutcomeGroup, StudySource, parse_meta_csv
+from extraction_pipeline.core.synthesis.csv_input import OutcomeGroup, parse_meta_csv
 from extraction_pipeline.core.synthesis.effects import StudyEffect
 from extraction_pipeline.core.synthesis.pooling import PooledResult, pool
 
@@ -43,10 +43,8 @@ class StudyRow:
 
 @dataclass(frozen=True)
 class OutcomeSynthesis:
-    """One outcome in one measure across the batch's studies; ``key`` is the normalized name a
-    reviewer's label is recorded against (the first study's, for an outcome pooled under a label)."""
+    """One outcome in one measure across the batch's studies."""
 
-    key: str
     names: tuple[str, ...]  # the outcome names of its studies, as extracted
     result: PooledResult
     rows: tuple[StudyRow, ...]
@@ -60,7 +58,6 @@ class OutcomeSynthesis:
 class BatchSynthesis:
     outcomes: tuple[OutcomeSynthesis, ...]
     left_out: tuple[str, ...]
-    labels: dict[str, str]  # normalized name -> the reviewer's label
 
     @property
     def pooled(self) -> tuple[OutcomeSynthesis, ...]:
@@ -109,7 +106,7 @@ def batch_synthesis(ledger: Ledger, batch_id: int) -> BatchSynthesis:
     data = parse_meta_csv(text, labels=labels, strict=False)
     item_of = {int(item["document_id"]): int(item["id"]) for item in batch_item_rows(ledger, batch_id)}
     names = _names_by_line(text)
-    return BatchSynthesis(tuple(_outcome(group, item_of, names) for group in data.groups), data.left_out, labels)
+    return BatchSynthesis(tuple(_outcome(group, item_of, names) for group in data.groups), data.left_out)
 
 
 def _names_by_line(text: str) -> dict[int, str]:
@@ -122,10 +119,10 @@ def _names_by_line(text: str) -> dict[int, str]:
 
 
 def _outcome(group: OutcomeGroup, item_of: dict[int, int], names: dict[int, str]) -> OutcomeSynthesis:
-    sources = group.sources or tuple(StudySource(None, (), False) for _ in group.effects)
+    sources = group.sources  # parse_meta_csv gives every study its source
     rows = tuple(
         StudyRow(effect, item_of.get(source.document_id) if source.document_id is not None else None, source.reviewed)
         for effect, source in zip(group.effects, sources, strict=True)
     )
     extracted = tuple(dict.fromkeys(names.get(source.lines[0], "") for source in sources if source.lines))
-    return OutcomeSynthesis(group.key, tuple(name for name in extracted if name), pool(group.effects), rows)
+    return OutcomeSynthesis(tuple(name for name in extracted if name), pool(group.effects), rows)

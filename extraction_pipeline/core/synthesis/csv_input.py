@@ -41,6 +41,7 @@ from pathlib import Path
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.evaluation.matching import normalize_name
+from extraction_pipeline.core.export.meta_csv import REVIEWED  # the numbers ``decision_*`` columns record
 from extraction_pipeline.core.synthesis.effects import (
     BINARY_MEASURES,
     CONTINUOUS_MEASURES,
@@ -55,7 +56,6 @@ from extraction_pipeline.core.synthesis.effects import (
 REQUIRED = ("study", "outcome_name", "group", "xi", "ni", "mi", "sdi", "measure", "estimate", "ci.lb", "ci.ub")
 NUMBERS = ("xi", "ni", "mi", "sdi", "estimate", "ci.lb", "ci.ub")
 GROUPS = ("treatment", "control", "overall")
-DECIDED = ("xi", "ni", "mi", "sdi", "estimate", "ci.lb", "ci.ub")  # the numbers ``decision_*`` columns record
 # A plain decimal number; float() would also take "nan", "inf" and "1_000", none of which is data.
 NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 MAX_BYTES = 50 * 1024 * 1024
@@ -197,7 +197,7 @@ def parse_meta_csv(
                 _measure(row.get("measure")),
                 {column: _number(row.get(column), column, line) for column in NUMBERS},
                 int(document) if document.isdigit() else None,
-                frozenset(name for name in DECIDED if (row.get(f"decision_{name}") or "").strip()),
+                frozenset(name for name in REVIEWED if (row.get(f"decision_{name}") or "").strip()),
             )
             key = normalize_name(parsed.name)
             if labels and key in labels:
