@@ -12,9 +12,11 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Usage:
     model: str
-    tokens_in: int = 0
+    tokens_in: int = 0  # every prompt token, cached ones included
     tokens_out: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0  # what was paid: cached prompt tokens and batch calls at their own price
+    cached_tokens: int = 0  # prompt tokens the provider read from its prompt cache
+    saved_usd: float = 0.0  # what the same tokens would have cost as ordinary, uncached calls, less cost_usd
 
     def __add__(self, other: Usage | None) -> Usage:
         """The sum of two calls' costs (``None``: nothing to add); the model is the first one named."""
@@ -25,4 +27,6 @@ class Usage:
             self.tokens_in + other.tokens_in,
             self.tokens_out + other.tokens_out,
             self.cost_usd + other.cost_usd,
+            self.cached_tokens + other.cached_tokens,
+            self.saved_usd + other.saved_usd,
         )
