@@ -13,10 +13,15 @@ FULL_TEXT_OPEN, FULL_TEXT_CLOSE = "<FULL_TEXT>", "</FULL_TEXT>"
 TABLES_OPEN, TABLES_CLOSE = "<HIGH_FIDELITY_TABLES>", "</HIGH_FIDELITY_TABLES>"
 CUSTOM_BEGIN, CUSTOM_END = "BEGIN CUSTOM EXTRACTION RULES", "END CUSTOM EXTRACTION RULES"
 MISSED_OPEN, MISSED_CLOSE = "<MISSED_OUTCOMES>", "</MISSED_OUTCOMES>"
+# What one call asks beyond the stable prefix (a part's pages, a follow-up's names) comes last,
+# between these: everything before THIS_CALL_OPEN is the same for every call about a paper, so a
+# provider's prompt cache can serve it (see split_stable_prefix).
+THIS_CALL_OPEN, THIS_CALL_CLOSE = "<THIS_CALL>", "</THIS_CALL>"
 
 _SEP = r"[\s_]*"
 _TAG = re.compile(
-    rf"<(\s*/?\s*(?:full{_SEP}text|high{_SEP}fidelity{_SEP}tables|missed{_SEP}outcomes)\s*)>", re.IGNORECASE
+    rf"<(\s*/?\s*(?:full{_SEP}text|high{_SEP}fidelity{_SEP}tables|missed{_SEP}outcomes|this{_SEP}call)\s*)>",
+    re.IGNORECASE,
 )
 _RULES = re.compile(rf"\b(begin|end)(\s*_?\s*custom{_SEP}extraction{_SEP}rules)\b", re.IGNORECASE)
 
@@ -31,3 +36,13 @@ def defuse(text: str) -> str:
 
 def contains_marker(text: str) -> bool:
     return bool(_TAG.search(text) or _RULES.search(text))
+
+
+def split_stable_prefix(content: str) -> tuple[str, str]:
+    """A user message as (the part every call about the paper repeats, what this call adds): the
+    cut is at THIS_CALL_OPEN, which a document cannot forge (``defuse``); ('', ...) never happens:
+    a message without it is all prefix."""
+    at = content.rfind(THIS_CALL_OPEN)
+    if at <= 0:
+        return content, ""
+    return content[:at], content[at:]
