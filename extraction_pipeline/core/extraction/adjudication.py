@@ -18,7 +18,7 @@ from extraction_pipeline.core.errors import AnswerCutError
 from extraction_pipeline.core.extraction.consensus import NEEDS_REVIEW
 from extraction_pipeline.core.extraction.grounded import GroundedFields, GroundedValue
 from extraction_pipeline.core.extraction.markers import FULL_TEXT_CLOSE, FULL_TEXT_OPEN, defuse
-from extraction_pipeline.core.ledger import Ledger, utcnow
+from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.answers import StoredAnswer, answer_key, store_answer, stored_answer
 from extraction_pipeline.core.ledger.audit import record_prompt
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_json
@@ -95,7 +95,7 @@ def adjudicate(
             return {"model": model, "suggestions": {}, "error": str(cut)}, cut.usage or Usage(model)
         store_answer(
             ledger,
-            StoredAnswer(key, model, content, usage.tokens_in, usage.tokens_out, usage.cost_usd, item_id, utcnow()),
+            StoredAnswer.paid(key, content, usage, item_id),
         )
     disputed = {item["path"] for item in items}
     try:

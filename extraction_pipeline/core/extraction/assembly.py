@@ -18,7 +18,7 @@ from extraction_pipeline.core.extraction.follow_up import check_recall, follows_
 from extraction_pipeline.core.extraction.grounded import GroundedFields, add_checks, ground_entries, stored_fields
 from extraction_pipeline.core.extraction.long_papers import Part, merge_parts, plan_parts
 from extraction_pipeline.core.extraction.prompts import build_messages
-from extraction_pipeline.core.ledger import Ledger, utcnow
+from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.answers import (
     StoredAnswer,
     answer_key,
@@ -335,11 +335,5 @@ def _answer(
         raise
     meter.add(reply.usage)
     if not llm.is_offline and reply.content:
-        usage = reply.usage
-        store_answer(
-            ledger,
-            StoredAnswer(
-                key, usage.model, reply.content, usage.tokens_in, usage.tokens_out, usage.cost_usd, item_id, utcnow()
-            ),
-        )
+        store_answer(ledger, StoredAnswer.paid(key, reply.content, reply.usage, item_id))
     return reply, None

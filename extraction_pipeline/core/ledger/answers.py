@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
 from extraction_pipeline.core.ledger.schema import batch_items, batches, model_answers
+from extraction_pipeline.core.usage import Usage
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,24 @@ class StoredAnswer:
     cost_usd: float
     item_id: int
     created_at: datetime
+    cached_tokens: int = 0
+    saved_usd: float = 0.0
+
+    @classmethod
+    def paid(cls, key: str, content: str, usage: Usage, item_id: int) -> StoredAnswer:
+        """The answer ``item_id``'s call just paid ``usage`` for."""
+        return cls(
+            key,
+            usage.model,
+            content,
+            usage.tokens_in,
+            usage.tokens_out,
+            usage.cost_usd,
+            item_id,
+            utcnow(),
+            usage.cached_tokens,
+            usage.saved_usd,
+        )
 
 
 def answer_key(model: str, messages: list[dict[str, str]]) -> str:

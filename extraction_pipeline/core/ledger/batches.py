@@ -109,6 +109,8 @@ def create_batch(
                     "tokens_in": literal(0),
                     "tokens_out": literal(0),
                     "cost_usd": literal(0.0),
+                    "cached_tokens": literal(0),
+                    "saved_usd": literal(0.0),
                     "dispatch_round": literal(0),
                     "retry_round": literal(0),
                 }

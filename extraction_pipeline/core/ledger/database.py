@@ -34,6 +34,10 @@ ADDED_COLUMNS = (
     ("provider_budgets", "probe_until", "FLOAT NOT NULL DEFAULT 0"),
     ("provider_budgets", "answers_seen", "INTEGER NOT NULL DEFAULT 0"),
     ("batches", "follow_up", "INTEGER NOT NULL DEFAULT 0"),
+    ("batch_items", "cached_tokens", "INTEGER NOT NULL DEFAULT 0"),
+    ("batch_items", "saved_usd", "FLOAT NOT NULL DEFAULT 0"),
+    ("model_answers", "cached_tokens", "INTEGER NOT NULL DEFAULT 0"),
+    ("model_answers", "saved_usd", "FLOAT NOT NULL DEFAULT 0"),
 )
 # Rows rewritten when a ledger is upgraded; constants, idempotent. Before the `exporting` state a
 # batch was `completed` as soon as its documents were, workbook or not.

@@ -101,6 +101,18 @@ def take_over(ledger: Ledger, item_id: int, *, dead_run_id: str, run_id: str, wo
     )
 
 
+def usage_increments(usage: Usage) -> dict[str, Any]:
+    """The item's counters, each raised by what ``usage`` adds (in the UPDATE itself: two runs
+    adding at once both count)."""
+    return {
+        "tokens_in": batch_items.c.tokens_in + usage.tokens_in,
+        "tokens_out": batch_items.c.tokens_out + usage.tokens_out,
+        "cost_usd": batch_items.c.cost_usd + usage.cost_usd,
+        "cached_tokens": batch_items.c.cached_tokens + usage.cached_tokens,
+        "saved_usd": batch_items.c.saved_usd + usage.saved_usd,
+    }
+
+
 def complete(ledger: Ledger, item_id: int, *, run_id: str, result: dict[str, Any], usage: Usage) -> bool:
     """extracting (held by ``run_id``) -> completed, with the result and its cost, and in its
     message what it went through on the way (``journey``), if anything."""
@@ -115,9 +127,7 @@ def complete(ledger: Ledger, item_id: int, *, run_id: str, result: dict[str, Any
             "failing_since": None,
             "result_json": json.dumps(result, ensure_ascii=False),
             "model": usage.model,
-            "tokens_in": batch_items.c.tokens_in + usage.tokens_in,
-            "tokens_out": batch_items.c.tokens_out + usage.tokens_out,
-            "cost_usd": batch_items.c.cost_usd + usage.cost_usd,
+            **usage_increments(usage),
         },
     )
 
@@ -133,11 +143,7 @@ def release(
     if failing:
         values["failing_since"] = func.coalesce(batch_items.c.failing_since, utcnow())
     if usage is not None:
-        values.update(
-            tokens_in=batch_items.c.tokens_in + usage.tokens_in,
-            tokens_out=batch_items.c.tokens_out + usage.tokens_out,
-            cost_usd=batch_items.c.cost_usd + usage.cost_usd,
-        )
+        values.update(usage_increments(usage))
     cause = message.removeprefix(TRANSIENT_MESSAGE_PREFIX)
     return _transition(
         ledger,
@@ -175,12 +181,7 @@ def fail(
     if by_run is not None:
         values["run_id"] = by_run
     if usage is not None:
-        values.update(
-            model=usage.model,
-            tokens_in=batch_items.c.tokens_in + usage.tokens_in,
-            tokens_out=batch_items.c.tokens_out + usage.tokens_out,
-            cost_usd=batch_items.c.cost_usd + usage.cost_usd,
-        )
+        values.update(model=usage.model, **usage_increments(usage))
     return _transition(ledger, item_id, where, values)
 
 
@@ -265,15 +266,7 @@ def history_row(item: ItemRow, event: str, to_status: str, message: str, actor: 
 def add_usage(ledger: Ledger, item_id: int, usage: Usage) -> None:
     """Count tokens and cost that were paid for but whose result was discarded (the item was no
     longer this run's). Bookkeeping, not a state change: money spent is never lost."""
-    statement = (
-        update(batch_items)
-        .where(batch_items.c.id == item_id)
-        .values(
-            tokens_in=batch_items.c.tokens_in + usage.tokens_in,
-            tokens_out=batch_items.c.tokens_out + usage.tokens_out,
-            cost_usd=batch_items.c.cost_usd + usage.cost_usd,
-        )
-    )
+    statement = update(batch_items).where(batch_items.c.id == item_id).values(**usage_increments(usage))
     with ledger.engine.begin() as conn:
         conn.execute(statement)
 

@@ -41,6 +41,8 @@ class Progress:
     tokens_in: int
     tokens_out: int
     cost_usd: float
+    cached_tokens: int = 0  # of tokens_in, served from the provider's prompt cache
+    saved_usd: float = 0.0  # against ordinary uncached calls: prompt caching and batch prices
 
     @property
     def done(self) -> int:
@@ -97,19 +99,23 @@ def progress(ledger: Ledger, batch_id: int) -> Progress:
             func.coalesce(func.sum(batch_items.c.tokens_in), 0),
             func.coalesce(func.sum(batch_items.c.tokens_out), 0),
             func.coalesce(func.sum(batch_items.c.cost_usd), 0.0),
+            func.coalesce(func.sum(batch_items.c.cached_tokens), 0),
+            func.coalesce(func.sum(batch_items.c.saved_usd), 0.0),
         )
         .where(batch_items.c.batch_id == batch_id)
         .group_by(batch_items.c.status)
     )
     counts = {status.value: 0 for status in ItemStatus}
-    tokens_in = tokens_out = 0
-    cost = 0.0
+    tokens_in = tokens_out = cached = 0
+    cost = saved = 0.0
     with ledger.engine.connect() as conn:
-        for status, count, t_in, t_out, c in conn.execute(statement):
+        for status, count, t_in, t_out, c, t_cached, s in conn.execute(statement):
             counts[status] = int(count)
             tokens_in += int(t_in)
             tokens_out += int(t_out)
             cost += float(c)
+            cached += int(t_cached)
+            saved += float(s)
     return Progress(
         total=sum(counts.values()),
         pending=counts[ItemStatus.PENDING],
@@ -119,6 +125,8 @@ def progress(ledger: Ledger, batch_id: int) -> Progress:
         tokens_in=tokens_in,
         tokens_out=tokens_out,
         cost_usd=round(cost, 6),
+        cached_tokens=cached,
+        saved_usd=round(saved, 6),
     )
 
 

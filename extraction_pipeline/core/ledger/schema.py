@@ -145,6 +145,10 @@ batch_items = Table(
     Column("tokens_in", Integer, nullable=False, default=0),
     Column("tokens_out", Integer, nullable=False, default=0),
     Column("cost_usd", Float, nullable=False, default=0.0),
+    # Prompt tokens the provider served from its cache, and what caching and batch prices saved
+    # against ordinary calls (tokens_in counts the cached ones too).
+    Column("cached_tokens", Integer, nullable=False, default=0),
+    Column("saved_usd", Float, nullable=False, default=0.0),
     Column("result_json", Text, nullable=True),
     # 0 for the run that first launched the item; +1 each time it is dispatched again (its runs
     # died, or `batch retry`). Part of the dispatcher's run key, so each round gets a new run.
@@ -303,6 +307,8 @@ model_answers = Table(
     Column("tokens_in", Integer, nullable=False),
     Column("tokens_out", Integer, nullable=False),
     Column("cost_usd", Float, nullable=False),
+    Column("cached_tokens", Integer, nullable=False, default=0),
+    Column("saved_usd", Float, nullable=False, default=0.0),
     Column("item_id", Integer, nullable=False),  # the item whose call paid for it
     Column("created_at", DateTime, nullable=False),
 )
