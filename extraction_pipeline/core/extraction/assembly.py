@@ -141,9 +141,8 @@ def grounded_answer(
 ) -> tuple[LLMResult, dict[str, Any] | None, GroundedFields, list[dict[str, Any]]]:
     """One model's grounded answer: (reply with its usage, reuse note, fields, notes on the calls
     when there was more than one)."""
-    parts = plan_parts(template, parsed, llm)
     grounder = Grounder(parsed)
-    questions = [Question(template, None)] if parts is None else [Question(template, part) for part in parts]
+    questions = first_questions(template, parsed, llm)
     asked = Asking(ledger, item_id, run_id, llm, parsed, grounder, meter)
     answers = [
         answer
@@ -166,6 +165,19 @@ def grounded_answer(
     notes = [answer.note for answer in answers]
     notes.extend({"cut": cut} for cut in asked.cut)
     return combined, reused, add_checks(merge_parts([answer.fields for answer in answers])), notes
+
+
+def first_questions(template: TemplateDefinition, parsed: ParsedDocument, llm: LLMConfig) -> list[Question]:
+    """What a document's first answer asks: the whole paper in one call, or a long one in parts."""
+    parts = plan_parts(template, parsed, llm)
+    return [Question(template, None)] if parts is None else [Question(template, part) for part in parts]
+
+
+def first_prompts(template: TemplateDefinition, parsed: ParsedDocument, llm: LLMConfig) -> list[list[dict[str, str]]]:
+    """The prompts of ``first_questions``, exactly as the extraction sends them (a provider batch
+    submits these, and the document's run finds their answers under the same keys)."""
+    questions = first_questions(template, parsed, llm)
+    return [question.messages(parsed, number, len(questions)) for number, question in enumerate(questions, start=1)]
 
 
 @dataclass(frozen=True)
@@ -314,18 +326,19 @@ def _answer(
     model before (unless the batch asks for fresh answers), else a new call, stored for next time.
     The offline extractor costs nothing and is not stored."""
     key = answer_key(llm.effective_model, messages)
-    if not llm.is_offline and not wants_fresh_answers(ledger, item_id):
-        stored = stored_answer(ledger, key)
-        if stored is not None:
-            output = parse_answer(stored.content, template)
-            reused = {
-                "item": stored.item_id,
-                "paid_at": stored.created_at.isoformat(timespec="seconds"),
-                "tokens_in": stored.tokens_in,
-                "tokens_out": stored.tokens_out,
-                "cost_usd": stored.cost_usd,
-            }
-            return LLMResult(output, Usage(stored.model), repaired=False, content=stored.content), reused
+    stored = None if llm.is_offline else stored_answer(ledger, key)
+    # A fresh batch asks again, except what this very document already paid for (its provider
+    # batch's answer, or an earlier attempt's): that answer is this batch's own.
+    if stored is not None and (stored.item_id == item_id or not wants_fresh_answers(ledger, item_id)):
+        output = parse_answer(stored.content, template)
+        reused = {
+            "item": stored.item_id,
+            "paid_at": stored.created_at.isoformat(timespec="seconds"),
+            "tokens_in": stored.tokens_in,
+            "tokens_out": stored.tokens_out,
+            "cost_usd": stored.cost_usd,
+        }
+        return LLMResult(output, Usage(stored.model), repaired=False, content=stored.content), reused
     record_prompt(ledger, item_id=item_id, run_id=run_id, model=llm.effective_model, messages=messages)
     try:
         reply = complete_extraction(llm, messages, template)

@@ -26,6 +26,7 @@ from extraction_pipeline.core.ledger.schema import (
     BatchOrigin,
     BatchStatus,
     ItemStatus,
+    ProviderBatchPhase,
     batch_items,
     batches,
     documents,
@@ -57,13 +58,16 @@ def create_batch(
     second_model: str | None = None,
     adjudicator_model: str | None = None,
     follow_up: bool = False,
+    provider_batch: bool = False,
 ) -> BatchRef:
     """Create a batch of one pending item per document, or return the batch that already has
     this idempotency key (``created=False``). ``origin_ref``: the backfill or run id behind it.
     The batch freezes the project's current template version. ``fresh``: its documents are
     extracted by a new call even where the same prompt's answer was already paid for.
     ``follow_up``: outcomes the recall check lists as possibly missed are asked for again in one
-    follow-up call per document."""
+    follow-up call per document. ``provider_batch``: its prompts go to the provider's batch API
+    first (half price, answers within hours); its documents are dispatched once that has ended,
+    and what it did not answer is asked by ordinary calls."""
     if (adjudicator_model or "").strip() and not (second_model or "").strip():
         raise ConfigError("an adjudicator model needs a second model: it settles their disagreements")
     if not idempotency_key or len(idempotency_key) > MAX_KEY_CHARS:
@@ -88,6 +92,7 @@ def create_batch(
                     template_id=template_id,
                     fresh=1 if fresh else 0,
                     follow_up=1 if follow_up else 0,
+                    provider_batch=ProviderBatchPhase.PREPARING if provider_batch and unique_ids else None,
                     second_model=(second_model or "").strip() or None,
                     adjudicator_model=(adjudicator_model or "").strip() or None,
                     created_at=now,

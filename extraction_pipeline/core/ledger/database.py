@@ -38,6 +38,7 @@ ADDED_COLUMNS = (
     ("batch_items", "saved_usd", "FLOAT NOT NULL DEFAULT 0"),
     ("model_answers", "cached_tokens", "INTEGER NOT NULL DEFAULT 0"),
     ("model_answers", "saved_usd", "FLOAT NOT NULL DEFAULT 0"),
+    ("batches", "provider_batch", "VARCHAR(20)"),
 )
 # Rows rewritten when a ledger is upgraded; constants, idempotent. Before the `exporting` state a
 # batch was `completed` as soon as its documents were, workbook or not.

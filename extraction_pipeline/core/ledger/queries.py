@@ -24,6 +24,7 @@ from extraction_pipeline.core.ledger.schema import (
     BatchOrigin,
     BatchStatus,
     ItemStatus,
+    ProviderBatchPhase,
     batch_items,
     batches,
     documents,
@@ -169,6 +170,9 @@ def undispatched_items(ledger: Ledger, limit: int) -> list[ItemListing]:
         batch_items.c.dispatched_at.is_(None),
         or_(batches.c.origin == BatchOrigin.DISPATCH, batch_items.c.dispatch_round > 0),
         batches.c.status == "open",
+        # A batch asked through the provider's batch API waits for it: its runs then find the
+        # answers already paid for, and ask only what it did not answer.
+        or_(batches.c.provider_batch.is_(None), batches.c.provider_batch == ProviderBatchPhase.ENDED),
         limit=limit,
     )
 

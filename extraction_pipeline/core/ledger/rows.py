@@ -45,6 +45,8 @@ class BatchRow(TypedDict):
     fresh: int
     second_model: str | None
     adjudicator_model: str | None
+    follow_up: int
+    provider_batch: str | None  # a ProviderBatchPhase's value; None: ordinary calls
 
 
 class ItemRow(TypedDict):

@@ -49,6 +49,16 @@ class BatchOrigin(StrEnum):
     RUN = "run"
 
 
+class ProviderBatchPhase(StrEnum):
+    """Where a batch asked through a provider's batch API stands: its prompts are being prepared
+    (parsed, built, uploaded), the provider has them, or that is over (answered, failed, expired or
+    cancelled: whatever it did not answer is then asked by ordinary calls)."""
+
+    PREPARING = "preparing"
+    SUBMITTED = "submitted"
+    ENDED = "ended"
+
+
 metadata = MetaData()
 
 documents = Table(
@@ -120,6 +130,9 @@ batches = Table(
     Column("adjudicator_model", String(200), nullable=True),
     # 1: outcomes the recall check lists as possibly missed are asked for in one follow-up call.
     Column("follow_up", Integer, nullable=False, default=0),
+    # Asked through the provider's batch API (half price, answers within hours): None for
+    # ordinary calls, else a ProviderBatchPhase's value. Its items are dispatched once it is "ended".
+    Column("provider_batch", String(20), nullable=True),
 )
 
 batch_items = Table(
@@ -311,6 +324,42 @@ model_answers = Table(
     Column("saved_usd", Float, nullable=False, default=0.0),
     Column("item_id", Integer, nullable=False),  # the item whose call paid for it
     Column("created_at", DateTime, nullable=False),
+)
+
+provider_batches = Table(
+    "provider_batches",
+    metadata,
+    # One batch submitted to a provider's batch API: its id there is kept here the moment the
+    # provider gives it, so a restarted daemon follows it where it left off.
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("batch_id", Integer, ForeignKey("batches.id"), nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("provider_batch_id", String(200), nullable=False),
+    Column("input_file_id", String(200), nullable=True),
+    Column("status", String(20), nullable=False),  # the provider's: validating ... completed, expired
+    Column("requests", Integer, nullable=False),
+    Column("answered", Integer, nullable=False, default=0),
+    Column("fallen_back", Integer, nullable=False, default=0),
+    Column("message", Text, nullable=True),
+    Column("submitted_at", DateTime, nullable=False),
+    Column("polled_at", DateTime, nullable=True),
+    Column("ended_at", DateTime, nullable=True),
+)
+Index("ix_provider_batches_batch", provider_batches.c.batch_id)
+
+provider_batch_entries = Table(
+    "provider_batch_entries",
+    metadata,
+    # One prompt of a provider batch: the document's item and the key its answer is stored under
+    # (model_answers), so the document's run finds it as an answer already paid for.
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("provider_batch", Integer, ForeignKey("provider_batches.id"), nullable=False),
+    Column("item_id", Integer, ForeignKey("batch_items.id"), nullable=False),
+    Column("custom_id", String(100), nullable=False),
+    Column("answer_key", String(64), nullable=False),
+    Column("state", String(20), nullable=False),  # submitted, answered, fallen_back
+    Column("reason", Text, nullable=True),
+    UniqueConstraint("provider_batch", "custom_id", name="uq_provider_batch_entries_custom_id"),
 )
 
 # What this ledger was last brought up to: key "schema" holds the fingerprint of the tables,

@@ -1,0 +1,202 @@
+"""A batch's first questions asked through the provider's batch API, at its batch price.
+
+``prepare`` builds every document's first prompts exactly as the extraction will send them
+(``first_prompts``), leaves out those whose answer is already paid for, and submits the rest as
+provider batches (split where one would exceed the provider's limits). ``follow`` asks the
+provider how a submitted batch stands and, once it has ended, stores its answers as the answers
+paid for those prompts (``core/ledger/provider_batches.py``); the documents' runs then ground them
+like any answer. Everything the provider did not answer is asked by those runs as an ordinary call.
+Follow-up questions, second models and repair calls depend on a first answer: they stay ordinary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from extraction_pipeline.core.errors import PermanentError
+from extraction_pipeline.core.extraction.assembly import first_prompts
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.answers import answer_key, stored_answer
+from extraction_pipeline.core.ledger.audit import record_prompt
+from extraction_pipeline.core.ledger.batches import get_batch
+from extraction_pipeline.core.ledger.items import add_usage
+from extraction_pipeline.core.ledger.provider_batches import (
+    Answered,
+    Entry,
+    ProviderBatchRecord,
+    entries_of,
+    finish_preparation,
+    open_provider_batches,
+    provider_batches_of,
+    record_end,
+    record_poll,
+    record_submission,
+)
+from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.ledger.rows import ItemListing
+from extraction_pipeline.core.ledger.schema import ItemStatus, ProviderBatchPhase
+from extraction_pipeline.core.ledger.templates import definition_of, template_of_item
+from extraction_pipeline.core.llm import provider_batches as provider
+from extraction_pipeline.core.llm.gateway import LLMConfig
+from extraction_pipeline.core.pdf.parsing import ParsedDocument
+from extraction_pipeline.core.templates.definition import TemplateDefinition
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """What ``prepare`` did, in figures a person reads."""
+
+    prompts: int = 0  # submitted to the provider
+    already_paid: int = 0  # prompts whose answer was stored already: no call at all
+    provider_batch_ids: tuple[str, ...] = ()
+    not_parsed: tuple[str, ...] = ()  # their runs fail them as usual
+    message: str = ""
+
+    def describe(self) -> str:
+        if self.message:
+            return self.message
+        return (
+            f"{self.prompts} prompts submitted as provider batch(es) {', '.join(self.provider_batch_ids)}; "
+            f"{self.already_paid} already answered; {len(self.not_parsed)} documents not parsed"
+        )
+
+
+def prepare(
+    ledger: Ledger,
+    batch_id: int,
+    llm: LLMConfig,
+    parse: Callable[[ItemListing], ParsedDocument],
+    progress: Callable[[str], None] = lambda _: None,
+) -> Preparation:
+    """Submit the batch's first questions; the batch then waits for the provider (``follow``).
+    A model without a batch API, or a batch with nothing left to ask, ends the waiting at once:
+    its documents are asked by ordinary calls. A transient failure (the provider down) is raised
+    for the caller's retries, with nothing recorded; a permanent one ends the waiting."""
+    batch = get_batch(ledger, batch_id)
+    if batch is None or batch["provider_batch"] != ProviderBatchPhase.PREPARING:
+        return Preparation(message=f"batch {batch_id} is not waiting to be submitted")
+    model = llm.effective_model
+    if llm.is_offline or not provider.supports_provider_batches(model):
+        message = f"{model} has no provider batch API here: its documents are asked by ordinary calls"
+        finish_preparation(ledger, batch_id, submitted=False, message=message)
+        return Preparation(message=message)
+    requests: list[provider.BatchRequest] = []
+    entries: list[Entry] = []
+    already, not_parsed = 0, []
+    items = [item for item in batch_item_rows(ledger, batch_id) if item["status"] == ItemStatus.PENDING]
+    for number, item in enumerate(items, start=1):
+        progress(f"preparing {number}/{len(items)}: {item['filename']}")
+        try:
+            parsed = parse(item)
+        except PermanentError as exc:
+            not_parsed.append(f"{item['filename']}: {exc}")
+            continue
+        template = definition_of(template_of_item(ledger, item["id"]))
+        for question, messages in enumerate(first_prompts(template, parsed, llm), start=1):
+            key = answer_key(model, messages)
+            if not batch["fresh"] and stored_answer(ledger, key) is not None:
+                already += 1
+                continue
+            custom_id = f"item-{item['id']}-q{question}"
+            requests.append(provider.BatchRequest(custom_id, messages, template))
+            entries.append(Entry(item["id"], custom_id, key))
+    if not requests:
+        message = f"nothing to submit ({already} answers already paid for): the documents go straight to their runs"
+        finish_preparation(ledger, batch_id, submitted=False, message=message)
+        return Preparation(already_paid=already, not_parsed=tuple(not_parsed), message=message)
+    by_id = {entry.custom_id: entry for entry in entries}
+    submitted_ids: list[str] = []
+    submitted_count = 0
+    for group in provider.split_requests(llm, requests):
+        try:
+            submitted = provider.submit(llm, group)
+        except PermanentError as exc:
+            if submitted_ids:
+                break  # what was submitted is followed; the rest is asked by ordinary calls
+            message = f"the provider refused the batch ({exc}): its documents are asked by ordinary calls"
+            finish_preparation(ledger, batch_id, submitted=False, message=message)
+            return Preparation(already_paid=already, not_parsed=tuple(not_parsed), message=message)
+        record_submission(
+            ledger,
+            batch_id=batch_id,
+            model=model,
+            provider_batch_id=submitted.batch_id,
+            input_file_id=submitted.input_file_id,
+            status=provider.BatchStatus.VALIDATING.value,
+            entries=[by_id[request.custom_id] for request in group],
+        )
+        for request in group:  # the prompt audit holds every prompt sent, whichever way
+            record_prompt(
+                ledger,
+                item_id=by_id[request.custom_id].item_id,
+                run_id=f"provider batch {submitted.batch_id}",
+                model=model,
+                messages=request.messages,
+            )
+        submitted_ids.append(submitted.batch_id)
+        submitted_count += len(group)
+    finish_preparation(ledger, batch_id, submitted=True)
+    return Preparation(
+        prompts=submitted_count,
+        already_paid=already,
+        provider_batch_ids=tuple(submitted_ids),
+        not_parsed=tuple(not_parsed),
+    )
+
+
+def follow(ledger: Ledger, record: ProviderBatchRecord, llm: LLMConfig) -> bool:
+    """Ask the provider how ``record`` stands; once it has ended, store what it answered (True).
+    The config's model is the one the batch was submitted with, whatever is configured now."""
+    config = replace(llm, model=record.model)
+    state = provider.poll(config, record.provider_batch_id)
+    if not state.status.ended:
+        record_poll(ledger, record.id, state.status.value)
+        return False
+    entries = entries_of(ledger, record.id)
+    templates: dict[str, TemplateDefinition] = {}
+    for entry in entries:
+        templates[entry.custom_id] = definition_of(template_of_item(ledger, entry.item_id))
+    outcomes = provider.collect(config, state, templates)
+    answered = [Answered(o.custom_id, o.content, o.usage) for o in outcomes if isinstance(o, provider.BatchAnswer)]
+    failures = [o for o in outcomes if isinstance(o, provider.BatchFailure)]
+    ended = record_end(
+        ledger,
+        record,
+        status=state.status.value,
+        answered=answered,
+        fallen_back={f.custom_id: f"{f.kind.value}: {f.message}" for f in failures},
+        message="; ".join(state.errors[:3]) or None,
+    )
+    if ended:
+        # A cut or invalid answer was paid for even though an ordinary call asks again.
+        items = {entry.custom_id: entry.item_id for entry in entries}
+        for failure in failures:
+            if failure.usage is not None and failure.custom_id in items:
+                add_usage(ledger, items[failure.custom_id], failure.usage)
+    return True
+
+
+def follow_all(ledger: Ledger, llm: LLMConfig, *, limit: int = 20) -> list[ProviderBatchRecord]:
+    """``follow`` the open provider batches, least recently asked first; the ones that ended."""
+    ended = []
+    for record in open_provider_batches(ledger)[:limit]:
+        if follow(ledger, record, llm):
+            ended.append(record)
+    return ended
+
+
+def cancel_provider_batches(ledger: Ledger, batch_id: int, llm: LLMConfig) -> list[str]:
+    """Stop waiting for the provider: cancel the batch's open provider batches there (answers
+    already written are kept when it reports them; the rest are asked by ordinary calls) or, not
+    yet submitted, end the waiting. What was done, one line each."""
+    done = []
+    if finish_preparation(ledger, batch_id, submitted=False, message="cancelled before it was submitted"):
+        done.append("cancelled before it was submitted: its documents are asked by ordinary calls")
+    for record in provider_batches_of(ledger, batch_id):
+        if record.ended:
+            continue
+        state = provider.cancel(replace(llm, model=record.model), record.provider_batch_id)
+        record_poll(ledger, record.id, state.status.value)
+        done.append(f"provider batch {record.provider_batch_id}: {state.status.value}")
+    return done
