@@ -13,6 +13,7 @@ from extraction_pipeline.defs.assets import batch_workbook, extracted_document, 
 from extraction_pipeline.defs.executor import step_executor
 from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job, extract_parsed_documents_job
 from extraction_pipeline.defs.partitions import documents_backfill_policy
+from extraction_pipeline.defs.provider_batches import provider_batch_follower, submit_provider_batch_job
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 from extraction_pipeline.defs.sensors import (
     batch_aggregator,
@@ -32,8 +33,14 @@ def defs() -> dg.Definitions:
             extracted_document.with_attributes(backfill_policy=per_run),
             batch_workbook,
         ],
-        jobs=[extract_documents_job, extract_parsed_documents_job, export_batch_job],
-        sensors=[document_partitions_sensor, stray_partitions_sensor, batch_dispatcher, batch_aggregator],
+        jobs=[extract_documents_job, extract_parsed_documents_job, export_batch_job, submit_provider_batch_job],
+        sensors=[
+            document_partitions_sensor,
+            stray_partitions_sensor,
+            batch_dispatcher,
+            batch_aggregator,
+            provider_batch_follower,
+        ],
         resources={
             "ledger": LedgerResource.from_settings(settings),
             "llm": LLMResource.from_settings(settings),

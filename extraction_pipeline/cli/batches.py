@@ -37,6 +37,13 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
         not args.second_model.strip() or args.second_model.strip() == (settings.model or "")
     ):
         raise CliError("--second-model must name another model than EXTRACTION_MODEL", EXIT_USAGE)
+    if args.quick and not args.estimate:
+        raise CliError("--quick goes with --estimate: it says how the estimate reads unparsed PDFs", EXIT_USAGE)
+    if not args.estimate:
+        # Only a launch needs them: an estimate creates nothing, so it has no owner and no key.
+        for flag, value in (("--user", args.user), ("--idempotency-key", args.idempotency_key)):
+            if value is None:
+                raise CliError(f"{flag} is required to create a batch (not with --estimate)", EXIT_USAGE)
     ledger = open_ledger(settings)
     if args.documents:
         doc_ids = args.documents
@@ -48,10 +55,15 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
         ]
         if foreign:
             raise CliError(f"document(s) of another project: {', '.join(foreign[:10])}", EXIT_USAGE)
+        unknown = [doc_id for doc_id in dict.fromkeys(doc_ids) if doc_id not in projects]
+        if unknown and args.estimate:  # create_batch says the same when the insert is refused
+            raise CliError(f"unknown document id(s): {', '.join(map(str, unknown[:10]))}", EXIT_USAGE)
     else:
         doc_ids = project_documents(ledger, args.project)
         if not doc_ids:
             raise CliError(f"project {args.project!r} has no documents: add some with `documents add`")
+    if args.estimate:
+        return _print_estimate(args, settings, ledger, doc_ids)
     ref = create_batch(
         ledger,
         idempotency_key=args.idempotency_key,
@@ -80,6 +92,62 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
 
         print(f"note: {OFFLINE_WARNING}", file=sys.stderr)
     return 0
+
+
+def _print_estimate(args: argparse.Namespace, settings: Settings, ledger: Any, doc_ids: list[int]) -> int:
+    """`batch create --estimate`: what the batch would send, cost and take, with the same project,
+    documents, model(s) and template as the launch; nothing is created. Unparsed PDFs are parsed
+    (cached for the batch's runs) unless --quick, which counts their plain text (approximate)."""
+    from extraction_pipeline.core.extraction.estimate import ParseMode, describe, estimate_batch
+    from extraction_pipeline.core.llm.gateway import LLMConfig
+
+    llm = LLMConfig(
+        model=settings.model,
+        api_base=settings.api_base,
+        api_key=settings.api_key,
+        timeout_seconds=settings.llm_timeout_seconds,
+        context_tokens=settings.context_tokens or None,
+        output_tokens=settings.output_tokens or None,
+    )
+
+    def progress(done: int, total: int, filename: str) -> None:
+        # stderr: stdout may be JSON. Every document of a few, every 10th (and the last) of many.
+        if total > 3 and (total <= 20 or done % 10 == 0 or done == total):
+            print(f"parsing {done}/{total}: {filename}", file=sys.stderr, flush=True)
+
+    estimate = estimate_batch(
+        ledger,
+        project=args.project,
+        document_ids=doc_ids,
+        llm=llm,
+        second_model=args.second_model.strip() if args.second_model else None,
+        fresh=args.fresh,
+        parse=ParseMode.QUICK if args.quick else ParseMode.PARSE,
+        parse_options=settings.parse_options(),
+        pinned_budget=(settings.tokens_per_minute or None, settings.requests_per_minute or None),
+        llm_slots=_llm_slots(settings),
+        progress=progress,
+    )
+    if args.json:
+        print_json(estimate.as_dict())
+    else:
+        print("\n".join(describe(estimate)))
+        print("nothing was created: run the same command without --estimate to start the batch")
+    if not settings.model:
+        from extraction_pipeline.core.llm.offline import OFFLINE_WARNING
+
+        print(f"note: {OFFLINE_WARNING}", file=sys.stderr)
+    return 0
+
+
+def _llm_slots(settings: Settings) -> int | None:
+    """The `llm` pool's limit as the instance has it (None when it cannot be read)."""
+    from extraction_pipeline.instance import pool_limits
+
+    try:
+        return pool_limits(settings).get("llm") or None
+    except Exception:  # the instance's storage cannot be read: the estimate says slots are unknown
+        return None
 
 
 NO_DAEMON = (
@@ -283,9 +351,9 @@ def register(add: AddCommand) -> None:
     )
     create.add_argument("project")
     create.add_argument(
-        "--user", required=True, type=non_empty, help="who launches it (run tag extraction/user, per-user limit)"
+        "--user", type=non_empty, help="who launches it (run tag extraction/user, per-user limit); required to create"
     )
-    create.add_argument("--idempotency-key", required=True, help="same key = same batch, never a duplicate")
+    create.add_argument("--idempotency-key", help="same key = same batch, never a duplicate; required to create")
     create.add_argument(
         "--fresh",
         action="store_true",
@@ -313,6 +381,19 @@ def register(add: AddCommand) -> None:
     )
     create.add_argument(
         "--documents", type=positive_int, nargs="+", metavar="ID", help="document ids (default: all of the project)"
+    )
+    create.add_argument(
+        "--estimate",
+        action="store_true",
+        help="create nothing: print the documents, prompt and answer tokens, cost (ordinary and batch API) and "
+        "duration under the model's budget, for the same documents, model(s) and template; PDFs not parsed yet "
+        "are parsed (and cached for the batch)",
+    )
+    create.add_argument(
+        "--quick",
+        action="store_true",
+        help="with --estimate: count PDFs not parsed yet from their plain text instead of parsing them (faster, "
+        "approximate: tables left out)",
     )
     create.add_argument("--json", action="store_true")
     status = add(

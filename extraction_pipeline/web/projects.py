@@ -5,11 +5,19 @@ Every action goes through the same core functions as the command line (``registe
 ``save_version``, ``create_batch``), so a batch started here is dispatched, monitored in the
 Dagster UI and exported exactly like one created with ``batch create``. Uploads and launches are
 recorded under the signed-in user; template edits and budgets are an admin's.
+
+Before the launch button the page shows the price of the launch (``core/extraction/estimate.py``)
+for the documents and model(s) the form would start; "Update the estimate" sends the form's
+choices back to this page (a GET: it changes nothing). A page must answer in seconds, so PDFs not
+parsed yet are counted from their plain text and marked approximate, and each upload parses its
+new PDFs in the background (cached by content, as a run would), so the next visit is exact and
+the batch's runs find them parsed.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -17,12 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from python_multipart.exceptions import MultipartParseError
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from extraction_pipeline.core.errors import ConfigError
+from extraction_pipeline.core.errors import ConfigError, ExtractionError
+from extraction_pipeline.core.extraction.estimate import BatchEstimate, ParseMode, duration, estimate_batch, money
+from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.ledger.budgets import Budget, all_budgets, configure
 from extraction_pipeline.core.ledger.documents import project_exists
@@ -33,7 +44,9 @@ from extraction_pipeline.core.ledger.templates import (
     latest_version,
     save_version,
 )
+from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.llm.offline import OFFLINE_WARNING
+from extraction_pipeline.core.pdf.parsing import parse_document
 from extraction_pipeline.core.pdf.registration import validate_project
 from extraction_pipeline.core.pdf.uploads import UploadVerdict, register_staged, staging_area
 from extraction_pipeline.core.settings import Settings
@@ -46,6 +59,9 @@ from extraction_pipeline.web.urls import PREFIX, project_url
 
 MAX_UPLOAD_FILES = 500
 MAX_TEMPLATE_CHARS = 100_000
+MAX_MODEL_CHARS = 200
+
+log = logging.getLogger(__name__)
 
 
 def _model_context(settings: Settings) -> dict[str, Any]:
@@ -116,6 +132,7 @@ def _project_page(
     uploads: list[UploadVerdict] | None = None,
     template_text: str | None = None,
     status_code: int = 200,
+    launch: _Launch | None = None,
 ) -> Response:
     ledger, settings = ledger_of(request), settings_of(request)
     template = current_template(ledger, project)
@@ -131,6 +148,8 @@ def _project_page(
         for batch in recent_batches(ledger, limit=200)
         if batch["project"] == project
     ]
+    listed = project_documents(ledger, project)
+    launch = launch or _Launch([d["id"] for d in listed])
     return render(
         "project.html",
         title=f"Project {project}",
@@ -140,7 +159,9 @@ def _project_page(
         status_code=status_code,
         user=user_of(request),
         uploads=_upload_rows(uploads or []),
-        documents=project_documents(ledger, project),
+        documents=listed,
+        launch=launch,
+        estimate=_estimate_view(ledger, settings, project, launch) if listed else None,
         request_id=uuid.uuid4().hex,
         template=template,
         template_text=template_text or json.dumps(current, indent=2),
@@ -151,8 +172,159 @@ def _project_page(
     )
 
 
+@dataclass(frozen=True)
+class _Launch:
+    """What the launch form holds: the documents ticked and the options (the estimate's input)."""
+
+    documents: list[int]
+    second_model: str = ""
+    adjudicator: str = ""
+    fresh: bool = False
+    follow_up: bool = False
+
+
+@dataclass(frozen=True)
+class _ModelRow:
+    model: str
+    role: str
+    documents: int
+    already_answered: int
+    calls: int
+    prompt_tokens: str
+    answer_tokens: str
+    answer_source: str
+    cost: str
+    batch_cost: str
+    budget: str
+    duration: str
+    cannot: list[str]
+
+
+@dataclass(frozen=True)
+class _EstimateView:
+    """The estimate as the page words it (figures formatted here, the template only lays out)."""
+
+    estimate: BatchEstimate | None
+    rows: list[_ModelRow]
+    total: str
+    total_batch: str
+    duration: str
+    slots: str
+    approximate: int
+    unreadable: list[str]
+    notes: list[str]
+    problem: str = ""
+
+
+def _model_name(value: object) -> str:
+    return " ".join(str(value or "").split())[:MAX_MODEL_CHARS]
+
+
+def _estimate_view(ledger: Ledger, settings: Settings, project: str, launch: _Launch) -> _EstimateView:
+    """The launch's estimate, never fatal to the page: a failure is said in the estimate's place."""
+    llm = LLMConfig(
+        model=settings.model,
+        api_base=settings.api_base,
+        context_tokens=settings.context_tokens or None,
+        output_tokens=settings.output_tokens or None,
+    )  # no key: the estimate calls nobody
+    try:
+        estimate = estimate_batch(
+            ledger,
+            project=project,
+            document_ids=launch.documents,
+            llm=llm,
+            second_model=launch.second_model or None,
+            fresh=launch.fresh,
+            parse=ParseMode.QUICK,
+            parse_options=settings.parse_options(),
+            pinned_budget=(settings.tokens_per_minute or None, settings.requests_per_minute or None),
+            llm_slots=None,  # the pool's limit lives in Dagster's storage: the page does not open it
+        )
+    except ExtractionError as exc:
+        return _EstimateView(None, [], "", "", "", "", 0, [], [], problem=str(exc)[:300])
+    except Exception:  # never a broken project page for an estimate; the details go to the log
+        log.exception("estimate for project %s failed", project)
+        return _EstimateView(None, [], "", "", "", "", 0, [], [], problem="the estimate could not be computed")
+    rows = [
+        _ModelRow(
+            model=m.model,
+            role=m.role,
+            documents=m.documents,
+            already_answered=m.already_answered,
+            calls=m.calls,
+            prompt_tokens=f"{m.prompt_tokens:,}",
+            answer_tokens=f"{m.answer_tokens:,}",
+            answer_source=m.answer_source,
+            cost=money(m.cost_usd, m.price_note),
+            batch_cost=money(m.batch_cost_usd, "")
+            if m.batch_cost_usd is not None
+            else ("no batch API" if m.cost_usd is not None else "price unknown"),
+            budget=m.budget_source,
+            duration=duration(m.minutes_by_budget),
+            cannot=[f"{u.filename} (document {u.document_id}): {u.reason}" for u in m.unreadable],
+        )
+        for m in estimate.models
+    ]
+    slots = ""
+    if estimate.seconds_per_document is not None:
+        slots = f"finished documents of {estimate.models[0].model} took {estimate.seconds_per_document:.0f} s each"
+    return _EstimateView(
+        estimate=estimate,
+        rows=rows,
+        total=money(estimate.cost_usd, "price unknown"),
+        total_batch=money(estimate.batch_cost_usd, "no batch API for every model"),
+        duration=estimate.duration_words,
+        slots=slots,
+        approximate=estimate.approximate,
+        unreadable=[f"{u.filename} (document {u.document_id}): {u.reason}" for u in estimate.unreadable],
+        notes=estimate.notes,
+    )
+
+
+def _launch_from_query(request: Request, project: str, owned: set[int]) -> _Launch | str:
+    """The launch form's choices sent back by "Update the estimate"; a message when they are wrong."""
+    params = request.query_params
+    try:
+        chosen = [int(v) for v in params.getlist("document")]
+    except ValueError:
+        return "invalid document selection"
+    if not chosen:
+        return "select at least one document to estimate"
+    foreign = sorted(set(chosen) - owned)
+    if foreign:
+        return f"document(s) not in project {project}: {foreign[:10]}"
+    second, adjudicator = _model_name(params.get("second_model")), _model_name(params.get("adjudicator"))
+    if second and second == (settings_of(request).model or ""):
+        return "the second model must be another model than the first"
+    if adjudicator and not second:
+        return "an adjudicator needs a second model: it settles their disagreements"
+    return _Launch(chosen, second, adjudicator, params.get("fresh") == "on", params.get("follow_up") == "on")
+
+
 async def show_project(request: Request, project: str) -> Response:
-    return _project_page(request, project)
+    launch: _Launch | None = None
+    if "estimate" in request.query_params:
+        owned = {d["id"] for d in project_documents(ledger_of(request), project)}
+        asked = _launch_from_query(request, project, owned)
+        if isinstance(asked, str):
+            return await run_in_threadpool(_project_page, request, project, error=asked, status_code=400)
+        launch = asked
+    # The estimate counts tokens and may read PDFs: off the event loop, so other pages stay responsive.
+    return await run_in_threadpool(_project_page, request, project, launch=launch)
+
+
+def _parse_uploaded(ledger: Ledger, settings: Settings, documents: list[tuple[str, str]]) -> None:
+    """After an upload's answer is sent: parse its new PDFs as a run would (isolated, cached by
+    content), so the next estimate is exact and the batch's runs skip the parse. A PDF that does
+    not parse is cached as such and listed by the estimate."""
+    for sha256, stored_path in documents:
+        try:
+            parse_document(ledger, sha256=sha256, stored_path=stored_path, options=settings.parse_options())
+        except ExtractionError:
+            continue
+        except Exception:
+            log.exception("parsing an uploaded PDF in the background failed")
 
 
 async def upload(request: Request, project: str) -> Response:
@@ -190,7 +362,13 @@ async def upload(request: Request, project: str) -> Response:
         ]
     good = sum(1 for v in verdicts if v.document)
     summary = f"{good} of {len(verdicts)} file(s) registered by {user.name}"
-    return _project_page(request, project, flash=summary, uploads=verdicts)
+    response = await run_in_threadpool(_project_page, request, project, flash=summary, uploads=verdicts)
+    new = [
+        (v.document.sha256, str(settings.documents_dir / f"{v.document.sha256}.pdf")) for v in verdicts if v.document
+    ]
+    if new:
+        response.background = BackgroundTask(_parse_uploaded, ledger, settings, new)
+    return response
 
 
 async def save_template(request: Request, project: str) -> Response:

@@ -75,3 +75,38 @@ def test_only_the_accounts_rate_limit_is_a_rate_limited_error() -> None:
     for other in (_StatusError(503), _StatusError(529), litellm.ServiceUnavailableError("down", "openai", "m")):
         classified = classify(other)
         assert isinstance(classified, TransientError) and not isinstance(classified, RateLimitedError)
+
+
+def test_geminis_retry_delay_in_its_429_body_is_the_retry_after() -> None:
+    body = (
+        '{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "quota", "details": '
+        '[{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "17s"}]}}'
+    )
+    exc = litellm.RateLimitError(body, llm_provider="gemini", model="gemini-2.5-flash")
+    classified = classify(exc)
+    assert isinstance(classified, RateLimitedError) and classified.retry_after == 17.0
+    undelayed = classify(litellm.RateLimitError("no delay said", llm_provider="gemini", model="m"))
+    assert isinstance(undelayed, RateLimitedError) and undelayed.retry_after is None
+
+
+@pytest.mark.parametrize(
+    ("exc", "transient"),
+    [
+        # Anthropic's 529 overloaded_error, as litellm raises it (an InternalServerError)
+        (litellm.InternalServerError('{"type":"error","error":{"type":"overloaded_error"}}', "anthropic", "m"), True),
+        (_StatusError(529), True),
+        # Anthropic's "prompt is too long" and vLLM's context message: litellm's ContextWindowExceededError
+        (
+            litellm.ContextWindowExceededError("prompt is too long: 210000 tokens > 200000 maximum", "m", "anthropic"),
+            False,
+        ),
+        # Azure's content filter on the prompt
+        (litellm.ContentPolicyViolationError("content_filter", "m", "azure"), False),
+        (litellm.BadRequestError("INVALID_ARGUMENT", "m", "gemini"), False),
+    ],
+    ids=["anthropic-529", "status-529", "context", "azure-filter", "gemini-invalid"],
+)
+def test_provider_errors_both_ways(exc: Exception, transient: bool) -> None:
+    classified = classify(exc)
+    assert isinstance(classified, TransientError) is transient
+    assert not isinstance(classified, RateLimitedError)

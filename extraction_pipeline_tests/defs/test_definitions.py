@@ -24,6 +24,7 @@ from extraction_pipeline.definitions import defs
 from extraction_pipeline.defs.assets import batch_workbook, extracted_document, parsed_document
 from extraction_pipeline.defs.jobs import export_batch_job
 from extraction_pipeline.defs.partitions import DOCUMENTS_PARTITIONS
+from extraction_pipeline.defs.provider_batches import provider_batch_follower
 from extraction_pipeline.defs.resources import PipelineSettingsResource
 from extraction_pipeline.defs.sensors import batch_aggregator, batch_dispatcher, document_partitions_sensor
 from extraction_pipeline_tests.support.dagster_runs import (
@@ -45,6 +46,7 @@ def test_definitions_load_with_one_role_per_module() -> None:
         "stray_partitions_sensor",
         "batch_dispatcher",
         "batch_aggregator",
+        "provider_batch_follower",
     }
     assert {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()} == {
         "parsed_document",
@@ -56,7 +58,7 @@ def test_definitions_load_with_one_role_per_module() -> None:
     graph = repo.asset_graph  # the lineage a user sees: parse -> extract -> workbook
     assert graph.get(batch_workbook.key).parent_keys == {extracted_document.key}
     assert graph.get(extracted_document.key).parent_keys == {parsed_document.key}
-    for sensor in (document_partitions_sensor, batch_dispatcher, batch_aggregator):
+    for sensor in (document_partitions_sensor, batch_dispatcher, batch_aggregator, provider_batch_follower):
         assert sensor.description
 
 

@@ -129,6 +129,12 @@ class Reply:
     tokens_in: int = 100
     tokens_out: int = 20
     headers: dict[str, str] = field(default_factory=dict)  # extra response headers (Retry-After)
+    # The provider fakes (support/providers/) say these each in their own words: how the model
+    # stopped ("stop", "length", "filtered": content filter / safety / refusal) and which error a
+    # non-200 reply is ("rate_limit", "overloaded", "context_length", "filtered", "invalid", "" by status).
+    finish: str = "stop"
+    error: str = ""
+    cached_tokens: int = 0  # this fake only: prompt tokens reported as read from the prompt cache
 
 
 class FakeLLMServer:
@@ -270,6 +276,8 @@ class FakeLLMServer:
                             "prompt_tokens": tokens_in,
                             "completion_tokens": tokens_out,
                             "total_tokens": tokens_in + tokens_out,
+                            # OpenAI's report of the prompt tokens its prompt cache served
+                            "prompt_tokens_details": {"cached_tokens": min(reply.cached_tokens, tokens_in)},
                         },
                     },
                     reply.headers,

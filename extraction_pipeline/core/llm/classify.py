@@ -12,7 +12,9 @@ that is what an operator needs to read.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
+import re
 import socket
 import time
 from typing import Any
@@ -79,11 +81,31 @@ def network_cause(exc: BaseException) -> str | None:
 
 
 def retry_after_seconds(exc: BaseException, now: float | None = None) -> float | None:
-    """The provider's ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms``, if it sent one."""
+    """The provider's ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms``, if it sent one,
+    else the ``retryDelay`` of Gemini's error body."""
     for headers in refusal_headers(exc):
         parsed = _parse_retry_after(headers, now)
         if parsed is not None:
             return min(parsed, MAX_RETRY_AFTER_SECONDS)
+    delay = _retry_delay_in_body(exc)
+    return min(delay, MAX_RETRY_AFTER_SECONDS) if delay is not None else None
+
+
+# Gemini sends no Retry-After header: its 429 body carries a google.rpc.RetryInfo detail,
+# ``{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "17s"}``, which litellm
+# keeps in the exception's message (and response text).
+_RETRY_DELAY = re.compile(r'"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s"')
+
+
+def _retry_delay_in_body(exc: BaseException) -> float | None:
+    for cause in _chain(exc):
+        texts = [str(cause)]
+        with contextlib.suppress(Exception):  # a streamed or closed response: the message is enough
+            texts.append(str(getattr(getattr(cause, "response", None), "text", "") or ""))
+        for text in texts:
+            match = _RETRY_DELAY.search(text)
+            if match:
+                return float(match.group(1))
     return None
 
 
@@ -160,7 +182,8 @@ def classify(exc: BaseException) -> TransientError | PermanentError:
 
 def _transient(summary: str, exc: BaseException) -> TransientError:
     # A 429 is the account's rate limit (Anthropic's overload is 529, a server's 503): the
-    # provider answers, the call is only early.
+    # provider answers, the call is only early. (litellm reports Anthropic's 529 and Gemini's 503
+    # as InternalServerError, status 500: transient by name, not a rate limit.)
     kind = (
         RateLimitedError
         if getattr(exc, "status_code", None) == 429 or "RateLimitError" in _class_names(exc)

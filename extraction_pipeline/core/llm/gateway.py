@@ -109,29 +109,139 @@ def _parse(content: str | None, template: TemplateDefinition) -> BaseModel:
 
 
 def _usage_of(litellm: Any, response: Any, config: LLMConfig) -> Usage:
+    """Tokens and dollars of one answer, as litellm normalizes every provider's usage: the prompt
+    tokens include the cached ones (Anthropic's ``cache_read_input_tokens`` and
+    ``cache_creation_input_tokens`` are added in; Gemini's ``promptTokenCount`` holds its
+    ``cachedContentTokenCount``), and the cache reads are ``prompt_tokens_details.cached_tokens``
+    for all of them. ``completion_cost`` prices the reads (and Anthropic's cache writes) at their own
+    rates: that is what was paid. ``saved_usd`` is what the same tokens cost uncached, less that."""
     usage = getattr(response, "usage", None)
     tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
     tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
-    cost = 0.0
+    cached = _cached_tokens(usage)
+    cost = saved = 0.0
     if not config.is_offline:
         try:
             cost = float(litellm.completion_cost(completion_response=response) or 0.0)
         except Exception:  # unknown or local model: litellm has no price for it
             cost = 0.0
-    return Usage(model=config.effective_model, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost)
+        if cost and cached:
+            saved = max(0.0, _uncached_cost(litellm, config, tokens_in, tokens_out) - cost)
+    return Usage(
+        model=config.effective_model,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        cost_usd=cost,
+        cached_tokens=cached,
+        saved_usd=saved,
+    )
+
+
+def _cached_tokens(usage: Any) -> int:
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    if cached is None:  # an older litellm object: Anthropic's own field
+        cached = getattr(usage, "cache_read_input_tokens", None)
+    try:
+        return max(0, int(cached or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _uncached_cost(litellm: Any, config: LLMConfig, tokens_in: int, tokens_out: int) -> float:
+    """The same prompt and answer priced as if nothing had been cached (0 when not priced)."""
+    try:
+        prompt_cost, answer_cost = litellm.cost_per_token(
+            model=config.effective_model, prompt_tokens=tokens_in, completion_tokens=tokens_out
+        )
+    except Exception:
+        return 0.0
+    return float(prompt_cost or 0.0) + float(answer_cost or 0.0)
+
+
+def _provider(litellm: Any, config: LLMConfig) -> str:
+    """litellm's provider for the model string ("anthropic", "gemini", "azure", "ollama_chat", ...)."""
+    try:
+        return str(litellm.get_llm_provider(config.effective_model, api_base=config.api_base)[1])
+    except Exception:
+        return config.effective_model.split("/", 1)[0]
 
 
 def _response_format(litellm: Any, config: LLMConfig, template: TemplateDefinition) -> dict[str, Any]:
     """JSON Schema structured output where the provider supports it, JSON mode otherwise (the
-    schema is then in the system prompt, and the answer is validated with pydantic either way)."""
+    schema is then in the system prompt, and the answer is validated with pydantic either way).
+
+    Per provider, what litellm 1.110 does with a schema, and what the provider then accepts:
+    - Anthropic: litellm sends it as ``output_format`` (constrained decoding), which refuses a
+      schema with more than 24 optional or 16 union-typed properties ("too complex for
+      compilation"); ours has a hundred of each (every field is nullable and optional). litellm's
+      own check says when a schema is beyond that; then JSON mode (no ``output_format``).
+    - Gemini: litellm sends it as ``responseJsonSchema`` unchanged; Gemini accepts only a subset
+      (no ``default``, nothing beside a ``$ref``): it is sent reduced to that subset.
+    - Ollama: JSON mode (``format: "json"``): its grammar-constrained JSON schemas do not take
+      every construct of ours, and the small local models answer as well without it."""
     try:
         supports_schema = bool(litellm.supports_response_schema(model=config.effective_model))
     except Exception:  # unknown model: litellm cannot tell
         supports_schema = False
-    if supports_schema:
-        schema = {"name": "trial_extraction", "schema": output_json_schema(template), "strict": False}
-        return {"type": "json_schema", "json_schema": schema}
-    return {"type": "json_object"}
+    if not supports_schema:
+        return {"type": "json_object"}
+    schema = output_json_schema(template)
+    provider = _provider(litellm, config)
+    if provider == "anthropic" and not _anthropic_takes(schema):
+        return {"type": "json_object"}
+    if provider in ("gemini", "vertex_ai", "vertex_ai_beta"):
+        schema = gemini_schema(schema)
+    return {"type": "json_schema", "json_schema": {"name": "trial_extraction", "schema": schema, "strict": False}}
+
+
+def _anthropic_takes(schema: dict[str, Any]) -> bool:
+    try:
+        from litellm.llms.anthropic.chat.transformation import AnthropicConfig
+
+        return AnthropicConfig.native_output_schema(schema) is not None
+    except Exception:  # litellm moved it: do not risk a refused call
+        return False
+
+
+# What Gemini's responseJsonSchema takes (ai.google.dev, GenerationConfig.responseJsonSchema).
+_GEMINI_SCHEMA_KEYS = frozenset(
+    {
+        "type", "format", "title", "description", "enum", "items", "prefixItems", "minItems", "maxItems",
+        "minimum", "maximum", "anyOf", "oneOf", "properties", "additionalProperties", "required",
+        "propertyOrdering",
+    }
+)  # fmt: skip
+
+
+def gemini_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema in Gemini's subset: ``$ref`` inlined (ours are not recursive; Gemini refuses a
+    ``$ref`` with a sibling such as ``description``), unsupported keywords (``default``) dropped."""
+    defs = schema.get("$defs") or {}
+
+    def reduce(node: Any, depth: int = 0) -> Any:
+        if isinstance(node, list):
+            return [reduce(item, depth) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node and depth < 32:
+            target = defs.get(str(node["$ref"]).rsplit("/", 1)[-1], {})
+            merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+            return reduce(merged, depth + 1)
+        reduced: dict[str, Any] = {}
+        for key, value in node.items():
+            if key not in _GEMINI_SCHEMA_KEYS:
+                continue
+            if key == "properties" and isinstance(value, dict):
+                reduced[key] = {name: reduce(sub, depth) for name, sub in value.items()}
+            elif key in ("items", "anyOf", "oneOf", "prefixItems", "additionalProperties"):
+                reduced[key] = reduce(value, depth)
+            else:
+                reduced[key] = value
+        return reduced
+
+    result = reduce(schema)
+    return result if isinstance(result, dict) else {}
 
 
 def context_limit(config: LLMConfig) -> int | None:
@@ -185,8 +295,17 @@ def output_limit(config: LLMConfig) -> int | None:
 
 
 def _check_finished(response: Any, usage: Usage, limit: int | None) -> None:
-    """An answer the provider stopped at the output limit is incomplete: say so, by its size."""
+    """An answer the provider stopped at the output limit is incomplete: say so, by its size; one it
+    withheld (content filter, safety) is a permanent error, never an empty extraction."""
     choices = getattr(response, "choices", None) or []
+    if choices and getattr(choices[0], "finish_reason", None) == "content_filter":
+        # litellm's word for Azure's content filter, Gemini's SAFETY (or a blocked prompt) and
+        # Anthropic's refusal: the provider withheld the answer. Asked again, it withholds it again.
+        raise PermanentError(
+            f"{usage.model} withheld the answer (finish_reason content_filter: the provider's content filter or "
+            "safety system stopped it); the document was not extracted",
+            usage=usage,
+        )
     if choices and getattr(choices[0], "finish_reason", None) == "length":
         at = limit or usage.tokens_out
         raise AnswerCutError(
@@ -214,7 +333,9 @@ def _check_context_window(litellm: Any, config: LLMConfig, messages: list[dict[s
         )
 
 
-def _completion(litellm: Any, config: LLMConfig, kwargs: dict[str, Any]) -> Any:
+def _completion(
+    litellm: Any, config: LLMConfig, kwargs: dict[str, Any], plain: list[dict[str, str]] | None = None
+) -> Any:
     """One paid call: the call gate when there is one (the gate's own failures, such as a lost
     database, are not the provider's and are not classified as such), then, holding it, the
     call's share of the provider's budget (waiting until it fits, which is neither an attempt nor
@@ -226,7 +347,8 @@ def _completion(litellm: Any, config: LLMConfig, kwargs: dict[str, Any]) -> Any:
     waited out here and the call sent again: the provider is answering, the call was early, and
     every other call of the model waits for the same moment (the budget pauses). Only a refusal
     past ``MAX_WAITED_REFUSALS`` or ``MAX_WAIT_IN_CALL_SECONDS`` is raised, for the step's retries
-    and the circuit breaker."""
+    and the circuit breaker. ``plain``: the messages as strings, when those sent carry cache marks
+    (what the budget counts)."""
     budget = config.budget if not config.is_offline else None
     if budget is None:
         return _send(litellm, config, kwargs, None, lambda: 0)[0]
@@ -234,7 +356,7 @@ def _completion(litellm: Any, config: LLMConfig, kwargs: dict[str, Any]) -> Any:
     # longest answer asked for (OpenAI counts max_tokens, not what is then written). Its count
     # of the prompt is an estimate from the characters (about 4 a token): the larger of that and
     # the tokenizer's count is reserved, so a call is never sent short.
-    messages = kwargs["messages"]
+    messages = plain if plain is not None else kwargs["messages"]
 
     def estimate() -> int:
         by_chars = -(-sum(len(str(m.get("content") or "")) for m in messages) // 4)
@@ -284,11 +406,8 @@ def _send(
             raise classified from exc
 
 
-def complete_json(config: LLMConfig, messages: list[dict[str, str]]) -> tuple[str, Usage]:
-    """One call asking for a JSON object (no schema, no repair): (content, usage). Raises
-    TransientError / PermanentError as classified; the caller validates the content."""
-    litellm = _import_litellm()
-    _check_context_window(litellm, config, messages)
+def _call_kwargs(litellm: Any, config: LLMConfig, messages: list[dict[str, str]], limit: int | None) -> dict[str, Any]:
+    """The arguments of one call, with what the provider needs beyond the OpenAI shape."""
     kwargs: dict[str, Any] = {
         "model": config.effective_model,
         "messages": messages,
@@ -296,16 +415,93 @@ def complete_json(config: LLMConfig, messages: list[dict[str, str]]) -> tuple[st
         "num_retries": 0,
         "max_retries": 0,
         "temperature": 0,
-        "response_format": {"type": "json_object"},
     }
-    limit = output_limit(config)
     if limit:
         kwargs["max_tokens"] = limit
     if config.api_base:
         kwargs["api_base"] = config.api_base
     if config.api_key:
         kwargs["api_key"] = config.api_key
-    response = _completion(litellm, config, kwargs)
+    if config.is_offline:
+        return kwargs
+    provider = _provider(litellm, config)
+    if provider in CACHE_MARK_PROVIDERS or (
+        provider in ("vertex_ai", "bedrock") and "claude" in config.effective_model
+    ):
+        kwargs["messages"] = with_cache_marks(messages)
+    if provider in ("ollama", "ollama_chat"):
+        # Ollama's window is 4096 tokens unless asked (num_ctx), and it drops what does not fit
+        # without a word: the paper would silently lose its beginning.
+        kwargs["num_ctx"] = _ollama_window(config, messages, limit)
+    return kwargs
+
+
+# Providers whose prompt cache reads only what the request marks (``cache_control``): Anthropic.
+# OpenAI, Azure, Gemini (implicit caching), vLLM and DeepSeek cache a repeated prefix unasked.
+CACHE_MARK_PROVIDERS = frozenset({"anthropic"})
+_EPHEMERAL = {"type": "ephemeral"}
+
+
+def with_cache_marks(messages: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """A copy of ``messages`` with Anthropic's cache breakpoints: the system prompt, and the first
+    user message's stable prefix (fields, rules, the paper) as its own marked text block, the
+    call's own tail (``<THIS_CALL>``) unmarked after it. Every call about a paper (a part, the
+    follow-up, the repair, which appends to the same conversation) repeats that prefix and reads
+    it from the cache. Two marks of Anthropic's four; the messages given are not changed (the
+    answer key and the stored prompt use them)."""
+    from extraction_pipeline.core.extraction.markers import split_stable_prefix
+
+    marked: list[dict[str, Any]] = []
+    user_marked = False
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, str) or not content:
+            marked.append(dict(message))
+            continue
+        if message.get("role") == "system":
+            marked.append(
+                {**message, "content": [{"type": "text", "text": content, "cache_control": dict(_EPHEMERAL)}]}
+            )
+        elif message.get("role") == "user" and not user_marked:
+            user_marked = True
+            prefix, tail = split_stable_prefix(content)
+            # The cache matches blocks exactly: the blank line before <THIS_CALL> goes with the
+            # tail, so the first call (no tail) and the follow-up mark the very same prefix.
+            stable = prefix.rstrip()
+            tail = prefix[len(stable) :] + tail
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": stable, "cache_control": dict(_EPHEMERAL)}]
+            if tail.strip():  # Anthropic refuses a text block of only whitespace
+                blocks.append({"type": "text", "text": tail})
+            marked.append({**message, "content": blocks})
+        else:
+            marked.append(dict(message))
+    return marked
+
+
+def _ollama_window(config: LLMConfig, messages: list[dict[str, str]], limit: int | None) -> int:
+    """The context to ask Ollama for: the configured window, else litellm's figure for the model,
+    else what this prompt and its answer need (counted, with a margin)."""
+    if config.context_tokens:
+        return int(config.context_tokens)
+    try:
+        known = _import_litellm().get_model_info(config.effective_model).get("max_input_tokens")
+    except Exception:
+        known = None
+    if known:
+        return int(known)
+    needed = max(count_tokens(config, messages), -(-sum(len(str(m.get("content") or "")) for m in messages) // 3))
+    return int(needed * 1.1) + (limit or 8192)
+
+
+def complete_json(config: LLMConfig, messages: list[dict[str, str]]) -> tuple[str, Usage]:
+    """One call asking for a JSON object (no schema, no repair): (content, usage). Raises
+    TransientError / PermanentError as classified; the caller validates the content."""
+    litellm = _import_litellm()
+    _check_context_window(litellm, config, messages)
+    limit = output_limit(config)
+    kwargs = _call_kwargs(litellm, config, messages, limit)
+    kwargs["response_format"] = {"type": "json_object"}
+    response = _completion(litellm, config, kwargs, messages)
     usage = _usage_of(litellm, response, config)
     _check_finished(response, usage, limit)
     return response.choices[0].message.content or "", usage
@@ -320,23 +516,10 @@ def complete_extraction(config: LLMConfig, messages: list[dict[str, str]], templ
     limit = output_limit(config)
 
     def call(conversation: list[dict[str, str]]) -> Any:
-        kwargs: dict[str, Any] = {
-            "model": config.effective_model,
-            "messages": conversation,
-            "timeout": config.timeout_seconds,
-            "num_retries": 0,
-            "max_retries": 0,
-            "temperature": 0,
-        }
+        kwargs = _call_kwargs(litellm, config, conversation, limit)
         if not config.is_offline:
             kwargs["response_format"] = _response_format(litellm, config, template)
-        if limit:
-            kwargs["max_tokens"] = limit
-        if config.api_base:
-            kwargs["api_base"] = config.api_base
-        if config.api_key:
-            kwargs["api_key"] = config.api_key
-        return _completion(litellm, config, kwargs)
+        return _completion(litellm, config, kwargs, conversation)
 
     _check_context_window(litellm, config, messages)
     response = call(messages)
@@ -348,7 +531,8 @@ def complete_extraction(config: LLMConfig, messages: list[dict[str, str]], templ
     except (ValueError, ValidationError) as first_error:
         repair = [
             *messages,
-            {"role": "assistant", "content": content or ""},
+            # never empty: Anthropic refuses an empty assistant turn inside a conversation
+            {"role": "assistant", "content": content or "(no answer)"},
             {
                 "role": "user",
                 "content": f"Your answer was not valid ({str(first_error)[:300]}). "

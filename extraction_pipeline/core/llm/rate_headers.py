@@ -4,8 +4,10 @@ OpenAI (and the servers that copy it: Azure OpenAI, vLLM, most gateways) send
 ``x-ratelimit-limit-tokens``, ``x-ratelimit-remaining-tokens``, ``x-ratelimit-reset-tokens``
 ("6m0s", "1.5s", "20ms") and the same for ``-requests``. Anthropic sends
 ``anthropic-ratelimit-tokens-limit``, ``-remaining`` and ``-reset`` (an RFC 3339 time), and the same
-for ``requests``. litellm hands the provider's headers on with an ``llm_provider-`` prefix (and the
-OpenAI ones also bare); both are read.
+for ``requests`` (and ``input-tokens`` / ``output-tokens``). Azure OpenAI sends only
+``x-ratelimit-remaining-requests`` / ``-tokens``. Gemini, Ollama and vLLM send none (Gemini says
+when to retry in its 429 body: see classify). litellm hands the provider's headers on with an
+``llm_provider-`` prefix (and the OpenAI ones also bare); both are read.
 """
 
 from __future__ import annotations
@@ -52,10 +54,27 @@ def read_rate_limits(headers: Mapping[str, Any] | None, now: float) -> RateLimit
     def first(*names: str) -> str | None:
         return next((found[name] for name in names if name in found), None)
 
+    # Anthropic's tokens-* are the most restrictive of its limits in effect; an answer without
+    # them (some gateways pass only the split ones) still has input-tokens-*, the one prompts spend.
     return RateLimits(
-        tokens_limit=_int(first("x-ratelimit-limit-tokens", "anthropic-ratelimit-tokens-limit")),
-        tokens_remaining=_int(first("x-ratelimit-remaining-tokens", "anthropic-ratelimit-tokens-remaining")),
-        tokens_reset_seconds=_reset(first("x-ratelimit-reset-tokens", "anthropic-ratelimit-tokens-reset"), now),
+        tokens_limit=_int(
+            first(
+                "x-ratelimit-limit-tokens", "anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-input-tokens-limit"
+            )
+        ),
+        tokens_remaining=_int(
+            first(
+                "x-ratelimit-remaining-tokens",
+                "anthropic-ratelimit-tokens-remaining",
+                "anthropic-ratelimit-input-tokens-remaining",
+            )
+        ),
+        tokens_reset_seconds=_reset(
+            first(
+                "x-ratelimit-reset-tokens", "anthropic-ratelimit-tokens-reset", "anthropic-ratelimit-input-tokens-reset"
+            ),
+            now,
+        ),
         requests_limit=_int(first("x-ratelimit-limit-requests", "anthropic-ratelimit-requests-limit")),
         requests_remaining=_int(first("x-ratelimit-remaining-requests", "anthropic-ratelimit-requests-remaining")),
         requests_reset_seconds=_reset(first("x-ratelimit-reset-requests", "anthropic-ratelimit-requests-reset"), now),

@@ -1,0 +1,527 @@
+"""Half-price calls through a provider's batch API: the same requests as ordinary calls, sent as one
+file, answered within 24 hours.
+
+The lifecycle, each step one provider call through litellm (no state kept here: the caller stores
+the ids and polls later):
+
+- ``submit``: the requests become a JSONL file (one line per request: ``custom_id``, ``method``,
+  ``url`` and the very body an ordinary call would send), uploaded with ``purpose="batch"``, and a
+  batch created from it (``completion_window="24h"``).
+- ``poll``: the batch's status and request counts.
+- ``collect``: once the batch has ended (completed, expired, cancelled or failed), every request's
+  outcome: an answer priced at the batch price, or a failure saying why. Nothing a batch leaves
+  unanswered is lost: every failure is meant to be asked again as an ordinary call, and
+  ``BatchFailure.error()`` is the exception that ordinary call's failure would have been.
+- ``cancel``: stop the batch (what it already answered is still collected).
+
+Only OpenAI is driven here. litellm 1.110.2 has the file and batch calls for OpenAI (and the
+OpenAI-shaped ``litellm_proxy`` and ``hosted_vllm``, whose batches litellm runs itself as ordinary
+calls), Azure, Vertex AI, Bedrock, Mistral, Gemini and xAI, but not Anthropic's Message Batches: its
+``create_batch`` has no Anthropic branch, and ``AnthropicBatchesConfig.transform_create_batch_request``
+raises ``NotImplementedError`` (only retrieving an Anthropic batch is implemented).
+
+litellm's own retries are disabled (``max_retries=0``, which reaches the OpenAI client): as for
+ordinary calls, the orchestrator owns retries. Every failure of these calls is classified
+(``classify``): transient (a 5xx, 429, timeout, dropped connection) or permanent (auth, bad request,
+unknown batch), and the message never carries the API key.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from extraction_pipeline.core.errors import (
+    AnswerCutError,
+    ConfigError,
+    ExtractionRuntimeError,
+    OutputParseError,
+    PermanentError,
+    TransientError,
+)
+from extraction_pipeline.core.llm.classify import TRANSIENT_STATUS, classify
+from extraction_pipeline.core.llm.gateway import (
+    LLMConfig,
+    _import_litellm,
+    _response_format,
+    output_limit,
+    parse_answer,
+)
+from extraction_pipeline.core.templates.definition import TemplateDefinition
+from extraction_pipeline.core.usage import Usage
+
+BATCH_ENDPOINT = "/v1/chat/completions"
+COMPLETION_WINDOW = "24h"  # the only window OpenAI offers
+# OpenAI's limits for one batch's input file: 50,000 requests, 200 MB. Bytes are counted in decimal
+# megabytes, the smaller reading of "MB", so a file this module accepts is never refused for size.
+MAX_REQUESTS_PER_BATCH = 50_000
+MAX_FILE_BYTES = 200_000_000
+# Uploading or downloading a file of up to 200 MB takes longer than one chat call may.
+FILE_TIMEOUT_SECONDS = 600.0
+_PROVIDERS = frozenset({"openai"})
+
+
+class BatchStatus(StrEnum):
+    """OpenAI's batch statuses."""
+
+    VALIDATING = "validating"
+    IN_PROGRESS = "in_progress"
+    FINALIZING = "finalizing"
+    COMPLETED = "completed"
+    FAILED = "failed"  # the input file did not pass validation: nothing was run
+    EXPIRED = "expired"  # not done within 24 h: what was done is in the output file
+    CANCELLING = "cancelling"
+    CANCELLED = "cancelled"  # what was done before the cancel is in the output file
+
+    @property
+    def ended(self) -> bool:
+        """True once the provider will do nothing more with the batch (its files are final)."""
+        return self in _ENDED
+
+
+_ENDED = frozenset({BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.EXPIRED, BatchStatus.CANCELLED})
+
+
+class FailureKind(StrEnum):
+    """Why a request of a batch has no answer."""
+
+    REQUEST_FAILED = "request_failed"  # the provider answered the line with an HTTP error
+    ANSWER_CUT = "answer_cut"  # the answer stopped at the output limit (finish_reason "length")
+    INVALID_ANSWER = "invalid_answer"  # the answer is not valid JSON for the template
+    EXPIRED = "expired"  # the batch expired before the request was run
+    CANCELLED = "cancelled"  # the batch was cancelled before the request was run
+    BATCH_FAILED = "batch_failed"  # the whole batch failed validation: nothing was run
+    MISSING = "missing"  # a completed batch reported nothing for the request
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    custom_id: str  # unique within the batch: the answer comes back under it
+    messages: list[dict[str, str]]
+    template: TemplateDefinition
+
+
+@dataclass(frozen=True)
+class SubmittedBatch:
+    batch_id: str
+    input_file_id: str
+    model: str  # the model string of the config it was submitted with
+    count: int
+    submitted_at: datetime  # the provider's creation time of the batch
+    custom_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RequestCounts:
+    total: int = 0
+    completed: int = 0
+    failed: int = 0
+
+
+@dataclass(frozen=True)
+class BatchState:
+    batch_id: str
+    status: BatchStatus
+    counts: RequestCounts
+    input_file_id: str | None = None
+    output_file_id: str | None = None  # the successful requests' responses
+    error_file_id: str | None = None  # the failed requests' errors
+    errors: tuple[str, ...] = ()  # why a failed batch failed (the provider's validation errors)
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class BatchAnswer:
+    custom_id: str
+    output: BaseModel  # an instance of output_model(template)
+    content: str  # the answer's text as the model sent it
+    usage: Usage  # priced at the batch price; saved_usd: what the ordinary, uncached call would have cost more
+
+
+@dataclass(frozen=True)
+class BatchFailure:
+    """A request the batch did not answer. Every one is meant to be asked again as an ordinary
+    call; ``kind`` says why, ``transient`` whether the provider's own refusal of the line was
+    the kind a later call survives (a 5xx or 429; an expired or cancelled request was never run,
+    so it is transient too)."""
+
+    custom_id: str
+    kind: FailureKind
+    message: str
+    transient: bool
+    status_code: int | None = None  # the line's HTTP status, when the provider ran it
+    usage: Usage | None = None  # what an answer that was cut or invalid cost (it was paid)
+    content: str | None = None  # that answer's text (an invalid one can be repaired by an ordinary call)
+
+    def error(self) -> ExtractionRuntimeError:
+        """The exception an ordinary call failing this way raises (for the caller's ledger)."""
+        if self.kind is FailureKind.ANSWER_CUT:
+            tokens = self.usage.tokens_out if self.usage is not None else 0
+            return AnswerCutError(self.message, output_tokens=tokens, usage=self.usage)
+        if self.kind is FailureKind.INVALID_ANSWER:
+            return OutputParseError(self.message, usage=self.usage)
+        if self.transient:
+            return TransientError(self.message, usage=self.usage, provider=True)
+        return PermanentError(self.message, usage=self.usage)
+
+
+BatchOutcome = BatchAnswer | BatchFailure
+
+
+def supports_provider_batches(model: str | None) -> bool:
+    """True when ``model`` is served by a provider whose batch API is driven here (OpenAI)."""
+    if not model:
+        return False
+    litellm = _import_litellm()
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model=model)
+    except Exception:  # a model litellm cannot place: no batch API known for it
+        return False
+    return provider in _PROVIDERS
+
+
+def request_body(config: LLMConfig, messages: list[dict[str, str]], template: TemplateDefinition) -> dict[str, Any]:
+    """The chat-completions body an ordinary ``complete_extraction`` call sends: the provider's
+    model name, the messages, temperature 0, the structured-output format and the output limit,
+    mapped for the model by litellm as for an ordinary call (``max_completion_tokens`` for the
+    models that take only that)."""
+    litellm = _import_litellm()
+    from litellm.utils import get_optional_params
+
+    try:
+        model, provider, _, _ = litellm.get_llm_provider(model=config.effective_model)
+        asked: dict[str, Any] = {"temperature": 0, "response_format": _response_format(litellm, config, template)}
+        limit = output_limit(config)
+        if limit:
+            asked["max_tokens"] = limit
+        params = dict(get_optional_params(model=model, custom_llm_provider=provider, **asked))
+    except Exception as exc:  # e.g. UnsupportedParamsError: the ordinary call would be refused too
+        raise classify(exc) from exc
+    params.pop("stream", None)  # litellm's default, not asked for
+    extra = params.pop("extra_body", None) or {}
+    return {"model": model, "messages": messages, **params, **extra}
+
+
+def batch_line(config: LLMConfig, request: BatchRequest) -> bytes:
+    """One line of the batch input file (newline included)."""
+    line = {
+        "custom_id": request.custom_id,
+        "method": "POST",
+        "url": BATCH_ENDPOINT,
+        "body": request_body(config, request.messages, request.template),
+    }
+    return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+def split_requests(
+    config: LLMConfig,
+    requests: Sequence[BatchRequest],
+    *,
+    max_requests: int = MAX_REQUESTS_PER_BATCH,
+    max_bytes: int = MAX_FILE_BYTES,
+) -> list[list[BatchRequest]]:
+    """``requests`` in order, cut into groups that each fit one batch (OpenAI's request and file
+    size limits). A single request larger than a whole file stays alone in its group; ``submit``
+    refuses it."""
+    groups: list[list[BatchRequest]] = []
+    current: list[BatchRequest] = []
+    size = 0
+    for request in requests:
+        line = len(batch_line(config, request))
+        if current and (len(current) >= max_requests or size + line > max_bytes):
+            groups.append(current)
+            current, size = [], 0
+        current.append(request)
+        size += line
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _call(what: str, action: Callable[[], Any]) -> Any:
+    """One provider call, its failure classified (the message names the step, never the key)."""
+    try:
+        return action()
+    except Exception as exc:
+        classified = classify(exc)
+        classified.args = (f"provider batch: {what} failed: {classified}",)
+        raise classified from exc
+
+
+def _credentials(config: LLMConfig, timeout: float) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"custom_llm_provider": "openai", "max_retries": 0, "timeout": timeout}
+    if config.api_base:
+        kwargs["api_base"] = config.api_base
+    if config.api_key:
+        kwargs["api_key"] = config.api_key
+    return kwargs
+
+
+def _require_supported(config: LLMConfig) -> None:
+    if config.is_offline or not supports_provider_batches(config.effective_model):
+        raise ConfigError(
+            f"{config.effective_model} has no provider batch API here: batches are sent to OpenAI "
+            "(openai/...) only; use ordinary calls for this model"
+        )
+
+
+def submit(config: LLMConfig, requests: Sequence[BatchRequest]) -> SubmittedBatch:
+    """Upload ``requests`` as one batch input file and create the batch. Refuses (PermanentError)
+    an empty list, repeated custom ids, or more than one batch holds (``split_requests`` first)."""
+    _require_supported(config)
+    if not requests:
+        raise PermanentError("provider batch: no requests to submit")
+    ids = [r.custom_id for r in requests]
+    repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
+    if repeated:
+        raise PermanentError(f"provider batch: custom ids must be unique in a batch, repeated: {repeated[:5]}")
+    if len(requests) > MAX_REQUESTS_PER_BATCH:
+        raise PermanentError(
+            f"provider batch: {len(requests)} requests, a batch holds at most {MAX_REQUESTS_PER_BATCH}: "
+            "split them with split_requests"
+        )
+    data = b"".join(batch_line(config, r) for r in requests)
+    if len(data) > MAX_FILE_BYTES:
+        raise PermanentError(
+            f"provider batch: the input file would be {len(data)} bytes, a batch file holds at most "
+            f"{MAX_FILE_BYTES}: split the requests with split_requests"
+        )
+    litellm = _import_litellm()
+    uploaded = _call(
+        "uploading the input file",
+        lambda: litellm.create_file(
+            file=("batch_input.jsonl", data, "application/jsonl"),
+            purpose="batch",
+            **_credentials(config, max(config.timeout_seconds, FILE_TIMEOUT_SECONDS)),
+        ),
+    )
+    batch = _call(
+        "creating the batch",
+        lambda: litellm.create_batch(
+            completion_window=COMPLETION_WINDOW,
+            endpoint=BATCH_ENDPOINT,
+            input_file_id=uploaded.id,
+            **_credentials(config, config.timeout_seconds),
+        ),
+    )
+    return SubmittedBatch(
+        batch_id=str(batch.id),
+        input_file_id=str(uploaded.id),
+        model=config.effective_model,
+        count=len(requests),
+        submitted_at=_when(getattr(batch, "created_at", None)) or datetime.now(UTC),
+        custom_ids=tuple(ids),
+    )
+
+
+def _when(timestamp: Any) -> datetime | None:
+    return datetime.fromtimestamp(int(timestamp), UTC) if timestamp else None
+
+
+def _state(batch: Any) -> BatchState:
+    try:
+        status = BatchStatus(str(batch.status))
+    except ValueError as exc:
+        raise PermanentError(f"provider batch {batch.id}: unknown status {batch.status!r}") from exc
+    counts = getattr(batch, "request_counts", None)
+    errors = getattr(getattr(batch, "errors", None), "data", None) or []
+    return BatchState(
+        batch_id=str(batch.id),
+        status=status,
+        counts=RequestCounts(
+            total=int(getattr(counts, "total", 0) or 0),
+            completed=int(getattr(counts, "completed", 0) or 0),
+            failed=int(getattr(counts, "failed", 0) or 0),
+        ),
+        input_file_id=getattr(batch, "input_file_id", None),
+        output_file_id=getattr(batch, "output_file_id", None),
+        error_file_id=getattr(batch, "error_file_id", None),
+        errors=tuple(_batch_error(e) for e in errors),
+        expires_at=_when(getattr(batch, "expires_at", None)),
+    )
+
+
+def _batch_error(error: Any) -> str:
+    line = getattr(error, "line", None)
+    where = f" (line {line})" if line else ""
+    return f"{getattr(error, 'code', None) or 'error'}{where}: {getattr(error, 'message', '')}"
+
+
+def poll(config: LLMConfig, batch_id: str) -> BatchState:
+    _require_supported(config)
+    litellm = _import_litellm()
+    batch = _call(
+        f"reading batch {batch_id}",
+        lambda: litellm.retrieve_batch(batch_id=batch_id, **_credentials(config, config.timeout_seconds)),
+    )
+    return _state(batch)
+
+
+def cancel(config: LLMConfig, batch_id: str) -> BatchState:
+    """Ask the provider to stop the batch (it goes to ``cancelling``, then ``cancelled``, keeping
+    what it already answered). A batch that has already ended is left as it is."""
+    state = poll(config, batch_id)
+    if state.status.ended or state.status is BatchStatus.CANCELLING:
+        return state
+    litellm = _import_litellm()
+    batch = _call(
+        f"cancelling batch {batch_id}",
+        lambda: litellm.cancel_batch(batch_id=batch_id, **_credentials(config, config.timeout_seconds)),
+    )
+    return _state(batch)
+
+
+def _file_lines(config: LLMConfig, file_id: str | None) -> list[dict[str, Any]]:
+    if not file_id:
+        return []
+    litellm = _import_litellm()
+    content = _call(
+        f"reading file {file_id}",
+        lambda: litellm.file_content(
+            file_id=file_id, **_credentials(config, max(config.timeout_seconds, FILE_TIMEOUT_SECONDS))
+        ),
+    )
+    lines = []
+    for number, raw in enumerate(bytes(content.content).splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+        except ValueError as exc:
+            raise PermanentError(f"provider batch: line {number} of file {file_id} is not JSON") from exc
+        if isinstance(line, dict) and isinstance(line.get("custom_id"), str):
+            lines.append(line)
+    return lines
+
+
+def collect(config: LLMConfig, state: BatchState, templates: Mapping[str, TemplateDefinition]) -> list[BatchOutcome]:
+    """Every request's outcome once the batch has ended, in the order of ``templates`` (custom id
+    -> the template its answer is validated with): the output file's answers, the error file's
+    failures, and for a request in neither file a failure saying why (the batch expired, was
+    cancelled or failed before running it)."""
+    _require_supported(config)
+    if not state.status.ended:
+        raise PermanentError(
+            f"provider batch {state.batch_id} is {state.status.value}: collect it once it has ended "
+            "(completed, expired, cancelled or failed)"
+        )
+    litellm = _import_litellm()
+    found: dict[str, BatchOutcome] = {}
+    # The output file first: a request answered there is answered, whatever else is reported.
+    for line in [*_file_lines(config, state.output_file_id), *_file_lines(config, state.error_file_id)]:
+        custom_id = line["custom_id"]
+        if custom_id in templates and not isinstance(found.get(custom_id), BatchAnswer):
+            outcome = _outcome(litellm, config, line, templates[custom_id])
+            if custom_id not in found or isinstance(outcome, BatchAnswer):
+                found[custom_id] = outcome
+    return [found.get(custom_id) or _unreported(custom_id, state) for custom_id in templates]
+
+
+def _unreported(custom_id: str, state: BatchState) -> BatchFailure:
+    if state.status is BatchStatus.EXPIRED:
+        return BatchFailure(custom_id, FailureKind.EXPIRED, "the batch expired before the request was run", True)
+    if state.status is BatchStatus.CANCELLED:
+        return BatchFailure(
+            custom_id, FailureKind.CANCELLED, "the batch was cancelled before the request was run", True
+        )
+    if state.status is BatchStatus.FAILED:
+        why = "; ".join(state.errors[:3]) or "no reason given"
+        return BatchFailure(custom_id, FailureKind.BATCH_FAILED, f"the batch failed validation: {why}", True)
+    return BatchFailure(custom_id, FailureKind.MISSING, "the completed batch reported nothing for the request", True)
+
+
+# The per-line error codes OpenAI writes for requests a batch never ran.
+_NOT_RUN = {"batch_expired": FailureKind.EXPIRED, "batch_cancelled": FailureKind.CANCELLED}
+
+
+def _outcome(litellm: Any, config: LLMConfig, line: dict[str, Any], template: TemplateDefinition) -> BatchOutcome:
+    custom_id = line["custom_id"]
+    error = line.get("error")
+    response = line.get("response") or {}
+    if error:
+        error = error if isinstance(error, dict) else {"message": str(error)}
+        code = str(error.get("code") or "")
+        kind = _NOT_RUN.get(code, FailureKind.REQUEST_FAILED)
+        message = f"{code or 'error'}: {str(error.get('message') or '')[:300]}"
+        return BatchFailure(custom_id, kind, message, transient=kind is not FailureKind.REQUEST_FAILED)
+    status = response.get("status_code")
+    body = response.get("body") or {}
+    if status != 200:
+        said = (body.get("error") or {}) if isinstance(body, dict) else {}
+        message = f"HTTP {status}: {str(said.get('message') or body)[:300]}"
+        status_code = status if isinstance(status, int) else None
+        return BatchFailure(
+            custom_id,
+            FailureKind.REQUEST_FAILED,
+            message,
+            transient=status_code in TRANSIENT_STATUS,
+            status_code=status_code,
+        )
+    usage = batch_usage(litellm, config, body.get("usage") or {})
+    choice = (body.get("choices") or [{}])[0]
+    content = (choice.get("message") or {}).get("content")
+    if choice.get("finish_reason") == "length":
+        at = output_limit(config) or usage.tokens_out
+        return BatchFailure(
+            custom_id,
+            FailureKind.ANSWER_CUT,
+            f"answer cut at {at} output tokens ({usage.model} stopped at its output limit)",
+            transient=False,
+            status_code=200,
+            usage=usage,
+            content=content,
+        )
+    try:
+        return BatchAnswer(custom_id, parse_answer(content, template), content or "", usage)
+    except (ValueError, ValidationError) as exc:
+        return BatchFailure(
+            custom_id,
+            FailureKind.INVALID_ANSWER,
+            f"model output is not valid JSON for the schema: {str(exc)[:300]}",
+            transient=False,
+            status_code=200,
+            usage=usage,
+            content=content,
+        )
+
+
+def batch_usage(litellm: Any, config: LLMConfig, reported: Mapping[str, Any]) -> Usage:
+    """One answered line's tokens, priced at litellm's batch price for the model
+    (``input_cost_per_token_batches`` ...; cached prompt tokens at their batch rate), and what the
+    same tokens would have cost as an ordinary, uncached call (``saved_usd``, the difference)."""
+    from litellm.cost_calculator import batch_cost_calculator
+    from litellm.types.utils import Usage as LitellmUsage
+
+    tokens_in = int(reported.get("prompt_tokens") or 0)
+    tokens_out = int(reported.get("completion_tokens") or 0)
+    details = reported.get("prompt_tokens_details") or {}
+    cached = int(details.get("cached_tokens") or 0) if isinstance(details, Mapping) else 0
+    model = config.effective_model
+    cost = ordinary = 0.0
+    try:
+        counted = LitellmUsage(
+            prompt_tokens=tokens_in,
+            completion_tokens=tokens_out,
+            total_tokens=tokens_in + tokens_out,
+            prompt_tokens_details={"cached_tokens": cached} if cached else None,
+        )
+        cost = math.fsum(batch_cost_calculator(usage=counted, model=model))
+        ordinary = math.fsum(litellm.cost_per_token(model=model, prompt_tokens=tokens_in, completion_tokens=tokens_out))
+    except Exception:  # a model litellm has no price for: the tokens are still counted
+        cost = ordinary = 0.0
+    return Usage(
+        model=model,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        cost_usd=cost,
+        cached_tokens=cached,
+        saved_usd=max(0.0, ordinary - cost),
+    )

@@ -1,0 +1,108 @@
+"""Half price through the provider's batch API: the job that submits a batch's prompts and the
+sensor that follows the provider's batches (the rules are in core/extraction/provider_batch.py)."""
+
+import dagster as dg
+from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
+
+from extraction_pipeline.core.errors import ExtractionRuntimeError, TransientError
+from extraction_pipeline.core.extraction.provider_batch import follow, prepare
+from extraction_pipeline.core.ledger.batches import BATCH_RUN_TAG
+from extraction_pipeline.core.ledger.provider_batches import (
+    batches_to_prepare,
+    finish_preparation,
+    open_provider_batches,
+    record_poll,
+)
+from extraction_pipeline.core.ledger.rows import ItemListing
+from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
+from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
+from extraction_pipeline.defs.sensors import described_sensor
+
+PROVIDER_BATCH_TAG = "extraction/provider_batch_of"  # the batch whose prompts the run submits
+# A provider down while submitting is retried this often, this far apart; then the run fails and
+# the sensor sends the batch's documents to ordinary calls.
+SUBMIT_RETRIES, SUBMIT_RETRY_SECONDS = 10, 60
+
+
+class SubmitConfig(dg.Config):
+    batch_id: int
+
+
+@dg.op
+def submit_provider_batch(
+    context: dg.OpExecutionContext,
+    config: SubmitConfig,
+    ledger: LedgerResource,
+    llm: LLMResource,
+    settings: PipelineSettingsResource,
+) -> None:
+    """Parses the batch's documents (cached for their runs), builds their first prompts and submits
+    them to the provider's batch API; a provider that is down is retried like any call."""
+    db = ledger.ledger()
+    options = settings.parse_options()
+
+    def parse(item: ItemListing) -> ParsedDocument:
+        return parse_document(db, sha256=item["sha256"], stored_path=item["stored_path"], options=options)
+
+    try:
+        done = prepare(db, config.batch_id, llm.config(), parse, progress=context.log.info)
+    except TransientError as exc:
+        raise dg.RetryRequested(max_retries=SUBMIT_RETRIES, seconds_to_wait=SUBMIT_RETRY_SECONDS) from exc
+    context.log.info(done.describe())
+    context.add_output_metadata({"prompts": done.prompts, "already_paid": done.already_paid})
+
+
+@dg.job(description="Submit a batch's prompts to the provider's batch API (launched by provider_batch_follower).")
+def submit_provider_batch_job() -> None:
+    submit_provider_batch()
+
+
+@described_sensor(
+    minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING, jobs=[submit_provider_batch_job]
+)
+def provider_batch_follower(
+    context: dg.SensorEvaluationContext, ledger: LedgerResource, llm: LLMResource
+) -> dg.SensorResult:
+    """Half price for batches created with `--provider-batch`: launches the run that submits a
+    batch's prompts to the provider's batch API (one per batch, run key from the batch), then asks
+    the provider how each submitted batch stands. When one has ended, its answers are stored as
+    paid for (at the batch price, on each document) and the batch's documents are dispatched: their
+    runs ground those answers and ask what the provider did not answer as ordinary calls. A submit
+    run that failed ends the waiting the same way: nothing waits forever."""
+    db = ledger.ledger()
+    requests = []
+    for batch in batches_to_prepare(db):
+        runs = context.instance.get_run_records(RunsFilter(tags={PROVIDER_BATCH_TAG: str(batch["id"])}), limit=1)
+        if runs and runs[0].dagster_run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED):
+            run_id = runs[0].dagster_run.run_id
+            finish_preparation(
+                db,
+                batch["id"],
+                submitted=False,
+                message=f"submitting failed (run {run_id}): its documents are asked by ordinary calls",
+            )
+            continue
+        if not runs:
+            requests.append(
+                dg.RunRequest(
+                    run_key=f"{batch['uid']}-provider-batch",
+                    job_name=submit_provider_batch_job.name,
+                    run_config={"ops": {"submit_provider_batch": {"config": {"batch_id": batch["id"]}}}},
+                    tags={PROVIDER_BATCH_TAG: str(batch["id"]), BATCH_RUN_TAG: str(batch["id"])},
+                )
+            )
+    ended = 0
+    records = open_provider_batches(db)
+    if records:
+        config = llm.config()
+        for record in records:
+            try:
+                ended += follow(db, record, config)
+            except ExtractionRuntimeError as exc:
+                # The provider unreachable or refusing: asked again next tick (the batch waits there).
+                record_poll(db, record.id, record.status)
+                context.log.warning(f"provider batch {record.provider_batch_id}: {exc}")
+    if not requests and not records:
+        return dg.SensorResult(skip_reason="no batch waits for a provider batch")
+    context.log.info(f"{len(requests)} to submit, {len(records)} followed, {ended} ended")
+    return dg.SensorResult(run_requests=requests)

@@ -1,0 +1,421 @@
+"""The provider matrix: OpenAI, Azure OpenAI, Anthropic, Gemini, Ollama and a self-hosted vLLM,
+each through litellm over real HTTP to a loopback fake that speaks that provider's own API and
+refuses what it refuses (support/providers/). Per row: real corpus papers extracted with grounded
+values, tokens and cost recorded; errors classified transient or permanent; prompt caching
+reported and priced. Every fake's ``violations`` stays empty: nothing the gateway sent would have
+been refused by the real provider."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from extraction_pipeline.core.errors import PermanentError, RateLimitedError, TransientError
+from extraction_pipeline.core.extraction.prompts import build_messages, document_from_messages
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger import items as states
+from extraction_pipeline.core.ledger.batches import create_batch
+from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction, complete_json
+from extraction_pipeline.core.llm.rate_headers import read_rate_limits
+from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
+from extraction_pipeline_tests.support.oracle import CORPUS, build_answer, skeleton
+from extraction_pipeline_tests.support.providers import (
+    AnthropicFake,
+    AzureOpenAIFake,
+    GeminiFake,
+    OllamaFake,
+    OpenAIFake,
+    ProviderFake,
+    Reply,
+    VLLMFake,
+)
+
+PAPERS = ("3321528", "4493951")  # small papers whose gold values are printed in the text
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    fake: Callable[[], ProviderFake]
+    model: str
+    api_key: str
+    priced: bool  # litellm has a price for the model (self-hosted ones cost nothing)
+    # the errors this provider sends: (reply, expected class, a rate limit?, retry-after it says)
+    errors: tuple[tuple[Reply, type[Exception], float | None], ...]
+
+
+RATE_LIMIT = Reply(status=429, error="rate_limit")
+CONTEXT = Reply(status=400, error="context_length")
+FILTERED_PROMPT = Reply(status=400, error="filtered")
+FILTERED_ANSWER = Reply("{}", finish="filtered")
+ROWS = [
+    Row(
+        "openai",
+        OpenAIFake,
+        "openai/gpt-4o-mini",
+        "sk-test-not-a-secret",
+        True,
+        (
+            (RATE_LIMIT, RateLimitedError, 2.7),
+            (Reply(status=503, error="overloaded"), TransientError, None),
+            (CONTEXT, PermanentError, None),
+            (FILTERED_PROMPT, PermanentError, None),
+            (FILTERED_ANSWER, PermanentError, None),
+        ),
+    ),
+    Row(
+        "azure",
+        AzureOpenAIFake,
+        "azure/gpt-4o-mini",
+        "azure-test-key",
+        True,
+        (
+            (RATE_LIMIT, RateLimitedError, 6.0),
+            (CONTEXT, PermanentError, None),
+            (FILTERED_PROMPT, PermanentError, None),
+            (FILTERED_ANSWER, PermanentError, None),
+        ),
+    ),
+    Row(
+        "anthropic",
+        AnthropicFake,
+        "anthropic/claude-sonnet-4-5-20250929",
+        "sk-ant-test",
+        True,
+        (
+            (RATE_LIMIT, RateLimitedError, 7.0),
+            (Reply(status=529, error="overloaded"), TransientError, None),
+            (CONTEXT, PermanentError, None),
+            (FILTERED_ANSWER, PermanentError, None),
+            (Reply(status=401, error="auth"), PermanentError, None),
+        ),
+    ),
+    Row(
+        "gemini",
+        GeminiFake,
+        "gemini/gemini-2.5-flash",
+        "gemini-test-key",
+        True,
+        (
+            (RATE_LIMIT, RateLimitedError, 17.0),
+            (Reply(status=503, error="overloaded"), TransientError, None),
+            (CONTEXT, PermanentError, None),
+            (FILTERED_ANSWER, PermanentError, None),
+            (Reply(status=400, error="invalid"), PermanentError, None),
+        ),
+    ),
+    Row(
+        "ollama",
+        OllamaFake,
+        "ollama_chat/llama3.1",
+        "ollama-unused",
+        False,
+        ((Reply(status=503, error="overloaded"), TransientError, None), (Reply(status=400), PermanentError, None)),
+    ),
+    Row(
+        "vllm",
+        VLLMFake,
+        "hosted_vllm/meta-llama/Llama-3.1-8B-Instruct",
+        "vllm-test-key",
+        False,
+        (
+            (Reply(status=503, error="overloaded"), TransientError, None),
+            (CONTEXT, PermanentError, None),
+            (Reply(status=400, error="invalid"), PermanentError, None),
+        ),
+    ),
+]
+BY_NAME = {row.name: row for row in ROWS}
+
+
+def _corpus() -> None:
+    if not (CORPUS / "gold_outcomes.json").is_file():
+        pytest.skip("the corpus of real trial PDFs is not available here (set EXTRACTION_CORPUS)")
+
+
+@dataclass
+class Corpus:
+    settings: Settings
+    ledger: Ledger
+    documents: list[int]
+    parsed: dict[str, Any]  # sha256 -> ParsedDocument
+    oracles: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
+    """The papers registered and parsed once, for every row (each row extracts its own batch)."""
+    _corpus()
+    from extraction_pipeline.core.pdf.parsing import parse_document
+    from extraction_pipeline.core.pdf.registration import register_pdf
+
+    settings = Settings(home=tmp_path_factory.mktemp("matrix") / "home")
+    settings.home_dir.mkdir(parents=True)
+    ledger = Ledger.connect(settings.ledger_url)
+    docs = [register_pdf(ledger, settings.documents_dir, "matrix", CORPUS / "pdf" / f"{p}.pdf") for p in PAPERS]
+    parsed = {}
+    for doc in docs:
+        row = ledger_document(ledger, doc.id)
+        parsed[row["sha256"]] = parse_document(ledger, sha256=row["sha256"], stored_path=row["stored_path"])
+    yield Corpus(settings, ledger, [d.id for d in docs], parsed, {p: build_answer(p) for p in PAPERS})
+    ledger.dispose()
+
+
+def ledger_document(ledger: Ledger, document_id: int) -> dict[str, Any]:
+    from sqlalchemy import select
+
+    from extraction_pipeline.core.ledger.schema import documents
+
+    with ledger.engine.connect() as conn:
+        return dict(conn.execute(select(documents).where(documents.c.id == document_id)).mappings().one())
+
+
+def _oracle_answer(corpus: Corpus) -> Callable[[list[dict[str, str]]], Reply]:
+    def answer(messages: list[dict[str, str]]) -> Reply:
+        document = skeleton(document_from_messages(messages))
+        found = [o for o in corpus.oracles.values() if skeleton(o.fingerprint) in document]
+        # A prompt that lost its paper (cut by the provider) gets an empty answer, as a model would.
+        return Reply(found[0].as_json() if found else json.dumps({}))
+
+    return answer
+
+
+@pytest.fixture(params=[row.name for row in ROWS])
+def row(request: pytest.FixtureRequest) -> Iterator[tuple[Row, ProviderFake]]:
+    spec = BY_NAME[request.param]
+    fake = spec.fake().start()
+    yield spec, fake
+    fake.stop()
+
+
+def _config(spec: Row, fake: ProviderFake) -> LLMConfig:
+    return LLMConfig(model=spec.model, api_base=fake.api_base, api_key=spec.api_key, timeout_seconds=30)
+
+
+def test_each_provider_extracts_real_papers_with_grounded_values_and_recorded_cost(
+    corpus: Corpus, row: tuple[Row, ProviderFake]
+) -> None:
+    from extraction_pipeline.core.extraction.extract import extract_item
+    from extraction_pipeline.core.ledger.queries import batch_item_rows
+
+    spec, fake = row
+    fake.answer = _oracle_answer(corpus)
+    batch = create_batch(
+        corpus.ledger, idempotency_key=f"matrix-{spec.name}", project="matrix", user="u", document_ids=corpus.documents
+    ).id
+    llm = _config(spec, fake)
+    for item in batch_item_rows(corpus.ledger, batch):
+        parsed = corpus.parsed[item["sha256"]]
+        outcome = extract_item(corpus.ledger, item_id=item["id"], run_id="r", worker="w", parsed=parsed, llm=llm)
+        assert outcome.status == "completed", outcome.reason
+        fields = outcome.result["fields"]
+        text = skeleton(" ".join(parsed.pages_text))
+        oracle = next(o for o in corpus.oracles.values() if skeleton(o.fingerprint) in text)
+        for gold in oracle.gold:
+            got = fields[f"outcomes.{gold.outcome}.{gold.field}"]
+            assert got["status"] == "verified" and got["value"] == gold.value, (spec.name, gold, got)
+        stored = states.get_item(corpus.ledger, item["id"])
+        assert stored is not None and stored["model"] == spec.model
+        assert stored["tokens_in"] > 1000 and stored["tokens_out"] > 0
+        if spec.priced:
+            assert stored["cost_usd"] > 0
+        else:
+            assert stored["cost_usd"] == 0
+    assert fake.violations == []  # nothing sent that the provider would refuse
+    assert len(fake.answered) == len(PAPERS)
+    if isinstance(fake, OllamaFake):
+        assert fake.truncated == []  # the gateway asked for a window that holds the paper
+        assert all(a.request.body["options"]["num_ctx"] > a.prompt_tokens for a in fake.answered)
+
+
+def _short_messages() -> list[dict[str, str]]:
+    return build_messages(RCT_TEMPLATE, ["Deaths occurred in 12 of 100 patients on placebo."])
+
+
+def test_each_providers_errors_are_classified_through_its_own_http_answers(row: tuple[Row, ProviderFake]) -> None:
+    spec, fake = row
+    llm = _config(spec, fake)
+    for reply, expected, retry_after in spec.errors:
+        fake.push(reply)
+        with pytest.raises(expected) as raised:
+            complete_extraction(llm, _short_messages(), RCT_TEMPLATE)
+        error = raised.value
+        if expected is PermanentError:
+            assert not isinstance(error, TransientError), (spec.name, reply, error)
+        else:
+            assert isinstance(error, TransientError)
+            assert isinstance(error, RateLimitedError) is (reply.error == "rate_limit"), (spec.name, reply, error)
+        if retry_after is not None:
+            assert isinstance(error, TransientError) and error.retry_after == pytest.approx(retry_after), error
+        if reply.finish == "filtered":
+            assert "content_filter" in str(error)  # said plainly, never an empty extraction
+    fake.answer = lambda messages: Reply(json.dumps({}))
+    complete_extraction(llm, _short_messages(), RCT_TEMPLATE)  # and it answers again afterwards
+    assert fake.violations == []
+
+
+def _paper_messages(corpus: Corpus, missed: tuple[str, ...] = ()) -> list[dict[str, str]]:
+    parsed = next(iter(corpus.parsed.values()))
+    return build_messages(RCT_TEMPLATE, parsed.pages_text, parsed.tables, missed=missed)
+
+
+@pytest.mark.parametrize("name", ["openai", "azure", "anthropic", "gemini", "vllm"])
+def test_a_second_call_about_the_same_paper_reads_the_prompt_cache_and_saves(corpus: Corpus, name: str) -> None:
+    spec = BY_NAME[name]
+    with spec.fake() as fake:
+        fake.answer = _oracle_answer(corpus)
+        llm = _config(spec, fake)
+        first = complete_extraction(llm, _paper_messages(corpus), RCT_TEMPLATE)
+        follow_up = _paper_messages(corpus, missed=("All-cause mortality",))
+        second = complete_extraction(llm, follow_up, RCT_TEMPLATE)
+        assert fake.violations == []
+    assert first.usage.cached_tokens == 0 and first.usage.saved_usd == 0
+    assert 1024 <= second.usage.cached_tokens < second.usage.tokens_in  # the prefix, not the follow-up's tail
+    assert second.usage.cached_tokens == fake.answered[1].cached_tokens
+    if spec.priced:
+        assert second.usage.cost_usd > 0 and second.usage.saved_usd > 0
+        assert second.usage.cost_usd < first.usage.cost_usd  # cached tokens are cheaper
+    else:
+        assert second.usage.cost_usd == 0 and second.usage.saved_usd == 0
+
+
+def test_anthropic_requests_mark_the_system_prompt_and_the_stable_prefix_only(corpus: Corpus) -> None:
+    spec = BY_NAME["anthropic"]
+    messages = _paper_messages(corpus, missed=("All-cause mortality",))
+    plain = json.loads(json.dumps(messages))
+    with AnthropicFake() as fake:
+        fake.answer = _oracle_answer(corpus)
+        # The first answer is not JSON: the repair call appends to the same conversation.
+        fake.push(Reply("not json"))
+        result = complete_extraction(_config(spec, fake), messages, RCT_TEMPLATE)
+        assert result.repaired and fake.violations == []
+        first, repair = (r.body for r in fake.requests)
+    assert messages == plain  # the caller's messages (answer key, stored prompt) stay strings
+    for body in (first, repair):
+        [system] = body["system"]
+        assert system["cache_control"] == {"type": "ephemeral"} and system["text"] == messages[0]["content"]
+        prefix, tail = body["messages"][0]["content"]
+        assert prefix["cache_control"] == {"type": "ephemeral"} and "<FULL_TEXT>" in prefix["text"]
+        assert "cache_control" not in tail and tail["text"].lstrip().startswith("<THIS_CALL>")
+        assert prefix["text"] + tail["text"] == messages[1]["content"]
+    assert [m["role"] for m in repair["messages"]] == ["user", "assistant", "user"]
+    assert "cache_control" not in json.dumps(repair["messages"][1:])  # only the prefix is marked
+    # The repair read what the first call wrote: only the marked prefixes are cached.
+    assert fake.answered[0].cache_written > 0 and fake.answered[0].cached_tokens == 0
+    assert fake.answered[1].cached_tokens == fake.answered[0].cache_written
+    assert result.usage.cached_tokens == fake.answered[1].cached_tokens
+
+
+def test_only_anthropic_gets_cache_marks_and_unmarked_anthropic_prompts_are_not_cached(corpus: Corpus) -> None:
+    for name in ("openai", "gemini", "vllm"):
+        spec = BY_NAME[name]
+        with spec.fake() as fake:
+            fake.answer = _oracle_answer(corpus)
+            complete_extraction(_config(spec, fake), _paper_messages(corpus), RCT_TEMPLATE)
+            assert "cache_control" not in json.dumps(fake.requests[0].body)
+    with AnthropicFake() as fake:  # the fake caches only marked content, as Anthropic does
+        for _ in range(2):
+            fake.answer = _oracle_answer(corpus)
+            body = {
+                "model": "claude-sonnet-4-5-20250929",
+                "max_tokens": 100,
+                "messages": [{"role": "user", "content": _paper_messages(corpus)[1]["content"]}],
+            }
+            _post(fake, "/v1/messages", body, {"x-api-key": "k", "anthropic-version": "2023-06-01"})
+        assert [a.cached_tokens for a in fake.answered] == [0, 0]
+
+
+def test_complete_json_works_for_every_provider(row: tuple[Row, ProviderFake]) -> None:
+    spec, fake = row
+    fake.answer = lambda messages: Reply(json.dumps({"decision": "keep"}))
+    content, usage = complete_json(_config(spec, fake), [{"role": "user", "content": "Answer in JSON: keep?"}])
+    assert json.loads(content) == {"decision": "keep"} and usage.tokens_in > 0
+    assert fake.violations == []
+
+
+def _post(fake: ProviderFake, path: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    import httpx
+
+    response = httpx.post(f"{fake.origin}{path}", json=body, headers=headers, timeout=10)
+    return response.status_code, response.json()
+
+
+def test_the_fakes_refuse_what_their_providers_refuse() -> None:
+    """The checks bite: what litellm would send for our schema unaided, and what a careless caller
+    sends, is refused with the provider's own body."""
+    from extraction_pipeline.core.templates.schema import output_json_schema
+
+    schema = output_json_schema(RCT_TEMPLATE)
+    user = [{"role": "user", "content": "hi"}]
+    with AnthropicFake() as fake:
+        auth = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
+        status, body = _post(fake, "/v1/messages", {"model": "claude-sonnet-4-5-20250929", "messages": user}, auth)
+        assert (status, body["type"], body["error"]["type"]) == (400, "error", "invalid_request_error")
+        assert "max_tokens" in body["error"]["message"]
+        strict = {"type": "json_schema", "schema": schema}
+        request = {"model": "claude-sonnet-4-5-20250929", "max_tokens": 10, "messages": user, "output_format": strict}
+        status, body = _post(fake, "/v1/messages", request, {**auth, "anthropic-beta": "structured-outputs-2025-11-13"})
+        assert status == 400 and "additionalProperties" in body["error"]["message"]
+        system_role = [{"role": "system", "content": "s"}, *user]
+        status, _ = _post(
+            fake,
+            "/v1/messages",
+            {"model": "claude-sonnet-4-5-20250929", "max_tokens": 5, "messages": system_role},
+            auth,
+        )
+        assert status == 400 and len(fake.violations) == 3
+    with GeminiFake() as fake:
+        config = {"responseMimeType": "application/json", "responseJsonSchema": schema}
+        status, body = _post(
+            fake,
+            "/v1beta/models/gemini-2.5-flash:generateContent",
+            {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "generationConfig": config},
+            {"x-goog-api-key": "k"},
+        )
+        assert (status, body["error"]["status"]) == (400, "INVALID_ARGUMENT") and "$ref" in body["error"]["message"]
+    with OllamaFake() as fake:
+        fake.answer = lambda messages: Reply(json.dumps({"saw": document_from_messages(messages)[:20]}))
+        long = _short_messages()[1]["content"].replace("Deaths", "Deaths " + "x " * 20_000)
+        status, body = _post(
+            fake,
+            "/api/chat",
+            {"model": "llama3.1", "stream": False, "messages": [{"role": "user", "content": long}]},
+            {},
+        )
+        assert status == 200 and fake.truncated and json.loads(body["message"]["content"]) == {"saw": ""}
+    with VLLMFake(max_model_len=2048) as fake:
+        status, body = _post(
+            fake,
+            "/v1/chat/completions",
+            {"model": "meta-llama/Llama-3.1-8B-Instruct", "messages": user, "max_tokens": 4096},
+            {"authorization": "Bearer vllm-test-key"},
+        )
+        assert (status, body["object"]) == (400, "error") and "maximum context length is 2048" in body["message"]
+
+
+@pytest.mark.parametrize(
+    ("name", "has_limits"), [("openai", True), ("azure", True), ("anthropic", True), ("gemini", False)]
+)
+def test_rate_limit_headers_litellm_hands_on_are_read_per_provider(name: str, has_limits: bool) -> None:
+    import litellm
+
+    spec = BY_NAME[name]
+    with spec.fake() as fake:
+        fake.answer = lambda messages: Reply("{}")
+        response = litellm.completion(
+            model=spec.model,
+            messages=[{"role": "user", "content": "json please"}],
+            api_base=fake.api_base,
+            api_key=spec.api_key,
+            max_tokens=10,
+        )
+    limits = read_rate_limits(response._hidden_params.get("additional_headers"), time.time())
+    assert (limits.tokens_remaining is not None) is has_limits, limits
+    if name in ("openai", "anthropic"):
+        assert limits.tokens_limit and limits.requests_limit and limits.tokens_reset_seconds is not None
