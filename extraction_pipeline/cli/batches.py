@@ -64,6 +64,15 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
             raise CliError(f"project {args.project!r} has no documents: add some with `documents add`")
     if args.estimate:
         return _print_estimate(args, settings, ledger, doc_ids)
+    if args.provider_batch:
+        from extraction_pipeline.core.llm.provider_batches import supports_provider_batches
+
+        if not supports_provider_batches(settings.model):
+            raise CliError(
+                f"--provider-batch: {settings.model or 'the offline extractor'} has no provider batch API here "
+                "(OpenAI models, openai/..., only): create the batch without it",
+                EXIT_USAGE,
+            )
     ref = create_batch(
         ledger,
         idempotency_key=args.idempotency_key,
@@ -74,6 +83,7 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
         second_model=args.second_model,
         adjudicator_model=args.adjudicator,
         follow_up=args.follow_up,
+        provider_batch=args.provider_batch,
     )
     template = label_of(template_of_batch(ledger, ref.id))
     batch = get_batch(ledger, ref.id)
@@ -81,7 +91,13 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print_json({"batch_id": ref.id, "created": ref.created, "documents": documents, "template": template})
     elif ref.created:
-        print(f"batch {ref.id} created; {documents} document(s) queued for the batch_dispatcher sensor")
+        if batch and batch["provider_batch"]:
+            print(
+                f"batch {ref.id} created; {documents} document(s): their prompts go to the provider's batch API "
+                "(half price, answers within 24 h), then their runs ground the answers"
+            )
+        else:
+            print(f"batch {ref.id} created; {documents} document(s) queued for the batch_dispatcher sensor")
         print(f"template: {template}")
     else:
         print(f"batch {ref.id} already exists (same idempotency key) with {documents} document(s); nothing added")
@@ -174,6 +190,7 @@ def _bar(fraction: float, width: int = 30) -> str:
 def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
     from extraction_pipeline.core.ledger.batches import describe_state, get_batch
     from extraction_pipeline.core.ledger.budgets import what_calls_wait_for
+    from extraction_pipeline.core.ledger.provider_batches import describe_provider_batches
     from extraction_pipeline.core.ledger.queries import progress
 
     ledger = open_ledger(settings)
@@ -190,9 +207,18 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
         awaiting_workbook = batch["status"] == "exporting"
         state = describe_state(batch)
         waiting = what_calls_wait_for(ledger) if batch["status"] == "open" else []
+        provider = describe_provider_batches(ledger, batch)
         if args.json:
             if not (args.watch and awaiting_workbook and closed_at is not None):
-                print_json({"batch": batch, "state": state, "progress": counts.as_dict(), "waiting_for": waiting})
+                print_json(
+                    {
+                        "batch": batch,
+                        "state": state,
+                        "progress": counts.as_dict(),
+                        "waiting_for": waiting,
+                        "provider_batches": provider,
+                    }
+                )
         elif closed_at is None or batch["status"] == "completed":
             line = (
                 f"batch {args.batch} [{_bar(counts.percent / 100)}] {counts.percent:5.1f}%  "
@@ -201,7 +227,7 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
             )
             end = "\r" if args.watch and sys.stdout.isatty() and batch["status"] == "open" and not waiting else "\n"
             print(line, end=end, flush=True)
-            for text in waiting:
+            for text in [*waiting, *provider]:
                 print(f"  {text}", flush=True)
         if awaiting_workbook and not args.json and state != said:
             print(f"  {state}", flush=True)
@@ -223,6 +249,32 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"no workbook yet: {hint} `batch export {args.batch}` writes it now")
             return 0
         time.sleep(args.interval)
+
+
+def cmd_batch_cancel_provider(args: argparse.Namespace, settings: Settings) -> int:
+    """Stop waiting for the provider's batch API: its batches are cancelled there; what they
+    answered before the cancel is kept, the rest is asked by ordinary calls."""
+    from extraction_pipeline.core.errors import ExtractionRuntimeError
+    from extraction_pipeline.core.extraction.provider_batch import cancel_provider_batches
+    from extraction_pipeline.core.ledger.batches import get_batch
+    from extraction_pipeline.core.llm.gateway import LLMConfig
+
+    ledger = open_ledger(settings)
+    batch = get_batch(ledger, args.batch)
+    if batch is None:
+        raise CliError(f"unknown batch {args.batch}", EXIT_USAGE)
+    if batch["provider_batch"] is None:
+        raise CliError(f"batch {args.batch} was not sent to a provider's batch API", EXIT_USAGE)
+    llm = LLMConfig(model=settings.model, api_base=settings.api_base, api_key=settings.api_key)
+    try:
+        done = cancel_provider_batches(ledger, args.batch, llm)
+    except ExtractionRuntimeError as exc:
+        raise CliError(f"the provider did not take the cancel: {exc}") from exc
+    if not done:
+        print(f"batch {args.batch}: its provider batches have ended already; nothing to cancel")
+    for line in done:
+        print(f"batch {args.batch}: {line} (cancelled by {args.user})")
+    return 0
 
 
 def cmd_batch_retry(args: argparse.Namespace, settings: Settings) -> int:
@@ -380,6 +432,12 @@ def register(add: AddCommand) -> None:
         "marked as found by the follow-up)",
     )
     create.add_argument(
+        "--provider-batch",
+        action="store_true",
+        help="send the documents' prompts through the provider's batch API first (OpenAI models: half price, "
+        "answers within 24 h); what it does not answer is asked by ordinary calls",
+    )
+    create.add_argument(
         "--documents", type=positive_int, nargs="+", metavar="ID", help="document ids (default: all of the project)"
     )
     create.add_argument(
@@ -414,6 +472,15 @@ def register(add: AddCommand) -> None:
     )
     export.add_argument("batch", type=positive_int)
     export.add_argument("-o", "--output", help="write a copy to this .xlsx file instead")
+    cancel = add(
+        "cancel-provider",
+        cmd_batch_cancel_provider,
+        "Stop waiting for the provider's batch API: cancel the batch's provider batches (answers written "
+        "before the cancel are kept; the rest is asked by ordinary calls).",
+        batch_sub,
+    )
+    cancel.add_argument("batch", type=positive_int)
+    cancel.add_argument("--user", required=True, type=non_empty, help="who cancels (printed)")
     retry = add(
         "retry",
         cmd_batch_retry,

@@ -181,6 +181,7 @@ class _Launch:
     adjudicator: str = ""
     fresh: bool = False
     follow_up: bool = False
+    provider_batch: bool = False
 
 
 @dataclass(frozen=True)
@@ -299,7 +300,14 @@ def _launch_from_query(request: Request, project: str, owned: set[int]) -> _Laun
         return "the second model must be another model than the first"
     if adjudicator and not second:
         return "an adjudicator needs a second model: it settles their disagreements"
-    return _Launch(chosen, second, adjudicator, params.get("fresh") == "on", params.get("follow_up") == "on")
+    return _Launch(
+        chosen,
+        second,
+        adjudicator,
+        params.get("fresh") == "on",
+        params.get("follow_up") == "on",
+        params.get("provider_batch") == "on",
+    )
 
 
 async def show_project(request: Request, project: str) -> Response:
@@ -438,6 +446,8 @@ async def save_budget(request: Request, project: str) -> Response:
 
 
 async def start_batch(request: Request, project: str) -> Response:
+    from extraction_pipeline.core.llm.provider_batches import supports_provider_batches
+
     form = await read_form(request)
     user = signed_in(request)
     if isinstance(user, Response):
@@ -458,6 +468,14 @@ async def start_batch(request: Request, project: str) -> Response:
     key = str(form.get("request_id") or "")[:100] or uuid.uuid4().hex
     fresh = form.get("fresh") == "on"
     follow_up = form.get("follow_up") == "on"
+    provider_batch = form.get("provider_batch") == "on"
+    if provider_batch and not supports_provider_batches(settings.model):
+        return _project_page(
+            request,
+            project,
+            error=f"{settings.model or 'the offline extractor'} has no provider batch API here (OpenAI models only)",
+            status_code=400,
+        )
     second = " ".join(str(form.get("second_model") or "").split())[:200] or None
     adjudicator = " ".join(str(form.get("adjudicator") or "").split())[:200] or None
     if adjudicator and not second:
@@ -481,6 +499,7 @@ async def start_batch(request: Request, project: str) -> Response:
         second_model=second,
         adjudicator_model=adjudicator,
         follow_up=follow_up,
+        provider_batch=provider_batch,
     )
     response = RedirectResponse(f"{PREFIX}/batches/{ref.id}", status_code=303)
     set_flash(response, f"batch {ref.id} started by {user.name} with {len(set(chosen))} document(s)")

@@ -22,6 +22,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import describe_state, get_batch
 from extraction_pipeline.core.ledger.budgets import what_calls_wait_for
 from extraction_pipeline.core.ledger.items import get_item
+from extraction_pipeline.core.ledger.provider_batches import describe_provider_batches
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
 from extraction_pipeline.core.ledger.rows import ItemRow
 from extraction_pipeline.core.ledger.templates import definition_of, template_of_batch
@@ -78,7 +79,10 @@ async def batch_page(request: Request) -> Response:
         reviews=reviews,
         reviewed=sum(1 for r in reviews if r.reviewed),
         reviewable=sum(1 for r in reviews if r.status == "completed"),
-        waits=what_calls_wait_for(ledger) if batch["status"] == "open" else [],
+        waits=[
+            *describe_provider_batches(ledger, batch),
+            *(what_calls_wait_for(ledger) if batch["status"] == "open" else []),
+        ],
         no_daemon=batch["status"] != "completed" and not daemon_running(settings),
         state=describe_state(batch),
         runs_url=batch_runs_url("", batch["uid"]),

@@ -28,7 +28,7 @@ from extraction_pipeline.core.export.workbook import default_export_path, write_
 from extraction_pipeline.core.extraction.follow_up import follows_up
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
-from extraction_pipeline.core.ledger.batches import close_if_done, get_batch, record_workbook
+from extraction_pipeline.core.ledger.batches import close_if_done, create_batch, get_batch, record_workbook
 from extraction_pipeline.core.ledger.queries import batch_item_rows, project_documents, recent_batches
 from extraction_pipeline.core.ledger.templates import latest_version
 from extraction_pipeline.core.ledger.users import Role, add_user
@@ -472,3 +472,21 @@ def test_a_budget_pinned_by_the_environment_is_not_changed_by_the_page(tmp_path:
     pinned = get_budget(ledger, "openai/gpt-4o")
     assert pinned is not None and pinned.configured_tokens == 90_000
     ledger.dispose()
+
+
+def test_a_batch_sent_to_the_providers_batch_api_says_so_and_a_model_without_one_is_refused(site: Site) -> None:
+    ledger = site.case.ledger
+    [doc] = [d["id"] for d in project_documents(ledger, "p")]
+    with site.client(user="Rita") as client:
+        project_page = client.get("/extraction/projects/p")
+        assert 'name="provider_batch"' in project_page.text  # offered beside the other launch options
+        refused = client.post(
+            "/extraction/projects/p/batches", data={"document": str(doc), "provider_batch": "on", "request_id": "pb"}
+        )
+        assert refused.status_code == 400 and "has no provider batch API here" in html.unescape(refused.text)
+    batch = create_batch(
+        ledger, idempotency_key="pb", project="p", user="Rita", document_ids=[doc], provider_batch=True
+    )
+    with site.client(user="Rita") as client:
+        page = html.unescape(client.get(f"/extraction/batches/{batch.id}").text)
+    assert "waiting for the provider's batch API: its prompts are being prepared" in page

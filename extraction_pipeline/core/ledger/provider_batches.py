@@ -261,3 +261,19 @@ def record_end(
                 .values(provider_batch=ProviderBatchPhase.ENDED)
             )
     return True
+
+
+def describe_provider_batches(ledger: Ledger, batch: BatchRow) -> list[str]:
+    """What a batch sent through the provider's batch API waits for and what that did, one line
+    each (empty for a batch of ordinary calls): for `batch status` and the batch page."""
+    if batch["provider_batch"] is None:
+        return []
+    lines = [
+        record.describe() if record.provider_batch_id != "(none)" else (record.message or "")
+        for record in provider_batches_of(ledger, batch["id"])
+    ]
+    if batch["provider_batch"] == ProviderBatchPhase.PREPARING:
+        lines.insert(0, "waiting for the provider's batch API: its prompts are being prepared and submitted")
+    elif batch["provider_batch"] == ProviderBatchPhase.SUBMITTED:
+        lines.insert(0, "waiting for the provider's batch API to answer (within 24 h): its documents run then")
+    return [line for line in lines if line]
