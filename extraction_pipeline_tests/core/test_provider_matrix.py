@@ -419,3 +419,45 @@ def test_rate_limit_headers_litellm_hands_on_are_read_per_provider(name: str, ha
     assert (limits.tokens_remaining is not None) is has_limits, limits
     if name in ("openai", "anthropic"):
         assert limits.tokens_limit and limits.requests_limit and limits.tokens_reset_seconds is not None
+
+
+def test_cached_tokens_and_what_they_saved_are_on_the_item_and_the_batch_sheet(corpus: Corpus, tmp_path: Any) -> None:
+    """A repair call repeats the paper's prompt: the provider serves it from its cache, and the
+    document and the workbook's Batch sheet count the cached tokens and what they saved."""
+    import openpyxl
+
+    from extraction_pipeline.core.export.workbook import write_workbook
+    from extraction_pipeline.core.extraction.extract import extract_item
+    from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
+
+    spec = BY_NAME["openai"]
+    with OpenAIFake() as fake:
+        fake.answer = _oracle_answer(corpus)
+        fake.push(Reply("I could not find a JSON answer"))  # the first answer is no JSON: one repair call
+        batch = create_batch(
+            corpus.ledger,
+            idempotency_key="matrix-cache",
+            project="matrix",
+            user="u",
+            document_ids=corpus.documents[:1],
+        ).id
+        [item] = batch_item_rows(corpus.ledger, batch)
+        outcome = extract_item(
+            corpus.ledger,
+            item_id=item["id"],
+            run_id="r",
+            worker="w",
+            parsed=corpus.parsed[item["sha256"]],
+            llm=_config(spec, fake),
+        )
+        assert outcome.status == "completed" and fake.violations == []
+        served = [a.cached_tokens for a in fake.answered]
+    assert served[0] == 0 and served[1] >= 1024  # the repair read the first call's prefix
+    stored = states.get_item(corpus.ledger, item["id"])
+    assert stored is not None and stored["cached_tokens"] == served[1] and stored["saved_usd"] > 0
+    totals = progress(corpus.ledger, batch)
+    assert (totals.cached_tokens, totals.saved_usd) == (served[1], pytest.approx(stored["saved_usd"], abs=1e-6))
+    book = openpyxl.load_workbook(write_workbook(corpus.ledger, batch, tmp_path / "cache.xlsx"))
+    sheet = {row[0]: row[1] for row in book["Batch"].iter_rows(values_only=True) if row and row[0]}
+    assert sheet["cached_tokens"] == served[1] and sheet["saved_usd"] == pytest.approx(stored["saved_usd"], abs=1e-6)
+    assert sheet["cost_usd"] == pytest.approx(stored["cost_usd"], abs=1e-6) and sheet["tokens_in"] > served[1]
