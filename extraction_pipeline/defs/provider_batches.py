@@ -1,11 +1,14 @@
 """Half price through the provider's batch API: the job that submits a batch's prompts and the
 sensor that follows the provider's batches (the rules are in core/extraction/provider_batch.py)."""
 
+from datetime import timedelta
+
 import dagster as dg
 from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
 
 from extraction_pipeline.core.errors import ExtractionRuntimeError, TransientError
 from extraction_pipeline.core.extraction.provider_batch import follow, prepare
+from extraction_pipeline.core.ledger import utcnow
 from extraction_pipeline.core.ledger.batches import BATCH_RUN_TAG
 from extraction_pipeline.core.ledger.provider_batches import (
     batches_to_prepare,
@@ -22,6 +25,7 @@ PROVIDER_BATCH_TAG = "extraction/provider_batch_of"  # the batch whose prompts t
 # A provider down while submitting is retried this often, this far apart; then the run fails and
 # the sensor sends the batch's documents to ordinary calls.
 SUBMIT_RETRIES, SUBMIT_RETRY_SECONDS = 10, 60
+POLL_EVERY_SECONDS = 300.0  # how often a submitted provider batch is asked how it stands
 
 
 class SubmitConfig(dg.Config):
@@ -92,7 +96,9 @@ def provider_batch_follower(
                 )
             )
     ended = 0
-    records = open_provider_batches(db)
+    # Asking costs the litellm import in this process (seconds of CPU) and a provider batch takes
+    # hours: each is asked about every few minutes, not every tick.
+    records = open_provider_batches(db, polled_before=utcnow() - timedelta(seconds=POLL_EVERY_SECONDS))
     if records:
         config = llm.config()
         for record in records:
@@ -103,6 +109,6 @@ def provider_batch_follower(
                 record_poll(db, record.id, record.status)
                 context.log.warning(f"provider batch {record.provider_batch_id}: {exc}")
     if not requests and not records:
-        return dg.SensorResult(skip_reason="no batch waits for a provider batch")
+        return dg.SensorResult(skip_reason="nothing to submit, and no provider batch due to be asked about")
     context.log.info(f"{len(requests)} to submit, {len(records)} followed, {ended} ended")
     return dg.SensorResult(run_requests=requests)

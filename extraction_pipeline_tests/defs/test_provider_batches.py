@@ -40,6 +40,12 @@ from extraction_pipeline_tests.support.ledgers import key_of
 MODEL = "openai/gpt-4o-mini"  # priced by litellm, with a batch price of half
 
 
+@pytest.fixture(autouse=True)
+def ask_every_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The follower asks the provider every few minutes; here, every tick."""
+    monkeypatch.setattr("extraction_pipeline.defs.provider_batches.POLL_EVERY_SECONDS", 0.0)
+
+
 @pytest.fixture
 def provider() -> Iterator[FakeBatchServer]:
     server = FakeBatchServer().start()
@@ -69,7 +75,11 @@ def _submit(instance: dg.DagsterInstance, resources: dict[str, Any], request: dg
 
 
 def test_a_provider_batch_is_answered_at_half_price_and_grounded_by_the_documents_runs(
-    instance: dg.DagsterInstance, home_ledger: Ledger, home: Path, provider: FakeBatchServer
+    instance: dg.DagsterInstance,
+    home_ledger: Ledger,
+    home: Path,
+    provider: FakeBatchServer,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     failing = make_trial(2).nct_number  # the provider fails this paper's line: an ordinary call asks it
 
@@ -105,6 +115,11 @@ def test_a_provider_batch_is_answered_at_half_price_and_grounded_by_the_document
     restarted = Ledger.connect(str(home_ledger.engine.url))
     _tick(provider_batch_follower, instance, _resources(restarted, home, provider))
     assert provider_batches_of(home_ledger, batch)[0].status == "in_progress"
+    asked = len(provider.calls)
+    monkeypatch.setattr("extraction_pipeline.defs.provider_batches.POLL_EVERY_SECONDS", 300.0)
+    _tick(provider_batch_follower, instance, resources)
+    assert len(provider.calls) == asked  # asked a moment ago: not again before a few minutes pass
+    monkeypatch.setattr("extraction_pipeline.defs.provider_batches.POLL_EVERY_SECONDS", 0.0)
     assert not _tick(batch_dispatcher, instance, resources).run_requests  # still waiting
     provider.advance(record.provider_batch_id)  # every line run: finalizing
     provider.advance(record.provider_batch_id)  # completed

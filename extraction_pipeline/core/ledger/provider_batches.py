@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, or_, select, update
 
 from extraction_pipeline.core.ledger.answers import StoredAnswer, store_answer
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
@@ -171,9 +171,12 @@ def provider_batches_of(ledger: Ledger, batch_id: int) -> list[ProviderBatchReco
         return [ProviderBatchRecord(**row) for row in conn.execute(query).mappings()]
 
 
-def open_provider_batches(ledger: Ledger) -> list[ProviderBatchRecord]:
-    """Submitted and not yet ended, oldest poll first."""
+def open_provider_batches(ledger: Ledger, *, polled_before: datetime | None = None) -> list[ProviderBatchRecord]:
+    """Submitted and not yet ended, oldest poll first; with ``polled_before``, only those not asked
+    about since then (never asked counts as long ago)."""
     query = select(provider_batches).where(provider_batches.c.ended_at.is_(None))
+    if polled_before is not None:
+        query = query.where(or_(provider_batches.c.polled_at.is_(None), provider_batches.c.polled_at < polled_before))
     with ledger.engine.connect() as conn:
         rows = [ProviderBatchRecord(**row) for row in conn.execute(query).mappings()]
     return sorted(rows, key=lambda r: r.polled_at or r.submitted_at)
