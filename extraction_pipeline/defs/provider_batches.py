@@ -56,7 +56,11 @@ def submit_provider_batch(
     context.add_output_metadata({"prompts": done.prompts, "already_paid": done.already_paid})
 
 
-@dg.job(description="Submit a batch's prompts to the provider's batch API (launched by provider_batch_follower).")
+@dg.job(
+    description="Submit a batch's prompts to the provider's batch API (launched by provider_batch_follower).",
+    # Beside the daemon, whatever runs the extraction steps: one short step, no pool to wait for.
+    executor_def=dg.in_process_executor,
+)
 def submit_provider_batch_job() -> None:
     submit_provider_batch()
 
