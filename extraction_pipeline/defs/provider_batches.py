@@ -6,12 +6,13 @@ from datetime import timedelta
 import dagster as dg
 from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
 
-from extraction_pipeline.core.errors import ExtractionRuntimeError, TransientError
+from extraction_pipeline.core.errors import TransientError
 from extraction_pipeline.core.extraction.provider_batch import follow, prepare
 from extraction_pipeline.core.ledger import utcnow
 from extraction_pipeline.core.ledger.batches import BATCH_RUN_TAG
 from extraction_pipeline.core.ledger.provider_batches import (
     batches_to_prepare,
+    end_waiting_without_open_batches,
     finish_preparation,
     open_provider_batches,
     record_poll,
@@ -86,7 +87,6 @@ def provider_batch_follower(
             finish_preparation(
                 db,
                 batch["id"],
-                submitted=False,
                 message=f"submitting failed (run {run_id}): its documents are asked by ordinary calls",
             )
             continue
@@ -108,11 +108,15 @@ def provider_batch_follower(
         for record in records:
             try:
                 ended += follow(db, record, config)
-            except ExtractionRuntimeError as exc:
-                # The provider unreachable or refusing: asked again next tick (the batch waits there).
+            except Exception as exc:  # one batch's trouble never stops the others, or the submits
+                # Asked again in a few minutes (a provider down is given up after a day).
                 record_poll(db, record.id, record.status)
-                context.log.warning(f"provider batch {record.provider_batch_id}: {exc}")
-    if not requests and not records:
+                context.log.warning(f"provider batch {record.provider_batch_id}: {type(exc).__name__}: {exc}")
+    # Whatever ended a batch's last provider batch (a crash included), its documents then run.
+    released = end_waiting_without_open_batches(db)
+    if not requests and not records and not released:
         return dg.SensorResult(skip_reason="nothing to submit, and no provider batch due to be asked about")
-    context.log.info(f"{len(requests)} to submit, {len(records)} followed, {ended} ended")
+    context.log.info(
+        f"{len(requests)} to submit, {len(records)} asked about, {ended} ended, batches released: {released}"
+    )
     return dg.SensorResult(run_requests=requests)

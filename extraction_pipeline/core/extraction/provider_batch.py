@@ -13,25 +13,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 
-from extraction_pipeline.core.errors import PermanentError
+from extraction_pipeline.core.errors import ExtractionRuntimeError, PermanentError, TransientError
 from extraction_pipeline.core.extraction.assembly import first_prompts
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.answers import answer_key, stored_answer
 from extraction_pipeline.core.ledger.audit import record_prompt
 from extraction_pipeline.core.ledger.batches import get_batch
-from extraction_pipeline.core.ledger.items import add_usage
+from extraction_pipeline.core.ledger.database import utcnow
 from extraction_pipeline.core.ledger.provider_batches import (
     Answered,
     Entry,
     ProviderBatchRecord,
     entries_of,
     finish_preparation,
-    open_provider_batches,
     provider_batches_of,
     record_end,
     record_poll,
     record_submission,
+    submitted_custom_ids,
 )
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.rows import ItemListing
@@ -40,7 +41,6 @@ from extraction_pipeline.core.ledger.templates import definition_of, template_of
 from extraction_pipeline.core.llm import provider_batches as provider
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
-from extraction_pipeline.core.templates.definition import TemplateDefinition
 
 
 @dataclass(frozen=True)
@@ -72,15 +72,17 @@ def prepare(
     """Submit the batch's first questions; the batch then waits for the provider (``follow``).
     A model without a batch API, or a batch with nothing left to ask, ends the waiting at once:
     its documents are asked by ordinary calls. A transient failure (the provider down) is raised
-    for the caller's retries, with nothing recorded; a permanent one ends the waiting."""
+    for the caller's retries: what was submitted before it is recorded and never sent again. A
+    permanent one ends the waiting for what was not submitted."""
     batch = get_batch(ledger, batch_id)
     if batch is None or batch["provider_batch"] != ProviderBatchPhase.PREPARING:
         return Preparation(message=f"batch {batch_id} is not waiting to be submitted")
     model = llm.effective_model
     if llm.is_offline or not provider.supports_provider_batches(model):
         message = f"{model} has no provider batch API here: its documents are asked by ordinary calls"
-        finish_preparation(ledger, batch_id, submitted=False, message=message)
+        finish_preparation(ledger, batch_id, message=message)
         return Preparation(message=message)
+    sent_before = submitted_custom_ids(ledger, batch_id)  # by an attempt before this one
     requests: list[provider.BatchRequest] = []
     entries: list[Entry] = []
     already, not_parsed = 0, []
@@ -89,35 +91,34 @@ def prepare(
         progress(f"preparing {number}/{len(items)}: {item['filename']}")
         try:
             parsed = parse(item)
-        except PermanentError as exc:
+            template = definition_of(template_of_item(ledger, item["id"]))
+            prompts = first_prompts(template, parsed, llm)
+        except PermanentError as exc:  # its run fails it as usual; the others go on
             not_parsed.append(f"{item['filename']}: {exc}")
             continue
-        template = definition_of(template_of_item(ledger, item["id"]))
-        for question, messages in enumerate(first_prompts(template, parsed, llm), start=1):
+        for question, messages in enumerate(prompts, start=1):
             key = answer_key(model, messages)
+            custom_id = f"item-{item['id']}-q{question}"
+            if custom_id in sent_before:
+                continue
             if not batch["fresh"] and stored_answer(ledger, key) is not None:
                 already += 1
                 continue
-            custom_id = f"item-{item['id']}-q{question}"
             requests.append(provider.BatchRequest(custom_id, messages, template))
             entries.append(Entry(item["id"], custom_id, key))
-    if not requests:
-        message = f"nothing to submit ({already} answers already paid for): the documents go straight to their runs"
-        finish_preparation(ledger, batch_id, submitted=False, message=message)
-        return Preparation(already_paid=already, not_parsed=tuple(not_parsed), message=message)
     by_id = {entry.custom_id: entry for entry in entries}
     submitted_ids: list[str] = []
     submitted_count = 0
-    for group in provider.split_requests(llm, requests):
+    note: str | None = None
+    for group in provider.split_requests(llm, requests) if requests else []:
         try:
             submitted = provider.submit(llm, group)
         except PermanentError as exc:
-            if submitted_ids:
-                break  # what was submitted is followed; the rest is asked by ordinary calls
-            message = f"the provider refused the batch ({exc}): its documents are asked by ordinary calls"
-            finish_preparation(ledger, batch_id, submitted=False, message=message)
-            return Preparation(already_paid=already, not_parsed=tuple(not_parsed), message=message)
-        record_submission(
+            note = f"the provider refused {len(group)} prompts ({exc}): they are asked by ordinary calls"
+            break  # what was submitted before is followed
+        # Said before it is recorded: should this process die in between, the id is in the run's log.
+        progress(f"submitted provider batch {submitted.batch_id} ({len(group)} prompts)")
+        recorded = record_submission(
             ledger,
             batch_id=batch_id,
             model=model,
@@ -126,6 +127,10 @@ def prepare(
             status=provider.BatchStatus.VALIDATING.value,
             entries=[by_id[request.custom_id] for request in group],
         )
+        if recorded is None:  # cancelled while this group was uploading: it is not wanted
+            provider.cancel(llm, submitted.batch_id)
+            note = "cancelled while its prompts were being submitted"
+            break
         for request in group:  # the prompt audit holds every prompt sent, whichever way
             record_prompt(
                 ledger,
@@ -136,67 +141,89 @@ def prepare(
             )
         submitted_ids.append(submitted.batch_id)
         submitted_count += len(group)
-    finish_preparation(ledger, batch_id, submitted=True)
+    if not requests and not sent_before:
+        note = f"nothing to submit ({already} answers already paid for): the documents go straight to their runs"
+    finish_preparation(ledger, batch_id, message=note if not submitted_ids and not sent_before else None)
     return Preparation(
         prompts=submitted_count,
         already_paid=already,
         provider_batch_ids=tuple(submitted_ids),
         not_parsed=tuple(not_parsed),
+        message=note or "",
     )
 
 
-def follow(ledger: Ledger, record: ProviderBatchRecord, llm: LLMConfig) -> bool:
+# A provider batch not answered this long after it was submitted (OpenAI's window is 24 h) is given
+# up here: its prompts are asked by ordinary calls.
+GIVE_UP_AFTER = timedelta(hours=26)
+
+
+def follow(ledger: Ledger, record: ProviderBatchRecord, llm: LLMConfig, *, now: datetime | None = None) -> bool:
     """Ask the provider how ``record`` stands; once it has ended, store what it answered (True).
-    The config's model is the one the batch was submitted with, whatever is configured now."""
+    The config's model is the one the batch was submitted with, whatever is configured now. A
+    provider that says it has no such batch (or whose files are gone), or one not reachable for
+    ``GIVE_UP_AFTER`` past the submission, ends it here: every prompt goes to ordinary calls."""
     config = replace(llm, model=record.model)
-    state = provider.poll(config, record.provider_batch_id)
-    if not state.status.ended:
-        record_poll(ledger, record.id, state.status.value)
-        return False
-    entries = entries_of(ledger, record.id)
-    templates: dict[str, TemplateDefinition] = {}
-    for entry in entries:
-        templates[entry.custom_id] = definition_of(template_of_item(ledger, entry.item_id))
-    outcomes = provider.collect(config, state, templates)
+    try:
+        state = provider.poll(config, record.provider_batch_id)
+        if not state.status.ended:
+            record_poll(ledger, record.id, state.status.value)
+            return False
+        templates = {
+            entry.custom_id: definition_of(template_of_item(ledger, entry.item_id))
+            for entry in entries_of(ledger, record.id)
+        }
+        outcomes = provider.collect(config, state, templates)
+    except TransientError as exc:
+        if (now or utcnow()) - record.submitted_at < GIVE_UP_AFTER:
+            raise
+        return give_up(ledger, record, f"not reachable {GIVE_UP_AFTER} after its submission: {exc}")
+    except PermanentError as exc:
+        return give_up(ledger, record, f"the provider cannot give its answers: {exc}")
     answered = [Answered(o.custom_id, o.content, o.usage) for o in outcomes if isinstance(o, provider.BatchAnswer)]
     failures = [o for o in outcomes if isinstance(o, provider.BatchFailure)]
-    ended = record_end(
+    return record_end(
         ledger,
         record,
         status=state.status.value,
         answered=answered,
         fallen_back={f.custom_id: f"{f.kind.value}: {f.message}" for f in failures},
+        # A cut or invalid answer was paid for even though an ordinary call asks again.
+        paid={f.custom_id: f.usage for f in failures if f.usage is not None},
         message="; ".join(state.errors[:3]) or None,
     )
-    if ended:
-        # A cut or invalid answer was paid for even though an ordinary call asks again.
-        items = {entry.custom_id: entry.item_id for entry in entries}
-        for failure in failures:
-            if failure.usage is not None and failure.custom_id in items:
-                add_usage(ledger, items[failure.custom_id], failure.usage)
-    return True
 
 
-def follow_all(ledger: Ledger, llm: LLMConfig, *, limit: int = 20) -> list[ProviderBatchRecord]:
-    """``follow`` the open provider batches, least recently asked first; the ones that ended."""
-    ended = []
-    for record in open_provider_batches(ledger)[:limit]:
-        if follow(ledger, record, llm):
-            ended.append(record)
-    return ended
+def give_up(ledger: Ledger, record: ProviderBatchRecord, reason: str) -> bool:
+    """End ``record`` here with nothing answered: its prompts are asked by ordinary calls."""
+    entries = entries_of(ledger, record.id)
+    return record_end(
+        ledger,
+        record,
+        status="given up",
+        answered=[],
+        fallen_back={entry.custom_id: reason for entry in entries},
+        message=reason,
+    )
 
 
 def cancel_provider_batches(ledger: Ledger, batch_id: int, llm: LLMConfig) -> list[str]:
     """Stop waiting for the provider: cancel the batch's open provider batches there (answers
     already written are kept when it reports them; the rest are asked by ordinary calls) or, not
-    yet submitted, end the waiting. What was done, one line each."""
+    yet submitted, end the waiting. A provider that does not take the cancel (unreachable, or it
+    no longer knows the batch) is given up here. What was done, one line each."""
     done = []
-    if finish_preparation(ledger, batch_id, submitted=False, message="cancelled before it was submitted"):
+    if finish_preparation(ledger, batch_id, message="cancelled before it was submitted"):
         done.append("cancelled before it was submitted: its documents are asked by ordinary calls")
     for record in provider_batches_of(ledger, batch_id):
         if record.ended:
             continue
-        state = provider.cancel(replace(llm, model=record.model), record.provider_batch_id)
+        try:
+            state = provider.cancel(replace(llm, model=record.model), record.provider_batch_id)
+        except ExtractionRuntimeError as exc:
+            give_up(ledger, record, f"cancelled here; the provider did not take the cancel ({exc})")
+            done.append(f"provider batch {record.provider_batch_id}: given up here (the provider said: {exc})")
+            continue
         record_poll(ledger, record.id, state.status.value)
         done.append(f"provider batch {record.provider_batch_id}: {state.status.value}")
     return done

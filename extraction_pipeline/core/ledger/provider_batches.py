@@ -14,22 +14,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import insert, or_, select, update
+from sqlalchemy import Connection, delete, insert, or_, select, update
 
-from extraction_pipeline.core.ledger.answers import StoredAnswer, store_answer
+from extraction_pipeline.core.ledger.answers import StoredAnswer
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
-from extraction_pipeline.core.ledger.items import add_usage
+from extraction_pipeline.core.ledger.items import usage_increments
 from extraction_pipeline.core.ledger.rows import BatchRow, batch_row
 from extraction_pipeline.core.ledger.schema import (
     BatchStatus,
     ProviderBatchPhase,
+    batch_items,
     batches,
+    model_answers,
     provider_batch_entries,
     provider_batches,
 )
 from extraction_pipeline.core.usage import Usage
 
 MAX_MESSAGE_CHARS = 2000
+NOT_SUBMITTED = "(none)"  # the provider id of a note on a batch whose prompts were never submitted
 
 
 @dataclass(frozen=True)
@@ -98,9 +101,19 @@ def record_submission(
     input_file_id: str | None,
     status: str,
     entries: list[Entry],
-) -> int:
-    """Keep the provider's batch id and its prompts (one transaction: never one without the other)."""
+) -> int | None:
+    """Keep the provider's batch id and its prompts (one transaction: never one without the other),
+    only while the batch is still preparing: None when it is not (cancelled meanwhile: the caller
+    cancels what it just submitted)."""
     with ledger.engine.begin() as conn:
+        # The conditional update takes the batch's row: a cancel cannot slip in between.
+        still = conn.execute(
+            update(batches)
+            .where(batches.c.id == batch_id, batches.c.provider_batch == ProviderBatchPhase.PREPARING)
+            .values(provider_batch=ProviderBatchPhase.PREPARING)
+        ).rowcount
+        if not still:
+            return None
         row_id = int(
             conn.execute(
                 insert(provider_batches)
@@ -135,24 +148,25 @@ def record_submission(
     return row_id
 
 
-def finish_preparation(ledger: Ledger, batch_id: int, *, submitted: bool, message: str | None = None) -> bool:
-    """preparing -> submitted (the provider has the prompts) or -> ended (nothing to submit, or the
-    provider refused: the documents are asked by ordinary calls). ``message`` is noted on the
-    batch's provider batches when there is none to carry it. False: it was not preparing."""
-    phase = ProviderBatchPhase.SUBMITTED if submitted else ProviderBatchPhase.ENDED
+def finish_preparation(ledger: Ledger, batch_id: int, *, message: str | None = None) -> bool:
+    """The batch's prompts are prepared (or that was given up): preparing -> submitted while any of
+    its provider batches is still open, else -> ended (its documents are dispatched; nothing was
+    submitted, the provider refused, or what was submitted has ended already). ``message`` is
+    noted on the batch when no provider batch carries it. False: it was not preparing."""
     with ledger.engine.begin() as conn:
+        phase = _phase_after_preparation(conn, batch_id)
         changed = conn.execute(
             update(batches)
             .where(batches.c.id == batch_id, batches.c.provider_batch == ProviderBatchPhase.PREPARING)
             .values(provider_batch=phase)
         ).rowcount
-        if changed and message and not submitted:
+        if changed and message:
             now = utcnow()
             conn.execute(
                 insert(provider_batches).values(
                     batch_id=batch_id,
                     model="",
-                    provider_batch_id="(none)",
+                    provider_batch_id=NOT_SUBMITTED,
                     status="not submitted",
                     requests=0,
                     answered=0,
@@ -163,6 +177,43 @@ def finish_preparation(ledger: Ledger, batch_id: int, *, submitted: bool, messag
                 )
             )
     return bool(changed)
+
+
+def _phase_after_preparation(conn: Connection, batch_id: int) -> ProviderBatchPhase:
+    still_open = conn.execute(
+        select(provider_batches.c.id).where(
+            provider_batches.c.batch_id == batch_id, provider_batches.c.ended_at.is_(None)
+        )
+    ).first()
+    return ProviderBatchPhase.SUBMITTED if still_open is not None else ProviderBatchPhase.ENDED
+
+
+def end_waiting_without_open_batches(ledger: Ledger) -> list[int]:
+    """Batches left ``submitted`` with no provider batch open (whatever ended them, a crash
+    included) end their waiting: their documents are dispatched. The batches ended."""
+    query = select(batches.c.id).where(batches.c.provider_batch == ProviderBatchPhase.SUBMITTED)
+    ended = []
+    with ledger.engine.begin() as conn:
+        for (batch_id,) in conn.execute(query).all():
+            if _phase_after_preparation(conn, batch_id) is ProviderBatchPhase.ENDED:
+                conn.execute(
+                    update(batches)
+                    .where(batches.c.id == batch_id, batches.c.provider_batch == ProviderBatchPhase.SUBMITTED)
+                    .values(provider_batch=ProviderBatchPhase.ENDED)
+                )
+                ended.append(int(batch_id))
+    return ended
+
+
+def submitted_custom_ids(ledger: Ledger, batch_id: int) -> set[str]:
+    """The prompts of ``batch_id`` already with a provider (a retried submit sends them again never)."""
+    query = (
+        select(provider_batch_entries.c.custom_id)
+        .join(provider_batches, provider_batches.c.id == provider_batch_entries.c.provider_batch)
+        .where(provider_batches.c.batch_id == batch_id)
+    )
+    with ledger.engine.connect() as conn:
+        return {str(custom_id) for (custom_id,) in conn.execute(query)}
 
 
 def provider_batches_of(ledger: Ledger, batch_id: int) -> list[ProviderBatchRecord]:
@@ -204,13 +255,16 @@ def record_end(
     status: str,
     answered: list[Answered],
     fallen_back: dict[str, str],
+    paid: dict[str, Usage] | None = None,
     message: str | None = None,
 ) -> bool:
     """The provider's batch has ended: store each answer as the one paid for its prompt, count its
-    cost on its document's item, note why the rest will be asked as ordinary calls, and end the
-    batch's waiting once none of its provider batches is open. Done once: False when another
-    evaluation ended it first (nothing is stored or counted twice)."""
+    cost on its document's item (and ``paid``: what unusable answers cost, by custom id), note why
+    the rest will be asked as ordinary calls, and end the batch's waiting once none of its provider
+    batches is open. One transaction: all of it or none (a crash leaves the record open, asked
+    again next time). False when another evaluation ended it first."""
     now = utcnow()
+    entries = {entry.custom_id: entry for entry in entries_of(ledger, record.id)}
     with ledger.engine.begin() as conn:
         claimed = conn.execute(
             update(provider_batches)
@@ -224,40 +278,29 @@ def record_end(
                 message=(message or "")[:MAX_MESSAGE_CHARS] or None,
             )
         ).rowcount
-    if not claimed:
-        return False
-    entries = {entry.custom_id: entry for entry in entries_of(ledger, record.id)}
-    for answer in answered:
-        entry = entries.get(answer.custom_id)
-        if entry is None:
-            continue  # a line the provider invented: nothing of ours to store it for
-        store_answer(ledger, StoredAnswer.paid(entry.answer_key, answer.content, answer.usage, entry.item_id))
-        add_usage(ledger, entry.item_id, answer.usage)
-    with ledger.engine.begin() as conn:
+        if not claimed:
+            return False
         for answer in answered:
+            entry = entries.get(answer.custom_id)
+            if entry is None:
+                continue  # a line the provider invented: nothing of ours to store it for
+            stored = StoredAnswer.paid(entry.answer_key, answer.content, answer.usage, entry.item_id)
+            conn.execute(delete(model_answers).where(model_answers.c.key == entry.answer_key))
+            conn.execute(insert(model_answers).values(**{**stored.__dict__, "created_at": now}))
             conn.execute(
-                update(provider_batch_entries)
-                .where(
-                    provider_batch_entries.c.provider_batch == record.id,
-                    provider_batch_entries.c.custom_id == answer.custom_id,
-                )
-                .values(state="answered")
+                update(batch_items).where(batch_items.c.id == entry.item_id).values(**usage_increments(answer.usage))
             )
+            _mark(conn, record.id, answer.custom_id, "answered", None)
         for custom_id, reason in fallen_back.items():
-            conn.execute(
-                update(provider_batch_entries)
-                .where(
-                    provider_batch_entries.c.provider_batch == record.id,
-                    provider_batch_entries.c.custom_id == custom_id,
+            _mark(conn, record.id, custom_id, "fallen_back", reason)
+            spent = (paid or {}).get(custom_id)
+            if spent is not None and custom_id in entries:
+                conn.execute(
+                    update(batch_items)
+                    .where(batch_items.c.id == entries[custom_id].item_id)
+                    .values(**usage_increments(spent))
                 )
-                .values(state="fallen_back", reason=reason[:MAX_MESSAGE_CHARS])
-            )
-        still_open = conn.execute(
-            select(provider_batches.c.id).where(
-                provider_batches.c.batch_id == record.batch_id, provider_batches.c.ended_at.is_(None)
-            )
-        ).first()
-        if still_open is None:
+        if _phase_after_preparation(conn, record.batch_id) is ProviderBatchPhase.ENDED:
             conn.execute(
                 update(batches)
                 .where(batches.c.id == record.batch_id, batches.c.provider_batch == ProviderBatchPhase.SUBMITTED)
@@ -266,13 +309,21 @@ def record_end(
     return True
 
 
+def _mark(conn: Connection, row_id: int, custom_id: str, state: str, reason: str | None) -> None:
+    conn.execute(
+        update(provider_batch_entries)
+        .where(provider_batch_entries.c.provider_batch == row_id, provider_batch_entries.c.custom_id == custom_id)
+        .values(state=state, reason=reason[:MAX_MESSAGE_CHARS] if reason else None)
+    )
+
+
 def describe_provider_batches(ledger: Ledger, batch: BatchRow) -> list[str]:
     """What a batch sent through the provider's batch API waits for and what that did, one line
     each (empty for a batch of ordinary calls): for `batch status` and the batch page."""
     if batch["provider_batch"] is None:
         return []
     lines = [
-        record.describe() if record.provider_batch_id != "(none)" else (record.message or "")
+        record.describe() if record.provider_batch_id != NOT_SUBMITTED else (record.message or "")
         for record in provider_batches_of(ledger, batch["id"])
     ]
     if batch["provider_batch"] == ProviderBatchPhase.PREPARING:
