@@ -75,7 +75,7 @@ def _finish(fake: FakeBatchServer, batch_id: str) -> None:
 def test_a_provider_batch_that_ends_before_its_submit_run_does_still_releases_the_documents(
     case: Case, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_finish = flow.finish_preparation
+    real_finish = flow.finish_preparation  # type: ignore[attr-defined]
 
     def follower_first(ledger: Ledger, batch_id: int, **kwargs: Any) -> bool:
         # The provider refused the file at once and the follower saw it before the run finished.

@@ -68,6 +68,8 @@ class ItemRow(TypedDict):
     tokens_in: int
     tokens_out: int
     cost_usd: float
+    cached_tokens: int
+    saved_usd: float
     result_json: str | None
     dispatch_round: int
     retry_round: int
