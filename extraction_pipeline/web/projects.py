@@ -133,7 +133,11 @@ def _project_page(
     template_text: str | None = None,
     status_code: int = 200,
     launch: _Launch | None = None,
+    estimated: bool = False,
 ) -> Response:
+    """The project page. ``estimated``: the launch's estimate is worked out (it counts tokens and
+    may read PDFs: only from a thread, and by itself only for a project of up to
+    ``AUTO_ESTIMATE_DOCUMENTS`` documents; a larger one is estimated when asked)."""
     ledger, settings = ledger_of(request), settings_of(request)
     template = current_template(ledger, project)
     definition = template.definition
@@ -149,7 +153,9 @@ def _project_page(
         if batch["project"] == project
     ]
     listed = project_documents(ledger, project)
+    asked = launch is not None
     launch = launch or _Launch([d["id"] for d in listed])
+    estimating = estimated and bool(listed) and (asked or len(listed) <= AUTO_ESTIMATE_DOCUMENTS)
     return render(
         "project.html",
         title=f"Project {project}",
@@ -161,7 +167,8 @@ def _project_page(
         uploads=_upload_rows(uploads or []),
         documents=listed,
         launch=launch,
-        estimate=_estimate_view(ledger, settings, project, launch) if listed else None,
+        estimate=_estimate_view(ledger, settings, project, launch) if estimating else None,
+        estimate_waits=bool(listed) and not estimating,
         request_id=uuid.uuid4().hex,
         template=template,
         template_text=template_text or json.dumps(current, indent=2),
@@ -260,7 +267,7 @@ def _estimate_view(ledger: Ledger, settings: Settings, project: str, launch: _La
             cost=money(m.cost_usd, m.price_note),
             batch_cost=money(m.batch_cost_usd, "")
             if m.batch_cost_usd is not None
-            else ("no batch API" if m.cost_usd is not None else "price unknown"),
+            else ("ordinary calls" if m.cost_usd is not None else "price unknown"),
             budget=m.budget_source,
             duration=duration(m.minutes_by_budget),
             cannot=[f"{u.filename} (document {u.document_id}): {u.reason}" for u in m.unreadable],
@@ -310,6 +317,10 @@ def _launch_from_query(request: Request, project: str, owned: set[int]) -> _Laun
     )
 
 
+# A project page estimates its launch by itself up to this many documents; beyond, when asked.
+AUTO_ESTIMATE_DOCUMENTS = 50
+
+
 async def show_project(request: Request, project: str) -> Response:
     launch: _Launch | None = None
     if "estimate" in request.query_params:
@@ -319,7 +330,7 @@ async def show_project(request: Request, project: str) -> Response:
             return await run_in_threadpool(_project_page, request, project, error=asked, status_code=400)
         launch = asked
     # The estimate counts tokens and may read PDFs: off the event loop, so other pages stay responsive.
-    return await run_in_threadpool(_project_page, request, project, launch=launch)
+    return await run_in_threadpool(_project_page, request, project, launch=launch, estimated=True)
 
 
 def _parse_uploaded(ledger: Ledger, settings: Settings, documents: list[tuple[str, str]]) -> None:
@@ -370,7 +381,7 @@ async def upload(request: Request, project: str) -> Response:
         ]
     good = sum(1 for v in verdicts if v.document)
     summary = f"{good} of {len(verdicts)} file(s) registered by {user.name}"
-    response = await run_in_threadpool(_project_page, request, project, flash=summary, uploads=verdicts)
+    response = await run_in_threadpool(_project_page, request, project, flash=summary, uploads=verdicts, estimated=True)
     new = [
         (v.document.sha256, str(settings.documents_dir / f"{v.document.sha256}.pdf")) for v in verdicts if v.document
     ]

@@ -202,7 +202,9 @@ def test_double_extraction_counts_both_models_and_says_what_it_assumed(home: Hom
         second.prompt_tokens * mistral.input_per_token + second.answer_tokens * mistral.output_per_token
     )
     assert second.batch_cost_usd is None and second.price_note == "no batch API"
-    assert estimate.batch_cost_usd is None  # not every model has a batch API
+    # --provider-batch sends the first model's prompts at the batch price, the second's as ordinary calls.
+    assert estimate.batch_cost_usd == pytest.approx((first.batch_cost_usd or 0) + (second.cost_usd or 0))
+    assert first.batch_cost_usd == pytest.approx((first.cost_usd or 0) / 2)
     assert estimate.cost_usd == pytest.approx((first.cost_usd or 0) + (second.cost_usd or 0))
     assert first.budget_source == "no budget known" and estimate.minutes is None
     text = "\n".join(describe(estimate))

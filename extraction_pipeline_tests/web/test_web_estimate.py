@@ -137,3 +137,22 @@ def test_the_project_page_shows_the_estimate_before_the_launch_button(
             refused = client.get("/extraction/projects/statins", params=params)
             assert refused.status_code == 400 and said in html.unescape(refused.text), params
     assert recent_batches(ledger) == []  # estimating never starts a batch
+
+
+def test_a_large_project_is_estimated_when_asked_not_on_every_view(
+    home: tuple[Settings, Ledger], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counting a project's every paper on each view would stall the page (and the server) for a
+    project of thousands: beyond a few dozen documents the figures wait for the button."""
+    monkeypatch.setattr("extraction_pipeline.web.projects.AUTO_ESTIMATE_DOCUMENTS", 1)
+    settings, ledger = home
+    pdfs = [write_report(make_trial(i), tmp_path / "src") for i in (1, 2)]
+    with _site(settings, ledger) as client:
+        assert client.post("/extraction/projects", data={"project": "statins"}).status_code == 303
+        files = [("pdfs", (p.name, p.read_bytes(), "application/pdf")) for p in pdfs]
+        assert client.post("/extraction/projects/statins/documents", files=files).status_code == 200
+        shown = _estimate_section(client.get("/extraction/projects/statins").text)
+        assert "Not worked out yet" in shown and "estimate-table" not in shown
+        ids = [str(d["id"]) for d in project_documents(ledger, "statins")]
+        asked = client.get("/extraction/projects/statins", params={"estimate": "1", "document": ids})
+        assert "2 document(s)" in _estimate_section(asked.text) and "estimate-table" in asked.text

@@ -164,8 +164,12 @@ class BatchEstimate:
 
     @property
     def batch_cost_usd(self) -> float | None:
-        costs = [m.batch_cost_usd for m in self.models]
-        return None if any(c is None for c in costs) or not costs else sum(c for c in costs if c is not None)
+        """With ``--provider-batch``: the models it sends at the batch price, the others at the
+        ordinary one (None: no model goes through a batch API, or a price is unknown)."""
+        if not any(m.batch_cost_usd is not None for m in self.models):
+            return None
+        costs = [m.batch_cost_usd if m.batch_cost_usd is not None else m.cost_usd for m in self.models]
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
 
     @property
     def minutes(self) -> float | None:
@@ -422,6 +426,12 @@ def answer_tokens(ledger: Ledger, model: str) -> tuple[int, str]:
     return median, f"median of {len(stored)} stored answer(s) of {model}: {median:,} tokens per call"
 
 
+def supports_provider_batches(model: str) -> bool:
+    from extraction_pipeline.core.llm.provider_batches import supports_provider_batches as drivable
+
+    return drivable(model)
+
+
 def price_of(model: str) -> Price:
     """The model's prices from litellm's model map (no network: the bundled map)."""
     from extraction_pipeline.core.llm.gateway import _import_litellm
@@ -526,7 +536,9 @@ def _model_estimate(
     price = price_of(model)
     cost = prompt_tokens * price.input_per_token + answer_total * price.output_per_token if price.known else None
     batch_cost = None
-    if price.known and price.has_batch_api:
+    # Only what `--provider-batch` sends goes at the batch price: the first model's first prompts,
+    # on a provider whose batch API is driven here.
+    if price.known and price.has_batch_api and number == 0 and supports_provider_batches(model):
         assert price.batch_input_per_token is not None and price.batch_output_per_token is not None
         batch_cost = prompt_tokens * price.batch_input_per_token + answer_total * price.batch_output_per_token
     tpm, rpm, budget_source = (None, None, "no budget needed") if llm.is_offline else _budget(ledger, model, pinned)
@@ -593,7 +605,13 @@ def describe(estimate: BatchEstimate) -> list[str]:
         lines.append(f"  prompt tokens: {model.prompt_tokens:,}")
         lines.append(f"  answer tokens: {model.answer_tokens:,} ({model.answer_source})")
         lines.append(f"  cost: {money(model.cost_usd, model.price_note)}")
-        batch = money(model.batch_cost_usd, "") if model.batch_cost_usd is not None else "no batch API"
+        batch = (
+            money(model.batch_cost_usd, "")
+            if model.batch_cost_usd is not None
+            else "no batch API (ordinary calls)"
+            if model.role == "first model"
+            else "no batch API (a second model is asked by ordinary calls)"
+        )
         lines.append(f"  with the provider's batch API: {batch}")
         lines.append(f"  budget: {model.budget_source}; duration by budget: {duration(model.minutes_by_budget)}")
         for problem in model.unreadable:
@@ -601,7 +619,7 @@ def describe(estimate: BatchEstimate) -> list[str]:
     if len(estimate.models) > 1:
         lines.append(
             f"total cost: {money(estimate.cost_usd, 'price unknown')}; with batch APIs: "
-            f"{money(estimate.batch_cost_usd, 'not available for every model')}"
+            f"{money(estimate.batch_cost_usd, 'no model goes through a batch API')}"
         )
     slots = f"{estimate.llm_slots} llm slot(s)" if estimate.llm_slots else "llm slots unknown"
     if estimate.minutes_by_slots is not None and estimate.seconds_per_document is not None:
