@@ -15,6 +15,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from extraction_pipeline.core.export.workbook import answer_label
 from extraction_pipeline.core.extraction.prompts import document_from_messages
 from extraction_pipeline.core.extraction.provider_batch import cancel_provider_batches
 from extraction_pipeline.core.ledger import Ledger
@@ -148,6 +149,8 @@ def test_a_provider_batch_is_answered_at_half_price_and_grounded_by_the_document
     for row in rows:
         fields = json.loads(row["result_json"] or "{}")["fields"]
         assert fields["metadata.nct_number"]["status"] == "verified"
+    labels = sorted(answer_label(json.loads(row["result_json"] or "{}")) for row in rows)
+    assert labels[-1] == "new call" and all("its provider batch" in label for label in labels[:2])
     done = progress(home_ledger, batch)
     # Two answers at the batch price, one ordinary call at the full price: the ordinary call costs
     # twice what each batch answer did, and saved nothing.

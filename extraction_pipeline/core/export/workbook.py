@@ -372,6 +372,8 @@ def reused_label(reused: dict[str, Any] | None) -> str:
     if not reused:
         return "new call"
     paid = f"{reused.get('tokens_in', 0)}+{reused.get('tokens_out', 0)} tokens, ${reused.get('cost_usd', 0):.4f}"
+    if reused.get("own"):
+        return f"answered for this document at {reused.get('paid_at')} ({paid}, counted on it): its provider batch"
     return (
         f"reused: same prompt answered for item {reused.get('item')} at {reused.get('paid_at')} ({paid}); no cost now"
     )

@@ -333,6 +333,7 @@ def _answer(
         output = parse_answer(stored.content, template)
         reused = {
             "item": stored.item_id,
+            "own": stored.item_id == item_id,  # paid by this document (its provider batch, an earlier attempt)
             "paid_at": stored.created_at.isoformat(timespec="seconds"),
             "tokens_in": stored.tokens_in,
             "tokens_out": stored.tokens_out,
