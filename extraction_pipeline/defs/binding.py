@@ -50,6 +50,7 @@ SECOND_MODEL_TAG = "extraction/second_model"  # on a UI launch: double extractio
 ADJUDICATOR_TAG = "extraction/adjudicator"  # with it: a third model suggests where the two disagree
 FRESH_TAG = "extraction/fresh"  # "true" on a UI launch: ask the model again, never reuse a paid answer
 FOLLOW_UP_TAG = "extraction/follow_up"  # "true" on a UI launch: ask again for outcomes the recall check lists
+PROVIDER_BATCH_TAG = "extraction/provider_batch"  # "true" on a UI launch: first through the provider's batch API
 DEFAULT_UI_USER = "ui"
 
 
@@ -93,6 +94,7 @@ def ensure_backfill_batch(
     second_model: str | None = None,
     adjudicator_model: str | None = None,
     follow_up: bool = False,
+    provider_batch: bool = False,
 ) -> int:
     """The batch of a UI backfill for ``project``, created on first sight with one item per
     targeted document of that project (a backfill over two projects becomes two batches)."""
@@ -115,6 +117,7 @@ def ensure_backfill_batch(
         second_model=second_model,
         adjudicator_model=adjudicator_model,
         follow_up=follow_up,
+        provider_batch=provider_batch,
     ).id
 
 
@@ -137,6 +140,7 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
         return batch
     fresh = tags.get(FRESH_TAG, "").strip().lower() in ("true", "1", "yes")
     follow_up = tags.get(FOLLOW_UP_TAG, "").strip().lower() in ("true", "1", "yes")
+    provider_batch = tags.get(PROVIDER_BATCH_TAG, "").strip().lower() in ("true", "1", "yes")
     second_model = tags.get(SECOND_MODEL_TAG, "").strip() or None
     adjudicator = tags.get(ADJUDICATOR_TAG, "").strip() or None if second_model else None
     if BACKFILL_TAG in tags:
@@ -151,6 +155,7 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
             second_model=second_model,
             adjudicator_model=adjudicator,
             follow_up=follow_up,
+            provider_batch=provider_batch,
         )
     else:
         # A run launched from the UI without a backfill: its documents are one batch.
@@ -168,6 +173,7 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
             second_model=second_model,
             adjudicator_model=adjudicator,
             follow_up=follow_up,
+            provider_batch=provider_batch,
         ).id
     batch = get_batch(ledger, batch_id)
     assert batch is not None  # just created or found by its key

@@ -32,7 +32,7 @@ from extraction_pipeline.defs.provider_batches import (
     submit_provider_batch_job,
 )
 from extraction_pipeline.defs.resources import LLMResource
-from extraction_pipeline.defs.sensors import batch_dispatcher
+from extraction_pipeline.defs.sensors import batch_aggregator, batch_dispatcher
 from extraction_pipeline_tests.support.dagster_runs import answer_from_trial, batch_tags, register_trials, resources_for
 from extraction_pipeline_tests.support.fake_batches import FakeBatchServer
 from extraction_pipeline_tests.support.fake_llm import Reply
@@ -220,3 +220,57 @@ def test_a_submit_run_that_failed_sends_the_documents_to_ordinary_calls(
     _tick(provider_batch_follower, instance, resources)
     assert get_batch(home_ledger, other)["provider_batch"] == ProviderBatchPhase.ENDED  # type: ignore[index]
     assert "submitting failed" in (provider_batches_of(home_ledger, other)[0].message or "")
+
+
+def test_a_ui_launch_tagged_for_the_providers_batch_api_hands_its_documents_over_and_they_complete_after(
+    instance: dg.DagsterInstance, home_ledger: Ledger, home: Path, provider: FakeBatchServer
+) -> None:
+    """A materialization launched from the Dagster UI with the tag `extraction/provider_batch=true`:
+    its run parses the document and hands it to the dispatcher (a new round) instead of calling;
+    the follower submits it, and once the provider has answered the dispatcher's run grounds the
+    answer without a call."""
+    from extraction_pipeline.defs.assets import PROVIDER_BATCH_HANDOVER
+    from extraction_pipeline.defs.binding import PROVIDER_BATCH_TAG as UI_TAG
+
+    [doc] = register_trials(home_ledger, home, 1)
+    key = key_of(home_ledger, doc)
+    instance.add_dynamic_partitions(DOCUMENTS_PARTITIONS, [key])
+    resources = _resources(home_ledger, home, provider)
+    launched = dg.materialize(
+        [parsed_document, extracted_document],
+        partition_key=key,
+        instance=instance,
+        resources=resources,
+        tags={UI_TAG: "true", "extraction/user": "ann"},
+    )
+    assert launched.success
+    meta = launched.asset_materializations_for_node("extracted_document")[0].metadata
+    assert meta["status"].value == PROVIDER_BATCH_HANDOVER
+    run = instance.get_run_by_id(launched.run_id)
+    assert run is not None
+    batch = int(run.tags["extraction/batch"])
+    [item] = batch_item_rows(home_ledger, batch)
+    assert (item["status"], item["dispatch_round"]) == ("pending", 1) and item["tokens_in"] == 0  # no call
+    assert not _tick(batch_dispatcher, instance, resources).run_requests  # waits for the provider
+    _tick(batch_aggregator, instance, resources)  # the launching run has ended: the item is not its
+    [item] = batch_item_rows(home_ledger, batch)
+    assert item["status"] == "pending" and get_batch(home_ledger, batch)["status"] == "open"  # type: ignore[index]
+
+    [request] = _tick(provider_batch_follower, instance, resources).run_requests or []
+    _submit(instance, resources, request)
+    [record] = provider_batches_of(home_ledger, batch)
+    for _ in range(3):
+        provider.advance(record.provider_batch_id)
+    _tick(provider_batch_follower, instance, resources)
+    [dispatched] = _tick(batch_dispatcher, instance, resources).run_requests or []
+    assert dispatched.partition_key == key and dispatched.tags["extraction/round"] == "1"
+    done = dg.materialize(
+        [parsed_document, extracted_document],
+        partition_key=key,
+        instance=instance,
+        resources=resources,
+        tags=dispatched.tags,
+    )
+    assert done.success and provider.chat_requests == []  # the provider batch's answer, no ordinary call
+    [item] = batch_item_rows(home_ledger, batch)
+    assert item["status"] == "completed" and item["tokens_in"] == 900 and item["saved_usd"] > 0

@@ -83,6 +83,14 @@ class Answered:
     usage: Usage
 
 
+def waits_for_provider_batch(ledger: Ledger, batch_id: int) -> bool:
+    """True while ``batch_id``'s prompts are with (or on their way to) the provider's batch API."""
+    query = select(batches.c.provider_batch).where(batches.c.id == batch_id)
+    with ledger.engine.connect() as conn:
+        phase = conn.execute(query).scalar()
+    return phase in (ProviderBatchPhase.PREPARING, ProviderBatchPhase.SUBMITTED)
+
+
 def batches_to_prepare(ledger: Ledger) -> list[BatchRow]:
     """Open batches whose prompts are still to be submitted."""
     query = select(batches).where(
