@@ -200,17 +200,49 @@ def test_the_follow_ups_outcomes_never_fold_the_first_answers_own_entries() -> N
     }
     first["outcomes.3.events_control"] = _value(3, "events_control", None, NOT_REPORTED)
     answered = {
-        **_outcome(1, outcome_name="nausea", events_treatment=6, events_control=7),  # named like entry 3
+        **_outcome(1, outcome_name="nausea", events_treatment=5, events_control=7),  # entry 3, completed
         **_outcome(2, outcome_name="vomiting", events_treatment=1, events_control=2),  # new
+        # Named like entries 1 and 2 but contradicting both: a third "pain" (a subgroup), never
+        # mixed into theirs.
+        **_outcome(3, outcome_name="pain", events_treatment=6, events_control=10),
     }
     merged, found = merge_answered(first, answered)
-    assert found == [4]
+    assert found == [4, 5]
     assert [merged[f"outcomes.{i}.events_control"].value for i in (1, 2)] == [9, 8]  # both kept as they were
     assert merged["outcomes.3.events_treatment"].value == 5  # a value it had is not replaced by an equal-grade one
     assert merged["outcomes.3.events_control"].value == 7  # an empty field is filled
     assert merged["outcomes.4.outcome_name"].value == "vomiting" and merged["outcomes.4.events_control"].value == 2
+    assert merged["outcomes.5.outcome_name"].value == "pain" and merged["outcomes.5.events_treatment"].value == 6
     unchanged = [path for path in first if path != "outcomes.3.events_control"]
     assert all(merged[path] is first[path] for path in unchanged)  # the same entries, flags not added twice
+
+
+def test_two_same_named_outcomes_the_model_dropped_numbers_of_are_each_completed_from_their_own_answer() -> None:
+    # The first answer kept two "tocotrienol levels" (two timepoints the model did not name),
+    # each with a number dropped; the follow-up answers both whole: each goes to its own entry.
+    first = {
+        **_outcome(1, outcome_name="tocotrienol levels", mean_treatment=1.2, mean_control=0.9, sd_treatment=0.3),
+        **_outcome(2, outcome_name="tocotrienol levels", mean_treatment=2.4, mean_control=1.1, sd_control=0.5),
+    }
+    answered = {
+        **_outcome(1, outcome_name="tocotrienol levels", mean_treatment=2.4, mean_control=1.1, sd_treatment=0.6),
+        **_outcome(2, outcome_name="tocotrienol levels", mean_treatment=1.2, mean_control=0.9, sd_control=0.4),
+    }
+    merged, found = merge_answered(first, answered)
+    assert found == []  # nothing new: both completed
+    assert (merged["outcomes.1.sd_control"].value, merged["outcomes.2.sd_treatment"].value) == (0.4, 0.6)
+
+
+def test_the_follow_up_also_asks_for_extracted_outcomes_missing_a_number_their_others_imply() -> None:
+    from extraction_pipeline.core.extraction.follow_up import incomplete_outcomes
+
+    fields = {
+        **_outcome(1, outcome_name="death", events_treatment=3, events_control=9, total_treatment=50, total_control=50),
+        **_outcome(2, outcome_name="stroke", events_treatment=4, total_treatment=50, total_control=50),  # one arm
+        **_outcome(3, outcome_name="pain score", mean_treatment=4.1, mean_control=5.0, n_treatment=50, n_control=50),
+        **_outcome(4, outcome_name="HR only", effect_estimate=0.8),  # nothing per arm: complete as it is
+    }
+    assert incomplete_outcomes(fields) == ["stroke", "pain score"]  # pain score: means without their SDs
 
 
 def test_a_missed_name_from_the_paper_cannot_close_its_own_list() -> None:

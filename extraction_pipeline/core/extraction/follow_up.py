@@ -85,13 +85,18 @@ def check_recall(
         note = f"recall check failed, nothing listed: {type(exc).__name__}: {exc}"
         return Checked(fields, None, notes=[note])
     outcomes = next((m for m in template.modules if m.name == OUTCOMES_MODULE), None)
-    if not follow_up or not missed or outcomes is None:
+    incomplete = incomplete_outcomes(fields)
+    if not follow_up or not (missed or incomplete) or outcomes is None:
         return Checked(fields, missed)
-    # Whole outcomes first, then outcomes with numbers no value reads (a half-read row): asked
-    # again whole, their answer fills only the entry's empty or worse fields.
+    # Whole outcomes first, then extracted outcomes with an arm's number missing where the other
+    # arm has it (a number the model dropped, whatever the paper's layout), then outcomes with
+    # numbers no value reads (a half-read row): asked again whole, their answer fills only the
+    # entry's empty or worse fields.
     longer = possibly_missed(parsed, fields, limit=MAX_ASKED)
-    ordered = sorted(longer, key=lambda m: m.kind != MissedKind.OUTCOME)
-    asked = list(dict.fromkeys(" ".join(m.label.split()) for m in ordered if m.label.strip()))[:MAX_ASKED]
+    whole = [m.label for m in longer if m.kind == MissedKind.OUTCOME]
+    rest = [m.label for m in longer if m.kind != MissedKind.OUTCOME]
+    labels = [" ".join(label.split()) for label in [*whole, *incomplete, *rest] if label.strip()]
+    asked = list(dict.fromkeys(labels))[:MAX_ASKED]
     if not asked:
         return Checked(fields, missed)
     if not whole_paper_fits:
@@ -120,6 +125,38 @@ def check_recall(
     return Checked(merged, possibly_missed(parsed, merged), record, usage)
 
 
+# Numbers reported per arm. An outcome with one arm's number and not the other's is incomplete;
+# so are events without the group's total, and a mean without its SD or its group's size.
+_ARMS = ("treatment", "control")
+_PER_ARM = ("events", "total", "mean", "sd", "n")
+_GOES_WITH = {"events": ("total",), "mean": ("sd", "n")}
+
+
+def incomplete_outcomes(fields: GroundedFields) -> list[str]:
+    """Names of extracted outcomes missing a number their other numbers say is reported (see
+    ``_PER_ARM`` and ``_GOES_WITH``), in outcome order: the model likely dropped it."""
+    groups: dict[int, set[str]] = {}
+    names: dict[int, str] = {}
+    for entry in fields.values():
+        if entry.module != OUTCOMES_MODULE or entry.index is None or not entry.found:
+            continue
+        groups.setdefault(entry.index, set()).add(entry.field)
+        if entry.field == "outcome_name":
+            names[entry.index] = str(entry.value)
+    incomplete = []
+    for index, present in sorted(groups.items()):
+        one_arm = any((f"{kind}_{_ARMS[0]}" in present) != (f"{kind}_{_ARMS[1]}" in present) for kind in _PER_ARM)
+        unpaired = any(
+            f"{kind}_{arm}" in present and f"{partner}_{arm}" not in present
+            for kind, partners in _GOES_WITH.items()
+            for partner in partners
+            for arm in _ARMS
+        )
+        if index in names and (one_arm or unpaired):
+            incomplete.append(names[index])
+    return incomplete
+
+
 def merge_answered(fields: GroundedFields, answered: GroundedFields) -> tuple[GroundedFields, list[int]]:
     """The first answer's fields with the follow-up's outcomes added: the first answer's entries
     are kept exactly as they are (two of its outcomes may share a name: two comparisons, two
@@ -139,11 +176,14 @@ def merge_answered(fields: GroundedFields, answered: GroundedFields) -> tuple[Gr
     next_index = max(groups, default=0) + 1
     changed: set[str] = set()
     found: list[int] = []
+    taken: set[int] = set()  # entries an answered outcome already went to: one each
     for _number, group in sorted(answered_groups.items()):
         if all(entry.value is None for entry in group.values()):
             continue  # an empty entry says nothing
         key = _outcome_key(group)
-        same = next((index for index, known in keys.items() if key[0] and _same_outcome(known, key)), None)
+        same = _entry_for(group, key, keys, groups, taken)
+        if same is not None:
+            taken.add(same)
         target = same if same is not None else next_index
         for name, entry in group.items():
             path = f"{OUTCOMES_MODULE}.{target}.{name}"
@@ -156,6 +196,42 @@ def merge_answered(fields: GroundedFields, answered: GroundedFields) -> tuple[Gr
             next_index += 1
     checked = add_checks(merged)
     return {path: checked[path] if path in changed else entry for path, entry in merged.items()}, found
+
+
+def _entry_for(
+    group: dict[str, GroundedValue],
+    key: tuple[str, str],
+    keys: dict[int, tuple[str, str]],
+    groups: dict[int, dict[str, GroundedValue]],
+    taken: set[int],
+) -> int | None:
+    """The first answer's entry an answered outcome completes: named the same (name and timepoint),
+    not yet completed by another answered outcome, and whose values it does not contradict (a
+    number the entry has that the answer gives differently means another outcome of that name: a
+    subgroup, another comparison); of those, the one it agrees with most. None: a new outcome."""
+    best, best_agree = None, -1
+    for index, known in keys.items():
+        if index in taken or not key[0] or not _same_outcome(known, key):
+            continue
+        entry = groups.get(index, {})
+        agree = conflict = 0
+        for name, answered in group.items():
+            have = entry.get(name)
+            if name == "outcome_name" or answered.value is None or have is None or have.value is None:
+                continue
+            if _same_value(have.value, answered.value):
+                agree += 1
+            else:
+                conflict += 1
+        if not conflict and agree > best_agree:
+            best, best_agree = index, agree
+    return best
+
+
+def _same_value(a: object, b: object) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
+        return abs(float(a) - float(b)) < 1e-9
+    return " ".join(str(a).split()).lower() == " ".join(str(b).split()).lower()
 
 
 def _outcome_key(group: dict[str, GroundedValue]) -> tuple[str, str]:
