@@ -21,7 +21,7 @@ from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.budgets import Budget, LedgerBudget, configure
-from extraction_pipeline.core.ledger.provider_batches import waits_for_provider_batch
+from extraction_pipeline.core.ledger.provider_batches import WAITING_PHASES, provider_batch_phase
 from extraction_pipeline.core.ledger.queries import progress
 from extraction_pipeline.core.ledger.rows import DocumentRow, ItemRow
 from extraction_pipeline.core.ledger.schema import BatchStatus
@@ -255,12 +255,19 @@ def _extract_one(
             if item["run_id"] == context.run.run_id:
                 return None
             return {"status": "already completed", "run": item["run_id"], "batch": binding.batch_id}
-        if waits_for_provider_batch(db, binding.batch_id) and item["status"] == ItemStatus.PENDING:
+        phase = provider_batch_phase(db, binding.batch_id)
+        if (
+            phase is not None
+            and item["status"] == ItemStatus.PENDING
+            and (phase in WAITING_PHASES or item["dispatch_round"] > binding.dispatch_round)
+        ):
             # A UI launch asking for the provider's batch API: the document is the dispatcher's
             # now (a new round), launched once the provider has answered; this run is done with it.
-            item_states.requeue(
-                db, item, message=PROVIDER_BATCH_HANDOVER, actor=context.run.run_id, event="provider batch"
-            )
+            # Handed over once: a retry or re-execution of this step finds it in the later round.
+            if item["dispatch_round"] == binding.dispatch_round:
+                item_states.requeue(
+                    db, item, message=PROVIDER_BATCH_HANDOVER, actor=context.run.run_id, event="provider batch"
+                )
             return {"status": PROVIDER_BATCH_HANDOVER, "batch": binding.batch_id}
         parsed = _parse_or_fail(context, ledger, settings, binding.document, item["id"])
         gated = _gated(context, db, llm, key, binding, unfinished)

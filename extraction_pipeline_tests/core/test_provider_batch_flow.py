@@ -167,3 +167,45 @@ def test_a_cancel_while_the_prompts_upload_cancels_what_was_just_submitted(
     [orphan] = case.fake.batches.values()
     assert orphan.status == "cancelling"  # not left running at the provider
     assert case.phase() == ProviderBatchPhase.ENDED and not case.waiting()
+
+
+def test_a_cancel_the_provider_cannot_take_now_is_said_and_the_batch_stays_followed(case: Case) -> None:
+    flow.prepare(case.ledger, case.batch, case.llm, case.parse)
+    case.fake.fail_next("retrieve", Reply(status=503, error_message="The server is overloaded"))
+    with pytest.raises(TransientError):
+        flow.cancel_provider_batches(case.ledger, case.batch, case.llm)
+    [record] = open_provider_batches(case.ledger)  # still followed: the provider may yet answer
+    assert case.phase() == ProviderBatchPhase.SUBMITTED
+    assert flow.cancel_provider_batches(case.ledger, case.batch, case.llm) == [
+        f"provider batch {record.provider_batch_id}: cancelling"
+    ]
+
+
+def test_ending_a_provider_batch_is_all_or_nothing(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure half-way through storing the answers leaves nothing stored and nothing counted:
+    the provider batch stays open, and the next look stores every answer once."""
+    from extraction_pipeline.core.ledger import provider_batches as records
+    from extraction_pipeline.core.ledger.answers import stored_answer
+
+    flow.prepare(case.ledger, case.batch, case.llm, case.parse)
+    [record] = open_provider_batches(case.ledger)
+    _finish(case.fake, record.provider_batch_id)
+    real = records.usage_increments
+    calls = {"n": 0}
+
+    def dies_on_the_second(usage: Any) -> dict[str, Any]:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("the process died here")
+        return real(usage)
+
+    monkeypatch.setattr(records, "usage_increments", dies_on_the_second)
+    with pytest.raises(RuntimeError):
+        flow.follow(case.ledger, record, case.llm)
+    entries = entries_of(case.ledger, record.id)
+    assert all(stored_answer(case.ledger, entry.answer_key) is None for entry in entries)
+    assert progress(case.ledger, case.batch).tokens_in == 0 and open_provider_batches(case.ledger) == [record]
+    monkeypatch.setattr(records, "usage_increments", real)
+    assert flow.follow(case.ledger, record, case.llm)
+    assert all(stored_answer(case.ledger, entry.answer_key) is not None for entry in entries)
+    assert progress(case.ledger, case.batch).tokens_in == 3 * 900 and case.phase() == ProviderBatchPhase.ENDED

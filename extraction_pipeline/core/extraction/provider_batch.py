@@ -11,6 +11,7 @@ Follow-up questions, second models and repair calls depend on a first answer: th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -128,8 +129,9 @@ def prepare(
             entries=[by_id[request.custom_id] for request in group],
         )
         if recorded is None:  # cancelled while this group was uploading: it is not wanted
-            provider.cancel(llm, submitted.batch_id)
             note = "cancelled while its prompts were being submitted"
+            if not _cancel_unrecorded(llm, submitted.batch_id, progress):
+                note += f"; provider batch {submitted.batch_id} could not be cancelled: cancel it at the provider"
             break
         for request in group:  # the prompt audit holds every prompt sent, whichever way
             record_prompt(
@@ -151,6 +153,21 @@ def prepare(
         not_parsed=tuple(not_parsed),
         message=note or "",
     )
+
+
+def _cancel_unrecorded(llm: LLMConfig, batch_id: str, progress: Callable[[str], None], attempts: int = 3) -> bool:
+    """Cancel a provider batch the ledger will not follow (its batch was cancelled meanwhile): a
+    few tries, since nothing else will ever cancel it; False (and said) when they all fail."""
+    for attempt in range(1, attempts + 1):
+        try:
+            provider.cancel(llm, batch_id)
+            return True
+        except ExtractionRuntimeError as exc:
+            progress(f"cancelling provider batch {batch_id} (attempt {attempt} of {attempts}) failed: {exc}")
+            if isinstance(exc, PermanentError):
+                return False
+            time.sleep(min(2.0**attempt, 10.0))
+    return False
 
 
 # A provider batch not answered this long after it was submitted (OpenAI's window is 24 h) is given
@@ -210,8 +227,10 @@ def give_up(ledger: Ledger, record: ProviderBatchRecord, reason: str) -> bool:
 def cancel_provider_batches(ledger: Ledger, batch_id: int, llm: LLMConfig) -> list[str]:
     """Stop waiting for the provider: cancel the batch's open provider batches there (answers
     already written are kept when it reports them; the rest are asked by ordinary calls) or, not
-    yet submitted, end the waiting. A provider that does not take the cancel (unreachable, or it
-    no longer knows the batch) is given up here. What was done, one line each."""
+    yet submitted, end the waiting. A provider that refuses the cancel (it no longer knows the
+    batch) is given up here; one that cannot be reached raises TransientError (try again: the
+    batch stays followed, and is given up a day after its submission). What was done, one line
+    each."""
     done = []
     if finish_preparation(ledger, batch_id, message="cancelled before it was submitted"):
         done.append("cancelled before it was submitted: its documents are asked by ordinary calls")
@@ -220,7 +239,7 @@ def cancel_provider_batches(ledger: Ledger, batch_id: int, llm: LLMConfig) -> li
             continue
         try:
             state = provider.cancel(replace(llm, model=record.model), record.provider_batch_id)
-        except ExtractionRuntimeError as exc:
+        except PermanentError as exc:  # it no longer knows the batch, or this key may not see it
             give_up(ledger, record, f"cancelled here; the provider did not take the cancel ({exc})")
             done.append(f"provider batch {record.provider_batch_id}: given up here (the provider said: {exc})")
             continue

@@ -83,12 +83,15 @@ class Answered:
     usage: Usage
 
 
-def waits_for_provider_batch(ledger: Ledger, batch_id: int) -> bool:
-    """True while ``batch_id``'s prompts are with (or on their way to) the provider's batch API."""
+def provider_batch_phase(ledger: Ledger, batch_id: int) -> ProviderBatchPhase | None:
+    """Where ``batch_id`` stands with the provider's batch API (None: a batch of ordinary calls)."""
     query = select(batches.c.provider_batch).where(batches.c.id == batch_id)
     with ledger.engine.connect() as conn:
         phase = conn.execute(query).scalar()
-    return phase in (ProviderBatchPhase.PREPARING, ProviderBatchPhase.SUBMITTED)
+    return ProviderBatchPhase(phase) if phase else None
+
+
+WAITING_PHASES = (ProviderBatchPhase.PREPARING, ProviderBatchPhase.SUBMITTED)
 
 
 def batches_to_prepare(ledger: Ledger) -> list[BatchRow]:
@@ -162,6 +165,15 @@ def finish_preparation(ledger: Ledger, batch_id: int, *, message: str | None = N
     submitted, the provider refused, or what was submitted has ended already). ``message`` is
     noted on the batch when no provider batch carries it. False: it was not preparing."""
     with ledger.engine.begin() as conn:
+        # The batch's row first (a conditional update takes its lock, as record_submission's does):
+        # a submission committing meanwhile is then either seen below or waits for this decision.
+        preparing = conn.execute(
+            update(batches)
+            .where(batches.c.id == batch_id, batches.c.provider_batch == ProviderBatchPhase.PREPARING)
+            .values(provider_batch=ProviderBatchPhase.PREPARING)
+        ).rowcount
+        if not preparing:
+            return False
         phase = _phase_after_preparation(conn, batch_id)
         changed = conn.execute(
             update(batches)
