@@ -190,7 +190,7 @@ def test_ending_a_provider_batch_is_all_or_nothing(case: Case, monkeypatch: pyte
     flow.prepare(case.ledger, case.batch, case.llm, case.parse)
     [record] = open_provider_batches(case.ledger)
     _finish(case.fake, record.provider_batch_id)
-    real = records.usage_increments
+    real = records.usage_increments  # type: ignore[attr-defined]
     calls = {"n": 0}
 
     def dies_on_the_second(usage: Any) -> dict[str, Any]:
