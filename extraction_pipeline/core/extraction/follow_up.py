@@ -5,11 +5,12 @@ Every document's answer is checked for what the paper reports and no extracted v
 workbook show it. When the batch asks for it (``batch create --follow-up``), the outcomes on that
 list (whole outcomes, and outcomes with numbers no value reads) and the extracted outcomes missing
 a number their other numbers imply are asked for in one more call to the same model: the outcomes
-part of the template, the whole paper, and the outcome names. That call is paid once like every call (a stored answer to
-the same prompt is reused), its answer is grounded like every answer, and its outcomes are added
-to the result (``merge_answered``: the first answer's entries stay as they are; an answered outcome
-completes one same-named entry it does not contradict, else it is appended). Outcomes it added are marked as found by the follow-up. The list is
-then checked again, so it shows what is still missing.
+part of the template, the whole paper, and the outcome names. That call is paid once like every
+call (a stored answer to the same prompt is reused), its answer is grounded like every answer, and
+its outcomes are added to the result (``merge_answered``: the first answer's entries stay as they
+are; an answered outcome completes one same-named entry it does not contradict, else it is
+appended). Outcomes it added are marked as found by the follow-up. The list is then checked again,
+so it shows what is still missing.
 
 A follow-up that fails for a reason of its own (its answer cut at the output limit, an answer that
 does not parse) is recorded and the first answer kept: a document is never lost to an optional
