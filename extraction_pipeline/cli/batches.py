@@ -70,7 +70,7 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
         if not supports_provider_batches(settings.model):
             raise CliError(
                 f"--provider-batch: {settings.model or 'the offline extractor'} has no provider batch API here "
-                "(OpenAI models, openai/..., only): create the batch without it",
+                "(openai/... and anthropic/... models only): create the batch without it",
                 EXIT_USAGE,
             )
     ref = create_batch(
@@ -434,8 +434,8 @@ def register(add: AddCommand) -> None:
     create.add_argument(
         "--provider-batch",
         action="store_true",
-        help="send the documents' prompts through the provider's batch API first (OpenAI models: half price, "
-        "answers within 24 h); what it does not answer is asked by ordinary calls",
+        help="send the documents' prompts through the provider's batch API first (OpenAI and Anthropic models: "
+        "half price, answers within 24 h); what it does not answer is asked by ordinary calls",
     )
     create.add_argument(
         "--documents", type=positive_int, nargs="+", metavar="ID", help="document ids (default: all of the project)"

@@ -484,7 +484,8 @@ async def start_batch(request: Request, project: str) -> Response:
         return _project_page(
             request,
             project,
-            error=f"{settings.model or 'the offline extractor'} has no provider batch API here (OpenAI models only)",
+            error=f"{settings.model or 'the offline extractor'} has no provider batch API here "
+            "(OpenAI and Anthropic models only)",
             status_code=400,
         )
     second = " ".join(str(form.get("second_model") or "").split())[:200] or None

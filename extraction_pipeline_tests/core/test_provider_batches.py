@@ -402,15 +402,16 @@ def test_collect_waits_for_the_batch_to_end(fake: FakeBatchServer) -> None:
         pb.collect(config, pb.poll(config, submitted.batch_id), _templates(requests))
 
 
-def test_only_openai_models_are_sent_as_provider_batches(fake: FakeBatchServer) -> None:
+def test_only_openai_and_anthropic_models_are_sent_as_provider_batches(fake: FakeBatchServer) -> None:
     assert pb.supports_provider_batches("openai/gpt-4o-mini")
     assert pb.supports_provider_batches("gpt-4o-mini")
-    # litellm 1.110.2 cannot create an Anthropic message batch (NotImplementedError), and Azure's
-    # batches need deployment names and API versions this module does not drive.
-    for model in ("anthropic/claude-sonnet-4-5", "azure/gpt-4o-mini", "ollama/llama3", "offline/echo", None):
+    # Anthropic's Message Batches are driven by anthropic_batches (test_anthropic_batches.py);
+    # Azure's batches need deployment names and API versions this module does not drive.
+    assert pb.supports_provider_batches("anthropic/claude-sonnet-4-5")
+    for model in ("gemini/gemini-2.5-flash", "azure/gpt-4o-mini", "ollama/llama3", "offline/echo", None):
         assert not pb.supports_provider_batches(model)
     with pytest.raises(ConfigError, match="no provider batch API"):
-        pb.submit(_config(fake, model="anthropic/claude-sonnet-4-5"), _requests(1))
+        pb.submit(_config(fake, model="gemini/gemini-2.5-flash"), _requests(1))
     with pytest.raises(ConfigError, match="no provider batch API"):
         pb.poll(LLMConfig(), "batch_x")  # the offline model
     assert fake.calls == []

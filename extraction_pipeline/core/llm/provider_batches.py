@@ -14,11 +14,13 @@ the ids and polls later):
   ``BatchFailure.error()`` is the exception that ordinary call's failure would have been.
 - ``cancel``: stop the batch (what it already answered is still collected).
 
-Only OpenAI is driven here. litellm 1.110.2 has the file and batch calls for OpenAI (and the
-OpenAI-shaped ``litellm_proxy`` and ``hosted_vllm``, whose batches litellm runs itself as ordinary
-calls), Azure, Vertex AI, Bedrock, Mistral, Gemini and xAI, but not Anthropic's Message Batches: its
-``create_batch`` has no Anthropic branch, and ``AnthropicBatchesConfig.transform_create_batch_request``
-raises ``NotImplementedError`` (only retrieving an Anthropic batch is implemented).
+OpenAI is driven here; Anthropic's Message Batches by ``anthropic_batches`` (plain HTTP, the same
+dataclasses), to which these functions dispatch for ``anthropic/...`` models. litellm 1.110.2 has
+the file and batch calls for OpenAI (and the OpenAI-shaped ``litellm_proxy`` and ``hosted_vllm``,
+whose batches litellm runs itself as ordinary calls), Azure, Vertex AI, Bedrock, Mistral, Gemini
+and xAI, but not Anthropic's Message Batches: its ``create_batch`` has no Anthropic branch, and
+``AnthropicBatchesConfig.transform_create_batch_request`` raises ``NotImplementedError`` (only
+retrieving an Anthropic batch is implemented), hence the separate module.
 
 litellm's own retries are disabled (``max_retries=0``, which reaches the OpenAI client): as for
 ordinary calls, the orchestrator owns retries. Every failure of these calls is classified
@@ -66,7 +68,7 @@ MAX_REQUESTS_PER_BATCH = 50_000
 MAX_FILE_BYTES = 200_000_000
 # Uploading or downloading a file of up to 200 MB takes longer than one chat call may.
 FILE_TIMEOUT_SECONDS = 600.0
-_PROVIDERS = frozenset({"openai"})
+_PROVIDERS = frozenset({"openai", "anthropic"})
 
 
 class BatchStatus(StrEnum):
@@ -177,15 +179,29 @@ BatchOutcome = BatchAnswer | BatchFailure
 
 
 def supports_provider_batches(model: str | None) -> bool:
-    """True when ``model`` is served by a provider whose batch API is driven here (OpenAI)."""
+    """True when ``model`` is served by a provider whose batch API is driven here (OpenAI, Anthropic)."""
+    return _provider_of(model) in _PROVIDERS
+
+
+def _provider_of(model: str | None) -> str | None:
     if not model:
-        return False
+        return None
     litellm = _import_litellm()
     try:
         _, provider, _, _ = litellm.get_llm_provider(model=model)
     except Exception:  # a model litellm cannot place: no batch API known for it
-        return False
-    return provider in _PROVIDERS
+        return None
+    return str(provider)
+
+
+def _anthropic(config: LLMConfig) -> Any | None:
+    """The Anthropic module when the config's model is Anthropic's (imported here: it imports
+    this module's dataclasses), else None (OpenAI, driven below)."""
+    if config.is_offline or _provider_of(config.effective_model) != "anthropic":
+        return None
+    from extraction_pipeline.core.llm import anthropic_batches
+
+    return anthropic_batches
 
 
 def request_body(config: LLMConfig, messages: list[dict[str, str]], template: TemplateDefinition) -> dict[str, Any]:
@@ -229,13 +245,16 @@ def split_requests(
     max_bytes: int = MAX_FILE_BYTES,
 ) -> list[list[BatchRequest]]:
     """``requests`` in order, cut into groups that each fit one batch (OpenAI's request and file
-    size limits). A single request larger than a whole file stays alone in its group; ``submit``
-    refuses it."""
+    size limits; Anthropic's for its models). A single request larger than a whole file stays alone
+    in its group; ``submit`` refuses it."""
+    anthropic = _anthropic(config)
+    if anthropic is not None and max_requests == MAX_REQUESTS_PER_BATCH and max_bytes == MAX_FILE_BYTES:
+        max_requests, max_bytes = anthropic.MAX_REQUESTS_PER_BATCH, anthropic.MAX_BATCH_BYTES
     groups: list[list[BatchRequest]] = []
     current: list[BatchRequest] = []
     size = 0
     for request in requests:
-        line = len(batch_line(config, request))
+        line = anthropic.request_size(config, request) if anthropic else len(batch_line(config, request))
         if current and (len(current) >= max_requests or size + line > max_bytes):
             groups.append(current)
             current, size = [], 0
@@ -269,7 +288,7 @@ def _require_supported(config: LLMConfig) -> None:
     if config.is_offline or not supports_provider_batches(config.effective_model):
         raise ConfigError(
             f"{config.effective_model} has no provider batch API here: batches are sent to OpenAI "
-            "(openai/...) only; use ordinary calls for this model"
+            "(openai/...) and Anthropic (anthropic/...) only; use ordinary calls for this model"
         )
 
 
@@ -277,6 +296,8 @@ def submit(config: LLMConfig, requests: Sequence[BatchRequest]) -> SubmittedBatc
     """Upload ``requests`` as one batch input file and create the batch. Refuses (PermanentError)
     an empty list, repeated custom ids, or more than one batch holds (``split_requests`` first)."""
     _require_supported(config)
+    if anthropic := _anthropic(config):
+        return anthropic.submit(config, requests)  # type: ignore[no-any-return]
     if not requests:
         raise PermanentError("provider batch: no requests to submit")
     ids = [r.custom_id for r in requests]
@@ -357,6 +378,8 @@ def _batch_error(error: Any) -> str:
 
 def poll(config: LLMConfig, batch_id: str) -> BatchState:
     _require_supported(config)
+    if anthropic := _anthropic(config):
+        return anthropic.poll(config, batch_id)  # type: ignore[no-any-return]
     litellm = _import_litellm()
     batch = _call(
         f"reading batch {batch_id}",
@@ -368,6 +391,9 @@ def poll(config: LLMConfig, batch_id: str) -> BatchState:
 def cancel(config: LLMConfig, batch_id: str) -> BatchState:
     """Ask the provider to stop the batch (it goes to ``cancelling``, then ``cancelled``, keeping
     what it already answered). A batch that has already ended is left as it is."""
+    _require_supported(config)
+    if anthropic := _anthropic(config):
+        return anthropic.cancel(config, batch_id)  # type: ignore[no-any-return]
     state = poll(config, batch_id)
     if state.status.ended or state.status is BatchStatus.CANCELLING:
         return state
@@ -408,6 +434,8 @@ def collect(config: LLMConfig, state: BatchState, templates: Mapping[str, Templa
     failures, and for a request in neither file a failure saying why (the batch expired, was
     cancelled or failed before running it)."""
     _require_supported(config)
+    if anthropic := _anthropic(config):
+        return anthropic.collect(config, state, templates)  # type: ignore[no-any-return]
     if not state.status.ended:
         raise PermanentError(
             f"provider batch {state.batch_id} is {state.status.value}: collect it once it has ended "
