@@ -337,3 +337,14 @@ def test_prepare_and_follow_store_the_answers_at_the_batch_price(
         assert fake.refusals == [] and fake.message_requests == []  # nothing asked twice
     finally:
         ledger.dispose()
+
+
+def test_a_results_address_on_another_host_is_never_sent_the_key() -> None:
+    from extraction_pipeline.core.llm.anthropic_batches import _same_origin
+
+    base = "https://api.anthropic.com"
+    assert _same_origin(f"{base}/v1/messages/batches/b1/results", base) == f"{base}/v1/messages/batches/b1/results"
+    assert _same_origin("https://evil.example/v1/messages/batches/b1/results", base) is None
+    assert _same_origin("http://api.anthropic.com/v1/messages/batches/b1/results", base) is None  # not https
+    assert _same_origin("https://api.anthropic.com:8443/results", base) is None
+    assert _same_origin(None, base) is None

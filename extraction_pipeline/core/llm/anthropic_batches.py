@@ -160,6 +160,16 @@ def _base(config: LLMConfig) -> str:
     return (config.api_base or DEFAULT_API_BASE).rstrip("/")
 
 
+def _same_origin(url: str | None, base: str) -> str | None:
+    """``url`` when it is on the configured endpoint's scheme, host and port, else None: the key
+    goes with the request, so a results address the answer names elsewhere is never followed."""
+    if not url:
+        return None
+    given, ours = httpx.URL(url), httpx.URL(base)
+    same = (given.scheme, given.host, given.port) == (ours.scheme, ours.host, ours.port)
+    return url if same else None
+
+
 def _headers(config: LLMConfig, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     headers = {"anthropic-version": ANTHROPIC_VERSION, "content-type": "application/json", **(extra or {})}
     if config.api_key:
@@ -309,7 +319,9 @@ def cancel(config: LLMConfig, batch_id: str) -> BatchState:
 
 
 def _result_lines(config: LLMConfig, state: BatchState) -> list[dict[str, Any]]:
-    url = state.output_file_id or f"{_base(config)}/v1/messages/batches/{state.batch_id}/results"
+    url = _same_origin(state.output_file_id, _base(config)) or (
+        f"{_base(config)}/v1/messages/batches/{state.batch_id}/results"
+    )
     timeout = max(config.timeout_seconds, FILE_TIMEOUT_SECONDS)
     what = f"reading the results of batch {state.batch_id}"
     response = _call(what, lambda: _send(config, "GET", url, timeout=timeout))
