@@ -1,4 +1,4 @@
-"""Benchmark: the parse engine on the real corpus (../shared/corpus or $EXTRACTION_CORPUS).
+"""Benchmark: the parse engine on the real trial corpus ($EXTRACTION_CORPUS, or the corpus folder beside the checkout).
 
 Reports seconds per page (median, p90; engine time inside the isolated child, which includes
 loading the table model when a page has a table) and wall time per document (child start

@@ -420,7 +420,9 @@ CORPUS = pdf_samples.CORPUS
 CASES_TOOL = CORPUS.parent / "tools" / "grounding_cases.py"
 
 
-@pytest.mark.skipif(not CASES_TOOL.exists(), reason="../shared corpus and tools not present")
+@pytest.mark.skipif(
+    not CASES_TOOL.exists(), reason="the trial corpus and its case tools are not present (EXTRACTION_CORPUS)"
+)
 def test_ground_verifies_real_quotes_and_never_a_forged_number(home: Path, tmp_path: Path) -> None:
     cases_file = tmp_path / "cases.jsonl"
     subprocess.run([sys.executable, str(CASES_TOOL), str(CORPUS), str(cases_file)], check=True, capture_output=True)

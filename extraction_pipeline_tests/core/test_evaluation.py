@@ -188,7 +188,7 @@ def test_evaluate_command_prints_the_table_and_refuses_bad_input(tmp_path: Path)
     assert unknown.returncode == 2 and "unknown batch 99" in unknown.stderr
 
 
-@pytest.mark.skipif(not (CORPUS / "pdf").is_dir(), reason="the corpus (../shared/corpus) is absent")
+@pytest.mark.skipif(not (CORPUS / "pdf").is_dir(), reason="the trial corpus is absent (EXTRACTION_CORPUS)")
 def test_the_oracle_batch_of_the_corpus_scores_every_printed_gold_value_right(
     tmp_path: Path, fake_llm: FakeLLMServer
 ) -> None:

@@ -134,7 +134,9 @@ def _corpus_grounder(pmcid: str) -> Grounder:
     return Grounder(ParsedDocument(pmcid, result["pages_text"], [ParsedTable(**t) for t in result["tables"]]))
 
 
-needs_corpus = pytest.mark.skipif(not (CORPUS / "pdf").is_dir(), reason="the corpus (../shared/corpus) is absent")
+needs_corpus = pytest.mark.skipif(
+    not (CORPUS / "pdf").is_dir(), reason="the trial corpus is absent (EXTRACTION_CORPUS)"
+)
 
 
 def test_judgements_get_their_own_status_never_verified(grounder: Grounder) -> None:

@@ -19,7 +19,7 @@ from extraction_pipeline.core.pdf.registration import sha256_of
 from extraction_pipeline_tests.support import pdf_samples
 
 CORPUS_PDF = pdf_samples.CORPUS / "pdf" / "3321528.pdf"
-needs_corpus = pytest.mark.skipif(not CORPUS_PDF.exists(), reason="../shared/corpus not present")
+needs_corpus = pytest.mark.skipif(not CORPUS_PDF.exists(), reason="the trial corpus is not present (EXTRACTION_CORPUS)")
 
 
 @pytest.fixture

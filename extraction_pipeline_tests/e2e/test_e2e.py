@@ -469,7 +469,9 @@ def _tamper_quote(oracle: OracleAnswer) -> tuple[int, str]:
     return gold.outcome, gold.field
 
 
-@pytest.mark.skipif(not (CORPUS / "gold_outcomes.json").exists(), reason="../shared/corpus not present")
+@pytest.mark.skipif(
+    not (CORPUS / "gold_outcomes.json").exists(), reason="the trial corpus is not present (EXTRACTION_CORPUS)"
+)
 def test_oracle_gold_values_reach_the_workbook_verified_and_wrong_numbers_do_not(stack: Stack) -> None:
     oracles = [build_answer(pmcid) for pmcid in ORACLE_PAPERS]
     assert all(oracle.gold for oracle in oracles) and sum(len(o.gold) for o in oracles) >= 60

@@ -1,5 +1,5 @@
 """An oracle "model" for real corpus papers: answers built from the hand-annotated gold outcomes
-(``shared/corpus/gold_outcomes.json``), each value paired with a quote copied from the PDF.
+(the corpus's ``gold_outcomes.json``), each value paired with a quote copied from the PDF.
 
 Served through the fake OpenAI-compatible server, it lets a test run real PDFs through the whole
 pipeline and check that every printed gold value arrives in the workbook with a verified quote.
