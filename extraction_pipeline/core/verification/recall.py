@@ -134,13 +134,11 @@ def possibly_missed(
     layout.used_tables = {c.table for c in layout.candidates if c.table and _read(c, extracted)}
     listed = [j for c in layout.candidates if (j := _judge(c, extracted, layout, sizes)) is not None]
     listed += _missing_sizes(document, extracted, [c for c in layout.candidates if not c.prose])
+    listed += _incomplete(document, extracted, layout)
     # A sentence that only repeats the numbers of a listed row adds nothing for the reviewer.
     in_rows = {n for entry in listed if not entry.prose for n in entry.values}
     listed = [e for e in listed if not (e.prose and e.values and e.values <= in_rows)]
-    by_key: dict[str, _Listed] = {}
-    for entry in sorted(listed, key=lambda e: (-e.rank, e.item.page, e.item.start)):
-        by_key[entry.item.key] = by_key[entry.item.key].merged(entry) if entry.item.key in by_key else entry
-    chosen = list(by_key.values())[: max(0, limit)]
+    chosen = _merged_by_place(sorted(listed, key=lambda e: (-e.rank, e.item.page, e.item.start)))[: max(0, limit)]
     chosen.sort(key=lambda e: (e.item.page, e.item.source != "text", e.item.source, e.item.start))
     return [e.item for e in chosen]
 
@@ -155,9 +153,10 @@ _SLASH = re.compile(r"^\s*/\s*$")
 _PAREN_OPEN = re.compile(r"^\s*%?\s*[(\[]\s*[-−–]?\s*$")
 _CLOSING = re.compile(r"[)\]]")
 _P_BEFORE = re.compile(r"(?:[<>=≤≥]|\bp\b)\s*$", re.IGNORECASE)
+_SIZE_BEFORE = re.compile(r"\b[nN]\s*[=:]\s*$")  # "n = 49": a group size, not a p-value's "="
 _MINUS = ("-", "\u2212", "\u2013")
 
-ARM, PERCENT, P_VALUE, RANGE, ESTIMATE = "arm", "percent", "p", "range", "estimate"
+ARM, PERCENT, P_VALUE, RANGE, ESTIMATE, SIZE = "arm", "percent", "p", "range", "estimate", "size"
 
 
 @dataclass(frozen=True)
@@ -167,7 +166,7 @@ class _Number:
     start: int  # offsets in the segment
     end: int
     group: int  # the numbers of one statistic share a group: "74.1 ± 12.2", "42/402 (10.5)"
-    role: str  # ARM (a number the template asks for), PERCENT, P_VALUE, RANGE or ESTIMATE
+    role: str  # ARM (a number the template asks for), SIZE ("n = 49"), PERCENT, P_VALUE, RANGE or ESTIMATE
 
     @property
     def distinctive(self) -> bool:
@@ -201,7 +200,8 @@ def _numbers(text: str, start: int, end: int, sizes: frozenset[Decimal]) -> list
         elif groups and _SLASH.match(gap) and len(groups[-1]) == 1:
             groups[-1].append((printed, at, stop, "slash"))
         else:
-            groups.append([(printed, at, stop, "p" if _P_BEFORE.search(gap) else "main")])
+            joined = "size" if _SIZE_BEFORE.search(gap) else "p" if _P_BEFORE.search(gap) else "main"
+            groups.append([(printed, at, stop, joined)])
             open_paren = False
     found: list[_Number] = []
     for index, members in enumerate(groups):
@@ -224,6 +224,8 @@ def _roles(
     has_slash = any(m[3] == "slash" for m in members)
     if joined == "p":
         main_role = P_VALUE
+    elif joined == "size":
+        main_role = SIZE
     elif text[stop : stop + 2].lstrip().startswith("%"):
         main_role = PERCENT
     elif len(in_paren) >= 2:
@@ -270,7 +272,7 @@ def _is_share(count: Decimal, printed: str, sizes: frozenset[Decimal]) -> bool:
 
 def _reports_results(numbers: list[_Number]) -> bool:
     """A statistic per arm at least: two numbers other than p-values, or one with its spread."""
-    useful = [n for n in numbers if n.role != P_VALUE]
+    useful = [n for n in numbers if n.role not in (P_VALUE, SIZE)]
     return len(useful) >= 2 and (len({n.group for n in useful}) >= 2 or any(n.role == ARM for n in useful[1:]))
 
 
@@ -353,6 +355,8 @@ class _Layout:
     results_text: frozenset[str] = frozenset()  # the results section's, likewise
     acronyms: Mapping[str, str] = field(default_factory=dict)  # "rds" -> "respiratory distress syndrome"
     used_tables: set[str] = field(default_factory=set)  # tables with a row the extraction read
+    # Rows of baseline tables: never listed as unread, but a value quoted there is placed in them.
+    baseline_rows: list[_Candidate] = field(default_factory=list)
 
 
 def _line_kind(line: str) -> str:
@@ -425,7 +429,8 @@ def _layout(document: ParsedDocument, sizes: frozenset[Decimal]) -> _Layout:
     for page, text in enumerate(document.pages_text, start=1):
         page_sizes = sizes | _sizes(text)
         lines = _lines(text, furniture)
-        rows, table_lines = _table_rows(page, text, lines, page_sizes)
+        rows, baseline_rows, table_lines = _table_rows(page, text, lines, page_sizes)
+        layout.baseline_rows.extend(baseline_rows)
         layout.candidates.extend(rows or _parsed_table_rows(page, document.tables_on(page), page_sizes))
         # The sentences: the abstract (up to the introduction), the results section.
         in_abstract = in_abstract and page <= ABSTRACT_PAGES
@@ -459,10 +464,12 @@ def _layout(document: ParsedDocument, sizes: frozenset[Decimal]) -> _Layout:
 
 def _table_rows(
     page: int, text: str, lines: list[_Line], sizes: frozenset[Decimal]
-) -> tuple[list[_Candidate], set[int]]:
-    """Rows rebuilt from a page's text, in the regions that start at a table caption; and the
-    indexes of the lines the tables took (the sentences leave those out)."""
+) -> tuple[list[_Candidate], list[_Candidate], set[int]]:
+    """Rows rebuilt from a page's text, in the regions that start at a table caption: the rows of
+    results tables, the rows of baseline tables, and the indexes of the lines the tables took (the
+    sentences leave those out)."""
     rows: list[_Candidate] = []
+    baseline: list[_Candidate] = []
     taken: set[int] = set()
     captions = [i for i, line in enumerate(lines) if _CAPTION.match(line.text)]
     for number, first in enumerate(captions):
@@ -471,13 +478,12 @@ def _table_rows(
         region_rows, used = _region_rows(page, text, lines, first + 1, last, sizes)
         taken.update(used)
         taken.add(first)
-        if kind is False:  # a baseline table: no results in its rows
-            continue
         for row in region_rows:
             row.results_table = kind is True
             row.table = f"{page}:{first}"
-        rows.extend(region_rows)
-    return rows, taken
+        # A baseline table holds no results: its rows are kept apart.
+        (baseline if kind is False else rows).extend(region_rows)
+    return rows, baseline, taken
 
 
 def _region_rows(
@@ -810,11 +816,33 @@ class _Listed:
     def merged(self, other: _Listed) -> _Listed:
         """Two findings at the same place: one item, with both labels and numbers."""
         item = self.item
-        label = item.label if other.item.label in item.label else f"{item.label}; {other.item.label}"
+        label = item.label if _said(other.item.label) in _said(item.label) else f"{item.label}; {other.item.label}"
         numbers = tuple(dict.fromkeys((*item.numbers, *other.item.numbers)))
         why = item.why if other.item.why == item.why else f"{item.why}; {other.item.why}"
         merged = PossiblyMissed(item.kind, label, item.text, item.page, item.source, item.start, item.end, numbers, why)
         return _Listed(merged, self.rank, self.values | other.values, self.prose and other.prose)
+
+
+def _said(label: str) -> str:
+    return " ".join(label.lower().split())
+
+
+def _merged_by_place(listed: Iterable[_Listed]) -> list[_Listed]:
+    """One item per place: findings whose excerpts overlap (a row's half-read statistic and an
+    outcome's missing arm quoted in that row) become one item, at the likelier one's place."""
+    merged: list[_Listed] = []
+    for entry in listed:
+        item = entry.item
+        same = next((i for i, m in enumerate(merged) if _overlap(m.item, item)), None)
+        if same is None:
+            merged.append(entry)
+        else:
+            merged[same] = merged[same].merged(entry)
+    return merged
+
+
+def _overlap(a: PossiblyMissed, b: PossiblyMissed) -> bool:
+    return a.page == b.page and a.source == b.source and a.start < max(b.end, b.start + 1) and b.start < max(a.end, a.start + 1)
 
 
 def _judge(
@@ -945,3 +973,101 @@ def _segment_text(document: ParsedDocument, page: int, source: str) -> str:
     tables = document.tables_on(page)
     number = source.rsplit(" ", 1)[-1]
     return tables[int(number) - 1].text if number.isdigit() and 0 < int(number) <= len(tables) else ""
+
+
+# A number reported per arm: an outcome with one arm's and not the other's likely lost one. So did
+# an outcome with events and no total, or a mean and no SD, for one arm (printed in one statistic:
+# "42/402", "12.1 (3.4)").
+PER_ARM = ("events", "total", "mean", "sd", "n")
+GOES_WITH = {"events": "total", "mean": "sd", "sd": "mean"}
+_SAID = {"events": "events", "total": "total", "mean": "mean", "sd": "SD", "n": "group size"}
+MAX_EXCERPT = 300  # characters of a quote's lines shown when no row or sentence holds it
+
+
+def _incomplete(document: ParsedDocument, extracted: list[_Extracted], layout: _Layout) -> list[_Listed]:
+    """Extracted outcomes missing a number their other numbers say the paper prints (another
+    arm's, or the other half of a statistic), listed where the number they have is quoted, with
+    the unread numbers printed beside it: whatever the table's layout, the lost number is there
+    more often than not."""
+    listed = []
+    for entry in extracted:
+        places: list[_Listed] = []
+        for have, lacks, arm, said in _lacking(entry):
+            span = entry.where.get(have)
+            if span is None:
+                continue
+            place = _place(document, layout, span)
+            if place is None:
+                continue
+            numbers = place.numbers
+            at = [i for i, n in enumerate(numbers) if n.value == entry.numbers[have] and span[2] <= n.start < span[3]]
+            at = at or [i for i, n in enumerate(numbers) if n.value == entry.numbers[have]]
+            if not at:
+                continue
+            group = numbers[at[0]].group
+            if lacks.endswith(arm):  # the other half of the statistic: the same group
+                beside = [n for n in numbers if n.group == group]
+            else:  # the other arm's: the statistics printed next to this one
+                arm_groups = sorted({n.group for n in numbers if n.role in (ARM, SIZE) and n.group != group})
+                before = [g for g in arm_groups if g < group][-1:]
+                after = [g for g in arm_groups if g > group][:1]
+                beside = [n for n in numbers if n.group in (*before, *after)]
+            # Both arms may print the same number (326 randomised to each): beside this one, it is
+            # the other arm's even though the outcome has that value.
+            same = entry.numbers[have] if not lacks.endswith(arm) else None
+            unread = [
+                n
+                for n in beside
+                if n.role in (ARM, SIZE) and (n.value.normalize() not in entry.values or n.value.normalize() == same)
+            ]
+            name = entry.name or entry.key
+            item = PossiblyMissed(
+                kind=MissedKind.RESULT_TEXT if place.prose else MissedKind.TABLE_ROW,
+                label=name,
+                text=place.text,
+                page=place.page,
+                source=place.source,
+                start=place.start,
+                end=place.end,
+                numbers=tuple(n.printed for n in unread),
+                why=f"{said}; the one it has is quoted here",
+            )
+            places.append(_Listed(item, RANK_OTHER_ARM, frozenset(n.value for n in unread), prose=place.prose))
+        # One item per place the outcome's quotes are; a place that shows no unread number only
+        # when no other place does (the outcome is still worth naming).
+        found = _merged_by_place(places)
+        listed.extend([f for f in found if f.item.numbers] or found[:1])
+    return listed
+
+
+def _lacking(entry: _Extracted) -> Iterator[tuple[str, str, str, str]]:
+    """(the field it has, the field it lacks, the arm of the one it has, what a reviewer is told)."""
+    for kind in PER_ARM:
+        for arm, other in (ARMS, ARMS[::-1]):
+            if f"{kind}_{arm}" in entry.numbers and f"{kind}_{other}" not in entry.numbers:
+                what = _SAID[kind]
+                yield f"{kind}_{arm}", f"{kind}_{other}", arm, f"it has the {arm} arm's {what}, not the {other} arm's"
+    for kind, partner in GOES_WITH.items():
+        for arm in ARMS:
+            if f"{kind}_{arm}" in entry.numbers and f"{partner}_{arm}" not in entry.numbers:
+                said = f"it has the {arm} arm's {_SAID[kind]}, not its {_SAID[partner]}"
+                yield f"{kind}_{arm}", f"{partner}_{arm}", arm, said
+
+
+def _place(document: ParsedDocument, layout: _Layout, span: Span) -> _Candidate | None:
+    """The row or sentence a quote is in; else the lines it spans (a methods sentence, a table
+    the check does not rebuild), as a place of its own."""
+    page, source, start, _end = span
+    for candidate in (*layout.candidates, *layout.baseline_rows):
+        if candidate.page == page and candidate.source == source and candidate.start <= start < candidate.end:
+            return candidate
+    text = _segment_text(document, page, source)
+    if not text or start >= len(text):
+        return None
+    first = text.rfind("\n", 0, start) + 1
+    last = text.find("\n", max(start, span[3] - 1))
+    last = len(text) if last < 0 else last
+    first, last = max(first, start - MAX_EXCERPT // 2), min(last, max(span[3], start + MAX_EXCERPT // 2))
+    numbers = _numbers(text, first, last, frozenset())
+    excerpt = " ".join(text[first:last].split())
+    return _Candidate(page, source, first, last, "", excerpt, numbers, prose=source == "text")
