@@ -46,7 +46,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from functools import cached_property
@@ -138,6 +138,7 @@ def possibly_missed(
     # A sentence that only repeats the numbers of a listed row adds nothing for the reviewer.
     in_rows = {n for entry in listed if not entry.prose for n in entry.values}
     listed = [e for e in listed if not (e.prose and e.values and e.values <= in_rows)]
+    listed = _tables_read_by_none(listed)
     chosen = _merged_by_place(sorted(listed, key=lambda e: (-e.rank, e.item.page, e.item.start)))[: max(0, limit)]
     chosen.sort(key=lambda e: (e.item.page, e.item.source != "text", e.item.source, e.item.start))
     return [e.item for e in chosen]
@@ -812,6 +813,7 @@ class _Listed:
     rank: float
     values: frozenset[Decimal]  # the item's numbers' values
     prose: bool
+    unread_row_of: str = ""  # the table of a row no value reads (``_Candidate.table``)
 
     def merged(self, other: _Listed) -> _Listed:
         """Two findings at the same place: one item, with both labels and numbers."""
@@ -821,6 +823,36 @@ class _Listed:
         why = item.why if other.item.why == item.why else f"{item.why}; {other.item.why}"
         merged = PossiblyMissed(item.kind, label, item.text, item.page, item.source, item.start, item.end, numbers, why)
         return _Listed(merged, self.rank, self.values | other.values, self.prose and other.prose)
+
+
+def _tables_read_by_none(listed: list[_Listed]) -> list[_Listed]:
+    """The unread rows of one table as one item: a reviewer checks a table once, and a table whose
+    rows no value reads does not fill the list on its own."""
+    rows: dict[str, list[_Listed]] = {}
+    for entry in listed:
+        if entry.unread_row_of:
+            rows.setdefault(entry.unread_row_of, []).append(entry)
+    kept = [e for e in listed if not e.unread_row_of or len(rows[e.unread_row_of]) == 1]
+    for members in rows.values():
+        if len(members) < 2:
+            continue
+        members.sort(key=lambda e: e.item.start)
+        first, last = members[0].item, members[-1].item
+        labels = list(dict.fromkeys(m.item.label for m in members if m.item.label.strip()))
+        item = PossiblyMissed(
+            kind=MissedKind.OUTCOME if any(m.item.kind == MissedKind.OUTCOME for m in members) else MissedKind.TABLE_ROW,
+            label="; ".join(labels),
+            text="\n".join(m.item.text for m in members),
+            page=first.page,
+            source=first.source,
+            start=first.start,
+            end=max(m.item.end for m in members),
+            numbers=tuple(dict.fromkeys(n for m in members for n in m.item.numbers)),
+            why=f"{len(members)} rows of this table that no extracted value reads",
+        )
+        values = frozenset(v for m in members for v in m.values)
+        kept.append(_Listed(item, max(m.rank for m in members), values, prose=False))
+    return kept
 
 
 def _said(label: str) -> str:
@@ -909,7 +941,8 @@ def _unread(candidate: _Candidate, extracted: list[_Extracted], layout: _Layout,
         rank += 1.5  # the extraction read this table's other rows and skipped this one
     if len({n.group for n in candidate.numbers if n.role == ARM}) > MAX_ROW_STATISTICS:
         rank -= 1.0  # a table read column by column: no row to show
-    return _listed(candidate, kind, [n for n in candidate.numbers if n.role != P_VALUE], rank, why)
+    listed = _listed(candidate, kind, [n for n in candidate.numbers if n.role != P_VALUE], rank, why)
+    return replace(listed, unread_row_of="" if candidate.prose else candidate.table)
 
 
 def _listed(candidate: _Candidate, kind: MissedKind, numbers: Iterable[_Number], rank: float, why: str) -> _Listed:
