@@ -10,7 +10,8 @@ grounded fields.
 
 Counting rules (what "listed" means):
 - a dropped outcome is listed when an OUTCOME item's label names it (``name_score`` >= 70 against
-  the gold name), or an item's numbers hold its printed values other than group sizes (two of
+  the gold name; an item for a table's unread rows names each row, its label's parts between
+  "; "), or an item's numbers hold its printed values other than group sizes (two of
   them, or the one there is);
 - a dropped number is listed when an item's numbers hold it and that item is about its outcome
   (its excerpt prints another of the outcome's values, or its label names the outcome), or when
@@ -64,7 +65,13 @@ from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 from extraction_pipeline.core.usage import Usage
-from extraction_pipeline.core.verification.recall import DEFAULT_LIMIT, MissedKind, PossiblyMissed, possibly_missed
+from extraction_pipeline.core.verification.recall import (
+    DEFAULT_LIMIT,
+    LABEL_SEPARATOR,
+    MissedKind,
+    PossiblyMissed,
+    possibly_missed,
+)
 from extraction_pipeline_tests.support import oracle
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
@@ -230,8 +237,13 @@ def _printed(item: PossiblyMissed) -> set[Decimal]:
     return {_decimal(n) for n in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?|\.\d+", item.text)}
 
 
+def _labels(item: PossiblyMissed) -> list[str]:
+    """The outcomes an item names: one label, or several ("; ") for a table's unread rows."""
+    return [part.strip() for part in item.label.split(LABEL_SEPARATOR) if part.strip()]
+
+
 def _names(item: PossiblyMissed, outcome: Outcome) -> bool:
-    return bool(item.label) and name_score(outcome.name, item.label) >= NAME_ENOUGH
+    return any(name_score(outcome.name, label) >= NAME_ENOUGH for label in _labels(item))
 
 
 def outcome_listed(outcome: Outcome, items: list[PossiblyMissed]) -> bool:
@@ -306,7 +318,8 @@ def follow_up_oracle(
     complete (see the module's counting rules)."""
     by_label: dict[str, list[PossiblyMissed]] = {}
     for item in items:
-        by_label.setdefault(_key(" ".join(item.label.split())), []).append(item)
+        for label in _labels(item):
+            by_label.setdefault(_key(label), []).append(item)
     dropped_whole = list(dropped)
     candidates = dropped_whole + [o for i, o in enumerate(partly) if all(o is not other for other in partly[:i])]
 

@@ -260,11 +260,11 @@ def test_a_missed_name_from_the_paper_cannot_close_its_own_list() -> None:
 
 
 def test_an_arms_column_head_is_not_part_of_the_first_rows_label() -> None:
-    from extraction_pipeline.core.verification.recall import possibly_missed
+    from extraction_pipeline.core.verification.recall import LABEL_SEPARATOR, possibly_missed
 
     page = "Results\n" + RESULTS_TABLE
     listed = possibly_missed(ParsedDocument("sha", [page]), {})
-    assert [item.label for item in listed] == ["Stroke", MISSED_NAME]
+    assert [item.label for item in listed] == [f"Stroke{LABEL_SEPARATOR}{MISSED_NAME}"]  # one table, one item
 
 
 def test_a_failing_recall_check_costs_no_document(monkeypatch: pytest.MonkeyPatch) -> None:

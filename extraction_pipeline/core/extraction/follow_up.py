@@ -37,7 +37,7 @@ from extraction_pipeline.core.pdf.parsing import ParsedDocument
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.usage import Usage
 from extraction_pipeline.core.verification.grounding import Grounder
-from extraction_pipeline.core.verification.recall import MissedKind, PossiblyMissed, possibly_missed
+from extraction_pipeline.core.verification.recall import LABEL_SEPARATOR, MissedKind, PossiblyMissed, possibly_missed
 
 OUTCOMES_MODULE = "outcomes"
 # The reviewer's list is short (the check's ten likeliest items), but a model can be asked about
@@ -94,8 +94,9 @@ def check_recall(
     # numbers no value reads (a half-read row): asked again whole, their answer fills only the
     # entry's empty or worse fields.
     longer = possibly_missed(parsed, fields, limit=MAX_ASKED)
-    whole = [m.label for m in longer if m.kind == MissedKind.OUTCOME]
-    rest = [m.label for m in longer if m.kind != MissedKind.OUTCOME]
+    # An item found at one place for several outcomes (a table's unread rows) names each of them.
+    whole = [label for m in longer if m.kind == MissedKind.OUTCOME for label in m.label.split(LABEL_SEPARATOR)]
+    rest = [label for m in longer if m.kind != MissedKind.OUTCOME for label in m.label.split(LABEL_SEPARATOR)]
     labels = [" ".join(label.split()) for label in [*whole, *incomplete, *rest] if label.strip()]
     asked = list(dict.fromkeys(labels))[:MAX_ASKED]
     if not asked:

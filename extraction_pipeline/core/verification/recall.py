@@ -57,6 +57,7 @@ from extraction_pipeline.core.extraction.grounded import GroundedValue
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
 
 DEFAULT_LIMIT = 10  # items per document: a list a reviewer reads to the end
+LABEL_SEPARATOR = "; "  # an item found at one place for several outcomes names each of them
 
 
 class MissedKind(StrEnum):
@@ -151,7 +152,7 @@ def possibly_missed(
 _NUMBER = re.compile(r"(?<![\w.,])(?<![A-Za-z]-)(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?!\d)")
 _PLUS_MINUS = re.compile(r"^\s*(?:±|\+/-|\+-|\+/−)\s*$")
 _SLASH = re.compile(r"^\s*/\s*$")
-_PAREN_OPEN = re.compile(r"^\s*%?\s*[(\[]\s*[-−–]?\s*$")
+_PAREN_OPEN = re.compile(r"^\s*%?\s*[(\[]\s*(?:(?:SD|SE|SEM)\b\s*[=:]?\s*)?[-−–]?\s*$")  # "12 (", "0.25 (SD "
 _CLOSING = re.compile(r"[)\]]")
 _P_BEFORE = re.compile(r"(?:[<>=≤≥]|\bp\b)\s*$", re.IGNORECASE)
 _SIZE_BEFORE = re.compile(r"\b[nN]\s*[=:]\s*$")  # "n = 49": a group size, not a p-value's "="
@@ -803,7 +804,7 @@ def _read(candidate: _Candidate, extracted: list[_Extracted]) -> dict[str, set[i
 # Most likely misses first: a half-read statistic, a missing arm, a missing group size; then rows
 # no value reads, higher when the extraction used their table or the abstract names them, and
 # sentences no value reads (higher in the abstract): a result printed only in the text.
-RANK_HALF_READ, RANK_OTHER_ARM, RANK_GROUP_SIZE, RANK_UNREAD = 7.0, 6.5, 6.0, 2.0
+RANK_HALF_READ, RANK_OTHER_ARM, RANK_GROUP_SIZE, RANK_THIRD_ARM, RANK_UNREAD = 7.0, 6.5, 6.0, 5.0, 2.0
 RANK_TEXT_ONLY = 1.5  # added for a sentence (sentences repeating a listed row's numbers are dropped)
 
 
@@ -814,11 +815,14 @@ class _Listed:
     values: frozenset[Decimal]  # the item's numbers' values
     prose: bool
     unread_row_of: str = ""  # the table of a row no value reads (``_Candidate.table``)
+    rows: int = 0  # an item for this many unread rows of one table (its place spans read rows too)
 
     def merged(self, other: _Listed) -> _Listed:
         """Two findings at the same place: one item, with both labels and numbers."""
         item = self.item
-        label = item.label if _said(other.item.label) in _said(item.label) else f"{item.label}; {other.item.label}"
+        label = item.label
+        if _said(other.item.label) not in _said(item.label):
+            label = f"{item.label}{LABEL_SEPARATOR}{other.item.label}"
         numbers = tuple(dict.fromkeys((*item.numbers, *other.item.numbers)))
         why = item.why if other.item.why == item.why else f"{item.why}; {other.item.why}"
         merged = PossiblyMissed(item.kind, label, item.text, item.page, item.source, item.start, item.end, numbers, why)
@@ -841,7 +845,7 @@ def _tables_read_by_none(listed: list[_Listed]) -> list[_Listed]:
         labels = list(dict.fromkeys(m.item.label for m in members if m.item.label.strip()))
         item = PossiblyMissed(
             kind=MissedKind.OUTCOME if any(m.item.kind == MissedKind.OUTCOME for m in members) else MissedKind.TABLE_ROW,
-            label="; ".join(labels),
+            label=LABEL_SEPARATOR.join(labels),
             text="\n".join(m.item.text for m in members),
             page=first.page,
             source=first.source,
@@ -851,7 +855,7 @@ def _tables_read_by_none(listed: list[_Listed]) -> list[_Listed]:
             why=f"{len(members)} rows of this table that no extracted value reads",
         )
         values = frozenset(v for m in members for v in m.values)
-        kept.append(_Listed(item, max(m.rank for m in members), values, prose=False))
+        kept.append(_Listed(item, max(m.rank for m in members), values, prose=False, rows=len(members)))
     return kept
 
 
@@ -865,7 +869,7 @@ def _merged_by_place(listed: Iterable[_Listed]) -> list[_Listed]:
     merged: list[_Listed] = []
     for entry in listed:
         item = entry.item
-        same = next((i for i, m in enumerate(merged) if _overlap(m.item, item)), None)
+        same = next((i for i, m in enumerate(merged) if not (m.rows or entry.rows) and _overlap(m.item, item)), None)
         if same is None:
             merged.append(entry)
         else:
@@ -909,6 +913,16 @@ def _judge(
             if len(untouched) == 1 and (missing := sorted(untouched[0] - seen)):
                 why = "an extracted outcome has one arm's numbers here and not the other arm's"
                 return _listed(candidate, kind, [numbers[i] for i in missing], RANK_OTHER_ARM, why)
+    if len(groups) == 3:
+        # Three statistics of one shape ("21 (42%) 11 (22%) 10 (20%)": a three-arm trial), two of
+        # them an outcome's: the third arm's comparison is another outcome, left out.
+        shapes = {len(members) for members in groups.values()}
+        anyone = set().union(*by_entry.values())
+        for seen in by_entry.values():
+            untouched = [members for members in groups.values() if not seen & members]
+            if len(shapes) == 1 and len(untouched) == 1 and not untouched[0] & anyone:
+                why = "an extracted outcome compares two arms here; the third arm's numbers no value has"
+                return _listed(candidate, kind, [numbers[i] for i in sorted(untouched[0])], RANK_THIRD_ARM, why)
     return None
 
 
@@ -1100,7 +1114,15 @@ def _place(document: ParsedDocument, layout: _Layout, span: Span) -> _Candidate 
     first = text.rfind("\n", 0, start) + 1
     last = text.find("\n", max(start, span[3] - 1))
     last = len(text) if last < 0 else last
-    first, last = max(first, start - MAX_EXCERPT // 2), min(last, max(span[3], start + MAX_EXCERPT // 2))
+    lines = text[first:last].split("\n")
+    if sum(len(line) for line in lines) / len(lines) >= PROSE_LINE:
+        # Prose: the sentence around the quote (a PDF line often holds half of it). Table cells
+        # keep to the quote's own lines.
+        floor, ceiling = max(0, start - MAX_EXCERPT // 2), min(len(text), max(span[3], start + MAX_EXCERPT // 2))
+        ends = [m.end() for m in _SENTENCE_END.finditer(text, floor, start)]
+        first = ends[-1] if ends else floor
+        after = _SENTENCE_END.search(text, max(start, span[3] - 1), ceiling)
+        last = after.start() if after else ceiling
     numbers = _numbers(text, first, last, frozenset())
     excerpt = " ".join(text[first:last].split())
     return _Candidate(page, source, first, last, "", excerpt, numbers, prose=source == "text")
