@@ -201,7 +201,11 @@ def test_a_three_arm_row_read_for_two_arms_lists_the_third() -> None:
     [item] = possibly_missed(paper, _fields(paper, h2))
     assert item.kind == MissedKind.TABLE_ROW and item.numbers == ("11",) and item.label == "Total PONV"
     assert "third arm" in item.why
-    h1 = {**h2, "outcome_name": ("PONV, H1 vs control", "Total PONV"), "events_treatment": (11, h2["events_treatment"][1])}
+    h1 = {
+        **h2,
+        "outcome_name": ("PONV, H1 vs control", "Total PONV"),
+        "events_treatment": (11, h2["events_treatment"][1]),
+    }
     assert possibly_missed(paper, _fields(paper, h2, h1)) == []
 
 
@@ -297,7 +301,9 @@ def test_a_parsed_table_is_read_when_the_page_text_has_no_rows() -> None:
 
 def test_the_list_is_capped_most_likely_first_and_returned_in_reading_order() -> None:
     # Fifteen tables of one unread row each: fifteen items (a table's unread rows are one).
-    rows = "".join(f"Table {n + 2}. Outcome {n} at 12 weeks\nOutcome {n}\n{n}.1 ± 1.{n}\n{n}.5 ± 2.{n}\n" for n in range(1, 16))
+    rows = "".join(
+        f"Table {n + 2}. Outcome {n} at 12 weeks\nOutcome {n}\n{n}.1 ± 1.{n}\n{n}.5 ± 2.{n}\n" for n in range(1, 16)
+    )
     paper = _paper(ABSTRACT, RESULTS.replace("4. Discussion", rows + "4. Discussion"))
     no_sd = {name: pair for name, pair in PAIN.items() if name != "sd_control"}
     items = possibly_missed(paper, _fields(paper, no_sd, NAUSEA), limit=5)

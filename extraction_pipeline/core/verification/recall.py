@@ -841,10 +841,12 @@ def _tables_read_by_none(listed: list[_Listed]) -> list[_Listed]:
         if len(members) < 2:
             continue
         members.sort(key=lambda e: e.item.start)
-        first, last = members[0].item, members[-1].item
+        first = members[0].item
         labels = list(dict.fromkeys(m.item.label for m in members if m.item.label.strip()))
         item = PossiblyMissed(
-            kind=MissedKind.OUTCOME if any(m.item.kind == MissedKind.OUTCOME for m in members) else MissedKind.TABLE_ROW,
+            kind=MissedKind.OUTCOME
+            if any(m.item.kind == MissedKind.OUTCOME for m in members)
+            else MissedKind.TABLE_ROW,
             label=LABEL_SEPARATOR.join(labels),
             text="\n".join(m.item.text for m in members),
             page=first.page,
@@ -878,7 +880,12 @@ def _merged_by_place(listed: Iterable[_Listed]) -> list[_Listed]:
 
 
 def _overlap(a: PossiblyMissed, b: PossiblyMissed) -> bool:
-    return a.page == b.page and a.source == b.source and a.start < max(b.end, b.start + 1) and b.start < max(a.end, a.start + 1)
+    return (
+        a.page == b.page
+        and a.source == b.source
+        and a.start < max(b.end, b.start + 1)
+        and b.start < max(a.end, a.start + 1)
+    )
 
 
 def _judge(
