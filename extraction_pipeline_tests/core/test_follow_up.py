@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.extraction.extract import extract_item
 from extraction_pipeline.core.extraction.follow_up import merge_answered
 from extraction_pipeline.core.extraction.grounded import GroundedValue, Scalar, fields_of
@@ -286,3 +287,21 @@ def test_a_failing_recall_check_costs_no_document(monkeypatch: pytest.MonkeyPatc
     )
     assert checked.fields is fields and checked.missed is None
     assert checked.notes == ["recall check failed, nothing listed: IndexError: list index out of range"]
+
+
+def test_a_tables_unread_rows_are_asked_for_one_name_each() -> None:
+    from extraction_pipeline.core.extraction.follow_up import check_recall
+    from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
+
+    asked: list[str] = []
+
+    def remember(messages: list[dict[str, str]], template: object) -> tuple[LLMResult, None]:
+        prompt = messages[-1]["content"].rsplit(MISSED_OPEN, 1)[1]
+        asked.extend(line[2:] for line in prompt.splitlines() if line.startswith("- "))
+        raise PermanentError("answer cut at the output limit")  # the first answer is kept
+
+    paper = ParsedDocument("sha", ["Results\n" + RESULTS_TABLE])
+    checked = check_recall({}, paper, RCT_TEMPLATE, follow_up=True, whole_paper_fits=True, ask=remember)
+    assert [m.label for m in checked.missed or []] == [f"Stroke; {MISSED_NAME}"]  # one item for the table
+    assert asked == ["Stroke", MISSED_NAME]  # the model is asked for each row by its own name
+    assert checked.follow_up is not None and checked.follow_up["asked"] == asked

@@ -41,8 +41,10 @@ from extraction_pipeline.core.verification.recall import LABEL_SEPARATOR, Missed
 
 OUTCOMES_MODULE = "outcomes"
 # The reviewer's list is short (the check's ten likeliest items), but a model can be asked about
-# more in the same one call: the follow-up asks about the check's longer list.
+# more in the same one call: the follow-up asks about the check's longer list (items; an item for
+# a table's unread rows names each row), in at most MAX_LABELS names.
 MAX_ASKED = 25
+MAX_LABELS = 60
 
 # How the follow-up's call is made: the assembly's ``_answer`` (reuse of a paid answer, the audit
 # log, the meter), given the messages and the template they ask for.
@@ -98,7 +100,7 @@ def check_recall(
     whole = [label for m in longer if m.kind == MissedKind.OUTCOME for label in m.label.split(LABEL_SEPARATOR)]
     rest = [label for m in longer if m.kind != MissedKind.OUTCOME for label in m.label.split(LABEL_SEPARATOR)]
     labels = [" ".join(label.split()) for label in [*whole, *incomplete, *rest] if label.strip()]
-    asked = list(dict.fromkeys(labels))[:MAX_ASKED]
+    asked = list(dict.fromkeys(labels))[:MAX_LABELS]
     if not asked:
         return Checked(fields, missed)
     if not whole_paper_fits:
