@@ -17,6 +17,14 @@ offsets in that page's text or table text), so the review page can highlight it:
   outcome whose numbers were taken from nowhere, or the group size an outcome lacks;
 - ``RESULT_TEXT``: the same for a sentence of the abstract or the results section.
 
+An extracted outcome missing a number its other numbers imply (one arm's SD and not the other's,
+events without their total, a mean without its SD) is also listed where the number it has is
+quoted — a results row, a baseline-table row, a methods sentence — with the unread numbers printed
+beside that one (the other arm's statistic, or the other half of its own): whatever the layout,
+the lost number is there more often than not. Findings whose places overlap are one item (labels
+joined with ``LABEL_SEPARATOR``), and the unread rows of one table are one item naming each row:
+a reviewer checks a table once, and a long table nobody read does not fill the list alone.
+
 How the paper is read. Plain PDF text prints a table one cell per line (sometimes a row per line,
 sometimes column by column), so rows are rebuilt from the page text: a table's region starts at
 its caption ("Table 2 ..."); in it, a row is a label line followed by the lines that hold only
@@ -34,10 +42,10 @@ interquartile ranges) are shown but never asked for.
 
 Precision matters as much as recall, so a row an extraction used is listed only for the specific
 arm numbers above, and the list is capped, most likely misses first: half-read statistics, then a
-missing arm, missing group sizes, then unread results: rows of tables the extraction used or that
-the abstract names, and sentences of the abstract and the results section no table repeats (a
-result printed only in the text is one a model easily skips), then the rest. The list is
-returned in reading order.
+missing arm, missing group sizes, a three-arm row's third arm, then unread results: rows of
+tables the extraction used or that the abstract names, and sentences of the abstract and the
+results section no table repeats (a result printed only in the text is one a model easily
+skips), then the rest. The list is returned in reading order.
 """
 
 from __future__ import annotations
