@@ -534,7 +534,7 @@ def _region_rows(
             labels = []
             continue
         prose_run = prose_run + 1 if len(line.text.strip()) >= PROSE_LINE else 0
-        if prose_run >= 4:
+        if prose_run >= 4 and rows:  # notes printed between the caption and the body do not end it
             break
         if len(line.text.strip()) > MAX_LABEL_LINE:
             labels = []
