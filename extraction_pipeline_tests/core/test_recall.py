@@ -254,6 +254,33 @@ def test_rows_printed_one_per_line_and_markdown_rows_are_read_too() -> None:
     assert items[0].why == "2 rows of this table that no extracted value reads"
     assert _shown(paper, items[0]) == "Headache 7 (14%) 3 (6%) 0.32\nRash 2 (4%) 1 (2%) 0.99"
     assert _shown(paper, items[1]).startswith("|Quality")
+    assert all(i.text == _shown(paper, i) for i in items)  # what is shown is what is highlighted
+
+
+def test_a_read_row_between_unread_ones_splits_them_into_two_items() -> None:
+    table = (
+        "3. Results\nTable 3. Adverse events\nEvent Drug Placebo P\nHeadache 7 (14%) 3 (6%) 0.32\n"
+        "Rash 2 (4%) 1 (2%) 0.99\nFever 5 (10%) 4 (8%) 0.70\nCough; night 9 (18%) 8 (16%) 0.81\n"
+    )
+    paper = _paper(ABSTRACT, table)
+    rash = {
+        "outcome_name": ("rash", "Rash"),
+        "events_treatment": (2, "Rash 2 (4%) 1 (2%)"),
+        "total_treatment": (50, "Drug X (n = 50)"),
+        "events_control": (1, "Rash 2 (4%) 1 (2%)"),
+        "total_control": (48, "Placebo (n = 48)"),
+    }
+    items = possibly_missed(paper, _fields(paper, rash))
+    assert [i.label for i in items] == ["Headache", "Fever; Cough, night"]  # a row label holds no "; " of its own
+    assert all(i.text == _shown(paper, i) for i in items) and "Rash" not in items[1].text
+
+
+def test_outcomes_whose_totals_are_only_in_column_heads_are_not_listed_for_them() -> None:
+    paper = _paper(ABSTRACT, RESULTS)
+    no_totals = {name: pair for name, pair in NAUSEA.items() if not name.startswith("total_")}
+    items = possibly_missed(paper, _fields(paper, PAIN, no_totals))
+    assert all(i.numbers for i in items)  # no item that shows nothing to read
+    assert not [i for i in items if i.label == "nausea" and "its total" in i.why]
 
 
 def test_results_sentences_are_read_and_methods_sentences_are_not() -> None:

@@ -95,7 +95,7 @@ def check_recall(
     # arm has it (a number the model dropped, whatever the paper's layout), then outcomes with
     # numbers no value reads (a half-read row): asked again whole, their answer fills only the
     # entry's empty or worse fields.
-    longer = possibly_missed(parsed, fields, limit=MAX_ASKED)
+    longer = possibly_missed(parsed, fields, limit=MAX_ASKED, likeliest_first=True)  # names cut likeliest last
     # An item found at one place for several outcomes (a table's unread rows) names each of them.
     whole = [label for m in longer if m.kind == MissedKind.OUTCOME for label in m.label.split(LABEL_SEPARATOR)]
     rest = [label for m in longer if m.kind != MissedKind.OUTCOME for label in m.label.split(LABEL_SEPARATOR)]

@@ -132,11 +132,15 @@ class PossiblyMissed:
 
 
 def possibly_missed(
-    document: ParsedDocument, fields: Mapping[str, GroundedValue], *, limit: int = DEFAULT_LIMIT
+    document: ParsedDocument,
+    fields: Mapping[str, GroundedValue],
+    *,
+    limit: int = DEFAULT_LIMIT,
+    likeliest_first: bool = False,
 ) -> list[PossiblyMissed]:
     """What ``document`` reports that none of ``fields`` (a result's grounded fields, path ->
     GroundedValue, as ``fields_of`` reads them) covers: at most ``limit`` items, the most likely
-    misses kept, in reading order (page, then place on the page)."""
+    misses kept, in reading order (page, then place on the page), or likeliest first."""
     extracted = _extracted(fields)
     sizes = frozenset(value for e in extracted for name, value in e.numbers.items() if name in SIZE_FIELDS)
     layout = _layout(document, sizes)
@@ -147,8 +151,12 @@ def possibly_missed(
     # A sentence that only repeats the numbers of a listed row adds nothing for the reviewer.
     in_rows = {n for entry in listed if not entry.prose for n in entry.values}
     listed = [e for e in listed if not (e.prose and e.values and e.values <= in_rows)]
-    listed = _tables_read_by_none(listed)
-    chosen = _merged_by_place(sorted(listed, key=lambda e: (-e.rank, e.item.page, e.item.start)))[: max(0, limit)]
+    listed = _tables_read_by_none(document, listed, [c for c in layout.candidates if not c.prose])
+    likeliest = _merged_by_place(sorted(listed, key=lambda e: (-e.rank, e.item.page, e.item.start)))
+    keys: set[str] = set()
+    chosen = [e for e in likeliest if not (e.item.key in keys or keys.add(e.item.key))][: max(0, limit)]  # one per key
+    if likeliest_first:
+        return [e.item for e in chosen]
     chosen.sort(key=lambda e: (e.item.page, e.item.source != "text", e.item.source, e.item.start))
     return [e.item for e in chosen]
 
@@ -534,7 +542,7 @@ def _region_rows(
             labels = []
             continue
         prose_run = prose_run + 1 if len(line.text.strip()) >= PROSE_LINE else 0
-        if prose_run >= 4 and rows:  # notes printed between the caption and the body do not end it
+        if prose_run >= 4:
             break
         if len(line.text.strip()) > MAX_LABEL_LINE:
             labels = []
@@ -617,7 +625,9 @@ def _parsed_table_rows(page: int, tables: list[ParsedTable], sizes: frozenset[De
             label = _clean_label(first_cell) if _LETTERS.search(first_cell) else ""
             numbers = _numbers(table.text, at + (len(first_cell) if label else 0), at + len(line), sizes)
             if label and _reports_results(numbers):
-                rows.append(_Candidate(page, f"table {number}", at, at + len(line), label, line, numbers, prose=False))
+                row = _Candidate(page, f"table {number}", at, at + len(line), label, line, numbers, prose=False)
+                row.table = f"{page}:table {number}"
+                rows.append(row)
             at += len(line) + 1
     return rows
 
@@ -837,36 +847,55 @@ class _Listed:
         return _Listed(merged, self.rank, self.values | other.values, self.prose and other.prose)
 
 
-def _tables_read_by_none(listed: list[_Listed]) -> list[_Listed]:
-    """The unread rows of one table as one item: a reviewer checks a table once, and a table whose
-    rows no value reads does not fill the list on its own."""
-    rows: dict[str, list[_Listed]] = {}
+def _tables_read_by_none(document: ParsedDocument, listed: list[_Listed], rows: list[_Candidate]) -> list[_Listed]:
+    """Consecutive unread rows of one table as one item: a reviewer checks a table once, and a
+    table whose rows no value reads does not fill the list on its own. A row that is read (or
+    listed for another reason) between them splits them, so the item's place is exactly its rows."""
+    order: dict[str, list[tuple[int, str]]] = {}  # table -> its rows' (start, source), in order
+    for row in rows:
+        if row.table:
+            order.setdefault(row.table, []).append((row.start, row.source))
+    unread: dict[tuple[str, int], _Listed] = {}
     for entry in listed:
         if entry.unread_row_of:
-            rows.setdefault(entry.unread_row_of, []).append(entry)
-    kept = [e for e in listed if not e.unread_row_of or len(rows[e.unread_row_of]) == 1]
-    for members in rows.values():
-        if len(members) < 2:
-            continue
-        members.sort(key=lambda e: e.item.start)
-        first = members[0].item
-        labels = list(dict.fromkeys(m.item.label for m in members if m.item.label.strip()))
-        item = PossiblyMissed(
-            kind=MissedKind.OUTCOME
-            if any(m.item.kind == MissedKind.OUTCOME for m in members)
-            else MissedKind.TABLE_ROW,
-            label=LABEL_SEPARATOR.join(labels),
-            text="\n".join(m.item.text for m in members),
-            page=first.page,
-            source=first.source,
-            start=first.start,
-            end=max(m.item.end for m in members),
-            numbers=tuple(dict.fromkeys(n for m in members for n in m.item.numbers)),
-            why=f"{len(members)} rows of this table that no extracted value reads",
-        )
-        values = frozenset(v for m in members for v in m.values)
-        kept.append(_Listed(item, max(m.rank for m in members), values, prose=False, rows=len(members)))
-    return kept
+            unread[(entry.unread_row_of, entry.item.start)] = entry
+    kept = [e for e in listed if not e.unread_row_of]
+    for table, places in order.items():
+        run: list[_Listed] = []
+        for start, _source in [*sorted(places), (-1, "")]:  # (-1): the end of the table closes the last run
+            if (table, start) in unread:
+                run.append(unread.pop((table, start)))
+                continue
+            if len(run) >= 2:
+                kept.append(_one_item(document, run))
+            else:
+                kept.extend(run)
+            run = []
+    return kept + list(unread.values())  # (none left: every unread row belongs to a table's rows)
+
+
+def _one_item(document: ParsedDocument, members: list[_Listed]) -> _Listed:
+    """Several consecutive rows of a table as one item, naming each."""
+    first, last = members[0].item, members[-1].item
+    labels = list(dict.fromkeys(m.item.label for m in members if m.item.label.strip()))
+    item = PossiblyMissed(
+        kind=MissedKind.OUTCOME if any(m.item.kind == MissedKind.OUTCOME for m in members) else MissedKind.TABLE_ROW,
+        label=LABEL_SEPARATOR.join(labels),
+        text=_segment_text(document, first.page, first.source)[first.start : last.end],
+        page=first.page,
+        source=first.source,
+        start=first.start,
+        end=last.end,
+        numbers=tuple(dict.fromkeys(n for m in members for n in m.item.numbers)),
+        why=f"{len(members)} rows of this table that no extracted value reads",
+    )
+    values = frozenset(v for m in members for v in m.values)
+    return _Listed(item, max(m.rank for m in members), values, prose=False, rows=len(members))
+
+
+def _one_label(label: str) -> str:
+    """A label as one name: the separator of several names is not part of it."""
+    return label.replace(LABEL_SEPARATOR, ", ")
 
 
 def _said(label: str) -> str:
@@ -978,7 +1007,7 @@ def _listed(candidate: _Candidate, kind: MissedKind, numbers: Iterable[_Number],
     chosen = list(numbers)
     item = PossiblyMissed(
         kind=kind,
-        label=candidate.label,
+        label=_one_label(candidate.label),
         text=candidate.text,
         page=candidate.page,
         source=candidate.source,
@@ -1015,7 +1044,7 @@ def _missing_sizes(document: ParsedDocument, extracted: list[_Extracted], rows: 
         in_row = any(r.page == page and r.source == source and r.start <= start < r.end for r in rows)
         item = PossiblyMissed(
             kind=MissedKind.TABLE_ROW if in_row or source != "text" else MissedKind.RESULT_TEXT,
-            label=f"{', '.join(dict.fromkeys(names))}: group size of the {arm} arm",
+            label=_one_label(f"{', '.join(dict.fromkeys(names))}: group size of the {arm} arm"),
             text=" ".join(_segment_text(document, page, source)[start:end].split()),
             page=page,
             source=source,
@@ -1053,6 +1082,8 @@ def _incomplete(document: ParsedDocument, extracted: list[_Extracted], layout: _
     more often than not."""
     listed = []
     for entry in extracted:
+        if not entry.key.startswith("outcomes."):
+            continue  # the per-arm baseline module: its group sizes are ``_missing_sizes``' business
         places: list[_Listed] = []
         for have, lacks, arm, said in _lacking(entry):
             span = entry.where.get(have)
@@ -1082,10 +1113,11 @@ def _incomplete(document: ParsedDocument, extracted: list[_Extracted], layout: _
                 for n in beside
                 if n.role in (ARM, SIZE) and (n.value.normalize() not in entry.values or n.value.normalize() == same)
             ]
-            name = entry.name or entry.key
+            if not unread:
+                continue  # nothing to show (a total printed only in a column head): no item
             item = PossiblyMissed(
                 kind=MissedKind.RESULT_TEXT if place.prose else MissedKind.TABLE_ROW,
-                label=name,
+                label=_one_label(entry.name or entry.key),
                 text=place.text,
                 page=place.page,
                 source=place.source,
@@ -1095,10 +1127,7 @@ def _incomplete(document: ParsedDocument, extracted: list[_Extracted], layout: _
                 why=f"{said}; the one it has is quoted here",
             )
             places.append(_Listed(item, RANK_OTHER_ARM, frozenset(n.value for n in unread), prose=place.prose))
-        # One item per place the outcome's quotes are; a place that shows no unread number only
-        # when no other place does (the outcome is still worth naming).
-        found = _merged_by_place(places)
-        listed.extend([f for f in found if f.item.numbers] or found[:1])
+        listed.extend(_merged_by_place(places))  # one item per place the outcome's quotes are
     return listed
 
 
@@ -1130,7 +1159,8 @@ def _place(document: ParsedDocument, layout: _Layout, span: Span) -> _Candidate 
     last = text.find("\n", max(start, span[3] - 1))
     last = len(text) if last < 0 else last
     lines = text[first:last].split("\n")
-    if sum(len(line) for line in lines) / len(lines) >= PROSE_LINE:
+    prose = source == "text" and not re.search(r"\t| {2,}", text[first:last])  # no cells set apart
+    if prose and sum(len(line) for line in lines) / len(lines) >= PROSE_LINE:
         # Prose: the sentence around the quote (a PDF line often holds half of it). Table cells
         # keep to the quote's own lines.
         floor, ceiling = max(0, start - MAX_EXCERPT // 2), min(len(text), max(span[3], start + MAX_EXCERPT // 2))
@@ -1140,4 +1170,4 @@ def _place(document: ParsedDocument, layout: _Layout, span: Span) -> _Candidate 
         last = after.start() if after else ceiling
     numbers = _numbers(text, first, last, frozenset())
     excerpt = " ".join(text[first:last].split())
-    return _Candidate(page, source, first, last, "", excerpt, numbers, prose=source == "text")
+    return _Candidate(page, source, first, last, "", excerpt, numbers, prose=prose)
