@@ -226,6 +226,36 @@ def test_a_three_arm_sentence_with_sds_written_out_lists_the_third_arms_mean_and
     assert item.kind == MissedKind.RESULT_TEXT and item.numbers == ("0.11", "0.81")
 
 
+NOTES = (
+    "Data are expressed as least squares mean (standard error) at week 8 in the efficacy sample.\n"
+    "Response rate is defined as a reduction of at least a quarter from baseline in the score.\n"
+    "CY-BOCS Children's Yale-Brown obsessive-compulsive scale, compulsion subscale only here.\n"
+    "Differences are given between drug X and placebo with their 95% confidence intervals.\n"
+)
+
+
+def test_notes_between_a_tables_caption_and_its_column_heads_do_not_end_the_table() -> None:
+    table = (
+        "3. Results\nTable 2. Efficacy endpoints\n"
+        + NOTES
+        + "Drug X (n = 50)\nPlacebo (n = 48)\nGait speed\n1.2 (0.3)\n1.0 (0.4)\n"
+    )
+    paper = _paper(ABSTRACT, table)
+    [item] = possibly_missed(paper, _fields(paper, PAIN))
+    assert (
+        item.kind == MissedKind.OUTCOME and item.label == "Gait speed" and item.numbers == ("1.2", "0.3", "1.0", "0.4")
+    )
+
+
+def test_a_caption_followed_by_prose_ends_its_table_and_the_sentences_are_read() -> None:
+    sentence = "The hospital stay was 5.2 ± 2.1 days with drug X and 6.0 ± 2.4 days with placebo (P = 0.07).\n"
+    page = "3. Results\nTable 2. Efficacy endpoints (on the next page)\n" + NOTES + sentence + "4. Discussion\n"
+    paper = _paper(ABSTRACT, page)
+    [item] = possibly_missed(paper, _fields(paper, PAIN))
+    assert item.kind == MissedKind.OUTCOME and item.label == "hospital stay"
+    assert item.numbers == ("5.2", "2.1", "6.0", "2.4") and _shown(paper, item) == sentence.strip()
+
+
 def test_a_row_naming_an_extracted_outcome_by_the_evaluations_matching_is_not_a_new_outcome() -> None:
     # "HbA1c" is "glycated haemoglobin" for the evaluation: the row's numbers are what is missing.
     page = RESULTS.replace("Length of stay, days", "HbA1c, %")

@@ -543,7 +543,9 @@ def _region_rows(
             continue
         prose_run = prose_run + 1 if len(line.text.strip()) >= PROSE_LINE else 0
         if prose_run >= 4:
-            break
+            if rows or not _column_heads_follow(lines, index + 1, last):
+                break
+            prose_run = 0  # notes printed between the caption and the body: the columns' heads follow
         if len(line.text.strip()) > MAX_LABEL_LINE:
             labels = []
             continue
@@ -568,6 +570,17 @@ def _labelled(label: str, group_label: str) -> str:
     if group_label and (not label or _GENERIC_LABEL.match(label)):
         return f"{_clean_label(group_label)}: {label}" if label else _clean_label(group_label)
     return label
+
+
+HEADS_AFTER_NOTES = 12  # lines after a caption's notes in which a table's column heads may start
+
+
+def _column_heads_follow(lines: list[_Line], first: int, last: int) -> bool:
+    """Do an arm's column heads ("Placebo (n = 45)", "n = 45") follow within a few lines?"""
+    return any(
+        lines[i].kind == GROUP_SIZE or _ARM_HEAD.search(lines[i].text)
+        for i in range(first, min(last, first + HEADS_AFTER_NOTES))
+    )
 
 
 def _row(
