@@ -151,7 +151,7 @@ def possibly_missed(
     # A sentence that only repeats the numbers of a listed row adds nothing for the reviewer.
     in_rows = {n for entry in listed if not entry.prose for n in entry.values}
     listed = [e for e in listed if not (e.prose and e.values and e.values <= in_rows)]
-    listed = _tables_read_by_none(document, listed, [c for c in layout.candidates if not c.prose])
+    listed = _tables_read_by_none(document, listed)
     likeliest = _merged_by_place(sorted(listed, key=lambda e: (-e.rank, e.item.page, e.item.start)))
     keys: set[str] = set()
     chosen = [e for e in likeliest if not (e.item.key in keys or keys.add(e.item.key))][: max(0, limit)]  # one per key
@@ -860,35 +860,25 @@ class _Listed:
         return _Listed(merged, self.rank, self.values | other.values, self.prose and other.prose)
 
 
-def _tables_read_by_none(document: ParsedDocument, listed: list[_Listed], rows: list[_Candidate]) -> list[_Listed]:
-    """Consecutive unread rows of one table as one item: a reviewer checks a table once, and a
-    table whose rows no value reads does not fill the list on its own. A row that is read (or
-    listed for another reason) between them splits them, so the item's place is exactly its rows."""
-    order: dict[str, list[tuple[int, str]]] = {}  # table -> its rows' (start, source), in order
-    for row in rows:
-        if row.table:
-            order.setdefault(row.table, []).append((row.start, row.source))
-    unread: dict[tuple[str, int], _Listed] = {}
+def _tables_read_by_none(document: ParsedDocument, listed: list[_Listed]) -> list[_Listed]:
+    """The unread rows of one table as one item naming each: a reviewer checks a table once, and a
+    table whose rows no value reads does not fill the list on its own. Its place runs from the
+    first of them to the last (rows read between them are shown too; the label names the unread)."""
+    rows: dict[str, list[_Listed]] = {}
     for entry in listed:
         if entry.unread_row_of:
-            unread[(entry.unread_row_of, entry.item.start)] = entry
-    kept = [e for e in listed if not e.unread_row_of]
-    for table, places in order.items():
-        run: list[_Listed] = []
-        for start, _source in [*sorted(places), (-1, "")]:  # (-1): the end of the table closes the last run
-            if (table, start) in unread:
-                run.append(unread.pop((table, start)))
-                continue
-            if len(run) >= 2:
-                kept.append(_one_item(document, run))
-            else:
-                kept.extend(run)
-            run = []
-    return kept + list(unread.values())  # (none left: every unread row belongs to a table's rows)
+            rows.setdefault(entry.unread_row_of, []).append(entry)
+    kept = [e for e in listed if not e.unread_row_of or len(rows[e.unread_row_of]) == 1]
+    kept += [
+        _one_item(document, sorted(members, key=lambda e: e.item.start))
+        for members in rows.values()
+        if len(members) > 1
+    ]
+    return kept
 
 
 def _one_item(document: ParsedDocument, members: list[_Listed]) -> _Listed:
-    """Several consecutive rows of a table as one item, naming each."""
+    """Several rows of a table as one item, naming each; its text is all it highlights."""
     first, last = members[0].item, members[-1].item
     labels = list(dict.fromkeys(m.item.label for m in members if m.item.label.strip()))
     item = PossiblyMissed(
