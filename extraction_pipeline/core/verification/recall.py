@@ -153,8 +153,11 @@ def possibly_missed(
     listed = [e for e in listed if not (e.prose and e.values and e.values <= in_rows)]
     listed = _tables_read_by_none(document, listed)
     likeliest = _merged_by_place(sorted(listed, key=lambda e: (-e.rank, e.item.page, e.item.start)))
-    keys: set[str] = set()
-    chosen = [e for e in likeliest if not (e.item.key in keys or keys.add(e.item.key))][: max(0, limit)]  # one per key
+    chosen: list[_Listed] = []  # one item per key (a dismissal names its key), the likeliest
+    for entry in likeliest:
+        if all(entry.item.key != kept.item.key for kept in chosen):
+            chosen.append(entry)
+    chosen = chosen[: max(0, limit)]
     if likeliest_first:
         return [e.item for e in chosen]
     chosen.sort(key=lambda e: (e.item.page, e.item.source != "text", e.item.source, e.item.start))
@@ -545,7 +548,9 @@ def _region_rows(
         if prose_run >= 4:
             if rows or not _column_heads_follow(lines, index + 1, last):
                 break
-            prose_run = 0  # notes printed between the caption and the body: the columns' heads follow
+            # Notes printed between the caption and the body (the columns' heads follow): no label.
+            prose_run, labels, group_label = 0, [], ""
+            continue
         if len(line.text.strip()) > MAX_LABEL_LINE:
             labels = []
             continue
@@ -851,8 +856,8 @@ class _Listed:
     def merged(self, other: _Listed) -> _Listed:
         """Two findings at the same place: one item, with both labels and numbers."""
         item = self.item
-        label = item.label
-        if _said(other.item.label) not in _said(item.label):
+        label = item.label or other.item.label
+        if item.label and other.item.label and _said(other.item.label) not in _said(item.label):
             label = f"{item.label}{LABEL_SEPARATOR}{other.item.label}"
         numbers = tuple(dict.fromkeys((*item.numbers, *other.item.numbers)))
         why = item.why if other.item.why == item.why else f"{item.why}; {other.item.why}"
@@ -1161,9 +1166,11 @@ def _place(document: ParsedDocument, layout: _Layout, span: Span) -> _Candidate 
     first = text.rfind("\n", 0, start) + 1
     last = text.find("\n", max(start, span[3] - 1))
     last = len(text) if last < 0 else last
+    first, last = max(first, start - MAX_EXCERPT // 2), min(last, max(span[3], start + MAX_EXCERPT // 2))
     lines = text[first:last].split("\n")
-    prose = source == "text" and not re.search(r"\t| {2,}", text[first:last])  # no cells set apart
-    if prose and sum(len(line) for line in lines) / len(lines) >= PROSE_LINE:
+    cells = re.search(r"\t| {3,}", text[first:last])  # cells set apart (two spaces may end a sentence)
+    prose = source == "text" and not cells and sum(len(line) for line in lines) / len(lines) >= PROSE_LINE
+    if prose:
         # Prose: the sentence around the quote (a PDF line often holds half of it). Table cells
         # keep to the quote's own lines.
         floor, ceiling = max(0, start - MAX_EXCERPT // 2), min(len(text), max(span[3], start + MAX_EXCERPT // 2))
