@@ -1,6 +1,6 @@
 """Layering rules (ARCHITECTURE.md): `core` never imports dagster, directly or indirectly, nor the
 web framework or the adapters built on it (`defs`, `web`, `cli`); `defs` never imports
-`definitions.py`."""
+`definitions.py`; no two modules import each other, however indirectly."""
 
 from __future__ import annotations
 
@@ -70,3 +70,88 @@ def test_no_defs_module_imports_the_definitions() -> None:
     }
     assert {name: mods for name, mods in offenders.items() if mods} == {}
     assert len(list(DEFS.rglob("*.py"))) > 5
+
+
+PACKAGE = CORE.parent
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Which of our modules each of our modules imports, at module level or inside a function (a
+    deferred import that closes a cycle is still a cycle: two modules that cannot stand apart)."""
+    modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+    def ours(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(filter(None, (ours(alias.name) for alias in node.names)))
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([node.module] if node.module else [])])
+                for alias in node.names:  # `from a.b import c` may import the module a.b.c
+                    found = f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else ours(base)
+                    if found:
+                        targets.add(found)
+        targets.discard(name)
+        graph[name] = targets
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_in_the_package() -> None:
+    graph = _import_graph()
+    # The scan really saw the package and its imports, deferred ones included.
+    assert len(graph) > 100 and sum(map(len, graph.values())) > 200
+    assert "extraction_pipeline.core.llm.anthropic_batches" in graph["extraction_pipeline.core.llm.provider_batches"]
+    assert "extraction_pipeline.core.export.synthesis_sheets" in graph["extraction_pipeline.core.export.workbook"]
+    assert _cycles(graph) == []

@@ -225,9 +225,10 @@ def test_batch_status_says_what_an_open_batch_waits_for(tmp_path: Path, pdfs: li
     assert status["waiting_for"] == [said]
 
 
-def test_batch_create_loads_no_heavy_library(home: Path) -> None:
+def test_batch_create_loads_no_heavy_library(home: Path, pdfs: list[Path]) -> None:
     """`batch create` must answer fast: it must not import dagster, litellm, pymupdf or pydantic
     (the template's output models; freezing a template needs only its definition)."""
+    run_cli(home, "documents", "add", "trials", *map(str, pdfs), check=True)  # already there when run after the others
     code = (
         "import sys\nfrom extraction_pipeline.cli import main\n"
         "code = main(['batch', 'create', 'trials', '--user', 'u', '--idempotency-key', 'imports'])\n"

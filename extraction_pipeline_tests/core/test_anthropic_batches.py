@@ -35,16 +35,17 @@ from extraction_pipeline.core.ledger.queries import progress
 from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.llm import anthropic_batches as ab
 from extraction_pipeline.core.llm import provider_batches as pb
+from extraction_pipeline.core.llm.batch_model import BatchAnswer, BatchFailure, BatchRequest, BatchStatus, FailureKind
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
-from extraction_pipeline.core.llm.provider_batches import BatchAnswer, BatchFailure, BatchStatus, FailureKind
 from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 from extraction_pipeline_tests.support.dagster_runs import answer_from_trial
+from extraction_pipeline_tests.support.extraction_cases import paper, paper_answer, paper_requests
 from extraction_pipeline_tests.support.fake_anthropic_batches import FakeAnthropicBatchServer
-from extraction_pipeline_tests.support.fake_llm import Reply, extraction_json
+from extraction_pipeline_tests.support.fake_llm import Reply
 
 MODEL = "anthropic/claude-sonnet-4-5-20250929"
 KEY = "sk-ant-batch-test-0123456789abcdef"
@@ -65,17 +66,6 @@ def _config(fake: FakeAnthropicBatchServer, **overrides: object) -> LLMConfig:
     return LLMConfig(**(settings | overrides))  # type: ignore[arg-type]
 
 
-def _paper(n: int) -> str:
-    return f"Trial {n}: registered as NCT0000000{n}; {100 + n} participants were randomized."
-
-
-def _requests(count: int) -> list[pb.BatchRequest]:
-    return [
-        pb.BatchRequest(f"paper-{n}", build_messages(RCT_TEMPLATE, [_paper(n)]), RCT_TEMPLATE)
-        for n in range(1, count + 1)
-    ]
-
-
 def _last_text(params: dict[str, Any]) -> str:
     content = params["messages"][-1]["content"]
     return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
@@ -83,12 +73,10 @@ def _last_text(params: dict[str, Any]) -> str:
 
 def _answer(params: dict[str, Any]) -> Reply:
     """The trial's registration and size, quoted from the paper in the prompt."""
-    n = int(_last_text(params).split("NCT0000000", 1)[1][0])
-    values = {"metadata.nct_number": (f"NCT0000000{n}", _paper(n)), "metadata.randomized_n": (100 + n, _paper(n))}
-    return Reply(extraction_json(values))
+    return Reply(paper_answer(_last_text(params))[1])
 
 
-def _templates(requests: list[pb.BatchRequest]) -> dict[str, TemplateDefinition]:
+def _templates(requests: list[BatchRequest]) -> dict[str, TemplateDefinition]:
     return {r.custom_id: r.template for r in requests}
 
 
@@ -105,7 +93,7 @@ def _batch_cost(fresh: int, out: int, read: int = 0, written: int = 0) -> float:
 
 def test_the_params_are_the_body_of_an_ordinary_call(fake: FakeAnthropicBatchServer) -> None:
     config = _config(fake)
-    messages = build_messages(RCT_TEMPLATE, [_paper(1)])
+    messages = build_messages(RCT_TEMPLATE, [paper(1)])
     complete_extraction(config, messages, RCT_TEMPLATE)  # an ordinary call, to the same fake
     [sent] = fake.message_requests
     params, beta = ab.message_params(config, messages, RCT_TEMPLATE)
@@ -118,7 +106,7 @@ def test_the_params_are_the_body_of_an_ordinary_call(fake: FakeAnthropicBatchSer
 
 def test_submit_poll_and_collect_answers_at_the_batch_price(fake: FakeAnthropicBatchServer) -> None:
     config = _config(fake)
-    requests = _requests(3)
+    requests = paper_requests(3)
     assert pb.supports_provider_batches(MODEL) and pb.supports_provider_batches("anthropic/claude-sonnet-4-5")
     submitted = pb.submit(config, requests)
     assert submitted.batch_id.startswith("msgbatch_") and submitted.count == 3
@@ -158,7 +146,7 @@ def test_submit_poll_and_collect_answers_at_the_batch_price(fake: FakeAnthropicB
 
 def test_cached_tokens_are_counted_at_the_batch_cache_rates(fake: FakeAnthropicBatchServer) -> None:
     config = _config(fake)
-    requests = _requests(2)
+    requests = paper_requests(2)
     submitted = pb.submit(config, requests)
     fake.advance(submitted.batch_id)
     first, second = pb.collect(config, pb.poll(config, submitted.batch_id), _templates(requests))
@@ -181,7 +169,7 @@ def test_cached_tokens_are_counted_at_the_batch_cache_rates(fake: FakeAnthropicB
 
 def test_errored_canceled_and_expired_requests_fall_back_with_their_reason(fake: FakeAnthropicBatchServer) -> None:
     config = _config(fake)
-    requests = _requests(4)
+    requests = paper_requests(4)
     replies = {
         "NCT00000001": Reply(status=529, error="overloaded"),
         "NCT00000002": Reply(status=400, error_message="messages: something the provider refused"),
@@ -205,7 +193,7 @@ def test_errored_canceled_and_expired_requests_fall_back_with_their_reason(fake:
 
 def test_a_cancelled_batch_keeps_what_it_answered(fake: FakeAnthropicBatchServer) -> None:
     config = _config(fake)
-    requests = _requests(3)
+    requests = paper_requests(3)
     submitted = pb.submit(config, requests)
     fake.advance(submitted.batch_id, lines=1)
     state = pb.cancel(config, submitted.batch_id)
@@ -225,7 +213,7 @@ def test_a_cancelled_batch_keeps_what_it_answered(fake: FakeAnthropicBatchServer
 
 def test_a_cut_answer_and_an_invalid_one_are_failures_that_were_paid(fake: FakeAnthropicBatchServer) -> None:
     config = _config(fake, output_tokens=40)
-    requests = _requests(2)
+    requests = paper_requests(2)
     fake.answer = lambda params: (
         _answer(params) if "NCT00000001" in _last_text(params) else Reply("this is not the JSON asked for")
     )
@@ -240,7 +228,7 @@ def test_a_cut_answer_and_an_invalid_one_are_failures_that_were_paid(fake: FakeA
 
 
 def test_a_refused_submit_is_permanent_and_an_overloaded_one_transient(fake: FakeAnthropicBatchServer) -> None:
-    requests = _requests(2)
+    requests = paper_requests(2)
     # The fake checks every request as a Messages call: more output than the model writes.
     with pytest.raises(PermanentError, match=r"HTTP 400 .*requests\.0\.params: max_tokens: 100000 > 64000") as refused:
         pb.submit(_config(fake, output_tokens=100_000), requests)
@@ -253,7 +241,7 @@ def test_a_refused_submit_is_permanent_and_an_overloaded_one_transient(fake: Fak
     with pytest.raises(PermanentError, match="unique"):
         pb.submit(_config(fake), [*requests, requests[0]])
     with pytest.raises(PermanentError, match="1-64 letters"):
-        pb.submit(_config(fake), [pb.BatchRequest("paper 1", requests[0].messages, RCT_TEMPLATE)])
+        pb.submit(_config(fake), [BatchRequest("paper 1", requests[0].messages, RCT_TEMPLATE)])
     with pytest.raises(PermanentError, match="no requests"):
         pb.submit(_config(fake), [])
 
@@ -261,9 +249,9 @@ def test_a_refused_submit_is_permanent_and_an_overloaded_one_transient(fake: Fak
 def test_errors_are_classified_and_carry_no_key(fake: FakeAnthropicBatchServer) -> None:
     config = _config(fake)
     with pytest.raises(PermanentError, match=r"HTTP 401 .*authentication_error") as wrong_key:
-        pb.submit(_config(fake, api_key="sk-ant-wrong-key-0123456789"), _requests(1))
+        pb.submit(_config(fake, api_key="sk-ant-wrong-key-0123456789"), paper_requests(1))
     assert "sk-ant-wrong-key" not in str(wrong_key.value)
-    submitted = pb.submit(config, _requests(1))
+    submitted = pb.submit(config, paper_requests(1))
     fake.fail_next("retrieve", Reply(status=429, error="rate_limit"))
     with pytest.raises(RateLimitedError) as limited:
         pb.poll(config, submitted.batch_id)
@@ -285,7 +273,7 @@ def test_errors_are_classified_and_carry_no_key(fake: FakeAnthropicBatchServer) 
 
 def test_split_requests_uses_anthropic_sizes_and_limits(fake: FakeAnthropicBatchServer) -> None:
     config = _config(fake)
-    requests = _requests(5)
+    requests = paper_requests(5)
     size = ab.request_size(config, requests[0])
     assert pb.split_requests(config, requests) == [requests]
     assert [len(g) for g in pb.split_requests(config, requests, max_requests=2)] == [2, 2, 1]

@@ -25,6 +25,7 @@ from extraction_pipeline.core.ledger.queries import progress, undispatched_items
 from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.ledger.schema import ProviderBatchPhase
 from extraction_pipeline.core.llm import provider_batches as provider
+from extraction_pipeline.core.llm.batch_model import BatchRequest, SubmittedBatch
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
 from extraction_pipeline.core.pdf.registration import register_pdf
@@ -99,7 +100,7 @@ def test_a_submit_retried_after_a_transient_failure_sends_nothing_twice(
     real_submit = provider.submit
     calls = {"n": 0}
 
-    def flaky(llm: LLMConfig, group: list[provider.BatchRequest]) -> provider.SubmittedBatch:
+    def flaky(llm: LLMConfig, group: list[BatchRequest]) -> SubmittedBatch:
         calls["n"] += 1
         if calls["n"] == 2:
             raise TransientError("HTTP 503 the provider is down for a moment", provider=True)
@@ -156,7 +157,7 @@ def test_a_cancel_while_the_prompts_upload_cancels_what_was_just_submitted(
 ) -> None:
     real_submit = provider.submit
 
-    def cancelled_meanwhile(llm: LLMConfig, group: list[provider.BatchRequest]) -> provider.SubmittedBatch:
+    def cancelled_meanwhile(llm: LLMConfig, group: list[BatchRequest]) -> SubmittedBatch:
         submitted = real_submit(llm, group)
         flow.cancel_provider_batches(case.ledger, case.batch, case.llm)  # the analyst, from the CLI
         return submitted

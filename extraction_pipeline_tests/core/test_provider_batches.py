@@ -21,13 +21,22 @@ from extraction_pipeline.core.errors import (
     PermanentError,
     TransientError,
 )
-from extraction_pipeline.core.extraction.prompts import build_messages
 from extraction_pipeline.core.llm import provider_batches as pb
+from extraction_pipeline.core.llm.batch_model import (
+    BatchAnswer,
+    BatchFailure,
+    BatchOutcome,
+    BatchRequest,
+    BatchState,
+    BatchStatus,
+    FailureKind,
+    RequestCounts,
+)
 from extraction_pipeline.core.llm.classify import classify
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction, parse_answer
-from extraction_pipeline.core.llm.provider_batches import BatchAnswer, BatchFailure, BatchStatus, FailureKind
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
+from extraction_pipeline_tests.support.extraction_cases import paper_answer, paper_requests
 from extraction_pipeline_tests.support.fake_batches import FakeBatchServer
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
 
@@ -49,30 +58,17 @@ def _config(fake: FakeBatchServer, **overrides: object) -> LLMConfig:
     return LLMConfig(**(settings | overrides))  # type: ignore[arg-type]
 
 
-def _paper(n: int) -> str:
-    return f"Trial {n}: registered as NCT0000000{n}; {100 + n} participants were randomized."
-
-
-def _requests(count: int) -> list[pb.BatchRequest]:
-    return [
-        pb.BatchRequest(f"paper-{n}", build_messages(RCT_TEMPLATE, [_paper(n)]), RCT_TEMPLATE)
-        for n in range(1, count + 1)
-    ]
-
-
 def _answer(body: dict[str, object]) -> Reply:
     """The trial's registration and size, quoted from the paper in the prompt."""
-    text = str(body["messages"][-1]["content"])  # type: ignore[index]
-    n = int(text.split("NCT0000000", 1)[1][0])
-    values = {"metadata.nct_number": (f"NCT0000000{n}", _paper(n)), "metadata.randomized_n": (100 + n, _paper(n))}
-    return Reply(extraction_json(values), tokens_in=1000 + n)
+    n, answer = paper_answer(str(body["messages"][-1]["content"]))  # type: ignore[index]
+    return Reply(answer, tokens_in=1000 + n)
 
 
-def _templates(requests: list[pb.BatchRequest]) -> dict[str, TemplateDefinition]:
+def _templates(requests: list[BatchRequest]) -> dict[str, TemplateDefinition]:
     return {r.custom_id: r.template for r in requests}
 
 
-def _run_to_end(fake: FakeBatchServer, config: LLMConfig, batch_id: str) -> pb.BatchState:
+def _run_to_end(fake: FakeBatchServer, config: LLMConfig, batch_id: str) -> BatchState:
     state = pb.poll(config, batch_id)
     while not state.status.ended:
         fake.advance(batch_id)
@@ -80,7 +76,7 @@ def _run_to_end(fake: FakeBatchServer, config: LLMConfig, batch_id: str) -> pb.B
     return state
 
 
-def _by_id(outcomes: list[pb.BatchOutcome]) -> dict[str, pb.BatchOutcome]:
+def _by_id(outcomes: list[BatchOutcome]) -> dict[str, BatchOutcome]:
     return {o.custom_id: o for o in outcomes}
 
 
@@ -88,7 +84,7 @@ def test_a_batch_line_carries_the_body_of_an_ordinary_call() -> None:
     chat = FakeLLMServer().start()
     try:
         config = LLMConfig(model=MODEL, api_base=chat.api_base, api_key=KEY, output_tokens=2000)
-        request = _requests(1)[0]
+        request = paper_requests(1)[0]
         complete_extraction(config, request.messages, RCT_TEMPLATE)
         line = json.loads(pb.batch_line(config, request))
     finally:
@@ -102,7 +98,7 @@ def test_a_batch_line_carries_the_body_of_an_ordinary_call() -> None:
 def test_submit_poll_and_collect_answers_at_the_batch_price(fake: FakeBatchServer) -> None:
     fake.answer = _answer
     config = _config(fake)
-    requests = _requests(4)
+    requests = paper_requests(4)
 
     submitted = pb.submit(config, requests)
 
@@ -116,7 +112,7 @@ def test_submit_poll_and_collect_answers_at_the_batch_price(fake: FakeBatchServe
         seen.append(pb.poll(config, submitted.batch_id).status)
     assert seen == [BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS, BatchStatus.FINALIZING, BatchStatus.COMPLETED]
     state = pb.poll(config, submitted.batch_id)
-    assert state.counts == pb.RequestCounts(total=4, completed=4, failed=0)
+    assert state.counts == RequestCounts(total=4, completed=4, failed=0)
     assert state.output_file_id and state.error_file_id is None
     assert state.input_file_id == submitted.input_file_id
 
@@ -148,7 +144,7 @@ def test_cached_prompt_tokens_are_counted(fake: FakeBatchServer) -> None:
     fake.answer = lambda body: Reply(json.dumps({}), tokens_in=1000, tokens_out=10)
     fake.cached_tokens = 400
     config = _config(fake, output_tokens=None)
-    requests = _requests(1)
+    requests = paper_requests(1)
     state = _run_to_end(fake, config, pb.submit(config, requests).batch_id)
 
     (answer,) = pb.collect(config, state, _templates(requests))
@@ -171,10 +167,10 @@ def test_lines_the_provider_refused_fall_back_with_their_reason(fake: FakeBatchS
 
     fake.answer = answer
     config = _config(fake)
-    requests = _requests(4)
+    requests = paper_requests(4)
     state = _run_to_end(fake, config, pb.submit(config, requests).batch_id)
     assert state.status is BatchStatus.COMPLETED
-    assert state.counts == pb.RequestCounts(total=4, completed=2, failed=2)
+    assert state.counts == RequestCounts(total=4, completed=2, failed=2)
     assert state.output_file_id and state.error_file_id
 
     outcomes = _by_id(pb.collect(config, state, _templates(requests)))
@@ -196,7 +192,7 @@ def test_an_expired_batch_keeps_what_it_ran_and_the_rest_falls_back(fake: FakeBa
     fake.answer = _answer
     fake.report_unrun = reported
     config = _config(fake)
-    requests = _requests(5)
+    requests = paper_requests(5)
     submitted = pb.submit(config, requests)
     fake.advance(submitted.batch_id)  # in progress
     fake.advance(submitted.batch_id, lines=2)
@@ -220,7 +216,7 @@ def test_an_expired_batch_keeps_what_it_ran_and_the_rest_falls_back(fake: FakeBa
 def test_a_cancelled_batch_keeps_its_partial_output(fake: FakeBatchServer) -> None:
     fake.answer = _answer
     config = _config(fake)
-    requests = _requests(3)
+    requests = paper_requests(3)
     submitted = pb.submit(config, requests)
     fake.advance(submitted.batch_id)
     fake.advance(submitted.batch_id, lines=1)
@@ -246,7 +242,7 @@ def test_an_answer_cut_at_the_output_limit_is_a_failure_not_an_answer(fake: Fake
     long_answer = extraction_json({"metadata.study_id": ("x" * 400, "y" * 400)})
     fake.answer = lambda body: Reply(long_answer)
     config = _config(fake, output_tokens=50)
-    requests = _requests(1)
+    requests = paper_requests(1)
     state = _run_to_end(fake, config, pb.submit(config, requests).batch_id)
     assert fake.answered[0]["max_tokens"] == 50
 
@@ -263,7 +259,7 @@ def test_an_answer_cut_at_the_output_limit_is_a_failure_not_an_answer(fake: Fake
 def test_an_answer_that_is_not_the_template_json_keeps_its_text(fake: FakeBatchServer) -> None:
     fake.answer = lambda body: Reply("I could not find a trial in this text.")
     config = _config(fake)
-    requests = _requests(1)
+    requests = paper_requests(1)
     state = _run_to_end(fake, config, pb.submit(config, requests).batch_id)
 
     (invalid,) = pb.collect(config, state, _templates(requests))
@@ -277,12 +273,12 @@ def test_a_line_asking_more_than_the_model_writes_is_refused_like_a_chat_call(fa
     fake.answer = _answer
     fake.output_limit = 1000
     config = _config(fake, output_tokens=4000)
-    requests = _requests(2)
+    requests = paper_requests(2)
     state = _run_to_end(fake, config, pb.submit(config, requests).batch_id)
 
     outcomes = pb.collect(config, state, _templates(requests))
 
-    assert state.counts == pb.RequestCounts(total=2, completed=0, failed=2)
+    assert state.counts == RequestCounts(total=2, completed=0, failed=2)
     for failure in outcomes:
         assert isinstance(failure, BatchFailure)
         assert (failure.kind, failure.status_code, failure.transient) == (FailureKind.REQUEST_FAILED, 400, False)
@@ -291,7 +287,7 @@ def test_a_line_asking_more_than_the_model_writes_is_refused_like_a_chat_call(fa
 
 def test_a_batch_that_fails_validation_sends_every_request_back(fake: FakeBatchServer) -> None:
     config = _config(fake)
-    requests = _requests(2)
+    requests = paper_requests(2)
     data = b"".join(pb.batch_line(config, r) for r in requests)
     credentials = {"custom_llm_provider": "openai", "api_base": fake.api_base, "api_key": KEY, "max_retries": 0}
     uploaded = litellm_module.create_file(file=("in.jsonl", data), purpose="batch", **credentials)
@@ -312,7 +308,7 @@ def test_a_batch_that_fails_validation_sends_every_request_back(fake: FakeBatchS
 
 def test_a_malformed_upload_is_refused_with_the_line_named(fake: FakeBatchServer) -> None:
     config = _config(fake)
-    good = [json.loads(pb.batch_line(config, r)) for r in _requests(3)]
+    good = [json.loads(pb.batch_line(config, r)) for r in paper_requests(3)]
     credentials = {"custom_llm_provider": "openai", "api_base": fake.api_base, "api_key": KEY, "max_retries": 0}
     repeated = [good[0], good[1], {**good[2], "custom_id": good[0]["custom_id"]}]
     two_models = [good[0], {**good[1], "body": {**good[1]["body"], "model": "gpt-4o"}}]
@@ -337,7 +333,7 @@ def test_a_malformed_upload_is_refused_with_the_line_named(fake: FakeBatchServer
 
 def test_submit_refuses_what_no_batch_takes(fake: FakeBatchServer) -> None:
     config = _config(fake)
-    requests = _requests(3)
+    requests = paper_requests(3)
     with pytest.raises(PermanentError, match="no requests"):
         pb.submit(config, [])
     with pytest.raises(PermanentError, match=r"unique.*paper-1"):
@@ -353,7 +349,7 @@ def test_submit_refuses_what_no_batch_takes(fake: FakeBatchServer) -> None:
 
 def test_split_requests_cuts_at_the_request_and_byte_limits() -> None:
     config = LLMConfig(model=MODEL, output_tokens=2000)
-    requests = _requests(5)
+    requests = paper_requests(5)
     assert [len(g) for g in pb.split_requests(config, requests, max_requests=2)] == [2, 2, 1]
     one_line = len(pb.batch_line(config, requests[0]))
     groups = pb.split_requests(config, requests, max_bytes=one_line * 3 + 10)
@@ -364,7 +360,7 @@ def test_split_requests_cuts_at_the_request_and_byte_limits() -> None:
 
 def test_errors_are_classified_and_carry_no_key(fake: FakeBatchServer) -> None:
     config = _config(fake)
-    requests = _requests(2)
+    requests = paper_requests(2)
     fake.fail_next("create", Reply(status=500, error_message="The server had an error."))
     with pytest.raises(TransientError, match=r"creating the batch failed: HTTP 500") as transient:
         pb.submit(config, requests)
@@ -396,7 +392,7 @@ def test_errors_are_classified_and_carry_no_key(fake: FakeBatchServer) -> None:
 
 def test_collect_waits_for_the_batch_to_end(fake: FakeBatchServer) -> None:
     config = _config(fake)
-    requests = _requests(1)
+    requests = paper_requests(1)
     submitted = pb.submit(config, requests)
     with pytest.raises(PermanentError, match="is validating: collect it once it has ended"):
         pb.collect(config, pb.poll(config, submitted.batch_id), _templates(requests))
@@ -411,7 +407,7 @@ def test_only_openai_and_anthropic_models_are_sent_as_provider_batches(fake: Fak
     for model in ("gemini/gemini-2.5-flash", "azure/gpt-4o-mini", "ollama/llama3", "offline/echo", None):
         assert not pb.supports_provider_batches(model)
     with pytest.raises(ConfigError, match="no provider batch API"):
-        pb.submit(_config(fake, model="gemini/gemini-2.5-flash"), _requests(1))
+        pb.submit(_config(fake, model="gemini/gemini-2.5-flash"), paper_requests(1))
     with pytest.raises(ConfigError, match="no provider batch API"):
         pb.poll(LLMConfig(), "batch_x")  # the offline model
     assert fake.calls == []

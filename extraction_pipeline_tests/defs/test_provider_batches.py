@@ -61,6 +61,15 @@ def _resources(ledger: Ledger, home: Path, provider: FakeBatchServer) -> dict[st
     return resources
 
 
+def _provider_batch(ledger: Ledger, home: Path, papers: int) -> tuple[list[int], int]:
+    """``papers`` trials registered and a batch of them for the provider's Batch API: (their ids, the batch)."""
+    doc_ids = register_trials(ledger, home, papers)
+    batch = create_batch(
+        ledger, idempotency_key="pb", project="p", user="ann", document_ids=doc_ids, provider_batch=True
+    ).id
+    return doc_ids, batch
+
+
 def _tick(sensor: Any, instance: dg.DagsterInstance, resources: dict[str, Any]) -> dg.SensorResult:
     result = sensor(dg.build_sensor_context(instance=instance, resources=resources))
     assert isinstance(result, dg.SensorResult)
@@ -93,10 +102,7 @@ def test_a_provider_batch_is_answered_at_half_price_and_grounded_by_the_document
         return answer_from_trial(body["messages"])
 
     provider.answer = answer
-    doc_ids = register_trials(home_ledger, home, 3)
-    batch = create_batch(
-        home_ledger, idempotency_key="pb", project="p", user="ann", document_ids=doc_ids, provider_batch=True
-    ).id
+    doc_ids, batch = _provider_batch(home_ledger, home, 3)
     resources = _resources(home_ledger, home, provider)
     waiting = _tick(batch_dispatcher, instance, resources)
     assert not waiting.run_requests  # its documents wait for the provider batch
@@ -161,10 +167,7 @@ def test_a_provider_batch_is_answered_at_half_price_and_grounded_by_the_document
 def test_a_cancel_cancels_the_provider_batch_and_its_unanswered_documents_are_asked_by_ordinary_calls(
     instance: dg.DagsterInstance, home_ledger: Ledger, home: Path, provider: FakeBatchServer
 ) -> None:
-    doc_ids = register_trials(home_ledger, home, 2)
-    batch = create_batch(
-        home_ledger, idempotency_key="pb", project="p", user="ann", document_ids=doc_ids, provider_batch=True
-    ).id
+    _, batch = _provider_batch(home_ledger, home, 2)
     resources = _resources(home_ledger, home, provider)
     [request] = _tick(provider_batch_follower, instance, resources).run_requests or []
     _submit(instance, resources, request)
@@ -186,10 +189,7 @@ def test_a_cancel_cancels_the_provider_batch_and_its_unanswered_documents_are_as
 def test_a_submit_run_that_failed_sends_the_documents_to_ordinary_calls(
     instance: dg.DagsterInstance, home_ledger: Ledger, home: Path, provider: FakeBatchServer
 ) -> None:
-    doc_ids = register_trials(home_ledger, home, 1)
-    batch = create_batch(
-        home_ledger, idempotency_key="pb", project="p", user="ann", document_ids=doc_ids, provider_batch=True
-    ).id
+    doc_ids, batch = _provider_batch(home_ledger, home, 1)
     resources = _resources(home_ledger, home, provider)
     [request] = _tick(provider_batch_follower, instance, resources).run_requests or []
     provider.fail_next("upload", Reply(status=401, error_message="Incorrect API key provided: sk-***"))

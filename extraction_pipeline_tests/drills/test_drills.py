@@ -172,7 +172,8 @@ class Drill:
             if dagster_db_outage:
                 text = _DAGSTER_DAEMON_DB_OUTAGE.sub("", text)
             if "Traceback" in text:
-                found.append(f"{log.name}: {text[-3000:]}")
+                start = text.index("Traceback")
+                found.append(f"{log.name}: {text[start : start + 3000]}")  # the first one, where it starts
         return found
 
     def dagster_daemon_pid(self) -> int:

@@ -1,8 +1,12 @@
-"""A two-page paper and a good answer for it, shared by the extraction tests."""
+"""A two-page paper and a good answer for it, shared by the extraction tests; and numbered
+one-line papers with their answers, shared by the provider-batch tests."""
 
 from __future__ import annotations
 
+from extraction_pipeline.core.extraction.prompts import build_messages
+from extraction_pipeline.core.llm.batch_model import BatchRequest
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
+from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 from extraction_pipeline_tests.support.fake_llm import extraction_json
 
 PAGES = [
@@ -19,3 +23,24 @@ GOOD = extraction_json(
         "outcomes.1.ci_lower": (0.61, DEATHS),
     }
 )
+
+
+def paper(n: int) -> str:
+    """Paper ``n`` (1 to 9): its registration and size in one sentence."""
+    return f"Trial {n}: registered as NCT0000000{n}; {100 + n} participants were randomized."
+
+
+def paper_requests(count: int) -> list[BatchRequest]:
+    """Papers 1 to ``count`` as batch requests, custom ids ``paper-1``..."""
+    return [
+        BatchRequest(f"paper-{n}", build_messages(RCT_TEMPLATE, [paper(n)]), RCT_TEMPLATE) for n in range(1, count + 1)
+    ]
+
+
+def paper_answer(prompt: str) -> tuple[int, str]:
+    """(n, the right answer) for the paper whose text ends ``prompt``: its registration and size,
+    quoted from it."""
+    n = int(prompt.split("NCT0000000", 1)[1][0])
+    return n, extraction_json(
+        {"metadata.nct_number": (f"NCT0000000{n}", paper(n)), "metadata.randomized_n": (100 + n, paper(n))}
+    )

@@ -39,15 +39,13 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import threading
-from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from extraction_pipeline_tests.support.fake_llm import Reply
+from extraction_pipeline_tests.support.http_fake import Exchange, LoopbackFake
 from extraction_pipeline_tests.support.providers.anthropic import AnthropicFake
 from extraction_pipeline_tests.support.providers.base import Refusal, Request
 
@@ -111,8 +109,12 @@ class FakeMessageBatch:
         }
 
 
-class FakeAnthropicBatchServer:
+class FakeAnthropicBatchServer(LoopbackFake):
+    methods = ("GET", "POST")
+    routes = ROUTES
+
     def __init__(self) -> None:
+        super().__init__()
         self.batches: dict[str, FakeMessageBatch] = {}
         self.answer: Callable[[dict[str, Any]], Reply] = lambda params: Reply(json.dumps({}))
         self.api_key: str | None = None  # the x-api-key required; None: any
@@ -123,32 +125,16 @@ class FakeAnthropicBatchServer:
         # Checks and answers each request as an ordinary call would be (never started: only its
         # rules, answer shapes and prompt cache are used).
         self.messages_api = AnthropicFake()
-        self._failures: dict[str, deque[Reply]] = defaultdict(deque)
         self._ids = itertools.count(1)
-        self._lock = threading.RLock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
 
     @property
     def api_base(self) -> str:
         """What litellm and the batch module are given: litellm posts to ``{api_base}/v1/messages``."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> FakeAnthropicBatchServer:
-        self._thread.start()
-        return self
+        return self.origin
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self.messages_api._server.server_close()  # bound, never served
-
-    def fail_next(self, route: str, reply: Reply) -> None:
-        """The next call of ``route`` (one of ROUTES) is answered with ``reply``'s HTTP error."""
-        assert route in ROUTES, route
-        with self._lock:
-            self._failures[route].append(reply)
+        super().stop()
+        self.messages_api.stop()  # bound, never served
 
     # -- the lifecycle, driven by the test -------------------------------------------------------
 
@@ -263,7 +249,8 @@ class FakeAnthropicBatchServer:
             raise Refused(404, "not_found_error", f"No message batch found with id '{batch_id}'")
         return self.batches[batch_id]
 
-    def _route(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, Any]:
+    def _route(self, exchange: Exchange) -> tuple[int, Any]:
+        method, path, headers, raw = exchange.method, exchange.target, exchange.headers, exchange.body
         parts = path.split("?", 1)[0].rstrip("/").split("/")[1:]  # "/v1/messages/batches/x" -> [...]
         route = None
         if method == "POST" and parts == ["v1", "messages"]:
@@ -283,12 +270,12 @@ class FakeAnthropicBatchServer:
             raise Refused(401, "authentication_error", "invalid x-api-key")
         if not headers.get("anthropic-version"):
             raise Refused(400, "invalid_request_error", "anthropic-version: header is required")
-        if self._failures[route]:
-            reply = self._failures[route].popleft()
+        reply = self.failure(route)
+        if reply is not None:
             sent = self.messages_api.error_reply(Request(method, path, {}, headers, {}), reply)
             return sent.status, sent.body
         try:
-            body = json.loads(raw) if raw else {}
+            body = exchange.json()
         except ValueError:
             raise Refused(400, "invalid_request_error", "The request body is not valid JSON.") from None
         if route == "messages":
@@ -310,45 +297,13 @@ class FakeAnthropicBatchServer:
         lines = reversed(batch.results)  # no order promised: clients match by custom_id
         return 200, b"".join(json.dumps(line).encode() + b"\n" for line in lines)
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # keep test output clean
-                pass
-
-            def do_GET(self) -> None:
-                self._serve("GET")
-
-            def do_POST(self) -> None:
-                self._serve("POST")
-
-            def _serve(self, method: str) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                with fake._lock:
-                    fake.calls.append((method, self.path))
-                    try:
-                        status, payload = fake._route(method, self.path, headers, raw)
-                    except Refused as refused:
-                        fake.refusals.append(str(refused))
-                        status, payload = refused.status, refused.body
-                if isinstance(payload, bytes):
-                    self._send(status, payload, "application/binary")
-                else:
-                    self._send(status, json.dumps(payload).encode(), "application/json")
-
-            def _send(self, status: int, data: bytes, content_type: str) -> None:
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", content_type)
-                    self.send_header("Content-Length", str(len(data)))
-                    if status == 429:
-                        self.send_header("retry-after", "7")
-                    self.end_headers()
-                    self.wfile.write(data)
-                    self.wfile.flush()
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up
-
-        return Handler
+    def serve(self, exchange: Exchange) -> None:
+        with self._lock:
+            self.calls.append((exchange.method, exchange.target))
+            try:
+                status, payload = self._route(exchange)
+            except Refused as refused:
+                self.refusals.append(str(refused))
+                status, payload = refused.status, refused.body
+        retry = {"retry-after": "7"} if status == 429 else None  # Anthropic's 429 says when to come back
+        exchange.send(status, payload, retry, "application/binary" if isinstance(payload, bytes) else None)

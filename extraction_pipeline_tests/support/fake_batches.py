@@ -45,15 +45,13 @@ import email.policy
 import itertools
 import json
 import math
-import threading
 import time
-from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from extraction_pipeline_tests.support.fake_llm import CHARS_PER_TOKEN, Reply
+from extraction_pipeline_tests.support.http_fake import Exchange, LoopbackFake
 
 SUPPORTED_URLS = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/completions"})
 ROUTES = ("upload", "create", "retrieve", "cancel", "content")
@@ -128,8 +126,12 @@ class FakeBatch:
         }
 
 
-class FakeBatchServer:
+class FakeBatchServer(LoopbackFake):
+    methods = ("GET", "POST")
+    routes = ROUTES
+
     def __init__(self, port: int = 0) -> None:
+        super().__init__(port)
         self.files: dict[str, FakeFile] = {}
         self.batches: dict[str, FakeBatch] = {}
         self.answer: Callable[[dict[str, Any]], Reply] = lambda body: Reply(json.dumps({}))
@@ -143,30 +145,11 @@ class FakeBatchServer:
         self.calls: list[tuple[str, str]] = []  # (method, path) per request received
         self.answered: list[dict[str, Any]] = []  # the bodies of the lines run, in order
         self.chat_requests: list[dict[str, Any]] = []  # ordinary chat-completions calls, in order
-        self._failures: dict[str, deque[Reply]] = defaultdict(deque)
         self._ids = itertools.count(1)
-        self._lock = threading.RLock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
 
     @property
     def api_base(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def start(self) -> FakeBatchServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def fail_next(self, route: str, reply: Reply) -> None:
-        """The next call of ``route`` (one of ROUTES) is answered with ``reply``'s HTTP error."""
-        assert route in ROUTES, route
-        with self._lock:
-            self._failures[route].append(reply)
+        return f"{self.origin}/v1"
 
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids):06d}"
@@ -330,7 +313,8 @@ class FakeBatchServer:
         self._step(batch, "cancelling")
         return batch.object()
 
-    def _route(self, method: str, path: str, headers: Any, raw: bytes) -> tuple[int, dict[str, Any] | bytes]:
+    def _route(self, exchange: Exchange) -> tuple[int, dict[str, Any] | bytes]:
+        method, path, headers, raw = exchange.method, exchange.target, exchange.headers, exchange.body
         parts = path.split("?", 1)[0].rstrip("/").split("/")[1:]  # "/v1/batches/x" -> ["v1", "batches", "x"]
         if parts[:1] != ["v1"]:
             raise Refused(404, f"Unknown path {path}")
@@ -351,17 +335,17 @@ class FakeBatchServer:
         }.get((method, len(parts), parts[0] if parts else ""))
         if route is None or (len(parts) == 3 and parts[2] not in ("cancel", "content")):
             raise Refused(404, f"Unknown {method} {path}")
-        if self.api_key is not None and headers.get("Authorization") != f"Bearer {self.api_key}":
-            sent = str(headers.get("Authorization") or "").removeprefix("Bearer ")
+        if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
+            sent = str(headers.get("authorization") or "").removeprefix("Bearer ")
             masked = f"{sent[:3]}***{sent[-4:]}" if len(sent) > 8 else "***"
             raise Refused(401, f"Incorrect API key provided: {masked}.", code="invalid_api_key")
-        if self._failures[route]:
-            reply = self._failures[route].popleft()
+        reply = self.failure(route)
+        if reply is not None:
             return reply.status, {
                 "error": {"message": reply.error_message or f"fake error {reply.status}", "type": "fake"}
             }
         if route == "upload":
-            return 200, self._upload(_multipart(headers.get("Content-Type", ""), raw))
+            return 200, self._upload(_multipart(headers.get("content-type", ""), raw))
         if route == "create":
             return 200, self._create(json.loads(raw or b"{}"))
         if route == "cancel":
@@ -380,54 +364,14 @@ class FakeBatchServer:
             raise Refused(404, f"No such File object: {parts[1]}")
         return 200, stored.data if route == "content" else stored.object()
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # keep test output clean
-                pass
-
-            def do_GET(self) -> None:
-                self._serve("GET")
-
-            def do_POST(self) -> None:
-                self._serve("POST")
-
-            def _serve(self, method: str) -> None:
-                raw = self._body()
-                with fake._lock:
-                    fake.calls.append((method, self.path))
-                    try:
-                        status, payload = fake._route(method, self.path, self.headers, raw)
-                    except Refused as refused:
-                        status, payload = refused.status, refused.body
-                if isinstance(payload, bytes):
-                    self._send(status, payload, "application/octet-stream")
-                else:
-                    self._send(status, json.dumps(payload).encode(), "application/json")
-
-            def _body(self) -> bytes:
-                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                    chunks = []
-                    while size := int(self.rfile.readline().strip() or b"0", 16):
-                        chunks.append(self.rfile.read(size))
-                        self.rfile.readline()
-                    self.rfile.readline()
-                    return b"".join(chunks)
-                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
-            def _send(self, status: int, data: bytes, content_type: str) -> None:
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", content_type)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    self.wfile.flush()
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up
-
-        return Handler
+    def serve(self, exchange: Exchange) -> None:
+        with self._lock:
+            self.calls.append((exchange.method, exchange.target))
+            try:
+                status, payload = self._route(exchange)
+            except Refused as refused:
+                status, payload = refused.status, refused.body
+        exchange.send(status, payload)
 
 
 def _multipart(content_type: str, raw: bytes) -> dict[str, tuple[str | None, bytes]]:

@@ -26,10 +26,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from extraction_pipeline.core.extraction.prompts import document_from_messages
+from extraction_pipeline_tests.support.http_fake import Exchange, LoopbackFake
 
 CHARS_PER_TOKEN = 4
 
@@ -137,14 +137,14 @@ class Reply:
     cached_tokens: int = 0  # this fake only: prompt tokens reported as read from the prompt cache
 
 
-class FakeLLMServer:
+class FakeLLMServer(LoopbackFake):
     def __init__(self, port: int = 0) -> None:
+        super().__init__(port)
         self.requests: list[dict[str, Any]] = []
         self.replies: deque[Reply] = deque()
         self.answer: Callable[[list[dict[str, str]]], Reply] = lambda messages: Reply(json.dumps({}))
         # When set, answers by model: (model string as sent, messages) -> Reply (double extraction).
         self.answer_by_model: Callable[[str, list[dict[str, str]]], Reply] | None = None
-        self._lock = threading.Lock()
         self.served_tokens_in = 0  # tokens of the answers actually sent (200 replies)
         self.peak_in_flight = 0
         self._in_flight = 0
@@ -153,21 +153,10 @@ class FakeLLMServer:
         self.completion_tokens: list[int] = []  # per answer sent (200), as its usage reports them
         self.meter: ProviderMeter | None = None  # the account's rate limits; None: unmetered
         self.refusing: Reply | None = None  # a storm: every request gets this reply (a 429), none answered
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
     def api_base(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def start(self) -> FakeLLMServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return f"{self.origin}/v1"
 
     def push(self, *replies: Reply) -> None:
         with self._lock:
@@ -191,118 +180,93 @@ class FakeLLMServer:
             return self.answer_by_model(str(body.get("model", "")), body.get("messages", []))
         return self.answer(body.get("messages", []))
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
+    def serve(self, exchange: Exchange) -> None:
+        body = exchange.json()
+        if not exchange.target.endswith("/chat/completions"):
+            exchange.send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+            return
+        storm = self.refusing
+        if storm is not None:
+            with self._lock:
+                self.requests.append(body)
+            exchange.send(storm.status, _rate_limited(str(body.get("model", ""))), storm.headers)
+            return
+        meter, estimate = self.meter, 0
+        limits: dict[str, str] = {}
+        if meter is not None:
+            estimate = meter.estimate(body)
+            limits, refusal = meter.admit(estimate, str(body.get("model", "fake-model")))
+            if refusal is not None:
+                with self._lock:
+                    self.requests.append(body)
+                exchange.send(429, refusal, limits)
+                return
+        reply = self._next_reply(body)
+        if limits:
+            reply = Reply(**{**reply.__dict__, "headers": {**limits, **reply.headers}})
+        started = time.monotonic()
+        with self._lock:
+            self._in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+        try:
+            if reply.delay:
+                time.sleep(reply.delay)
+            self._answer(exchange, reply, body)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                self.call_spans.append((started, time.monotonic()))
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # keep test output clean
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                if not self.path.endswith("/chat/completions"):
-                    self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
-                    return
-                storm = fake.refusing
-                if storm is not None:
-                    with fake._lock:
-                        fake.requests.append(body)
-                    self._send(storm.status, _rate_limited(str(body.get("model", ""))), storm.headers)
-                    return
-                meter, estimate = fake.meter, 0
-                limits: dict[str, str] = {}
-                if meter is not None:
-                    estimate = meter.estimate(body)
-                    limits, refusal = meter.admit(estimate, str(body.get("model", "fake-model")))
-                    if refusal is not None:
-                        with fake._lock:
-                            fake.requests.append(body)
-                        self._send(429, refusal, limits)
-                        return
-                reply = fake._next_reply(body)
-                if limits:
-                    reply = Reply(**{**reply.__dict__, "headers": {**limits, **reply.headers}})
-                started = time.monotonic()
-                with fake._lock:
-                    fake._in_flight += 1
-                    fake.peak_in_flight = max(fake.peak_in_flight, fake._in_flight)
-                try:
-                    if reply.delay:
-                        time.sleep(reply.delay)
-                    self._answer(reply, body)
-                finally:
-                    with fake._lock:
-                        fake._in_flight -= 1
-                        fake.call_spans.append((started, time.monotonic()))
-
-            def _answer(self, reply: Reply, body: dict[str, Any]) -> None:
-                if reply.status != 200:
-                    self._send(
-                        reply.status,
-                        {"error": {"message": reply.error_message or f"fake error {reply.status}", "type": "fake"}},
-                        reply.headers,
-                    )
-                    return
-                content, tokens_out, finish = reply.content, reply.tokens_out, "stop"
-                if fake.output_limit is not None:
-                    asked = body.get("max_completion_tokens") or body.get("max_tokens")
-                    if asked is not None and int(asked) > fake.output_limit:
-                        self._send(400, _too_large(int(asked), fake.output_limit))
-                        return
-                    cap = int(asked) if asked is not None else fake.output_limit
-                    tokens_out = math.ceil(len(content or "") / CHARS_PER_TOKEN)
-                    if tokens_out > cap:
-                        content, tokens_out, finish = (content or "")[: cap * CHARS_PER_TOKEN], cap, "length"
-                tokens_in = reply.tokens_in
-                if fake.meter is not None:  # a metered account reports the prompt as it counted it
-                    tokens_in = fake.meter.estimate({**body, "max_tokens": 0, "max_completion_tokens": 0})
-                    fake.meter.settle(fake.meter.estimate(body), tokens_in + tokens_out)
-                sent = self._send(
-                    200,
+    def _answer(self, exchange: Exchange, reply: Reply, body: dict[str, Any]) -> None:
+        if reply.status != 200:
+            exchange.send(
+                reply.status,
+                {"error": {"message": reply.error_message or f"fake error {reply.status}", "type": "fake"}},
+                reply.headers,
+            )
+            return
+        content, tokens_out, finish = reply.content, reply.tokens_out, "stop"
+        if self.output_limit is not None:
+            asked = body.get("max_completion_tokens") or body.get("max_tokens")
+            if asked is not None and int(asked) > self.output_limit:
+                exchange.send(400, _too_large(int(asked), self.output_limit))
+                return
+            cap = int(asked) if asked is not None else self.output_limit
+            tokens_out = math.ceil(len(content or "") / CHARS_PER_TOKEN)
+            if tokens_out > cap:
+                content, tokens_out, finish = (content or "")[: cap * CHARS_PER_TOKEN], cap, "length"
+        tokens_in = reply.tokens_in
+        if self.meter is not None:  # a metered account reports the prompt as it counted it
+            tokens_in = self.meter.estimate({**body, "max_tokens": 0, "max_completion_tokens": 0})
+            self.meter.settle(self.meter.estimate(body), tokens_in + tokens_out)
+        sent = exchange.send(
+            200,
+            {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "fake-model"),
+                "choices": [
                     {
-                        "id": "chatcmpl-fake",
-                        "object": "chat.completion",
-                        "created": int(time.time()),
-                        "model": body.get("model", "fake-model"),
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": content},
-                                "finish_reason": finish,
-                            }
-                        ],
-                        "usage": {
-                            "prompt_tokens": tokens_in,
-                            "completion_tokens": tokens_out,
-                            "total_tokens": tokens_in + tokens_out,
-                            # OpenAI's report of the prompt tokens its prompt cache served
-                            "prompt_tokens_details": {"cached_tokens": min(reply.cached_tokens, tokens_in)},
-                        },
-                    },
-                    reply.headers,
-                )
-                if sent:
-                    with fake._lock:
-                        fake.served_tokens_in += tokens_in
-                        fake.completion_tokens.append(tokens_out)
-
-            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> bool:
-                data = json.dumps(payload).encode()
-                try:
-                    self.send_response(status)
-                    for name, value in (headers or {}).items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    self.wfile.flush()
-                    return True
-                except (BrokenPipeError, ConnectionResetError):
-                    return False  # the client gave up (timeout test, killed worker)
-
-        return Handler
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": finish,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": tokens_in,
+                    "completion_tokens": tokens_out,
+                    "total_tokens": tokens_in + tokens_out,
+                    # OpenAI's report of the prompt tokens its prompt cache served
+                    "prompt_tokens_details": {"cached_tokens": min(reply.cached_tokens, tokens_in)},
+                },
+            },
+            reply.headers,
+        )
+        if sent:
+            with self._lock:
+                self.served_tokens_in += tokens_in
+                self.completion_tokens.append(tokens_out)
 
 
 def _rate_limited(model: str) -> dict[str, Any]:

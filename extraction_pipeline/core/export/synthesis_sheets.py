@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from extraction_pipeline.core.errors import ConfigError
-from extraction_pipeline.core.export.workbook import as_text_cells, cell_value
+from extraction_pipeline.core.export.cells import as_text_cells, cell_value
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.synthesis.batch import BatchSynthesis, batch_synthesis
 from extraction_pipeline.core.synthesis.forest import forest_svg, interval, shown

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from extraction_pipeline.core.errors import ConfigError
+from extraction_pipeline.core.export.cells import as_text_cells, cell_value
 from extraction_pipeline.core.extraction.consensus import AGREE, NEEDS_REVIEW, field_of
 from extraction_pipeline.core.extraction.follow_up import found_by_follow_up
 from extraction_pipeline.core.extraction.grounded import GroundedFields, GroundedValue, fields_of, second_fields_of
@@ -145,10 +145,7 @@ STATUS_FILLS: dict[str, str] = {
     REVIEWER_UNGROUNDED: "E4DFEC",  # its own colour: neither the paper's green nor a machine's red
 }
 FLAG_FILL = "F4B183"
-MAX_CELL_CHARS = 32_767
 NOTHING_FOUND = "completed, but no value was found: check the model (Batch sheet) and the PDF"
-# The characters openpyxl rejects (its ILLEGAL_CHARACTERS_RE), without importing openpyxl here.
-ILLEGAL_CHARACTERS = re.compile(r"[\000-\010]|[\013-\014]|[\016-\037]")
 LEGEND = [
     (VERIFIED, "quote found verbatim (similarity >= 0.95), every number in it is in the source, value in quote"),
     (
@@ -579,22 +576,6 @@ def _review_rows(ledger: Ledger, batch_id: int) -> list[tuple[str, Any]]:
 
 def _timestamp(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
-
-
-def cell_value(value: Any) -> Any:
-    """Text as Excel can hold it: no control characters (openpyxl refuses them, and a PDF's text
-    can contain them), at most 32,767 characters per cell."""
-    if isinstance(value, str):
-        return ILLEGAL_CHARACTERS.sub("", value)[:MAX_CELL_CHARS]
-    return value
-
-
-def as_text_cells(row_cells: Any) -> None:
-    """Values that merely start like a formula (from a PDF, a model or a filename) stay text:
-    a workbook must never execute content taken from a document."""
-    for cell in row_cells:
-        if cell.data_type == "f":
-            cell.data_type = "s"
 
 
 def default_export_path(exports_dir: Path, batch_id: int, version: int = 1) -> Path:

@@ -40,6 +40,7 @@ from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.ledger.schema import ItemStatus, ProviderBatchPhase
 from extraction_pipeline.core.ledger.templates import definition_of, template_of_item
 from extraction_pipeline.core.llm import provider_batches as provider
+from extraction_pipeline.core.llm.batch_model import BatchAnswer, BatchFailure, BatchRequest, BatchStatus
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
 
@@ -84,7 +85,7 @@ def prepare(
         finish_preparation(ledger, batch_id, message=message)
         return Preparation(message=message)
     sent_before = submitted_custom_ids(ledger, batch_id)  # by an attempt before this one
-    requests: list[provider.BatchRequest] = []
+    requests: list[BatchRequest] = []
     entries: list[Entry] = []
     already, not_parsed = 0, []
     items = [item for item in batch_item_rows(ledger, batch_id) if item["status"] == ItemStatus.PENDING]
@@ -105,7 +106,7 @@ def prepare(
             if not batch["fresh"] and stored_answer(ledger, key) is not None:
                 already += 1
                 continue
-            requests.append(provider.BatchRequest(custom_id, messages, template))
+            requests.append(BatchRequest(custom_id, messages, template))
             entries.append(Entry(item["id"], custom_id, key))
     by_id = {entry.custom_id: entry for entry in entries}
     submitted_ids: list[str] = []
@@ -125,7 +126,7 @@ def prepare(
             model=model,
             provider_batch_id=submitted.batch_id,
             input_file_id=submitted.input_file_id,
-            status=provider.BatchStatus.VALIDATING.value,
+            status=BatchStatus.VALIDATING.value,
             entries=[by_id[request.custom_id] for request in group],
         )
         if recorded is None:  # cancelled while this group was uploading: it is not wanted
@@ -197,8 +198,8 @@ def follow(ledger: Ledger, record: ProviderBatchRecord, llm: LLMConfig, *, now: 
         return give_up(ledger, record, f"not reachable {GIVE_UP_AFTER} after its submission: {exc}")
     except PermanentError as exc:
         return give_up(ledger, record, f"the provider cannot give its answers: {exc}")
-    answered = [Answered(o.custom_id, o.content, o.usage) for o in outcomes if isinstance(o, provider.BatchAnswer)]
-    failures = [o for o in outcomes if isinstance(o, provider.BatchFailure)]
+    answered = [Answered(o.custom_id, o.content, o.usage) for o in outcomes if isinstance(o, BatchAnswer)]
+    failures = [o for o in outcomes if isinstance(o, BatchFailure)]
     return record_end(
         ledger,
         record,

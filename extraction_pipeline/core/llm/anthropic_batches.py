@@ -33,15 +33,7 @@ import httpx
 from pydantic import ValidationError
 
 from extraction_pipeline.core.errors import PermanentError
-from extraction_pipeline.core.llm.gateway import (
-    LLMConfig,
-    _import_litellm,
-    _response_format,
-    output_limit,
-    parse_answer,
-    with_cache_marks,
-)
-from extraction_pipeline.core.llm.provider_batches import (
+from extraction_pipeline.core.llm.batch_model import (
     FILE_TIMEOUT_SECONDS,
     BatchAnswer,
     BatchFailure,
@@ -52,8 +44,16 @@ from extraction_pipeline.core.llm.provider_batches import (
     FailureKind,
     RequestCounts,
     SubmittedBatch,
-    _call,
-    _unreported,
+    call_provider,
+    unreported,
+)
+from extraction_pipeline.core.llm.gateway import (
+    LLMConfig,
+    _import_litellm,
+    _response_format,
+    output_limit,
+    parse_answer,
+    with_cache_marks,
 )
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.usage import Usage
@@ -246,7 +246,9 @@ def submit(config: LLMConfig, requests: Sequence[BatchRequest]) -> SubmittedBatc
     timeout = max(config.timeout_seconds, FILE_TIMEOUT_SECONDS)
     batch = _json(
         "creating the batch",
-        _call("creating the batch", lambda: _send(config, "POST", url, body=body, timeout=timeout, extra_headers=beta)),
+        call_provider(
+            "creating the batch", lambda: _send(config, "POST", url, body=body, timeout=timeout, extra_headers=beta)
+        ),
     )
     return SubmittedBatch(
         batch_id=str(batch.get("id")),
@@ -303,7 +305,9 @@ def _state(batch: Mapping[str, Any]) -> BatchState:
 def poll(config: LLMConfig, batch_id: str) -> BatchState:
     url = f"{_base(config)}/v1/messages/batches/{batch_id}"
     return _state(
-        _json(f"reading batch {batch_id}", _call(f"reading batch {batch_id}", lambda: _send(config, "GET", url)))
+        _json(
+            f"reading batch {batch_id}", call_provider(f"reading batch {batch_id}", lambda: _send(config, "GET", url))
+        )
     )
 
 
@@ -315,7 +319,7 @@ def cancel(config: LLMConfig, batch_id: str) -> BatchState:
         return state
     url = f"{_base(config)}/v1/messages/batches/{batch_id}/cancel"
     what = f"cancelling batch {batch_id}"
-    return _state(_json(what, _call(what, lambda: _send(config, "POST", url))))
+    return _state(_json(what, call_provider(what, lambda: _send(config, "POST", url))))
 
 
 def _result_lines(config: LLMConfig, state: BatchState) -> list[dict[str, Any]]:
@@ -324,7 +328,7 @@ def _result_lines(config: LLMConfig, state: BatchState) -> list[dict[str, Any]]:
     )
     timeout = max(config.timeout_seconds, FILE_TIMEOUT_SECONDS)
     what = f"reading the results of batch {state.batch_id}"
-    response = _call(what, lambda: _send(config, "GET", url, timeout=timeout))
+    response = call_provider(what, lambda: _send(config, "GET", url, timeout=timeout))
     lines = []
     for number, raw in enumerate(response.content.splitlines(), start=1):
         if not raw.strip():
@@ -354,7 +358,7 @@ def collect(config: LLMConfig, state: BatchState, templates: Mapping[str, Templa
         custom_id = line["custom_id"]
         if custom_id in templates and not isinstance(found.get(custom_id), BatchAnswer):
             found[custom_id] = _outcome(litellm, config, custom_id, line.get("result") or {}, templates[custom_id])
-    return [found.get(custom_id) or _unreported(custom_id, state) for custom_id in templates]
+    return [found.get(custom_id) or unreported(custom_id, state) for custom_id in templates]
 
 
 def _outcome(

@@ -33,21 +33,30 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from extraction_pipeline.core.errors import (
-    AnswerCutError,
     ConfigError,
-    ExtractionRuntimeError,
-    OutputParseError,
     PermanentError,
-    TransientError,
+)
+from extraction_pipeline.core.llm import anthropic_batches
+from extraction_pipeline.core.llm.batch_model import (
+    FILE_TIMEOUT_SECONDS,
+    BatchAnswer,
+    BatchFailure,
+    BatchOutcome,
+    BatchRequest,
+    BatchState,
+    BatchStatus,
+    FailureKind,
+    RequestCounts,
+    SubmittedBatch,
+    call_provider,
+    unreported,
 )
 from extraction_pipeline.core.llm.classify import TRANSIENT_STATUS, classify
 from extraction_pipeline.core.llm.gateway import (
@@ -66,116 +75,7 @@ COMPLETION_WINDOW = "24h"  # the only window OpenAI offers
 # megabytes, the smaller reading of "MB", so a file this module accepts is never refused for size.
 MAX_REQUESTS_PER_BATCH = 50_000
 MAX_FILE_BYTES = 200_000_000
-# Uploading or downloading a file of up to 200 MB takes longer than one chat call may.
-FILE_TIMEOUT_SECONDS = 600.0
 _PROVIDERS = frozenset({"openai", "anthropic"})
-
-
-class BatchStatus(StrEnum):
-    """OpenAI's batch statuses."""
-
-    VALIDATING = "validating"
-    IN_PROGRESS = "in_progress"
-    FINALIZING = "finalizing"
-    COMPLETED = "completed"
-    FAILED = "failed"  # the input file did not pass validation: nothing was run
-    EXPIRED = "expired"  # not done within 24 h: what was done is in the output file
-    CANCELLING = "cancelling"
-    CANCELLED = "cancelled"  # what was done before the cancel is in the output file
-
-    @property
-    def ended(self) -> bool:
-        """True once the provider will do nothing more with the batch (its files are final)."""
-        return self in _ENDED
-
-
-_ENDED = frozenset({BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.EXPIRED, BatchStatus.CANCELLED})
-
-
-class FailureKind(StrEnum):
-    """Why a request of a batch has no answer."""
-
-    REQUEST_FAILED = "request_failed"  # the provider answered the line with an HTTP error
-    ANSWER_CUT = "answer_cut"  # the answer stopped at the output limit (finish_reason "length")
-    INVALID_ANSWER = "invalid_answer"  # the answer is not valid JSON for the template
-    EXPIRED = "expired"  # the batch expired before the request was run
-    CANCELLED = "cancelled"  # the batch was cancelled before the request was run
-    BATCH_FAILED = "batch_failed"  # the whole batch failed validation: nothing was run
-    MISSING = "missing"  # a completed batch reported nothing for the request
-
-
-@dataclass(frozen=True)
-class BatchRequest:
-    custom_id: str  # unique within the batch: the answer comes back under it
-    messages: list[dict[str, str]]
-    template: TemplateDefinition
-
-
-@dataclass(frozen=True)
-class SubmittedBatch:
-    batch_id: str
-    input_file_id: str
-    model: str  # the model string of the config it was submitted with
-    count: int
-    submitted_at: datetime  # the provider's creation time of the batch
-    custom_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class RequestCounts:
-    total: int = 0
-    completed: int = 0
-    failed: int = 0
-
-
-@dataclass(frozen=True)
-class BatchState:
-    batch_id: str
-    status: BatchStatus
-    counts: RequestCounts
-    input_file_id: str | None = None
-    output_file_id: str | None = None  # the successful requests' responses
-    error_file_id: str | None = None  # the failed requests' errors
-    errors: tuple[str, ...] = ()  # why a failed batch failed (the provider's validation errors)
-    expires_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class BatchAnswer:
-    custom_id: str
-    output: BaseModel  # an instance of output_model(template)
-    content: str  # the answer's text as the model sent it
-    usage: Usage  # priced at the batch price; saved_usd: what the ordinary, uncached call would have cost more
-
-
-@dataclass(frozen=True)
-class BatchFailure:
-    """A request the batch did not answer. Every one is meant to be asked again as an ordinary
-    call; ``kind`` says why, ``transient`` whether the provider's own refusal of the line was
-    the kind a later call survives (a 5xx or 429; an expired or cancelled request was never run,
-    so it is transient too)."""
-
-    custom_id: str
-    kind: FailureKind
-    message: str
-    transient: bool
-    status_code: int | None = None  # the line's HTTP status, when the provider ran it
-    usage: Usage | None = None  # what an answer that was cut or invalid cost (it was paid)
-    content: str | None = None  # that answer's text (an invalid one can be repaired by an ordinary call)
-
-    def error(self) -> ExtractionRuntimeError:
-        """The exception an ordinary call failing this way raises (for the caller's ledger)."""
-        if self.kind is FailureKind.ANSWER_CUT:
-            tokens = self.usage.tokens_out if self.usage is not None else 0
-            return AnswerCutError(self.message, output_tokens=tokens, usage=self.usage)
-        if self.kind is FailureKind.INVALID_ANSWER:
-            return OutputParseError(self.message, usage=self.usage)
-        if self.transient:
-            return TransientError(self.message, usage=self.usage, provider=True)
-        return PermanentError(self.message, usage=self.usage)
-
-
-BatchOutcome = BatchAnswer | BatchFailure
 
 
 def supports_provider_batches(model: str | None) -> bool:
@@ -195,12 +95,9 @@ def _provider_of(model: str | None) -> str | None:
 
 
 def _anthropic(config: LLMConfig) -> Any | None:
-    """The Anthropic module when the config's model is Anthropic's (imported here: it imports
-    this module's dataclasses), else None (OpenAI, driven below)."""
+    """The Anthropic module when the config's model is Anthropic's, else None (OpenAI, driven below)."""
     if config.is_offline or _provider_of(config.effective_model) != "anthropic":
         return None
-    from extraction_pipeline.core.llm import anthropic_batches
-
     return anthropic_batches
 
 
@@ -265,16 +162,6 @@ def split_requests(
     return groups
 
 
-def _call(what: str, action: Callable[[], Any]) -> Any:
-    """One provider call, its failure classified (the message names the step, never the key)."""
-    try:
-        return action()
-    except Exception as exc:
-        classified = classify(exc)
-        classified.args = (f"provider batch: {what} failed: {classified}",)
-        raise classified from exc
-
-
 def _credentials(config: LLMConfig, timeout: float) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"custom_llm_provider": "openai", "max_retries": 0, "timeout": timeout}
     if config.api_base:
@@ -316,7 +203,7 @@ def submit(config: LLMConfig, requests: Sequence[BatchRequest]) -> SubmittedBatc
             f"{MAX_FILE_BYTES}: split the requests with split_requests"
         )
     litellm = _import_litellm()
-    uploaded = _call(
+    uploaded = call_provider(
         "uploading the input file",
         lambda: litellm.create_file(
             file=("batch_input.jsonl", data, "application/jsonl"),
@@ -324,7 +211,7 @@ def submit(config: LLMConfig, requests: Sequence[BatchRequest]) -> SubmittedBatc
             **_credentials(config, max(config.timeout_seconds, FILE_TIMEOUT_SECONDS)),
         ),
     )
-    batch = _call(
+    batch = call_provider(
         "creating the batch",
         lambda: litellm.create_batch(
             completion_window=COMPLETION_WINDOW,
@@ -381,7 +268,7 @@ def poll(config: LLMConfig, batch_id: str) -> BatchState:
     if anthropic := _anthropic(config):
         return anthropic.poll(config, batch_id)  # type: ignore[no-any-return]
     litellm = _import_litellm()
-    batch = _call(
+    batch = call_provider(
         f"reading batch {batch_id}",
         lambda: litellm.retrieve_batch(batch_id=batch_id, **_credentials(config, config.timeout_seconds)),
     )
@@ -398,7 +285,7 @@ def cancel(config: LLMConfig, batch_id: str) -> BatchState:
     if state.status.ended or state.status is BatchStatus.CANCELLING:
         return state
     litellm = _import_litellm()
-    batch = _call(
+    batch = call_provider(
         f"cancelling batch {batch_id}",
         lambda: litellm.cancel_batch(batch_id=batch_id, **_credentials(config, config.timeout_seconds)),
     )
@@ -409,7 +296,7 @@ def _file_lines(config: LLMConfig, file_id: str | None) -> list[dict[str, Any]]:
     if not file_id:
         return []
     litellm = _import_litellm()
-    content = _call(
+    content = call_provider(
         f"reading file {file_id}",
         lambda: litellm.file_content(
             file_id=file_id, **_credentials(config, max(config.timeout_seconds, FILE_TIMEOUT_SECONDS))
@@ -450,20 +337,7 @@ def collect(config: LLMConfig, state: BatchState, templates: Mapping[str, Templa
             outcome = _outcome(litellm, config, line, templates[custom_id])
             if custom_id not in found or isinstance(outcome, BatchAnswer):
                 found[custom_id] = outcome
-    return [found.get(custom_id) or _unreported(custom_id, state) for custom_id in templates]
-
-
-def _unreported(custom_id: str, state: BatchState) -> BatchFailure:
-    if state.status is BatchStatus.EXPIRED:
-        return BatchFailure(custom_id, FailureKind.EXPIRED, "the batch expired before the request was run", True)
-    if state.status is BatchStatus.CANCELLED:
-        return BatchFailure(
-            custom_id, FailureKind.CANCELLED, "the batch was cancelled before the request was run", True
-        )
-    if state.status is BatchStatus.FAILED:
-        why = "; ".join(state.errors[:3]) or "no reason given"
-        return BatchFailure(custom_id, FailureKind.BATCH_FAILED, f"the batch failed validation: {why}", True)
-    return BatchFailure(custom_id, FailureKind.MISSING, "the completed batch reported nothing for the request", True)
+    return [found.get(custom_id) or unreported(custom_id, state) for custom_id in templates]
 
 
 # The per-line error codes OpenAI writes for requests a batch never ran.

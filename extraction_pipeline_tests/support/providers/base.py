@@ -1,4 +1,4 @@
-"""What every provider fake shares: a loopback HTTP server on its own thread, the request log,
+"""What every provider fake shares: a loopback HTTP server (``http_fake``), the request log,
 the scripted replies, the answer callback, token counting and the prompt-prefix cache.
 
 A provider module says only what is its own: which paths it serves, what it refuses (``check``:
@@ -23,11 +23,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
-from urllib.parse import parse_qs, urlsplit
+from typing import Any
 
 from extraction_pipeline_tests.support.fake_llm import CHARS_PER_TOKEN, Reply
+from extraction_pipeline_tests.support.http_fake import Exchange, LoopbackFake
 
 __all__ = ["CHARS_PER_TOKEN", "ProviderFake", "Refusal", "Reply", "Request", "SentError", "tokens"]
 
@@ -113,12 +112,13 @@ def _common_prefix(a: str, b: str) -> int:
     return lo
 
 
-class ProviderFake:
+class ProviderFake(LoopbackFake):
     """A provider's API on 127.0.0.1. Subclasses set ``name`` and implement the hooks."""
 
     name = "provider"
 
     def __init__(self) -> None:
+        super().__init__()
         self.requests: list[Request] = []  # every request received, refused ones included
         self.answered: list[Answered] = []  # every 200 answer sent
         self.violations: list[str] = []  # why each refused request broke the provider's rules
@@ -126,34 +126,11 @@ class ProviderFake:
         self.answer: Callable[[list[dict[str, str]]], Reply] = lambda messages: Reply(json.dumps({}))
         self.rate_limit_headers: dict[str, str] = {}  # sent with every answer (and error)
         self.cache = PrefixCache()
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    # -- lifecycle -------------------------------------------------------------------------
-    @property
-    def origin(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     @property
     def api_base(self) -> str:
         """What litellm is given as ``api_base`` for this provider."""
         return self.origin
-
-    def start(self) -> Self:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def push(self, *replies: Reply) -> None:
         with self._lock:
@@ -225,43 +202,13 @@ class ProviderFake:
             return refusal.error
         return SentError(status, body, {**self.rate_limit_headers, **reply.headers})
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # keep test output clean
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) or b"{}"
-                try:
-                    body = json.loads(raw)
-                except json.JSONDecodeError:
-                    body = {"__unparsable__": raw.decode(errors="replace")}
-                split = urlsplit(self.path)
-                request = Request(
-                    "POST",
-                    split.path,
-                    {k: v[-1] for k, v in parse_qs(split.query).items()},
-                    {k.lower(): v for k, v in self.headers.items()},
-                    body,
-                )
-                sent = fake._handle(request)
-                data = json.dumps(sent.body).encode()
-                try:
-                    self.send_response(sent.status)
-                    for name, value in sent.headers.items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    self.wfile.flush()
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up
-
-        return Handler
+    def serve(self, exchange: Exchange) -> None:
+        try:
+            body = exchange.json()
+        except json.JSONDecodeError:  # kept as text for the request log
+            body = {"__unparsable__": exchange.body.decode(errors="replace")}
+        sent = self._handle(Request(exchange.method, exchange.path, exchange.query, exchange.headers, body))
+        exchange.send(sent.status, sent.body, sent.headers)
 
 
 def answer_text(reply: Reply, cap: int | None) -> tuple[str, int, str]:

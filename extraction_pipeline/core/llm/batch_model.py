@@ -1,0 +1,158 @@
+"""What a provider batch is, whichever provider runs it: the requests sent, the batch's state, and
+each request's outcome (an answer, or a failure saying why), shared by the OpenAI driver
+(``provider_batches``) and the Anthropic one (``anthropic_batches``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel
+
+from extraction_pipeline.core.errors import (
+    AnswerCutError,
+    ExtractionRuntimeError,
+    OutputParseError,
+    PermanentError,
+    TransientError,
+)
+from extraction_pipeline.core.llm.classify import classify
+from extraction_pipeline.core.templates.definition import TemplateDefinition
+from extraction_pipeline.core.usage import Usage
+
+# Uploading or downloading a file of up to 200 MB takes longer than one chat call may.
+FILE_TIMEOUT_SECONDS = 600.0
+
+
+class BatchStatus(StrEnum):
+    """OpenAI's batch statuses."""
+
+    VALIDATING = "validating"
+    IN_PROGRESS = "in_progress"
+    FINALIZING = "finalizing"
+    COMPLETED = "completed"
+    FAILED = "failed"  # the input file did not pass validation: nothing was run
+    EXPIRED = "expired"  # not done within 24 h: what was done is in the output file
+    CANCELLING = "cancelling"
+    CANCELLED = "cancelled"  # what was done before the cancel is in the output file
+
+    @property
+    def ended(self) -> bool:
+        """True once the provider will do nothing more with the batch (its files are final)."""
+        return self in _ENDED
+
+
+_ENDED = frozenset({BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.EXPIRED, BatchStatus.CANCELLED})
+
+
+class FailureKind(StrEnum):
+    """Why a request of a batch has no answer."""
+
+    REQUEST_FAILED = "request_failed"  # the provider answered the line with an HTTP error
+    ANSWER_CUT = "answer_cut"  # the answer stopped at the output limit (finish_reason "length")
+    INVALID_ANSWER = "invalid_answer"  # the answer is not valid JSON for the template
+    EXPIRED = "expired"  # the batch expired before the request was run
+    CANCELLED = "cancelled"  # the batch was cancelled before the request was run
+    BATCH_FAILED = "batch_failed"  # the whole batch failed validation: nothing was run
+    MISSING = "missing"  # a completed batch reported nothing for the request
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    custom_id: str  # unique within the batch: the answer comes back under it
+    messages: list[dict[str, str]]
+    template: TemplateDefinition
+
+
+@dataclass(frozen=True)
+class SubmittedBatch:
+    batch_id: str
+    input_file_id: str
+    model: str  # the model string of the config it was submitted with
+    count: int
+    submitted_at: datetime  # the provider's creation time of the batch
+    custom_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RequestCounts:
+    total: int = 0
+    completed: int = 0
+    failed: int = 0
+
+
+@dataclass(frozen=True)
+class BatchState:
+    batch_id: str
+    status: BatchStatus
+    counts: RequestCounts
+    input_file_id: str | None = None
+    output_file_id: str | None = None  # the successful requests' responses
+    error_file_id: str | None = None  # the failed requests' errors
+    errors: tuple[str, ...] = ()  # why a failed batch failed (the provider's validation errors)
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class BatchAnswer:
+    custom_id: str
+    output: BaseModel  # an instance of output_model(template)
+    content: str  # the answer's text as the model sent it
+    usage: Usage  # priced at the batch price; saved_usd: what the ordinary, uncached call would have cost more
+
+
+@dataclass(frozen=True)
+class BatchFailure:
+    """A request the batch did not answer. Every one is meant to be asked again as an ordinary
+    call; ``kind`` says why, ``transient`` whether the provider's own refusal of the line was
+    the kind a later call survives (a 5xx or 429; an expired or cancelled request was never run,
+    so it is transient too)."""
+
+    custom_id: str
+    kind: FailureKind
+    message: str
+    transient: bool
+    status_code: int | None = None  # the line's HTTP status, when the provider ran it
+    usage: Usage | None = None  # what an answer that was cut or invalid cost (it was paid)
+    content: str | None = None  # that answer's text (an invalid one can be repaired by an ordinary call)
+
+    def error(self) -> ExtractionRuntimeError:
+        """The exception an ordinary call failing this way raises (for the caller's ledger)."""
+        if self.kind is FailureKind.ANSWER_CUT:
+            tokens = self.usage.tokens_out if self.usage is not None else 0
+            return AnswerCutError(self.message, output_tokens=tokens, usage=self.usage)
+        if self.kind is FailureKind.INVALID_ANSWER:
+            return OutputParseError(self.message, usage=self.usage)
+        if self.transient:
+            return TransientError(self.message, usage=self.usage, provider=True)
+        return PermanentError(self.message, usage=self.usage)
+
+
+BatchOutcome = BatchAnswer | BatchFailure
+
+
+def call_provider(what: str, action: Callable[[], Any]) -> Any:
+    """One provider call, its failure classified (the message names the step, never the key)."""
+    try:
+        return action()
+    except Exception as exc:
+        classified = classify(exc)
+        classified.args = (f"provider batch: {what} failed: {classified}",)
+        raise classified from exc
+
+
+def unreported(custom_id: str, state: BatchState) -> BatchFailure:
+    """The failure of a request an ended batch gave no line for: why it was never answered."""
+    if state.status is BatchStatus.EXPIRED:
+        return BatchFailure(custom_id, FailureKind.EXPIRED, "the batch expired before the request was run", True)
+    if state.status is BatchStatus.CANCELLED:
+        return BatchFailure(
+            custom_id, FailureKind.CANCELLED, "the batch was cancelled before the request was run", True
+        )
+    if state.status is BatchStatus.FAILED:
+        why = "; ".join(state.errors[:3]) or "no reason given"
+        return BatchFailure(custom_id, FailureKind.BATCH_FAILED, f"the batch failed validation: {why}", True)
+    return BatchFailure(custom_id, FailureKind.MISSING, "the completed batch reported nothing for the request", True)
