@@ -2,67 +2,54 @@
 
 from __future__ import annotations
 
-import heapq
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
 
 from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline_tests.support import lanes
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer
 from extraction_pipeline_tests.support.ledgers import fresh_pg_database
 
+_GROUPS_FILE = pytest.StashKey[Path]()
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-# `./dev test` runs the suite on parallel workers (pytest-xdist, `--dist loadgroup`). Tests that run a
-# whole batch through daemons, a browser or a fuzz campaign each keep a core busy; they go into a few
-# lanes, each lane one worker's queue run one test after another, so that no more than HEAVY_LANES of
-# them share the machine's cores at once while the other workers take the quick tests. Estimated
-# seconds per heavy test (measured on 2 cores) balance the lanes; a module whose tests share a
-# module-scoped fixture stays whole, on one worker, so the fixture is built once.
-HEAVY_LANES = int(os.environ.get("EXTRACTION_TEST_HEAVY_LANES", "3"))
-_HEAVY_SECONDS = {"slow_drill": 85, "drill": 55, "fuzz": 50, "browser": 70, "e2e": 45}
+
+def pytest_configure(config: pytest.Config) -> None:
+    """On xdist's controller with `--dist loadgroup`: the file its workers write the groups to."""
+    if getattr(config.option, "dist", "no") == "loadgroup" and not hasattr(config, "workerinput"):
+        config.stash[_GROUPS_FILE] = Path(tempfile.mkdtemp(prefix="extraction-test-groups-")) / "groups.json"
 
 
-def _estimated_seconds(item: pytest.Item) -> int:
-    return max((seconds for marker, seconds in _HEAVY_SECONDS.items() if item.get_closest_marker(marker)), default=0)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _GROUPS_FILE in config.stash:
+        shutil.rmtree(config.stash[_GROUPS_FILE].parent, ignore_errors=True)
 
 
-def _shares_a_module_fixture(item: pytest.Item) -> bool:
-    definitions = getattr(item, "_fixtureinfo", None)
-    if definitions is None:
-        return False
-    return any(defs and defs[-1].scope == "module" for defs in definitions.name2fixturedefs.values())
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    node.workerinput[lanes.WORKER_INPUT_KEY] = str(node.config.stash[_GROUPS_FILE])
 
 
-def _unit_of(item: pytest.Item) -> str:
-    return item.nodeid.split("::")[0] if _shares_a_module_fixture(item) else item.nodeid
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The parallel schedule of `./dev test` (support/lanes.py)."""
+    if _GROUPS_FILE in config.stash:
+        return lanes.LaneScheduling(config, log, config.stash[_GROUPS_FILE])
+    return None
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put each test in its xdist group (see HEAVY_LANES): heavy ones in the least loaded lane,
-    longest first; the tests of a module with a module-scoped fixture in a group of their own. The
-    lanes go first (`./dev test` passes --no-loadscope-reorder: work is handed out in this order)."""
-    if not getattr(config.option, "loadgroup", False):  # what xdist sets on its workers for --dist loadgroup
-        return
-    units: dict[str, list[pytest.Item]] = {}
-    for item in items:
-        units.setdefault(_unit_of(item), []).append(item)
-    lanes = [(0, lane) for lane in range(max(1, HEAVY_LANES))]
-    heavy = {unit: sum(map(_estimated_seconds, members)) for unit, members in units.items()}
-    for unit in sorted((unit for unit, seconds in heavy.items() if seconds), key=lambda u: -heavy[u]):
-        load, lane = heapq.heappop(lanes)
-        for item in units[unit]:
-            item.add_marker(pytest.mark.xdist_group(f"heavy-lane-{lane}"))
-        heapq.heappush(lanes, (load + heavy[unit], lane))
-    for unit, members in units.items():
-        if not heavy[unit] and len(members) > 1:
-            for item in members:
-                item.add_marker(pytest.mark.xdist_group(unit))
-    items.sort(key=lambda item: not heavy[_unit_of(item)])
+    path = getattr(config, "workerinput", {}).get(lanes.WORKER_INPUT_KEY)
+    if path:
+        lanes.write_groups(Path(path), lanes.assign_groups(items))
 
 
 @pytest.fixture(scope="session")
