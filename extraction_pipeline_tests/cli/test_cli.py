@@ -325,7 +325,8 @@ def _interrupt_when_heartbeating(proc: subprocess.Popen[str], home: Path, stop_s
             patch.setenv("DAGSTER_HOME", str(home / "dagster"))
             with dg.DagsterInstance.get() as instance:
                 deadline = time.monotonic() + 90
-                while not instance.get_daemon_heartbeats() and time.monotonic() < deadline:
+                # The daemon's loops report one by one (the sensor loop not always first on a busy machine).
+                while "SENSOR" not in instance.get_daemon_heartbeats() and time.monotonic() < deadline:
                     time.sleep(1)
                 assert "SENSOR" in instance.get_daemon_heartbeats()  # it runs our sensors on this home
         proc.send_signal(stop_signal)

@@ -3,10 +3,13 @@
 Tests that run a whole batch through a daemon, a browser or a fuzz campaign (markers ``drill``,
 ``e2e``, ``browser``, ``fuzz``) each keep a core busy for a minute or more, and on a small machine
 several of them at once slow each other down (a daemon's loops cost CPU for as long as a test
-waits). They go into ``EXTRACTION_TEST_HEAVY_LANES`` lanes (default 2), each lane one worker's queue
+waits). They go into ``EXTRACTION_TEST_HEAVY_LANES`` lanes (default 1), each lane one worker's queue
 run one test after another, balanced by an estimate per marker and handed out first; the other
-workers take the quick tests meanwhile. A module whose tests share a module-scoped fixture stays
-whole on one worker, so the fixture is built once and its tests run in file order.
+workers take the quick tests meanwhile. One lane (the default) means no two of them ever run at
+once: on 2 cores two daemon-driven batches side by side took 2-4 times as long each, and the
+drills' timing (stale thresholds, a stop while a run starts) met conditions they never meet
+alone. A module whose tests share a module-scoped fixture stays whole on one worker, so the
+fixture is built once and its tests run in file order.
 
 Why a scheduler of our own: xdist's ``loadgroup`` names a test's group by appending ``@group`` to
 its node id, which pytest 9 no longer lets a plugin change (``Node.nodeid`` is read-only), so
@@ -27,7 +30,7 @@ import pytest
 from xdist.scheduler.loadscope import LoadScopeScheduling
 
 WORKER_INPUT_KEY = "extraction_test_groups"
-HEAVY_LANES = int(os.environ.get("EXTRACTION_TEST_HEAVY_LANES", "2"))
+HEAVY_LANES = int(os.environ.get("EXTRACTION_TEST_HEAVY_LANES", "1"))
 # Seconds a heavy test takes alone on 2 cores, about (`--durations`): only their ratios matter.
 HEAVY_SECONDS = {"slow_drill": 85, "drill": 55, "fuzz": 50, "browser": 70, "e2e": 45}
 
