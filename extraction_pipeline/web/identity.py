@@ -1,4 +1,5 @@
-"""Who is asking: the signed-in user behind a request, and the pages that sign users in and out.
+"""Who is asking: the signed-in user behind a request (the pages that sign users in and out are
+web/signin.py's).
 
 Decisions, uploads and batch launches are recorded under the user proven here, never a typed
 name. A request proves its user, in this order, by
@@ -14,8 +15,8 @@ that proves its user through it as well, so a reviewer needs one token, not two.
 itself passes the gate (with the stylesheet and scripts it loads, which hold nothing secret): it
 is where a personal token is turned into a session, and it opens nothing without one.
 
-Handlers take ``ledger`` and ``settings`` explicitly, as the other route modules get them from
-``routes(ledger, settings)``.
+These functions take ``ledger`` and ``settings`` explicitly: ``passes_gate`` runs in the token gate,
+before any handler, and web/deps.py hands them the application's own for the handlers.
 """
 
 from __future__ import annotations
@@ -25,25 +26,14 @@ import ipaddress
 from urllib.parse import quote
 
 from starlette.requests import HTTPConnection, Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import Route
+from starlette.responses import RedirectResponse, Response
 from starlette.types import Scope
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline.core.ledger.users import (
-    SESSION_DAYS,
-    User,
-    end_session,
-    ensure_sso_user,
-    start_session,
-    user_by_session,
-    user_by_token,
-)
+from extraction_pipeline.core.ledger.users import User, ensure_sso_user, user_by_session, user_by_token
 from extraction_pipeline.core.settings import Settings
-from extraction_pipeline.web.forms import read_form, text_field
 from extraction_pipeline.web.pages import message_page
-from extraction_pipeline.web.templating import render
 from extraction_pipeline.web.urls import PREFIX
 
 __all__ = [
@@ -52,21 +42,20 @@ __all__ = [
     "SIGNIN_PATH",
     "SIGNOUT_PATH",
     "current_user",
+    "from_trusted_proxy",
+    "identify",
     "passes_gate",
     "require_admin",
     "require_user",
-    "signin_routes",
+    "sso_refused",
 ]
 
 SESSION_COOKIE = "extraction_session"
 SIGNIN_PATH = f"{PREFIX}/signin"
 SIGNOUT_PATH = f"{PREFIX}/signout"
 ME_PATH = f"{PREFIX}/me"
-HOME_PATH = f"{PREFIX}/"
 STATIC_PREFIX = f"{PREFIX}/static/"
 SSO_HEADERS = ("x-forwarded-user", "x-forwarded-email")
-MAX_NEXT_CHARS = 2000
-BAD_TOKEN = "that token is not valid (ask an admin for a new one: extraction-pipeline users token NAME)"  # noqa: S105 (a message)
 
 
 @functools.lru_cache(maxsize=16)
@@ -109,7 +98,7 @@ def _bearer(conn: HTTPConnection) -> str | None:
     return header[7:].strip() or None
 
 
-def _identify(conn: HTTPConnection, ledger: Ledger, settings: Settings) -> User | str | None:
+def identify(conn: HTTPConnection, ledger: Ledger, settings: Settings) -> User | str | None:
     """The user; or why the proxy's user is refused (disabled, an impossible name); or None."""
     sso = _sso_name(conn, settings)
     if sso is not None:
@@ -131,7 +120,7 @@ def _identify(conn: HTTPConnection, ledger: Ledger, settings: Settings) -> User 
 
 def current_user(request: HTTPConnection, ledger: Ledger, settings: Settings) -> User | None:
     """The signed-in user of a request or websocket handshake, or None."""
-    found = _identify(request, ledger, settings)
+    found = identify(request, ledger, settings)
     return found if isinstance(found, User) else None
 
 
@@ -161,7 +150,7 @@ def _sign_in_first(request: Request) -> Response:
     )
 
 
-def _sso_refused(reason: str) -> str:
+def sso_refused(reason: str) -> str:
     return f"your single sign-on is refused here: {reason}"
 
 
@@ -169,11 +158,11 @@ def require_user(request: Request, ledger: Ledger, settings: Settings) -> User |
     """The signed-in user, or the response to send instead: a GET goes to the sign-in page (and
     comes back here afterwards), a POST is refused with 401 (its form cannot be replayed); a user
     the single-sign-on proxy names but this server refuses (disabled) gets 403."""
-    found = _identify(request, ledger, settings)
+    found = identify(request, ledger, settings)
     if isinstance(found, User):
         return found
     if isinstance(found, str):
-        return message_page("Not allowed", error=_sso_refused(found), status_code=403)
+        return message_page("Not allowed", error=sso_refused(found), status_code=403)
     return _sign_in_first(request)
 
 
@@ -188,119 +177,3 @@ def require_admin(request: Request, ledger: Ledger, settings: Settings, *, actio
             user=found,
         )
     return found
-
-
-def safe_next(value: str | None) -> str:
-    """Where to go after signing in: a page of ours, never another site (``//evil.example``,
-    ``https://evil.example``) or anything a header could be split with."""
-    if (
-        value
-        and value.startswith(HOME_PATH)
-        and len(value) <= MAX_NEXT_CHARS
-        and "\\" not in value
-        and all(" " < ch < "\x7f" for ch in value)
-    ):
-        return value
-    return HOME_PATH
-
-
-def _secure(request: Request, settings: Settings) -> bool:
-    """Came the request over https (to us, or to the trusted proxy in front of us)?"""
-    if request.url.scheme == "https":
-        return True
-    forwarded = request.headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
-    return forwarded == "https" and from_trusted_proxy(request, settings)
-
-
-def _signed_in(request: Request, ledger: Ledger, settings: Settings, user: User, target: str) -> Response:
-    """A new session (never the one the browser brought: that one is ended), then ``target``."""
-    previous = request.cookies.get(SESSION_COOKIE)
-    if previous:
-        end_session(ledger, previous)
-    response = RedirectResponse(target, status_code=303)
-    response.set_cookie(
-        SESSION_COOKIE,
-        start_session(ledger, user, days=SESSION_DAYS),
-        max_age=SESSION_DAYS * 86400,
-        path="/",  # Dagster's pages and live updates pass the gate by it too
-        httponly=True,
-        samesite="strict",
-        secure=_secure(request, settings),
-    )
-    return response
-
-
-def _form_page(
-    next_path: str,
-    *,
-    error: str | None = None,
-    status_code: int = 200,
-    refresh: bool = False,
-    confirm: tuple[User, str] | None = None,
-) -> Response:
-    """The sign-in form; with ``confirm`` (a sign-in link's user and token) a button that signs in
-    as that user — a link alone never signs anyone in (another person's link would sign you in as
-    them). ``refresh``: the page was reached from another site's link, so the browser withheld our
-    SameSite=Strict cookie; loading it again from our own page sends the cookie (a signed-in user
-    then goes on to ``next``; one who is not sees this form, and no further reload)."""
-    return render(
-        "signin.html",
-        title="Sign in",
-        signin_path=SIGNIN_PATH,
-        next_path=next_path,
-        error=error,
-        status_code=status_code,
-        reload_to=f"{SIGNIN_PATH}?next={quote(next_path, safe='')}" if refresh else None,
-        confirm_as=confirm[0].name if confirm else None,
-        token=confirm[1] if confirm else "",
-        headers={"referrer-policy": "same-origin", "cache-control": "no-store"},
-    )
-
-
-def signin_routes(ledger: Ledger, settings: Settings) -> list[Route]:
-    async def signin_page(request: Request) -> Response:
-        next_path = safe_next(request.query_params.get("next"))
-        token = request.query_params.get("token")
-        if token is not None:  # the link `users add` printed: confirmed by a click (a same-origin POST)
-            user = user_by_token(ledger, token.strip())
-            if user is None:
-                return _form_page(next_path, error=BAD_TOKEN, status_code=401)
-            return _form_page(next_path, confirm=(user, token.strip()))
-        found = _identify(request, ledger, settings)
-        if isinstance(found, User):
-            if "next" in request.query_params:
-                return RedirectResponse(next_path, status_code=303)
-            return render("signed_in.html", title="Signed in", user=found, signout_path=SIGNOUT_PATH)
-        if isinstance(found, str):
-            return _form_page(next_path, error=_sso_refused(found), status_code=403)
-        return _form_page(next_path, refresh=request.headers.get("sec-fetch-site") == "cross-site")
-
-    async def signin(request: Request) -> Response:
-        form = await read_form(request)
-        next_path = safe_next(text_field(form, "next", MAX_NEXT_CHARS))
-        user = user_by_token(ledger, text_field(form, "token", 500).strip())
-        if user is None:
-            return _form_page(next_path, error=BAD_TOKEN, status_code=401)
-        return _signed_in(request, ledger, settings, user, next_path)
-
-    async def signout(request: Request) -> Response:
-        await read_form(request)  # refuses another site's post: it could sign a reviewer out
-        secret = request.cookies.get(SESSION_COOKIE)
-        if secret:
-            end_session(ledger, secret)
-        response = RedirectResponse(SIGNIN_PATH, status_code=303)
-        response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
-        return response
-
-    async def me(request: Request) -> Response:
-        user = current_user(request, ledger, settings)
-        if user is None:
-            return JSONResponse({"error": "not signed in"}, status_code=401)
-        return JSONResponse({"name": user.name, "role": user.role.value})
-
-    return [
-        Route(SIGNIN_PATH, signin_page, methods=["GET", "HEAD"]),
-        Route(SIGNIN_PATH, signin, methods=["POST"]),
-        Route(SIGNOUT_PATH, signout, methods=["POST"]),
-        Route(ME_PATH, me, methods=["GET"]),
-    ]

@@ -18,7 +18,7 @@ from starlette.types import Scope
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.settings import Settings
-from extraction_pipeline.web import downloads, identity, missed, projects, review, synthesis
+from extraction_pipeline.web import downloads, identity, missed, projects, review, signin, synthesis
 from extraction_pipeline.web.auth import TokenGate, is_loopback
 from extraction_pipeline.web.guard import RequestGuard, allowed_hosts
 from extraction_pipeline.web.pages import not_found
@@ -39,7 +39,7 @@ def build_app(settings: Settings, dagster_app: Any, *, token: str | None, bind_h
         *review.ROUTES,
         *synthesis.ROUTES,
         *missed.ROUTES,
-        *identity.signin_routes(ledger, settings),
+        *signin.ROUTES,
         Mount(f"{PREFIX}/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     # Anything else under our prefix is a 404 of ours, never Dagster's UI page in its place.

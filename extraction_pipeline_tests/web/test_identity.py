@@ -45,8 +45,8 @@ from extraction_pipeline.web.identity import (
     passes_gate,
     require_admin,
     require_user,
-    signin_routes,
 )
+from extraction_pipeline.web.signin import ROUTES as SIGNIN_ROUTES
 from extraction_pipeline_tests.support.web import serving
 
 INSTANCE_TOKEN = "instance-token-for-tests"
@@ -80,13 +80,14 @@ def _app(ledger: Ledger, settings: Settings, *, instance_token: str | None) -> A
 
     app: Any = Starlette(
         routes=[
-            *signin_routes(ledger, settings),
+            *SIGNIN_ROUTES,
             Route("/extraction/decide", decide, methods=["GET", "POST"]),
             Route("/extraction/settings", settings_page, methods=["GET", "POST"]),
             WebSocketRoute("/live", live),
             Route("/{rest:path}", dagster_ui),
         ]
     )
+    app.state.ledger, app.state.settings = ledger, settings  # what the sign-in handlers read (web/deps.py)
     if instance_token:
         app = TokenGate(app, instance_token, accepts=lambda scope: passes_gate(scope, ledger, settings))
     return RequestGuard(app, allowed_hosts("127.0.0.1", settings.public_url, ()))
