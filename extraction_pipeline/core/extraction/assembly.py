@@ -58,7 +58,8 @@ def assemble(
     meter: Meter,
 ) -> Assembled:
     """Every answer the document's batch asks for, grounded and put together."""
-    reply, reused, grounded, part_notes = grounded_answer(ledger, item_id, run_id, llm, template, parsed, meter)
+    first = ModelAsk(ledger, item_id, run_id, llm, template, parsed, meter)
+    reply, reused, grounded, part_notes = grounded_answer(first)
     checked = check_recall(
         grounded,
         parsed,
@@ -66,7 +67,7 @@ def assemble(
         follow_up=follows_up(ledger, item_id),
         # Parts of a long paper carry their pages; a cut answer asked module by module does not.
         whole_paper_fits=all(note.get("pages", "all") == "all" for note in part_notes),
-        ask=lambda messages, asked: _answer(ledger, item_id, run_id, llm, messages, asked, meter),
+        ask=lambda messages, asked: _answer(first, messages, asked),
     )
     grounded = checked.fields
     result: dict[str, Any] = {
@@ -88,7 +89,7 @@ def assemble(
     usage = reply.usage if checked.usage is None else reply.usage + checked.usage
     second_model, adjudicator = second_model_of(ledger, item_id)
     if second_model:
-        second = _second_extraction(ledger, item_id, run_id, replace(llm, model=second_model), template, parsed, meter)
+        second = _second_extraction(first.by(second_model))
         result.update(second.result(grounded, usage))
         usage = usage + second.usage
         if adjudicator:
@@ -130,20 +131,31 @@ class Meter:
         return failed_call if self.usage is None else self.usage + failed_call
 
 
-def grounded_answer(
-    ledger: Ledger,
-    item_id: int,
-    run_id: str,
-    llm: LLMConfig,
-    template: TemplateDefinition,
-    parsed: ParsedDocument,
-    meter: Meter,
-) -> tuple[LLMResult, dict[str, Any] | None, GroundedFields, list[dict[str, Any]]]:
+@dataclass(frozen=True)
+class ModelAsk:
+    """One model asked about one document: the paper and the template it is asked with, the item
+    and run its calls are recorded under, and the meter they are counted on as they return (the
+    first model's and the second model's answers differ only in ``llm``)."""
+
+    ledger: Ledger
+    item_id: int
+    run_id: str
+    llm: LLMConfig
+    template: TemplateDefinition
+    parsed: ParsedDocument
+    meter: Meter
+
+    def by(self, model: str) -> ModelAsk:
+        """The same questions to another model on the same endpoint."""
+        return replace(self, llm=replace(self.llm, model=model))
+
+
+def grounded_answer(ask: ModelAsk) -> tuple[LLMResult, dict[str, Any] | None, GroundedFields, list[dict[str, Any]]]:
     """One model's grounded answer: (reply with its usage, reuse note, fields, notes on the calls
     when there was more than one)."""
-    grounder = Grounder(parsed)
-    questions = first_questions(template, parsed, llm)
-    asked = Asking(ledger, item_id, run_id, llm, parsed, grounder, meter)
+    llm = ask.llm
+    questions = first_questions(ask.template, ask.parsed, llm)
+    asked = Asking(ask, Grounder(ask.parsed))
     answers = [
         answer
         for number, question in enumerate(questions, start=1)
@@ -215,13 +227,8 @@ class Asking:
     the pages at a time, so a paper with many outcomes still completes with every value grounded.
     Each answer is grounded against the whole document."""
 
-    ledger: Ledger
-    item_id: int
-    run_id: str
-    llm: LLMConfig
-    parsed: ParsedDocument
+    ask: ModelAsk
     grounder: Grounder
-    meter: Meter
     cut: list[str] = field(default_factory=list)  # what was cut, in words
     cut_usage: Usage | None = None  # what the cut answers cost (paid, and part of the document's cost)
 
@@ -256,7 +263,9 @@ class Asking:
                 return [Question(template.only(name), question.part, name) for name in modules]
         repeated = any(m.repeated for m in template.all_modules())
         first, last = (
-            (question.part.first_page, question.part.last_page) if question.part else (1, len(self.parsed.pages_text))
+            (question.part.first_page, question.part.last_page)
+            if question.part
+            else (1, len(self.ask.parsed.pages_text))
         )
         if not repeated or first == last:
             return []  # a single-valued module, or one page: nothing smaller to ask
@@ -267,10 +276,8 @@ class Asking:
         ]
 
     def _ask(self, question: Question, number: int, of: int) -> Answer:
-        messages = question.messages(self.parsed, number, of)
-        reply, reused = _answer(
-            self.ledger, self.item_id, self.run_id, self.llm, messages, question.template, self.meter
-        )
+        messages = question.messages(self.ask.parsed, number, of)
+        reply, reused = _answer(self.ask, messages, question.template)
         note: dict[str, Any] = {"pages": question.part.label if question.part else "all", "reused": reused is not None}
         if question.module:
             note["module"] = question.module
@@ -299,32 +306,20 @@ class SecondExtraction:
         }
 
 
-def _second_extraction(
-    ledger: Ledger,
-    item_id: int,
-    run_id: str,
-    llm: LLMConfig,
-    template: TemplateDefinition,
-    parsed: ParsedDocument,
-    meter: Meter,
-) -> SecondExtraction:
+def _second_extraction(ask: ModelAsk) -> SecondExtraction:
     """The same prompt to the second model, independently (it never sees the first answer)."""
-    reply, reused, grounded, _parts = grounded_answer(ledger, item_id, run_id, llm, template, parsed, meter)
-    return SecondExtraction(llm.effective_model, grounded, reply.usage, reused)
+    reply, reused, grounded, _parts = grounded_answer(ask)
+    return SecondExtraction(ask.llm.effective_model, grounded, reply.usage, reused)
 
 
 def _answer(
-    ledger: Ledger,
-    item_id: int,
-    run_id: str,
-    llm: LLMConfig,
-    messages: list[dict[str, str]],
-    template: TemplateDefinition,
-    meter: Meter,
+    ask: ModelAsk, messages: list[dict[str, str]], template: TemplateDefinition
 ) -> tuple[LLMResult, dict[str, Any] | None]:
-    """The model's answer: the one already paid for when the exact same prompt went to the same
-    model before (unless the batch asks for fresh answers), else a new call, stored for next time.
-    The offline extractor costs nothing and is not stored."""
+    """The model's answer to ``messages`` (asked with ``template``: the whole one, or one module
+    of it): the one already paid for when the exact same prompt went to the same model before
+    (unless the batch asks for fresh answers), else a new call, stored for next time. The offline
+    extractor costs nothing and is not stored."""
+    ledger, item_id, llm, meter = ask.ledger, ask.item_id, ask.llm, ask.meter
     key = answer_key(llm.effective_model, messages)
     stored = None if llm.is_offline else stored_answer(ledger, key)
     # A fresh batch asks again, except what this very document already paid for (its provider
@@ -340,7 +335,7 @@ def _answer(
             "cost_usd": stored.cost_usd,
         }
         return LLMResult(output, Usage(stored.model), repaired=False, content=stored.content), reused
-    record_prompt(ledger, item_id=item_id, run_id=run_id, model=llm.effective_model, messages=messages)
+    record_prompt(ledger, item_id=item_id, run_id=ask.run_id, model=llm.effective_model, messages=messages)
     try:
         reply = complete_extraction(llm, messages, template)
     except AnswerCutError as cut:
