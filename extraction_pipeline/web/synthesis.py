@@ -1,18 +1,27 @@
 """The batch's evidence as an analyst reads it, on the batch page: a forest plot per outcome
 (each study linking to its review page) and the Risk-of-Bias traffic lights with their summary
-bars; and the form with which a reviewer pools differently named outcomes as one.
+bars; the same pictures as SVG, PNG and PDF files; and the form with which a reviewer pools
+differently named outcomes as one.
 
-The pictures are SVG drawn by ``core/synthesis`` (the workbook embeds the same drawings): every
-text they place is escaped there, so the page includes them as they are.
+The pictures are matplotlib figures drawn by ``core/synthesis`` (the workbook embeds the same
+drawings) and written as SVG there, every text escaped by matplotlib's writer, so the page
+includes them as they are. Downloads are open to whoever may read the batch page, as the
+workbook and the CSV are (``downloads``); a forest plot is named by its outcome and measure, so
+its address still holds when the page lists outcomes in another order.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urlencode
 
 from markupsafe import Markup
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from extraction_pipeline.core.errors import ConfigError
@@ -24,14 +33,28 @@ from extraction_pipeline.core.synthesis.batch import (
     batch_synthesis,
     set_outcome_label,
 )
-from extraction_pipeline.core.synthesis.forest import forest_svg, shown
-from extraction_pipeline.core.synthesis.risk_of_bias import batch_risk_of_bias, summary_svg, traffic_light_svg
+from extraction_pipeline.core.synthesis.figures import MEDIA_TYPES, Format, render, svg_text
+from extraction_pipeline.core.synthesis.forest import forest_figure, shown
+from extraction_pipeline.core.synthesis.risk_of_bias import (
+    RiskOfBias,
+    batch_risk_of_bias,
+    summary_figure,
+    traffic_light_figure,
+)
 from extraction_pipeline.web.deps import ledger_of, signed_in
 from extraction_pipeline.web.forms import read_form, set_flash, text_field
 from extraction_pipeline.web.pages import message_page
 from extraction_pipeline.web.urls import PREFIX
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 MAX_NAMES = 50
+FORMATS: tuple[Format, ...] = ("svg", "png", "pdf")
+ROB_PICTURES: dict[str, Callable[[RiskOfBias], Figure]] = {
+    "traffic-lights": traffic_light_figure,
+    "summary": summary_figure,
+}
 
 
 @dataclass(frozen=True)
@@ -39,6 +62,7 @@ class OutcomeView:
     outcome: OutcomeSynthesis
     picture: Markup | None  # the forest plot, for outcomes with two studies or more
     estimate: str  # the one study's estimate [CI], for outcomes with one
+    downloads: tuple[tuple[str, str], ...] = ()  # (format, address) of the forest plot's files
 
 
 @dataclass(frozen=True)
@@ -50,6 +74,17 @@ class SynthesisView:
     error: str | None
     traffic_lights: Markup | None
     summary: Markup | None
+    traffic_light_downloads: tuple[tuple[str, str], ...] = ()
+    summary_downloads: tuple[tuple[str, str], ...] = ()
+
+
+def forest_url(batch_id: int, outcome: OutcomeSynthesis, fmt: str) -> str:
+    query = urlencode({"outcome": outcome.result.outcome, "measure": outcome.result.measure})
+    return f"{PREFIX}/batches/{batch_id}/forest.{fmt}?{query}"
+
+
+def risk_of_bias_url(batch_id: int, picture: str, fmt: str) -> str:
+    return f"{PREFIX}/batches/{batch_id}/risk-of-bias/{picture}.{fmt}"
 
 
 def synthesis_view(ledger: Ledger, batch_id: int) -> SynthesisView:
@@ -64,8 +99,13 @@ def synthesis_view(ledger: Ledger, batch_id: int) -> SynthesisView:
     views = []
     for outcome in synthesis.outcomes:
         result, first = outcome.result, outcome.rows[0].effect
-        picture = Markup(forest_svg(outcome, link)) if outcome.pooled else None  # noqa: S704 (escaped in core)
-        views.append(OutcomeView(outcome, picture, shown(result.ratio, first.estimate, first.ci_lower, first.ci_upper)))
+        estimate = shown(result.ratio, first.estimate, first.ci_lower, first.ci_upper)
+        if not outcome.pooled:
+            views.append(OutcomeView(outcome, None, estimate))
+            continue
+        picture = Markup(svg_text(forest_figure(outcome, link)))  # noqa: S704 (escaped by matplotlib)
+        downloads = tuple((fmt.upper(), forest_url(batch_id, outcome, fmt)) for fmt in FORMATS)
+        views.append(OutcomeView(outcome, picture, estimate, downloads))
     rob = batch_risk_of_bias(ledger, batch_id)
     drawn = rob is not None and bool(rob.studies)
     return SynthesisView(
@@ -74,8 +114,10 @@ def synthesis_view(ledger: Ledger, batch_id: int) -> SynthesisView:
         left_out=synthesis.left_out,
         labels=sorted({view.outcome.result.outcome for view in views}),
         error=error,
-        traffic_lights=Markup(traffic_light_svg(rob, link)) if rob is not None and drawn else None,  # noqa: S704
-        summary=Markup(summary_svg(rob)) if rob is not None and drawn else None,  # noqa: S704
+        traffic_lights=Markup(svg_text(traffic_light_figure(rob, link))) if rob is not None and drawn else None,  # noqa: S704
+        summary=Markup(svg_text(summary_figure(rob))) if rob is not None and drawn else None,  # noqa: S704
+        traffic_light_downloads=tuple((f.upper(), risk_of_bias_url(batch_id, "traffic-lights", f)) for f in FORMATS),
+        summary_downloads=tuple((f.upper(), risk_of_bias_url(batch_id, "summary", f)) for f in FORMATS),
     )
 
 
@@ -106,4 +148,73 @@ async def label_outcome(request: Request) -> Response:
     return response
 
 
-ROUTES = [Route(f"{PREFIX}/batches/{{batch_id:id}}/outcome-labels", label_outcome, methods=["POST"])]
+def _format(request: Request) -> Format | None:
+    fmt = request.path_params["fmt"]
+    return next((known for known in FORMATS if known == fmt), None)
+
+
+def _file(picture: bytes, fmt: Format, name: str) -> Response:
+    headers = {"content-disposition": f'attachment; filename="{name}.{fmt}"'}
+    return Response(picture, media_type=MEDIA_TYPES[fmt], headers=headers)
+
+
+def _slug(text: str) -> str:
+    """A file name's part from an outcome's name: what a name can hold everywhere."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "outcome"
+
+
+def _forest_file(ledger: Ledger, batch_id: int, outcome: str, measure: str, fmt: Format) -> bytes | None:
+    try:
+        synthesis = batch_synthesis(ledger, batch_id)
+    except ConfigError:
+        return None  # the page says why nothing is pooled
+    found = next(
+        (o for o in synthesis.pooled if o.result.outcome == outcome and o.result.measure == measure),
+        None,
+    )
+    return render(forest_figure(found), fmt) if found is not None else None
+
+
+async def forest_download(request: Request) -> Response:
+    """One outcome's forest plot as a file (``?outcome=…&measure=…``)."""
+    ledger = ledger_of(request)
+    batch_id = request.path_params["batch_id"]
+    fmt = _format(request)
+    if fmt is None:
+        return PlainTextResponse(f"no such format: choose one of {', '.join(FORMATS)}\n", status_code=404)
+    if get_batch(ledger, batch_id) is None:
+        return PlainTextResponse(f"unknown batch {batch_id}\n", status_code=404)
+    outcome, measure = request.query_params.get("outcome", ""), request.query_params.get("measure", "")
+    picture = await run_in_threadpool(_forest_file, ledger, batch_id, outcome, measure, fmt)
+    if picture is None:
+        return PlainTextResponse("no forest plot of that outcome and measure in this batch\n", status_code=404)
+    return _file(picture, fmt, f"batch-{batch_id}-forest-{_slug(outcome)}-{_slug(measure)}")
+
+
+def _risk_of_bias_file(ledger: Ledger, batch_id: int, picture: str, fmt: Format) -> bytes | None:
+    rob = batch_risk_of_bias(ledger, batch_id)
+    if rob is None or not rob.studies:
+        return None
+    return render(ROB_PICTURES[picture](rob), fmt)
+
+
+async def risk_of_bias_download(request: Request) -> Response:
+    """The traffic lights or the summary bars as a file."""
+    ledger = ledger_of(request)
+    batch_id, picture = request.path_params["batch_id"], request.path_params["picture"]
+    fmt = _format(request)
+    if fmt is None or picture not in ROB_PICTURES:
+        return PlainTextResponse("no such picture\n", status_code=404)
+    if get_batch(ledger, batch_id) is None:
+        return PlainTextResponse(f"unknown batch {batch_id}\n", status_code=404)
+    drawn = await run_in_threadpool(_risk_of_bias_file, ledger, batch_id, picture, fmt)
+    if drawn is None:
+        return PlainTextResponse("no risk-of-bias judgements in this batch\n", status_code=404)
+    return _file(drawn, fmt, f"batch-{batch_id}-risk-of-bias-{picture}")
+
+
+ROUTES = [
+    Route(f"{PREFIX}/batches/{{batch_id:id}}/outcome-labels", label_outcome, methods=["POST"]),
+    Route(f"{PREFIX}/batches/{{batch_id:id}}/forest.{{fmt}}", forest_download, methods=["GET"]),
+    Route(f"{PREFIX}/batches/{{batch_id:id}}/risk-of-bias/{{picture}}.{{fmt}}", risk_of_bias_download, methods=["GET"]),
+]

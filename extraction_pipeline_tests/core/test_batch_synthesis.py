@@ -4,12 +4,16 @@ label pools differently named outcomes as one, and the workbook carries both as 
 
 from __future__ import annotations
 
+import io
 import math
-import re
 from pathlib import Path
 
+import numpy as np
 import openpyxl
 import pytest
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from PIL import Image
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.export.workbook import write_workbook
@@ -19,24 +23,26 @@ from extraction_pipeline.core.review.values import APPROVE
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthesis import pool, reported_effect
 from extraction_pipeline.core.synthesis.batch import batch_synthesis, set_outcome_label
-from extraction_pipeline.core.synthesis.forest import forest_svg
+from extraction_pipeline.core.synthesis.figures import render, svg_text
+from extraction_pipeline.core.synthesis.forest import forest_figure
 from extraction_pipeline.core.synthesis.risk_of_bias import (
     HIGH,
     LOW,
     NO_INFORMATION,
     SOME_CONCERNS,
     batch_risk_of_bias,
-    summary_svg,
-    traffic_light_svg,
+    summary_figure,
+    traffic_light_figure,
 )
-from extraction_pipeline.core.synthesis.svg import to_png
 from extraction_pipeline.core.synthetic import SyntheticTrial
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer
 from extraction_pipeline_tests.support.review_case import ReviewCase, make_batch, results_sentence, synthesis_answer
+from extraction_pipeline_tests.support.svg import classed, parse, study_links, texts, titles
 
 ESTIMATE = "outcomes.1.effect_estimate"
 BOUNDS = ("outcomes.1.ci_lower", "outcomes.1.ci_upper")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+REVIEWED_RGB = (0x1F, 0x4E, 0x79)  # forest.REVIEWED_FILL
 
 
 def _answer(trial: SyntheticTrial) -> str:
@@ -100,13 +106,32 @@ def test_reviewed_values_are_pooled_and_drawn_filled(cases: list[ReviewCase]) ->
     assert [row.reviewed for row in outcome.rows] == [True, True, False]
     assert outcome.rows[1].effect.estimate == pytest.approx(math.log(corrected))
 
-    svg = forest_svg(outcome, link=lambda item_id: f"/extraction/batches/{first.batch_id}/documents/{item_id}")
-    assert svg.count('class="study reviewed"') == 2 and svg.count('class="study not-reviewed"') == 1
-    links = re.findall(r'<a href="([^"]+)" class="study-link">', svg)
-    assert links == [f"/extraction/batches/{first.batch_id}/documents/{c.item_id}" for c in cases]
-    assert "Random effects (REML)" in svg and "I²" in svg
-    png = to_png(forest_svg(outcome))
+    figure = forest_figure(outcome, link=lambda item_id: f"/extraction/batches/{first.batch_id}/documents/{item_id}")
+    svg = parse(svg_text(figure))
+    assert len(classed(svg, "study reviewed")) == 2 and len(classed(svg, "study not-reviewed")) == 1
+    assert f"{cases[2].trial.nct_number}: not reviewed" in titles(svg)
+    assert study_links(svg) == [f"/extraction/batches/{first.batch_id}/documents/{c.item_id}" for c in cases]
+    drawn = texts(svg)
+    assert "Random effects (REML)" in drawn and any("I²" in text for text in drawn)
+    assert "hospitalization or death — HR, k = 3" in drawn
+    # The corrected study's estimate [CI], back-transformed, beside its row.
+    assert any(text.startswith(f"{corrected:.2f} [") for text in drawn)
+    png = render(figure, "png")
     assert png.startswith(PNG_SIGNATURE) and len(png) > 5_000
+    with Image.open(io.BytesIO(png)) as image:
+        width, height = image.size
+        # Hollow: the unreviewed study's square is white inside, the reviewed ones are filled.
+        centres = [_square_centre(figure, index, width, height) for index in range(3)]
+        fills = [image.convert("RGB").getpixel(centre) for centre in centres]
+    assert fills == [REVIEWED_RGB, REVIEWED_RGB, (255, 255, 255)]
+
+
+def _square_centre(figure: Figure, index: int, width: int, height: int) -> tuple[int, int]:
+    """Where study ``index``'s square is drawn, in the PNG's pixels (matplotlib's y points up)."""
+    squares = [line for line in figure.axes[0].get_lines() if line.get_marker() == "s"]
+    x_px, y_px = figure.axes[0].transData.transform(np.asarray(squares[index].get_xydata())[0])
+    scale = width / figure.bbox.width  # the PNG is drawn at a higher resolution than the figure
+    return round(x_px * scale), round(height - y_px * scale)
 
 
 def test_a_reviewers_label_pools_differently_named_outcomes_as_one(
@@ -150,12 +175,23 @@ def test_risk_of_bias_traffic_lights_and_summary(cases: list[ReviewCase]) -> Non
     assert {s.judgements[5].level for s in rob.studies} == {NO_INFORMATION}  # not answered
     summary = dict((d.short, counts) for d, counts in rob.summary())
     assert summary["D1"] == {LOW: 2, SOME_CONCERNS: 0, HIGH: 1, NO_INFORMATION: 0}
-    lights = traffic_light_svg(rob, link=lambda item_id: f"/r/{item_id}")
-    assert lights.count('class="judgement low"') == 2 and lights.count('class="judgement high"') == 1
-    assert lights.count('<a href="/r/') == 3
-    bars = summary_svg(rob)
-    assert bars.count('class="share low"') == 1 and "2 of 3 low" in bars
-    assert to_png(bars).startswith(PNG_SIGNATURE)
+    lights = parse(svg_text(traffic_light_figure(rob, link=lambda item_id: f"/r/{item_id}")))
+    assert len(classed(lights, "judgement low")) == 2 and len(classed(lights, "judgement high")) == 1
+    assert study_links(lights) == [f"/r/{c.item_id}" for c in cases]
+    tooltips = titles(lights)
+    assert f"{cases[0].trial.nct_number}, Bias arising from the randomization process: low, reviewed" in tooltips
+    assert f"{cases[1].trial.nct_number}, Bias arising from the randomization process: low, not reviewed" in tooltips
+    assert {"D1", "Overall", "D5: Bias in selection of the reported result"} <= set(texts(lights))
+    drawing = summary_figure(rob)
+    bars = parse(svg_text(drawing))
+    assert len(classed(bars, "share low")) == 1 and "Bias arising from the randomization process: 2 of 3 low" in (
+        titles(bars)
+    )
+    # The bars' lengths are the shares: D1 two thirds low, one third high.
+    first_bar = [bar.get_width() for bar in drawing.axes[0].patches[:2] if isinstance(bar, Rectangle)]
+    assert first_bar == pytest.approx([2 / 3, 1 / 3])
+    assert render(drawing, "png").startswith(PNG_SIGNATURE)
+    assert render(drawing, "pdf").startswith(b"%PDF")
 
 
 def test_the_workbook_has_synthesis_and_risk_of_bias_sheets(cases: list[ReviewCase], tmp_path: Path) -> None:

@@ -273,11 +273,11 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     # The batch's forest plot: both studies reviewed (filled), pooled; a study row opens its review page.
     forest = page.locator("#forest-1")
     expect(forest).to_contain_text(f"{OUTCOME} — HR, k = 2")
-    expect(forest.locator("rect.study.reviewed")).to_have_count(2)
+    expect(forest.locator("g.study.reviewed")).to_have_count(2)
     forest.scroll_into_view_if_needed()
     journey.shot("forest-plot")
     first_study = make_trial(TRIALS[0])
-    forest.locator("a.study-link", has_text=first_study.nct_number).click()
+    forest.locator(".study-link a", has_text=first_study.nct_number).click()
     page.wait_for_load_state("load")
     expect(page.locator("h1")).to_contain_text(first_study.filename)
     journey.shot("forest-plot-study-opened")

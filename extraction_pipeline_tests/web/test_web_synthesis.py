@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import html
+import io
 import json
 import re
 from collections.abc import Iterator
@@ -13,7 +14,9 @@ from pathlib import Path
 
 import httpx
 import openpyxl
+import pymupdf
 import pytest
+from PIL import Image
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
@@ -28,6 +31,7 @@ from extraction_pipeline.core.synthetic import SyntheticTrial
 from extraction_pipeline.web.server import build_app
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer
 from extraction_pipeline_tests.support.review_case import ReviewCase, make_batch, synthesis_answer
+from extraction_pipeline_tests.support.svg import classed, parse, study_links, texts
 from extraction_pipeline_tests.support.web import serving
 
 TOKEN = "synthesis-token-for-tests"
@@ -79,22 +83,89 @@ def test_the_batch_page_draws_forest_plots_linked_to_review_pages(site: tuple[st
     batch_id = cases[0].batch_id
     with _client(base) as client:
         page = client.get(f"/extraction/batches/{batch_id}").text
-    forest = re.search(r'<figure class="forest" id="forest-1">(.*?)</figure>', page, re.S)
+    forest = re.search(r'<figure class="forest" id="forest-1">\s*(<svg.*?</svg>)', page, re.S)
     assert forest is not None
-    svg = forest.group(1)
-    assert "hospitalization or death — HR, k = 2" in html.unescape(svg)
-    links = re.findall(r'<a href="([^"]+)" class="study-link">', svg)
+    svg = parse(forest.group(1))
+    assert "hospitalization or death — HR, k = 2" in texts(svg)
+    links = study_links(svg)
     assert links == [f"/extraction/batches/{batch_id}/documents/{c.item_id}" for c in cases[:2]]
-    assert svg.count('class="study not-reviewed"') == 2  # nothing reviewed yet: hollow
+    assert len(classed(svg, "study not-reviewed")) == 2  # nothing reviewed yet: hollow
+    assert classed(svg, "study reviewed") == []
     single = re.search(r'<details id="single-study-outcomes".*?</details>', page, re.S)
     assert single is not None and OTHER_NAME in single.group(0)
     # The risk-of-bias pictures: one row per study, each linking to its review page.
-    lights = re.search(r'<figure class="traffic-lights">(.*?)</figure>', page, re.S)
-    assert lights is not None and lights.group(1).count('class="study-link"') == 3
-    assert lights.group(1).count('class="judgement high"') == 1
+    lights = re.search(r'<figure class="traffic-lights">\s*(<svg.*?</svg>)', page, re.S)
+    assert lights is not None
+    assert len(study_links(parse(lights.group(1)))) == 3
+    assert len(classed(parse(lights.group(1)), "judgement high")) == 1
     with _client(base) as client:
         review = client.get(links[0])
     assert review.status_code == 200 and cases[0].trial.nct_number in review.text
+
+
+def test_the_pictures_download_as_svg_png_and_pdf(site: tuple[str, list[ReviewCase], str]) -> None:
+    base, cases, _token = site
+    batch_id = cases[0].batch_id
+    with _client(base) as client:
+        page = client.get(f"/extraction/batches/{batch_id}").text
+        offered = [html.unescape(url) for url in re.findall(r'<a href="([^"]+)" download>', page)]
+        forest = [url for url in offered if "/forest." in url]
+        assert [url.split("?")[0].rsplit(".", 1)[1] for url in forest] == ["svg", "png", "pdf"]
+        assert all("outcome=hospitalization+or+death&measure=HR" in url for url in forest)
+        name = f"batch-{batch_id}-forest-hospitalization-or-death-hr"
+        files = {fmt: _download(client, url, f"{name}.{fmt}") for fmt, url in zip(FORMATS, forest, strict=True)}
+        assert "hospitalization or death — HR, k = 2" in texts(parse(files["svg"].decode()))
+        assert study_links(parse(files["svg"].decode())) == []  # a file has no review pages to open
+        _assert_png(files["png"])
+        _assert_pdf(files["pdf"], "Random effects (REML)")
+        for picture, shown in (("traffic-lights", "D1"), ("summary", "Overall risk of bias")):
+            urls = [url for url in offered if f"/risk-of-bias/{picture}." in url]
+            assert len(urls) == 3
+            name = f"batch-{batch_id}-risk-of-bias-{picture}"
+            files = {fmt: _download(client, url, f"{name}.{fmt}") for fmt, url in zip(FORMATS, urls, strict=True)}
+            assert shown in texts(parse(files["svg"].decode()))
+            _assert_png(files["png"])
+            _assert_pdf(files["pdf"], shown)
+        for missing in (
+            f"/extraction/batches/{batch_id}/forest.gif?outcome=hospitalization+or+death&measure=HR",
+            f"/extraction/batches/{batch_id}/forest.svg?outcome=hospitalization+or+death&measure=OR",
+            f"/extraction/batches/{batch_id}/forest.svg?outcome={OTHER_NAME}&measure=HR",  # one study: no plot
+            f"/extraction/batches/{batch_id}/forest.svg",
+            f"/extraction/batches/{batch_id + 99}/forest.svg?outcome=hospitalization+or+death&measure=HR",
+            f"/extraction/batches/{batch_id}/risk-of-bias/summary.jpeg",
+            f"/extraction/batches/{batch_id}/risk-of-bias/robvis.svg",
+            f"/extraction/batches/{batch_id + 99}/risk-of-bias/summary.svg",
+        ):
+            assert client.get(missing).status_code == 404, missing
+    with httpx.Client(base_url=base, timeout=60) as stranger:  # without the instance token
+        assert stranger.get(forest[0]).status_code == 401
+
+
+FORMATS = ("svg", "png", "pdf")
+MEDIA_TYPES = {"svg": "image/svg+xml", "png": "image/png", "pdf": "application/pdf"}
+
+
+def _download(client: httpx.Client, url: str, filename: str) -> bytes:
+    """The file at ``url``, checked to come as an attachment of its format under ``filename``."""
+    response = client.get(url)
+    assert response.status_code == 200, (url, response.text)
+    assert response.headers["content-type"] == MEDIA_TYPES[filename.rsplit(".", 1)[1]]
+    assert response.headers["content-disposition"] == f'attachment; filename="{filename}"'
+    return response.content
+
+
+def _assert_png(data: bytes) -> None:
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    with Image.open(io.BytesIO(data)) as image:
+        image.load()
+        assert image.width > 600 and image.height > 200
+
+
+def _assert_pdf(data: bytes, text: str) -> None:
+    """A PDF of one page whose text can be searched (PyMuPDF reads it)."""
+    assert data.startswith(b"%PDF")
+    with pymupdf.open(stream=data, filetype="pdf") as document:
+        assert document.page_count == 1 and text in document[0].get_text()
 
 
 def test_a_reviewer_pools_two_names_as_one_outcome(site: tuple[str, list[ReviewCase], str]) -> None:

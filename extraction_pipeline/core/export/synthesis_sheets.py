@@ -2,31 +2,34 @@
 
 Synthesis: one row per outcome and measure (studies, common effect, DL and REML random effects
 with tau², I², Q, the prediction interval; ratios back-transformed) and, below, the forest plot of
-every outcome with two studies or more, the same drawing as the batch page's. Risk of bias: the
-traffic-light table as coloured cells (one row per study, one column per domain) with the
-robvis-style pictures beside it. Both use the final values, after review.
+every outcome with two studies or more, the same figure as the batch page's, as a PNG. Risk of
+bias: the traffic-light table as coloured cells (one row per study, one column per domain) with the
+robvis-style pictures below it. Both use the final values, after review.
 """
 
 from __future__ import annotations
 
 import io
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.export.cells import as_text_cells, cell_value
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.synthesis.batch import BatchSynthesis, batch_synthesis
-from extraction_pipeline.core.synthesis.forest import forest_svg, interval, shown
+from extraction_pipeline.core.synthesis.figures import PNG_DPI, render
+from extraction_pipeline.core.synthesis.forest import forest_figure, interval, shown
 from extraction_pipeline.core.synthesis.risk_of_bias import (
     COLOURS,
     SYMBOLS,
     RiskOfBias,
     batch_risk_of_bias,
-    summary_svg,
-    traffic_light_svg,
+    summary_figure,
+    traffic_light_figure,
 )
-from extraction_pipeline.core.synthesis.svg import to_png
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SYNTHESIS_COLUMNS = (
     "outcome",
@@ -42,7 +45,8 @@ SYNTHESIS_COLUMNS = (
     "Q",
     "prediction interval (REML)",
 )
-PICTURE_SCALE = 1.0  # one SVG pixel per screen pixel in Excel; the PNG is drawn at 2x for sharpness
+SCREEN_DPI = 96  # Excel's pixel; the PNG is drawn at PNG_DPI and shown at the figure's size
+PALETTE_COLOURS = 64  # the pictures use a handful of colours and their anti-aliasing
 
 
 def write_synthesis_sheets(workbook: Any, ledger: Ledger, batch_id: int) -> None:
@@ -117,16 +121,28 @@ def _write_synthesis(sheet: Any, synthesis: BatchSynthesis) -> None:
     sheet.cell(row=row, column=1).font = Font(bold=True)
     row += 1
     for outcome in synthesis.pooled:
-        row = _picture(sheet, forest_svg(outcome), f"A{row}", row)
+        row = _picture(sheet, forest_figure(outcome), f"A{row}", row)
 
 
-def _picture(sheet: Any, svg: str, anchor: str, row: int) -> int:
-    """Place the SVG as a PNG at ``anchor``; returns the first row below it."""
+def _small_png(figure: Figure) -> bytes:
+    """The figure as a PNG with a palette: a third of the size of full colour, so a batch's
+    pictures do not outweigh its data."""
+    from PIL import Image
+
+    full = Image.open(io.BytesIO(render(figure, "png"))).convert("RGB")
+    small = io.BytesIO()
+    full.convert("P", palette=Image.Palette.ADAPTIVE, colors=PALETTE_COLOURS).save(small, format="PNG", optimize=True)
+    return small.getvalue()
+
+
+def _picture(sheet: Any, figure: Figure, anchor: str, row: int) -> int:
+    """Place the figure as a PNG at ``anchor``; returns the first row below it."""
     from openpyxl.drawing.image import Image
 
-    image = Image(io.BytesIO(to_png(svg)))
-    # Drawn at twice the size for sharpness, shown at the SVG's own size.
-    image.width, image.height = image.width / 2, image.height / 2
+    image = Image(io.BytesIO(_small_png(figure)))
+    # Drawn at PNG_DPI for sharpness, shown at the figure's own size on a screen.
+    scale = SCREEN_DPI / PNG_DPI
+    image.width, image.height = image.width * scale, image.height * scale
     sheet.add_image(image, anchor)
     return row + math.ceil(float(image.height) / 20) + 2  # a default row is 20 px high
 
@@ -165,5 +181,5 @@ def _write_risk_of_bias(sheet: Any, rob: RiskOfBias) -> None:
         as_text_cells([sheet.cell(row=row, column=1, value=cell_value(f"{domain.short}: {domain.title}"))])
         row += 1
     row += 1
-    row = _picture(sheet, traffic_light_svg(rob), f"A{row}", row)
-    _picture(sheet, summary_svg(rob), f"A{row}", row)
+    row = _picture(sheet, traffic_light_figure(rob), f"A{row}", row)
+    _picture(sheet, summary_figure(rob), f"A{row}", row)

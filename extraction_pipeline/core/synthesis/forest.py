@@ -1,36 +1,44 @@
-"""The forest plot of one outcome, drawn as SVG the way metafor and RevMan draw it.
+"""The forest plot of one outcome, drawn with matplotlib the way metafor and RevMan draw it.
 
 One row per study: its label (a link to its review page when ``link`` gives one), a square sized by
 its random-effects weight on its 95% CI, its estimate [CI] and its weight. Below, three diamonds:
 the common effect, DerSimonian–Laird and REML random effects, and REML's prediction interval as a
-line; the header says k, tau², I² and Q. Ratio measures are drawn on a log axis labelled in ratios.
+line; the header says k, tau², I² and Q. Ratio measures are drawn on the log scale, the axis
+labelled in ratios.
 
 A study whose numbers a reviewer has not all decided is drawn hollow: its values are the machine's,
 and the picture must not look more certain than the review is.
 
-The same SVG is shown inline on the batch page and, turned into a PNG by PyMuPDF, put on the
-workbook's Synthesis sheet, so both show one drawing.
+The same figure is shown as SVG on the batch page, offered there as SVG, PNG and PDF, and put as a
+PNG on the workbook's Synthesis sheet (``figures.render``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from extraction_pipeline.core.synthesis.batch import OutcomeSynthesis
+from extraction_pipeline.core.synthesis.figures import FONT_SIZE, clean, mark, new_figure
 from extraction_pipeline.core.synthesis.pooling import Estimate
-from extraction_pipeline.core.synthesis.svg import attribute, text
 
-LABEL_WIDTH = 230
-PLOT_WIDTH = 300
-TEXT_WIDTH = 200
-WEIGHT_WIDTH = 60
-WIDTH = LABEL_WIDTH + PLOT_WIDTH + TEXT_WIDTH + WEIGHT_WIDTH
-ROW = 22
-HEADER = 58
-FONT = 'font-family="Helvetica, Arial, sans-serif" font-size="12"'
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+# Layout in inches, from the left: the study labels, the plot, estimate [CI], weight.
+WIDTH = 8.2
+LABEL_X = 0.08
+PLOT_LEFT = 2.55
+PLOT_WIDTH = 3.1
+TEXT_X = PLOT_LEFT + PLOT_WIDTH + 0.15
+ROW = 0.24
+HEADER = 0.9  # title, heterogeneity, column headings
+FOOTER = 0.62  # tick labels, legend
 REVIEWED_FILL = "#1f4e79"
 POOLED_FILL = "#444444"
+MUTED = "#555555"
+LINK = "#1d4ed8"
 MAX_LABEL = 34
 
 
@@ -88,19 +96,23 @@ def _tick_label(value: float, ratio: bool) -> str:
     return f"{value:g}"
 
 
-def _truncate(text: str) -> str:
-    return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "…"
+def _truncate(text: str, most: int = MAX_LABEL) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
-def forest_svg(outcome: OutcomeSynthesis, link: Callable[[int], str] | None = None) -> str:
-    """The SVG text of ``outcome``'s forest plot; ``link(item_id)`` gives a study's review page."""
+def _pooled(outcome: OutcomeSynthesis) -> list[tuple[str, Estimate]]:
     result = outcome.result
-    ratio = result.ratio
     pooled: list[tuple[str, Estimate]] = [("Common effect", result.common)]
     if result.random_dl is not None:
         pooled.append(("Random effects (DL)", result.random_dl))
     if result.random_reml is not None:
         pooled.append(("Random effects (REML)", result.random_reml))
+    return pooled
+
+
+def _range(outcome: OutcomeSynthesis, pooled: list[tuple[str, Estimate]]) -> tuple[float, float]:
+    """The axis' range on the analysis scale: every interval drawn, and no effect (0)."""
+    result = outcome.result
     bounds = [row.effect.ci_lower for row in outcome.rows] + [row.effect.ci_upper for row in outcome.rows]
     bounds += [fit.ci_lower for _label, fit in pooled] + [fit.ci_upper for _label, fit in pooled]
     if result.prediction_interval is not None:
@@ -109,105 +121,94 @@ def forest_svg(outcome: OutcomeSynthesis, link: Callable[[int], str] | None = No
     if high - low < 1e-9:
         low, high = low - 1, high + 1
     margin = (high - low) * 0.05
-    low, high = low - margin, high + margin
-    x0 = LABEL_WIDTH
+    return low - margin, high + margin
 
-    def x(value: float) -> float:
-        return x0 + (value - low) / (high - low) * PLOT_WIDTH
+
+def forest_figure(outcome: OutcomeSynthesis, link: Callable[[int], str] | None = None) -> Figure:
+    """``outcome``'s forest plot; ``link(item_id)`` gives a study's review page."""
+    from matplotlib.transforms import blended_transform_factory
+
+    result = outcome.result
+    ratio = result.ratio
+    pooled = _pooled(outcome)
+    low, high = _range(outcome, pooled)
+    # Rows on the plot's y axis, top down: the studies, half a row's gap, the pooled estimates,
+    # the prediction interval.
+    count = len(outcome.rows)
+    pooled_y = [count + 0.5 + index for index in range(len(pooled))]
+    interval_y = pooled_y[-1] + 1 if result.prediction_interval is not None else None
+    last = interval_y if interval_y is not None else pooled_y[-1]
+    rows_height = (last + 1.2) * ROW
+    height = HEADER + rows_height + FOOTER
+    figure = new_figure(WIDTH, height)
+    mark(figure, "forest-plot", f"Forest plot: {result.outcome}, {result.measure}")
+    axes = figure.add_axes((PLOT_LEFT / WIDTH, FOOTER / height, PLOT_WIDTH / WIDTH, rows_height / height))
+    axes.set_xlim(low, high)
+    axes.set_ylim(last + 0.7, -0.5)
+    # Text columns: x in inches from the figure's left edge, y in rows, beside the plot.
+    column = blended_transform_factory(figure.dpi_scale_trans, axes.transData)
+
+    def write(x: float, y: float, text: str, **style: Any) -> None:
+        axes.text(x, y, clean(text), transform=column, va="center", parse_math=False, **style)
 
     tau2 = result.tau2_reml if result.tau2_reml is not None else 0.0
     weights = [1 / (row.effect.variance + tau2) for row in outcome.rows]
     total_weight = sum(weights)
-    parts = [
-        f'<text x="4" y="16" {FONT} font-weight="bold">{text(_truncate_long(result.outcome))} — '
-        f"{text(result.measure)}, k = {result.k}</text>",
-    ]
+    top = figure.dpi_scale_trans
+    title = f"{_truncate(clean(result.outcome), 80)} — {clean(result.measure)}, k = {result.k}"
+    figure.text(LABEL_X, height - 0.22, title, transform=top, weight="bold", parse_math=False)
     if result.k >= 2 and result.q is not None and result.i2 is not None:
         heterogeneity = f"τ² (REML) {tau2:.4f} · I² {result.i2:.1f}% · Q {result.q:.2f} (df {result.q_df})"
-        parts.append(f'<text x="4" y="32" {FONT} fill="#555555">{text(heterogeneity)}</text>')
-    column_y = HEADER - 8
-    parts += [
-        f'<text x="4" y="{column_y}" {FONT} font-weight="bold">Study</text>',
-        f'<text x="{x0 + PLOT_WIDTH + 8}" y="{column_y}" {FONT} font-weight="bold">'
-        f"{text(result.measure)} [95% CI]</text>",
-        f'<text x="{WIDTH - 4}" y="{column_y}" {FONT} font-weight="bold" text-anchor="end">Weight</text>',
-    ]
-    y = HEADER
-    for row, weight in zip(outcome.rows, weights, strict=True):
-        y += ROW
+        figure.text(LABEL_X, height - 0.44, heterogeneity, transform=top, color=MUTED, parse_math=False)
+    headings = -1.3
+    write(LABEL_X, headings, "Study", weight="bold")
+    write(TEXT_X, headings, f"{result.measure} [95% CI]", weight="bold")
+    write(WIDTH - LABEL_X, headings, "Weight", weight="bold", ha="right")
+    for y, (row, weight) in enumerate(zip(outcome.rows, weights, strict=True)):
         effect = row.effect
-        label = f'<text x="4" y="{y + 4}" {FONT}>{text(_truncate(effect.study))}</text>'
+        label = axes.text(LABEL_X, y, _truncate(clean(effect.study)), transform=column, va="center", parse_math=False)
         if link is not None and row.item_id is not None:
-            label = f'<a href={attribute(link(row.item_id))} class="study-link">{label}</a>'
-        parts.append(label)
-        parts.append(
-            f'<line x1="{x(effect.ci_lower):.1f}" y1="{y}" x2="{x(effect.ci_upper):.1f}" y2="{y}" '
-            'stroke="#333333" stroke-width="1"/>'
-        )
-        side = 4 + 8 * math.sqrt(weight / total_weight)
-        fill = REVIEWED_FILL if row.reviewed else "#ffffff"
+            label.set_url(link(row.item_id))
+            label.set_color(LINK)
+            mark(label, "study-link")
+        axes.plot([effect.ci_lower, effect.ci_upper], [y, y], color="#333333", linewidth=1)
         state = "reviewed" if row.reviewed else "not reviewed"
-        parts.append(
-            f'<rect x="{x(effect.estimate) - side / 2:.1f}" y="{y - side / 2:.1f}" width="{side:.1f}" '
-            f'height="{side:.1f}" fill="{fill}" stroke="{REVIEWED_FILL}" stroke-width="1.5" '
-            f'class="study {state.replace(" ", "-")}"><title>{text(effect.study)}: {state}</title></rect>'
+        (square,) = axes.plot(
+            [effect.estimate],
+            [y],
+            marker="s",
+            markersize=4 + 8 * math.sqrt(weight / total_weight),
+            markerfacecolor=REVIEWED_FILL if row.reviewed else "#ffffff",
+            markeredgecolor=REVIEWED_FILL,
+            markeredgewidth=1.3,
+            linestyle="none",
+            zorder=3,
         )
-        parts.append(
-            f'<text x="{x0 + PLOT_WIDTH + 8}" y="{y + 4}" {FONT}>'
-            f"{text(shown(ratio, effect.estimate, effect.ci_lower, effect.ci_upper))}</text>"
+        mark(square, f"study {state.replace(' ', '-')}", f"{effect.study}: {state}")
+        write(TEXT_X, y, shown(ratio, effect.estimate, effect.ci_lower, effect.ci_upper))
+        write(WIDTH - LABEL_X, y, f"{100 * weight / total_weight:.1f}%", ha="right")
+    for middle, (label_text, fit) in zip(pooled_y, pooled, strict=True):
+        write(LABEL_X, middle, label_text, weight="bold")
+        diamond = axes.fill(
+            [fit.ci_lower, fit.estimate, fit.ci_upper, fit.estimate],
+            [middle, middle - 0.3, middle, middle + 0.3],
+            color=POOLED_FILL,
         )
-        parts.append(
-            f'<text x="{WIDTH - 4}" y="{y + 4}" {FONT} text-anchor="end">{100 * weight / total_weight:.1f}%</text>'
-        )
-    y += ROW // 2
-    for label, fit in pooled:
-        y += ROW
-        middle, left, right = x(fit.estimate), x(fit.ci_lower), x(fit.ci_upper)
-        parts.append(f'<text x="4" y="{y + 4}" {FONT} font-weight="bold">{text(label)}</text>')
-        parts.append(
-            f'<polygon points="{left:.1f},{y} {middle:.1f},{y - 6} {right:.1f},{y} {middle:.1f},{y + 6}" '
-            f'fill="{POOLED_FILL}"/>'
-        )
-        parts.append(
-            f'<text x="{x0 + PLOT_WIDTH + 8}" y="{y + 4}" {FONT} font-weight="bold">'
-            f"{text(shown(ratio, fit.estimate, fit.ci_lower, fit.ci_upper))}</text>"
-        )
-    if result.prediction_interval is not None:
+        mark(diamond[0], "pooled", f"{label_text}: {shown(ratio, fit.estimate, fit.ci_lower, fit.ci_upper)}")
+        write(TEXT_X, middle, shown(ratio, fit.estimate, fit.ci_lower, fit.ci_upper), weight="bold")
+    if result.prediction_interval is not None and interval_y is not None:
         lower, upper = result.prediction_interval
-        y += ROW
-        parts.append(f'<text x="4" y="{y + 4}" {FONT} fill="#555555">Prediction interval (REML)</text>')
-        parts.append(
-            f'<line x1="{x(lower):.1f}" y1="{y}" x2="{x(upper):.1f}" y2="{y}" stroke="#555555" '
-            'stroke-width="2" stroke-dasharray="4 3"/>'
-        )
-        parts.append(
-            f'<text x="{x0 + PLOT_WIDTH + 8}" y="{y + 4}" {FONT} fill="#555555">'
-            f"{text(interval(ratio, lower, upper))}</text>"
-        )
-    axis_y = y + ROW
-    null = x(0.0)
-    parts.append(
-        f'<line x1="{null:.1f}" y1="{HEADER + ROW // 2}" x2="{null:.1f}" y2="{axis_y}" stroke="#888888" '
-        'stroke-width="1"/>'
-    )
-    parts.append(f'<line x1="{x0}" y1="{axis_y}" x2="{x0 + PLOT_WIDTH}" y2="{axis_y}" stroke="#333333"/>')
-    for tick in _ticks(low, high, ratio):
-        parts.append(f'<line x1="{x(tick):.1f}" y1="{axis_y}" x2="{x(tick):.1f}" y2="{axis_y + 4}" stroke="#333333"/>')
-        parts.append(
-            f'<text x="{x(tick):.1f}" y="{axis_y + 17}" {FONT} text-anchor="middle">'
-            f"{text(_tick_label(tick, ratio))}</text>"
-        )
+        write(LABEL_X, interval_y, "Prediction interval (REML)", color=MUTED)
+        (line,) = axes.plot([lower, upper], [interval_y, interval_y], color=MUTED, linewidth=2, dashes=(4, 3))
+        mark(line, "prediction-interval", f"Prediction interval (REML): {interval(ratio, lower, upper)}")
+        write(TEXT_X, interval_y, interval(ratio, lower, upper), color=MUTED)
+    axes.axvline(0.0, color="#888888", linewidth=0.8, zorder=1)
+    ticks = _ticks(low, high, ratio)
+    axes.set_xticks(ticks, [_tick_label(tick, ratio) for tick in ticks])
+    axes.set_yticks([])
+    axes.tick_params(axis="x", labelsize=FONT_SIZE, colors="#333333")
+    for side in ("top", "right", "left"):
+        axes.spines[side].set_visible(False)
     legend = "filled: every number reviewed · hollow: not yet reviewed"
-    parts.append(f'<text x="4" y="{axis_y + 40}" {FONT} fill="#555555">{text(legend)}</text>')
-    height = axis_y + 50
-    opening = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-        f'viewBox="0 0 {WIDTH} {height}" role="img" class="forest-plot">',
-        f"<title>{text(f'Forest plot: {result.outcome}, {result.measure}')}</title>",
-        f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="#ffffff"/>',
-    ]
-    return "\n".join([*opening, *parts, "</svg>"])
-
-
-def _truncate_long(text: str) -> str:
-    return text if len(text) <= 80 else text[:79] + "…"
+    figure.text(LABEL_X, 0.12, legend, transform=top, color=MUTED, parse_math=False)
+    return figure

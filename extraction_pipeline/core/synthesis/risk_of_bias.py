@@ -5,8 +5,8 @@ of studies at low risk, some concerns, high risk, no information).
 Judgements are the final ones: a reviewer's decision replaces the model's. A judgement no reviewer
 has decided is drawn as a ring (its colour around a white centre), as the forest plot draws an
 unreviewed study hollow; a domain the model left unanswered is "no information", with nothing to
-review. Both pictures are SVG, shown inline on the batch page and, as PNG, on the workbook's Risk
-of bias sheet.
+review. Both pictures are matplotlib figures: SVG on the batch page (offered there as SVG, PNG and
+PDF too), PNG on the workbook's Risk of bias sheet.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from extraction_pipeline.core.export.meta_csv import final_value, study_label
 from extraction_pipeline.core.extraction.grounded import GroundedFields, fields_of
@@ -22,7 +23,11 @@ from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.templates import definition_of, template_of_batch
 from extraction_pipeline.core.review.decisions import current_decisions
 from extraction_pipeline.core.review.values import Decision
-from extraction_pipeline.core.synthesis.svg import attribute, text
+from extraction_pipeline.core.synthesis.figures import clean, mark, new_figure
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 MODULE = "risk_of_bias"
 LOW, SOME_CONCERNS, HIGH, NO_INFORMATION = "low", "some concerns", "high", "no information"
@@ -38,7 +43,9 @@ TITLES = {
     "reporting": "Bias in selection of the reported result",
     "overall": "Overall risk of bias",
 }
-FONT = 'font-family="Helvetica, Arial, sans-serif" font-size="12"'
+MUTED = "#555555"
+LINK = "#1d4ed8"
+LEGEND = " · ".join(f"{SYMBOLS[level]} {level}" for level in LEVELS)
 
 
 @dataclass(frozen=True)
@@ -112,89 +119,106 @@ def _judgement(fields: GroundedFields, decided: dict[str, Decision], path: str) 
     return Judgement(_level(final_value(fields, decided, path)), path in decided or not answered)
 
 
-def _circle(x: float, y: float, judgement: Judgement, where: str) -> str:
+def _truncate(text: str, most: int = 32) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def traffic_light_figure(rob: RiskOfBias, link: Callable[[int], str] | None = None) -> Figure:
+    """Study × domain circles, with the domains' titles and the symbols' meaning below."""
+    # Laid out in inches from the top left corner: an axes covering the figure, y pointing down.
+    label_width, column, row, line = 2.4, 0.6, 0.36, 0.21
+    width = max(label_width + column * len(rob.domains) + 0.15, 6.2)
+    table = 0.35 + row * len(rob.studies)
+    height = table + 0.2 + line * len(rob.domains) + 0.35
+    figure = new_figure(width, height)
+    mark(figure, "rob-plot", "Risk of bias: traffic-light plot")
+    axes = figure.add_axes((0, 0, 1, 1))
+    axes.set_xlim(0, width)
+    axes.set_ylim(height, 0)
+    axes.set_axis_off()
+    for index, domain in enumerate(rob.domains):
+        x = label_width + column * (index + 0.5)
+        axes.text(x, 0.2, domain.short, ha="center", va="center", weight="bold", parse_math=False)
+    for number, study in enumerate(rob.studies):
+        y = 0.35 + row * (number + 0.5)
+        label = axes.text(0.08, y, _truncate(clean(study.study)), va="center_baseline", parse_math=False)
+        if link is not None:
+            label.set_url(link(study.item_id))
+            label.set_color(LINK)
+            mark(label, "study-link")
+        for index, (domain, judgement) in enumerate(zip(rob.domains, study.judgements, strict=True)):
+            _circle(axes, label_width + column * (index + 0.5), y, judgement, f"{study.study}, {domain.title}")
+    y = table + 0.2
+    for domain in rob.domains:
+        axes.text(0.08, y, f"{domain.short}: {clean(domain.title)}", va="center", color=MUTED, parse_math=False)
+        y += line
+    legend = f"{LEGEND} · ring: not yet reviewed"
+    axes.text(0.08, y + 0.12, legend, va="center", color=MUTED, parse_math=False)
+    return figure
+
+
+def _circle(axes: Axes, x: float, y: float, judgement: Judgement, where: str) -> None:
+    """One judgement: a filled circle with its symbol in white, or a ring when not yet reviewed."""
     colour = COLOURS[judgement.level]
     state = "reviewed" if judgement.reviewed else "not reviewed"
-    inner = colour if judgement.reviewed else "#ffffff"
-    symbol_colour = "#ffffff" if judgement.reviewed else "#000000"
-    return (
-        f'<g class="judgement {judgement.level.replace(" ", "-")}"><title>{text(where)}: {judgement.level}, '
-        f"{state}</title>"
-        f'<circle cx="{x}" cy="{y}" r="10" fill="{inner}" stroke="{colour}" stroke-width="4"/>'
-        f'<text x="{x}" y="{y + 5}" {FONT} font-size="15" font-weight="bold" text-anchor="middle" '
-        f'fill="{symbol_colour}">{SYMBOLS[judgement.level]}</text></g>'
+    (circle,) = axes.plot(
+        [x],
+        [y],
+        marker="o",
+        markersize=17,
+        markerfacecolor=colour if judgement.reviewed else "#ffffff",
+        markeredgecolor=colour,
+        markeredgewidth=3,
+        linestyle="none",
+    )
+    mark(circle, f"judgement {judgement.level.replace(' ', '-')}", f"{where}: {judgement.level}, {state}")
+    symbol = "#ffffff" if judgement.reviewed else "#000000"
+    axes.text(
+        x, y, SYMBOLS[judgement.level], ha="center", va="center_baseline", fontsize=11, weight="bold", color=symbol
     )
 
 
-def traffic_light_svg(rob: RiskOfBias, link: Callable[[int], str] | None = None) -> str:
-    """Study × domain circles, with the domains' titles and the symbols' meaning below."""
-    label_width, column, row = 220, 52, 28
-    width = label_width + column * len(rob.domains) + 10
-    parts = []
-    y = 24
-    for index, domain in enumerate(rob.domains):
-        x = label_width + column * index + column / 2
-        parts.append(f'<text x="{x}" y="{y}" {FONT} font-weight="bold" text-anchor="middle">{domain.short}</text>')
-    for study in rob.studies:
-        y += row
-        label = f'<text x="4" y="{y + 4}" {FONT}>{text(study.study[:32])}</text>'
-        if link is not None:
-            label = f'<a href={attribute(link(study.item_id))} class="study-link">{label}</a>'
-        parts.append(label)
-        for index, (domain, judgement) in enumerate(zip(rob.domains, study.judgements, strict=True)):
-            x = label_width + column * index + column / 2
-            parts.append(_circle(x, y, judgement, f"{study.study}, {domain.title}"))
-    y += row
-    for domain in rob.domains:
-        y += 16
-        parts.append(f'<text x="4" y="{y}" {FONT} fill="#555555">{domain.short}: {text(domain.title)}</text>')
-    y += 22
-    legend = " · ".join(f"{SYMBOLS[level]} {level}" for level in LEVELS) + " · ring: not yet reviewed"
-    parts.append(f'<text x="4" y="{y}" {FONT} fill="#555555">{text(legend)}</text>')
-    return _svg(max(width, 560), y + 10, "Risk of bias: traffic-light plot", parts)
-
-
-def summary_svg(rob: RiskOfBias) -> str:
+def summary_figure(rob: RiskOfBias) -> Figure:
     """One bar per domain: the share of studies at each level (unweighted, as robvis' default)."""
-    label_width, bar_width, row = 330, 360, 26
-    parts = []
-    y = 10
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import PercentFormatter
+    from matplotlib.transforms import blended_transform_factory
+
+    label_width, bar_width, row, top, bottom = 3.5, 3.6, 0.32, 0.12, 0.75
+    width = label_width + bar_width + 0.35
+    height = top + row * len(rob.domains) + bottom
+    figure = new_figure(width, height)
+    mark(figure, "rob-plot", "Risk of bias: summary per domain")
+    axes = figure.add_axes((label_width / width, bottom / height, bar_width / width, row * len(rob.domains) / height))
+    axes.set_xlim(0, 1)
+    axes.set_ylim(len(rob.domains) - 0.5, -0.5)
+    titles = blended_transform_factory(figure.dpi_scale_trans, axes.transData)
     total = max(len(rob.studies), 1)
-    for domain, counts in rob.summary():
-        y += row
-        parts.append(f'<text x="4" y="{y + 4}" {FONT}>{text(domain.title)}</text>')
-        x = float(label_width)
+    for y, (domain, counts) in enumerate(rob.summary()):
+        axes.text(0.08, y, clean(domain.title), transform=titles, va="center", parse_math=False)
+        left = 0.0
         for level in LEVELS:
             share = counts[level] / total
             if share == 0:
                 continue
-            w = bar_width * share
-            parts.append(
-                f'<rect x="{x:.1f}" y="{y - 9}" width="{w:.1f}" height="18" fill="{COLOURS[level]}" '
-                f'stroke="#ffffff" class="share {level.replace(" ", "-")}"><title>{text(domain.title)}: '
-                f"{counts[level]} of {len(rob.studies)} {level}</title></rect>"
-            )
-            x += w
-    y += row + 6
-    x = float(label_width)
-    for level in LEVELS:
-        parts.append(f'<rect x="{x:.0f}" y="{y - 10}" width="12" height="12" fill="{COLOURS[level]}"/>')
-        parts.append(f'<text x="{x + 16:.0f}" y="{y}" {FONT}>{level}</text>')
-        x += 16 + 7 * len(level) + 18  # about 7 px per character at 12 px Helvetica
-    for share in (0, 25, 50, 75, 100):
-        x = label_width + bar_width * share / 100
-        parts.append(f'<text x="{x}" y="{y + 20}" {FONT} text-anchor="middle" fill="#555555">{share}%</text>')
-    return _svg(label_width + bar_width + 30, y + 30, "Risk of bias: summary per domain", parts)
-
-
-def _svg(width: float, height: float, title: str, parts: list[str]) -> str:
-    return "\n".join(
-        [
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
-            f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" class="rob-plot">',
-            f"<title>{text(title)}</title>",
-            f'<rect x="0" y="0" width="{width:.0f}" height="{height:.0f}" fill="#ffffff"/>',
-            *parts,
-            "</svg>",
-        ]
+            (bar,) = axes.barh(y, share, left=left, height=0.7, color=COLOURS[level], edgecolor="#ffffff")
+            title = f"{domain.title}: {counts[level]} of {len(rob.studies)} {level}"
+            mark(bar, f"share {level.replace(' ', '-')}", title)
+            left += share
+    axes.set_xticks([0, 0.25, 0.5, 0.75, 1])
+    axes.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    axes.tick_params(axis="x", colors=MUTED)
+    axes.set_yticks([])
+    for side in ("top", "right", "left"):
+        axes.spines[side].set_visible(False)
+    handles = [Patch(color=COLOURS[level], label=level) for level in LEVELS]
+    figure.legend(
+        handles=handles,
+        loc="lower left",
+        bbox_to_anchor=(0.08 / width, 0.02),
+        ncol=len(LEVELS),
+        frameon=False,
+        handlelength=1,
+        columnspacing=1.5,
     )
+    return figure
