@@ -10,10 +10,10 @@ import dagster as dg
 
 from extraction_pipeline.core.settings import load_settings
 from extraction_pipeline.defs.assets import batch_workbook, extracted_document, parsed_document
+from extraction_pipeline.defs.batch_job_sensor import provider_batch_follower, submit_provider_batch_job
 from extraction_pipeline.defs.executor import step_executor
 from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job, extract_parsed_documents_job
 from extraction_pipeline.defs.partitions import documents_backfill_policy
-from extraction_pipeline.defs.provider_batches import provider_batch_follower, submit_provider_batch_job
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 from extraction_pipeline.defs.sensors import (
     batch_aggregator,

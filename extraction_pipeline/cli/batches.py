@@ -65,7 +65,7 @@ def cmd_batch_create(args: argparse.Namespace, settings: Settings) -> int:
     if args.estimate:
         return _print_estimate(args, settings, ledger, doc_ids)
     if args.provider_batch:
-        from extraction_pipeline.core.llm.provider_batches import supports_provider_batches
+        from extraction_pipeline.core.llm.batch_api import supports_provider_batches
 
         if not supports_provider_batches(settings.model):
             raise CliError(
@@ -188,9 +188,9 @@ def _bar(fraction: float, width: int = 30) -> str:
 
 
 def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
+    from extraction_pipeline.core.ledger.batch_jobs import describe_provider_batches
     from extraction_pipeline.core.ledger.batches import describe_state, get_batch
     from extraction_pipeline.core.ledger.budgets import what_calls_wait_for
-    from extraction_pipeline.core.ledger.provider_batches import describe_provider_batches
     from extraction_pipeline.core.ledger.queries import progress
 
     ledger = open_ledger(settings)
@@ -255,7 +255,7 @@ def cmd_batch_cancel_provider(args: argparse.Namespace, settings: Settings) -> i
     """Stop waiting for the provider's batch API: its batches are cancelled there; what they
     answered before the cancel is kept, the rest is asked by ordinary calls."""
     from extraction_pipeline.core.errors import ExtractionRuntimeError
-    from extraction_pipeline.core.extraction.provider_batch import cancel_provider_batches
+    from extraction_pipeline.core.extraction.batch_job_flow import cancel_provider_batches
     from extraction_pipeline.core.ledger.batches import get_batch
     from extraction_pipeline.core.llm.gateway import LLMConfig
 

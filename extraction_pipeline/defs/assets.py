@@ -19,9 +19,9 @@ from extraction_pipeline.core.extraction.extract import ExtractionOutcome, Outco
 from extraction_pipeline.core.extraction.follow_up import found_by_follow_up
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
+from extraction_pipeline.core.ledger.batch_jobs import WAITING_PHASES, provider_batch_phase
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.budgets import Budget, LedgerBudget, configure
-from extraction_pipeline.core.ledger.provider_batches import WAITING_PHASES, provider_batch_phase
 from extraction_pipeline.core.ledger.queries import progress
 from extraction_pipeline.core.ledger.rows import DocumentRow, ItemRow
 from extraction_pipeline.core.ledger.schema import BatchStatus

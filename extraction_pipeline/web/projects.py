@@ -457,7 +457,7 @@ async def save_budget(request: Request, project: str) -> Response:
 
 
 async def start_batch(request: Request, project: str) -> Response:
-    from extraction_pipeline.core.llm.provider_batches import supports_provider_batches
+    from extraction_pipeline.core.llm.batch_api import supports_provider_batches
 
     form = await read_form(request)
     user = signed_in(request)

@@ -19,10 +19,10 @@ from starlette.routing import Route
 from extraction_pipeline.core.errors import ConfigError, ExtractionError
 from extraction_pipeline.core.extraction.grounded import GroundedValue
 from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.batch_jobs import describe_provider_batches
 from extraction_pipeline.core.ledger.batches import describe_state, get_batch
 from extraction_pipeline.core.ledger.budgets import what_calls_wait_for
 from extraction_pipeline.core.ledger.items import get_item
-from extraction_pipeline.core.ledger.provider_batches import describe_provider_batches
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
 from extraction_pipeline.core.ledger.rows import ItemRow
 from extraction_pipeline.core.ledger.templates import definition_of, template_of_batch

@@ -1,4 +1,5 @@
-"""Anthropic's Message Batches behind ``provider_batches``: submit, poll, collect and cancel over
+"""Anthropic's Message Batches (``providers/anthropic_batches.py``, through the ``anthropic`` SDK)
+behind ``batch_api``: submit, poll, collect and cancel over
 real HTTP against a loopback fake of Anthropic's documented API (support/fake_anthropic_batches.py),
 whose lifecycle the tests drive; and one batch of synthetic PDFs through ``prepare`` + ``follow``.
 
@@ -25,18 +26,24 @@ from extraction_pipeline.core.errors import (
     RateLimitedError,
     TransientError,
 )
-from extraction_pipeline.core.extraction import provider_batch as flow
+from extraction_pipeline.core.extraction import batch_job_flow as flow
 from extraction_pipeline.core.extraction.prompts import build_messages
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.answers import stored_answer
+from extraction_pipeline.core.ledger.batch_jobs import entries_of, open_provider_batches, provider_batches_of
 from extraction_pipeline.core.ledger.batches import create_batch
-from extraction_pipeline.core.ledger.provider_batches import entries_of, open_provider_batches, provider_batches_of
 from extraction_pipeline.core.ledger.queries import progress
 from extraction_pipeline.core.ledger.rows import ItemListing
-from extraction_pipeline.core.llm import anthropic_batches as ab
-from extraction_pipeline.core.llm import provider_batches as pb
-from extraction_pipeline.core.llm.batch_model import BatchAnswer, BatchFailure, BatchRequest, BatchStatus, FailureKind
+from extraction_pipeline.core.llm import batch_api as pb
+from extraction_pipeline.core.llm.batch_model import (
+    BatchAnswer,
+    BatchFailure,
+    BatchRequest,
+    FailureKind,
+    ProviderJobStatus,
+)
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
+from extraction_pipeline.core.llm.providers.anthropic_batches import AnthropicBatchDriver, batch_usage, same_origin
 from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.synthetic import make_trial, write_report
@@ -64,6 +71,12 @@ def fake() -> Iterator[FakeAnthropicBatchServer]:
 def _config(fake: FakeAnthropicBatchServer, **overrides: object) -> LLMConfig:
     settings: dict[str, object] = {"model": MODEL, "api_base": fake.api_base, "api_key": KEY, "output_tokens": 2000}
     return LLMConfig(**(settings | overrides))  # type: ignore[arg-type]
+
+
+def _driver(config: LLMConfig) -> AnthropicBatchDriver:
+    driver = pb.driver_for(config)
+    assert isinstance(driver, AnthropicBatchDriver)
+    return driver
 
 
 def _last_text(params: dict[str, Any]) -> str:
@@ -96,7 +109,7 @@ def test_the_params_are_the_body_of_an_ordinary_call(fake: FakeAnthropicBatchSer
     messages = build_messages(RCT_TEMPLATE, [paper(1)])
     complete_extraction(config, messages, RCT_TEMPLATE)  # an ordinary call, to the same fake
     [sent] = fake.message_requests
-    params, beta = ab.message_params(config, messages, RCT_TEMPLATE)
+    params, beta = _driver(config).message_params(config, messages, RCT_TEMPLATE)
     assert {k: v for k, v in sent.items() if k != "stream"} == params  # key for key
     assert params["max_tokens"] == 2000 and params["temperature"] == 0
     assert params["system"][0]["cache_control"] == {"type": "ephemeral"}  # the gateway's cache marks
@@ -113,17 +126,17 @@ def test_submit_poll_and_collect_answers_at_the_batch_price(fake: FakeAnthropicB
     assert submitted.custom_ids == ("paper-1", "paper-2", "paper-3")
     assert [r["custom_id"] for r in fake.batches[submitted.batch_id].requests] == list(submitted.custom_ids)
     state = pb.poll(config, submitted.batch_id)
-    assert state.status is BatchStatus.IN_PROGRESS and state.counts.total == 3 and state.counts.completed == 0
+    assert state.status is ProviderJobStatus.IN_PROGRESS and state.counts.total == 3 and state.counts.completed == 0
     assert state.expires_at is not None and state.expires_at > submitted.submitted_at
     fake.advance(submitted.batch_id, lines=2)
     state = pb.poll(config, submitted.batch_id)
-    assert state.status is BatchStatus.IN_PROGRESS and state.counts.completed == 2
+    assert state.status is ProviderJobStatus.IN_PROGRESS and state.counts.completed == 2
     with pytest.raises(PermanentError, match="is in_progress: collect it once it has ended"):
         pb.collect(config, state, _templates(requests))
     fake.advance(submitted.batch_id)
     state = pb.poll(config, submitted.batch_id)
-    assert state.status is BatchStatus.COMPLETED and state.counts.completed == 3
-    assert state.output_file_id == f"{fake.api_base}/v1/messages/batches/{submitted.batch_id}/results"
+    assert state.status is ProviderJobStatus.COMPLETED and state.counts.completed == 3
+    assert state.results_url == f"{fake.api_base}/v1/messages/batches/{submitted.batch_id}/results"
     outcomes = pb.collect(config, state, _templates(requests))  # the results come in reverse order
     assert [o.custom_id for o in outcomes] == ["paper-1", "paper-2", "paper-3"]
     for n, outcome in enumerate(outcomes, start=1):
@@ -140,7 +153,7 @@ def test_submit_poll_and_collect_answers_at_the_batch_price(fake: FakeAnthropicB
         )
         ordinary = usage.tokens_in * PRICES["input_cost_per_token"] + usage.tokens_out * PRICES["output_cost_per_token"]
         assert usage.saved_usd == pytest.approx(ordinary - usage.cost_usd) and usage.saved_usd > 0
-    assert fake.answered == [ab.batch_request(config, r)["params"] for r in requests]
+    assert fake.answered == [_driver(config).batch_request(config, r)["params"] for r in requests]
     assert fake.refusals == []
 
 
@@ -158,7 +171,7 @@ def test_cached_tokens_are_counted_at_the_batch_cache_rates(fake: FakeAnthropicB
     fresh = second.usage.tokens_in - read - again
     assert second.usage.cost_usd == pytest.approx(_batch_cost(fresh, second.usage.tokens_out, read, again))
     # Directly: the map's batch rates for each kind of token.
-    usage = ab.batch_usage(
+    usage = batch_usage(
         litellm_module,
         config,
         {"input_tokens": 100, "cache_read_input_tokens": 2000, "cache_creation_input_tokens": 300, "output_tokens": 50},
@@ -179,7 +192,7 @@ def test_errored_canceled_and_expired_requests_fall_back_with_their_reason(fake:
     fake.advance(submitted.batch_id, lines=3)
     fake.expire(submitted.batch_id)
     state = pb.poll(config, submitted.batch_id)
-    assert state.status is BatchStatus.EXPIRED and (state.counts.completed, state.counts.failed) == (1, 3)
+    assert state.status is ProviderJobStatus.EXPIRED and (state.counts.completed, state.counts.failed) == (1, 3)
     overloaded, refused, answered, expired = pb.collect(config, state, _templates(requests))
     assert isinstance(overloaded, BatchFailure) and overloaded.kind is FailureKind.REQUEST_FAILED
     assert overloaded.transient and overloaded.status_code == 529 and "overloaded_error" in overloaded.message
@@ -197,15 +210,15 @@ def test_a_cancelled_batch_keeps_what_it_answered(fake: FakeAnthropicBatchServer
     submitted = pb.submit(config, requests)
     fake.advance(submitted.batch_id, lines=1)
     state = pb.cancel(config, submitted.batch_id)
-    assert state.status is BatchStatus.CANCELLING
-    assert pb.cancel(config, submitted.batch_id).status is BatchStatus.CANCELLING  # asked once only
+    assert state.status is ProviderJobStatus.CANCELLING
+    assert pb.cancel(config, submitted.batch_id).status is ProviderJobStatus.CANCELLING  # asked once only
     assert [c for c in fake.calls if c[1].endswith("/cancel")] == [
         ("POST", f"/v1/messages/batches/{submitted.batch_id}/cancel")
     ]
     fake.advance(submitted.batch_id)
     state = pb.poll(config, submitted.batch_id)
-    assert state.status is BatchStatus.CANCELLED and state.counts.failed == 2
-    assert pb.cancel(config, submitted.batch_id).status is BatchStatus.CANCELLED  # ended: left as it is
+    assert state.status is ProviderJobStatus.CANCELLED and state.counts.failed == 2
+    assert pb.cancel(config, submitted.batch_id).status is ProviderJobStatus.CANCELLED  # ended: left as it is
     first, *rest = pb.collect(config, state, _templates(requests))
     assert isinstance(first, BatchAnswer)
     assert all(isinstance(o, BatchFailure) and o.kind is FailureKind.CANCELLED and o.transient for o in rest)
@@ -274,7 +287,7 @@ def test_errors_are_classified_and_carry_no_key(fake: FakeAnthropicBatchServer) 
 def test_split_requests_uses_anthropic_sizes_and_limits(fake: FakeAnthropicBatchServer) -> None:
     config = _config(fake)
     requests = paper_requests(5)
-    size = ab.request_size(config, requests[0])
+    size = _driver(config).request_size(config, requests[0])
     assert pb.split_requests(config, requests) == [requests]
     assert [len(g) for g in pb.split_requests(config, requests, max_requests=2)] == [2, 2, 1]
     assert [len(g) for g in pb.split_requests(config, requests, max_bytes=size * 2 + 10)] == [2, 2, 1]
@@ -328,11 +341,9 @@ def test_prepare_and_follow_store_the_answers_at_the_batch_price(
 
 
 def test_a_results_address_on_another_host_is_never_sent_the_key() -> None:
-    from extraction_pipeline.core.llm.anthropic_batches import _same_origin
-
     base = "https://api.anthropic.com"
-    assert _same_origin(f"{base}/v1/messages/batches/b1/results", base) == f"{base}/v1/messages/batches/b1/results"
-    assert _same_origin("https://evil.example/v1/messages/batches/b1/results", base) is None
-    assert _same_origin("http://api.anthropic.com/v1/messages/batches/b1/results", base) is None  # not https
-    assert _same_origin("https://api.anthropic.com:8443/results", base) is None
-    assert _same_origin(None, base) is None
+    assert same_origin(f"{base}/v1/messages/batches/b1/results", base) == f"{base}/v1/messages/batches/b1/results"
+    assert same_origin("https://evil.example/v1/messages/batches/b1/results", base) is None
+    assert same_origin("http://api.anthropic.com/v1/messages/batches/b1/results", base) is None  # not https
+    assert same_origin("https://api.anthropic.com:8443/results", base) is None
+    assert same_origin(None, base) is None

@@ -22,9 +22,9 @@ from extraction_pipeline.core.synthetic import report_pages
 from extraction_pipeline.core.usage import Usage
 from extraction_pipeline.definitions import defs
 from extraction_pipeline.defs.assets import batch_workbook, extracted_document, parsed_document
+from extraction_pipeline.defs.batch_job_sensor import provider_batch_follower
 from extraction_pipeline.defs.jobs import export_batch_job
 from extraction_pipeline.defs.partitions import DOCUMENTS_PARTITIONS
-from extraction_pipeline.defs.provider_batches import provider_batch_follower
 from extraction_pipeline.defs.resources import PipelineSettingsResource
 from extraction_pipeline.defs.sensors import batch_aggregator, batch_dispatcher, document_partitions_sensor
 from extraction_pipeline_tests.support.dagster_runs import (

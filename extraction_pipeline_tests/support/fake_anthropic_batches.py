@@ -22,8 +22,9 @@ Real HTTP; only the provider is fake. It follows Anthropic's documentation:
 - ``POST /v1/messages``: an ordinary call, answered at once by the same callback (what a batch
   did not answer is asked of the same account at the same base).
 
-Every route wants ``x-api-key`` (``api_key`` when set: that one, else any: 401
-authentication_error) and ``anthropic-version`` (400).
+Every route wants the key, as ``x-api-key`` or ``Authorization: Bearer`` (how the ``anthropic``
+SDK 2.x sends it) (``api_key`` when set: that one, else any: 401 authentication_error), and
+``anthropic-version`` (400).
 
 The test drives the clock: a batch is created ``in_progress`` (Anthropic starts at once);
 ``advance(batch_id, lines=None)`` runs that many more requests (None: all) and ends the batch once
@@ -117,7 +118,7 @@ class FakeAnthropicBatchServer(LoopbackFake):
         super().__init__()
         self.batches: dict[str, FakeMessageBatch] = {}
         self.answer: Callable[[dict[str, Any]], Reply] = lambda params: Reply(json.dumps({}))
-        self.api_key: str | None = None  # the x-api-key required; None: any
+        self.api_key: str | None = None  # the key required; None: any
         self.calls: list[tuple[str, str]] = []  # (method, path) per request received
         self.answered: list[dict[str, Any]] = []  # the params of the batch requests run, in order
         self.message_requests: list[dict[str, Any]] = []  # ordinary POST /v1/messages bodies
@@ -228,8 +229,9 @@ class FakeAnthropicBatchServer(LoopbackFake):
                 raise Refused(400, "invalid_request_error", f"requests.{index}.params: Field required")
             if params.get("stream"):
                 raise Refused(400, "invalid_request_error", f"requests.{index}.params.stream: not supported in batches")
-            try:
-                self.messages_api.check(Request("POST", "/v1/messages", {}, headers, params))
+            try:  # the create call's key was checked; its anthropic-* headers apply to each request
+                as_sent = {**headers, "x-api-key": "(the batch's)"}
+                self.messages_api.check(Request("POST", "/v1/messages", {}, as_sent, params))
             except Refusal as refusal:
                 said = refusal.error.body.get("error", {})
                 raise Refused(
@@ -266,7 +268,9 @@ class FakeAnthropicBatchServer(LoopbackFake):
                 route = None
         if route is None:
             raise Refused(404, "not_found_error", f"Not found: {method} {path}")
-        if not headers.get("x-api-key") or (self.api_key is not None and headers["x-api-key"] != self.api_key):
+        bearer = headers.get("authorization", "")
+        key = headers.get("x-api-key") or (bearer[len("Bearer ") :] if bearer.startswith("Bearer ") else "")
+        if not key or (self.api_key is not None and key != self.api_key):
             raise Refused(401, "authentication_error", "invalid x-api-key")
         if not headers.get("anthropic-version"):
             raise Refused(400, "invalid_request_error", "anthropic-version: header is required")

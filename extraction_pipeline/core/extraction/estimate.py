@@ -427,7 +427,7 @@ def answer_tokens(ledger: Ledger, model: str) -> tuple[int, str]:
 
 
 def supports_provider_batches(model: str) -> bool:
-    from extraction_pipeline.core.llm.provider_batches import supports_provider_batches as drivable
+    from extraction_pipeline.core.llm.batch_api import supports_provider_batches as drivable
 
     return drivable(model)
 

@@ -1,14 +1,18 @@
-"""What a provider batch is, whichever provider runs it: the requests sent, the batch's state, and
-each request's outcome (an answer, or a failure saying why), shared by the OpenAI driver
-(``provider_batches``) and the Anthropic one (``anthropic_batches``)."""
+"""What a provider batch job is, whichever provider runs it: the requests sent, the job's state, and
+each request's outcome (an answer, or a failure saying why); and ``BatchDriver``, what a provider
+adapter's batch API does with them. Shared by the OpenAI driver (``providers/openai_batches.py``)
+and the Anthropic one (``providers/anthropic_batches.py``), called through ``batch_api``.
+
+"Batch" here is the provider's: a job at its batch endpoint. The ledger's ``BatchStatus``
+(core/ledger/schema.py) is the status of an analyst's batch of documents, another thing."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -20,6 +24,7 @@ from extraction_pipeline.core.errors import (
     TransientError,
 )
 from extraction_pipeline.core.llm.classify import classify
+from extraction_pipeline.core.llm.config import LLMConfig
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.usage import Usage
 
@@ -27,8 +32,9 @@ from extraction_pipeline.core.usage import Usage
 FILE_TIMEOUT_SECONDS = 600.0
 
 
-class BatchStatus(StrEnum):
-    """OpenAI's batch statuses."""
+class ProviderJobStatus(StrEnum):
+    """Where a job stands at the provider's batch API, in OpenAI's words (Anthropic's processing
+    status is read into them: ``providers/anthropic_batches.py``)."""
 
     VALIDATING = "validating"
     IN_PROGRESS = "in_progress"
@@ -45,7 +51,9 @@ class BatchStatus(StrEnum):
         return self in _ENDED
 
 
-_ENDED = frozenset({BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.EXPIRED, BatchStatus.CANCELLED})
+_ENDED = frozenset(
+    {ProviderJobStatus.COMPLETED, ProviderJobStatus.FAILED, ProviderJobStatus.EXPIRED, ProviderJobStatus.CANCELLED}
+)
 
 
 class FailureKind(StrEnum):
@@ -70,7 +78,7 @@ class BatchRequest:
 @dataclass(frozen=True)
 class SubmittedBatch:
     batch_id: str
-    input_file_id: str
+    input_file_id: str | None  # OpenAI's uploaded requests; None for Anthropic, which takes them inline
     model: str  # the model string of the config it was submitted with
     count: int
     submitted_at: datetime  # the provider's creation time of the batch
@@ -87,11 +95,12 @@ class RequestCounts:
 @dataclass(frozen=True)
 class BatchState:
     batch_id: str
-    status: BatchStatus
+    status: ProviderJobStatus
     counts: RequestCounts
-    input_file_id: str | None = None
-    output_file_id: str | None = None  # the successful requests' responses
-    error_file_id: str | None = None  # the failed requests' errors
+    input_file_id: str | None = None  # OpenAI: the uploaded requests
+    output_file_id: str | None = None  # OpenAI: the file of the successful requests' responses
+    error_file_id: str | None = None  # OpenAI: the file of the failed requests' errors
+    results_url: str | None = None  # Anthropic: where every request's result is read, once ended
     errors: tuple[str, ...] = ()  # why a failed batch failed (the provider's validation errors)
     expires_at: datetime | None = None
 
@@ -146,13 +155,48 @@ def call_provider(what: str, action: Callable[[], Any]) -> Any:
 
 def unreported(custom_id: str, state: BatchState) -> BatchFailure:
     """The failure of a request an ended batch gave no line for: why it was never answered."""
-    if state.status is BatchStatus.EXPIRED:
+    if state.status is ProviderJobStatus.EXPIRED:
         return BatchFailure(custom_id, FailureKind.EXPIRED, "the batch expired before the request was run", True)
-    if state.status is BatchStatus.CANCELLED:
+    if state.status is ProviderJobStatus.CANCELLED:
         return BatchFailure(
             custom_id, FailureKind.CANCELLED, "the batch was cancelled before the request was run", True
         )
-    if state.status is BatchStatus.FAILED:
+    if state.status is ProviderJobStatus.FAILED:
         why = "; ".join(state.errors[:3]) or "no reason given"
         return BatchFailure(custom_id, FailureKind.BATCH_FAILED, f"the batch failed validation: {why}", True)
     return BatchFailure(custom_id, FailureKind.MISSING, "the completed batch reported nothing for the request", True)
+
+
+class BatchDriver(Protocol):
+    """One provider's batch API: what ``batch_api`` asks of it (the adapter's ``batch_api()``).
+    Every failure is classified (``call_provider``); no state is kept: the caller stores the ids."""
+
+    @property
+    def max_requests(self) -> int:
+        """The most requests one job takes."""
+        ...
+
+    @property
+    def max_bytes(self) -> int:
+        """The most bytes one job's requests take (as ``request_size`` counts them)."""
+        ...
+
+    def request_size(self, config: LLMConfig, request: BatchRequest) -> int:
+        """The request's share of ``max_bytes``."""
+        ...
+
+    def submit(self, config: LLMConfig, requests: Sequence[BatchRequest]) -> SubmittedBatch:
+        """Send ``requests`` as one job; refuses (PermanentError) what no job takes."""
+        ...
+
+    def poll(self, config: LLMConfig, batch_id: str) -> BatchState: ...
+
+    def cancel(self, config: LLMConfig, batch_id: str) -> BatchState:
+        """Ask the provider to stop the job; one that has ended, or is cancelling, is left as it is."""
+        ...
+
+    def collect(
+        self, config: LLMConfig, state: BatchState, templates: Mapping[str, TemplateDefinition]
+    ) -> list[BatchOutcome]:
+        """Every request's outcome once the job has ended, in the order of ``templates``."""
+        ...

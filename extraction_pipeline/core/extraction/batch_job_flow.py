@@ -4,7 +4,7 @@
 (``first_prompts``), leaves out those whose answer is already paid for, and submits the rest as
 provider batches (split where one would exceed the provider's limits). ``follow`` asks the
 provider how a submitted batch stands and, once it has ended, stores its answers as the answers
-paid for those prompts (``core/ledger/provider_batches.py``); the documents' runs then ground them
+paid for those prompts (``core/ledger/batch_jobs.py``); the documents' runs then ground them
 like any answer. Everything the provider did not answer is asked by those runs as an ordinary call.
 Follow-up questions, second models and repair calls depend on a first answer: they stay ordinary.
 """
@@ -21,10 +21,7 @@ from extraction_pipeline.core.extraction.assembly import first_prompts
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.answers import answer_key, stored_answer
 from extraction_pipeline.core.ledger.audit import record_prompt
-from extraction_pipeline.core.ledger.batches import get_batch
-from extraction_pipeline.core.ledger.database import utcnow
-from extraction_pipeline.core.ledger.provider_batches import (
-    Answered,
+from extraction_pipeline.core.ledger.batch_jobs import (
     Entry,
     ProviderBatchRecord,
     entries_of,
@@ -35,12 +32,14 @@ from extraction_pipeline.core.ledger.provider_batches import (
     record_submission,
     submitted_custom_ids,
 )
+from extraction_pipeline.core.ledger.batches import get_batch
+from extraction_pipeline.core.ledger.database import utcnow
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.ledger.schema import ItemStatus, ProviderBatchPhase
 from extraction_pipeline.core.ledger.templates import definition_of, template_of_item
-from extraction_pipeline.core.llm import provider_batches as provider
-from extraction_pipeline.core.llm.batch_model import BatchAnswer, BatchFailure, BatchRequest, BatchStatus
+from extraction_pipeline.core.llm import batch_api as provider
+from extraction_pipeline.core.llm.batch_model import BatchAnswer, BatchFailure, BatchRequest, ProviderJobStatus
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
 
@@ -126,7 +125,7 @@ def prepare(
             model=model,
             provider_batch_id=submitted.batch_id,
             input_file_id=submitted.input_file_id,
-            status=BatchStatus.VALIDATING.value,
+            status=ProviderJobStatus.VALIDATING.value,
             entries=[by_id[request.custom_id] for request in group],
         )
         if recorded is None:  # cancelled while this group was uploading: it is not wanted
@@ -198,7 +197,7 @@ def follow(ledger: Ledger, record: ProviderBatchRecord, llm: LLMConfig, *, now: 
         return give_up(ledger, record, f"not reachable {GIVE_UP_AFTER} after its submission: {exc}")
     except PermanentError as exc:
         return give_up(ledger, record, f"the provider cannot give its answers: {exc}")
-    answered = [Answered(o.custom_id, o.content, o.usage) for o in outcomes if isinstance(o, BatchAnswer)]
+    answered = [o for o in outcomes if isinstance(o, BatchAnswer)]
     failures = [o for o in outcomes if isinstance(o, BatchFailure)]
     return record_end(
         ledger,

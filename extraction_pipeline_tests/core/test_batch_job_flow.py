@@ -13,18 +13,18 @@ from typing import Any
 import pytest
 
 from extraction_pipeline.core.errors import TransientError
-from extraction_pipeline.core.extraction import provider_batch as flow
+from extraction_pipeline.core.extraction import batch_job_flow as flow
 from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline.core.ledger.batches import create_batch, get_batch
-from extraction_pipeline.core.ledger.provider_batches import (
+from extraction_pipeline.core.ledger.batch_jobs import (
     entries_of,
     open_provider_batches,
     provider_batches_of,
 )
+from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.queries import progress, undispatched_items
 from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.ledger.schema import ProviderBatchPhase
-from extraction_pipeline.core.llm import provider_batches as provider
+from extraction_pipeline.core.llm import batch_api as provider
 from extraction_pipeline.core.llm.batch_model import BatchRequest, SubmittedBatch
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
@@ -185,7 +185,7 @@ def test_a_cancel_the_provider_cannot_take_now_is_said_and_the_batch_stays_follo
 def test_ending_a_provider_batch_is_all_or_nothing(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     """A failure half-way through storing the answers leaves nothing stored and nothing counted:
     the provider batch stays open, and the next look stores every answer once."""
-    from extraction_pipeline.core.ledger import provider_batches as records
+    from extraction_pipeline.core.ledger import batch_jobs as records
     from extraction_pipeline.core.ledger.answers import stored_answer
 
     flow.prepare(case.ledger, case.batch, case.llm, case.parse)

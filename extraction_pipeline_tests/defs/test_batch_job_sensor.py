@@ -16,21 +16,21 @@ import dagster as dg
 import pytest
 
 from extraction_pipeline.core.export.workbook import answer_label
+from extraction_pipeline.core.extraction.batch_job_flow import cancel_provider_batches
 from extraction_pipeline.core.extraction.prompts import document_from_messages
-from extraction_pipeline.core.extraction.provider_batch import cancel_provider_batches
 from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.batch_jobs import provider_batches_of
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
-from extraction_pipeline.core.ledger.provider_batches import provider_batches_of
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
 from extraction_pipeline.core.ledger.schema import ProviderBatchPhase
 from extraction_pipeline.core.synthetic import make_trial
 from extraction_pipeline.defs.assets import extracted_document, parsed_document
-from extraction_pipeline.defs.partitions import DOCUMENTS_PARTITIONS
-from extraction_pipeline.defs.provider_batches import (
+from extraction_pipeline.defs.batch_job_sensor import (
     PROVIDER_BATCH_TAG,
     provider_batch_follower,
     submit_provider_batch_job,
 )
+from extraction_pipeline.defs.partitions import DOCUMENTS_PARTITIONS
 from extraction_pipeline.defs.resources import LLMResource
 from extraction_pipeline.defs.sensors import batch_aggregator, batch_dispatcher
 from extraction_pipeline_tests.support.dagster_runs import answer_from_trial, batch_tags, register_trials, resources_for
@@ -44,7 +44,7 @@ MODEL = "openai/gpt-4o-mini"  # priced by litellm, with a batch price of half
 @pytest.fixture(autouse=True)
 def ask_every_tick(monkeypatch: pytest.MonkeyPatch) -> None:
     """The follower asks the provider every few minutes; here, every tick."""
-    monkeypatch.setattr("extraction_pipeline.defs.provider_batches.POLL_EVERY_SECONDS", 0.0)
+    monkeypatch.setattr("extraction_pipeline.defs.batch_job_sensor.POLL_EVERY_SECONDS", 0.0)
 
 
 @pytest.fixture
@@ -123,10 +123,10 @@ def test_a_provider_batch_is_answered_at_half_price_and_grounded_by_the_document
     _tick(provider_batch_follower, instance, _resources(restarted, home, provider))
     assert provider_batches_of(home_ledger, batch)[0].status == "in_progress"
     asked = len(provider.calls)
-    monkeypatch.setattr("extraction_pipeline.defs.provider_batches.POLL_EVERY_SECONDS", 300.0)
+    monkeypatch.setattr("extraction_pipeline.defs.batch_job_sensor.POLL_EVERY_SECONDS", 300.0)
     _tick(provider_batch_follower, instance, resources)
     assert len(provider.calls) == asked  # asked a moment ago: not again before a few minutes pass
-    monkeypatch.setattr("extraction_pipeline.defs.provider_batches.POLL_EVERY_SECONDS", 0.0)
+    monkeypatch.setattr("extraction_pipeline.defs.batch_job_sensor.POLL_EVERY_SECONDS", 0.0)
     assert not _tick(batch_dispatcher, instance, resources).run_requests  # still waiting
     provider.advance(record.provider_batch_id)  # every line run: finalizing
     provider.advance(record.provider_batch_id)  # completed

@@ -1,4 +1,5 @@
-"""Half-price calls through OpenAI's Batch API: submit, poll, collect and cancel through the real
+"""Half-price calls through OpenAI's Batch API (``providers/openai_batches.py``, called through
+``batch_api``): submit, poll, collect and cancel through the real
 litellm client over real HTTP, against a loopback fake of OpenAI's Files and Batch endpoints
 (support/fake_batches.py), whose lifecycle the tests drive step by step.
 
@@ -21,19 +22,20 @@ from extraction_pipeline.core.errors import (
     PermanentError,
     TransientError,
 )
-from extraction_pipeline.core.llm import provider_batches as pb
+from extraction_pipeline.core.llm import batch_api as pb
 from extraction_pipeline.core.llm.batch_model import (
     BatchAnswer,
     BatchFailure,
     BatchOutcome,
     BatchRequest,
     BatchState,
-    BatchStatus,
     FailureKind,
+    ProviderJobStatus,
     RequestCounts,
 )
 from extraction_pipeline.core.llm.classify import classify
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction, parse_answer
+from extraction_pipeline.core.llm.providers.openai_batches import OpenAIBatchDriver
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 from extraction_pipeline_tests.support.extraction_cases import paper_answer, paper_requests
@@ -76,6 +78,12 @@ def _run_to_end(fake: FakeBatchServer, config: LLMConfig, batch_id: str) -> Batc
     return state
 
 
+def _driver(config: LLMConfig) -> OpenAIBatchDriver:
+    driver = pb.driver_for(config)
+    assert isinstance(driver, OpenAIBatchDriver)
+    return driver
+
+
 def _by_id(outcomes: list[BatchOutcome]) -> dict[str, BatchOutcome]:
     return {o.custom_id: o for o in outcomes}
 
@@ -86,7 +94,7 @@ def test_a_batch_line_carries_the_body_of_an_ordinary_call() -> None:
         config = LLMConfig(model=MODEL, api_base=chat.api_base, api_key=KEY, output_tokens=2000)
         request = paper_requests(1)[0]
         complete_extraction(config, request.messages, RCT_TEMPLATE)
-        line = json.loads(pb.batch_line(config, request))
+        line = json.loads(_driver(config).batch_line(config, request))
     finally:
         chat.stop()
     assert line == {"custom_id": "paper-1", "method": "POST", "url": "/v1/chat/completions", "body": chat.requests[0]}
@@ -103,6 +111,7 @@ def test_submit_poll_and_collect_answers_at_the_batch_price(fake: FakeBatchServe
     submitted = pb.submit(config, requests)
 
     assert (submitted.count, submitted.model, submitted.custom_ids) == (4, MODEL, tuple(r.custom_id for r in requests))
+    assert submitted.input_file_id is not None
     uploaded = fake.files[submitted.input_file_id]
     assert uploaded.purpose == "batch"
     assert [json.loads(line)["custom_id"] for line in uploaded.data.splitlines()] == list(submitted.custom_ids)
@@ -110,7 +119,12 @@ def test_submit_poll_and_collect_answers_at_the_batch_price(fake: FakeBatchServe
     while not seen[-1].ended:
         fake.advance(submitted.batch_id)
         seen.append(pb.poll(config, submitted.batch_id).status)
-    assert seen == [BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS, BatchStatus.FINALIZING, BatchStatus.COMPLETED]
+    assert seen == [
+        ProviderJobStatus.VALIDATING,
+        ProviderJobStatus.IN_PROGRESS,
+        ProviderJobStatus.FINALIZING,
+        ProviderJobStatus.COMPLETED,
+    ]
     state = pb.poll(config, submitted.batch_id)
     assert state.counts == RequestCounts(total=4, completed=4, failed=0)
     assert state.output_file_id and state.error_file_id is None
@@ -169,7 +183,7 @@ def test_lines_the_provider_refused_fall_back_with_their_reason(fake: FakeBatchS
     config = _config(fake)
     requests = paper_requests(4)
     state = _run_to_end(fake, config, pb.submit(config, requests).batch_id)
-    assert state.status is BatchStatus.COMPLETED
+    assert state.status is ProviderJobStatus.COMPLETED
     assert state.counts == RequestCounts(total=4, completed=2, failed=2)
     assert state.output_file_id and state.error_file_id
 
@@ -196,13 +210,13 @@ def test_an_expired_batch_keeps_what_it_ran_and_the_rest_falls_back(fake: FakeBa
     submitted = pb.submit(config, requests)
     fake.advance(submitted.batch_id)  # in progress
     fake.advance(submitted.batch_id, lines=2)
-    assert pb.poll(config, submitted.batch_id).status is BatchStatus.IN_PROGRESS
+    assert pb.poll(config, submitted.batch_id).status is ProviderJobStatus.IN_PROGRESS
     fake.expire(submitted.batch_id)
 
     state = pb.poll(config, submitted.batch_id)
     outcomes = pb.collect(config, state, _templates(requests))
 
-    assert state.status is BatchStatus.EXPIRED
+    assert state.status is ProviderJobStatus.EXPIRED
     assert state.counts.completed == 2
     assert [type(o).__name__ for o in outcomes] == ["BatchAnswer"] * 2 + ["BatchFailure"] * 3
     for failure in outcomes[2:]:
@@ -222,8 +236,8 @@ def test_a_cancelled_batch_keeps_its_partial_output(fake: FakeBatchServer) -> No
     fake.advance(submitted.batch_id, lines=1)
 
     cancelling = pb.cancel(config, submitted.batch_id)
-    assert cancelling.status is BatchStatus.CANCELLING
-    assert pb.cancel(config, submitted.batch_id).status is BatchStatus.CANCELLING  # asked once is enough
+    assert cancelling.status is ProviderJobStatus.CANCELLING
+    assert pb.cancel(config, submitted.batch_id).status is ProviderJobStatus.CANCELLING  # asked once is enough
     assert fake.advance(submitted.batch_id) == "cancelled"
     state = pb.poll(config, submitted.batch_id)
     outcomes = _by_id(pb.collect(config, state, _templates(requests)))
@@ -234,7 +248,7 @@ def test_a_cancelled_batch_keeps_its_partial_output(fake: FakeBatchServer) -> No
         assert isinstance(failure, BatchFailure) and failure.kind is FailureKind.CANCELLED
     # Cancelling an ended batch changes nothing and sends no cancel.
     cancels = sum(1 for method, path in fake.calls if path.endswith("/cancel"))
-    assert pb.cancel(config, submitted.batch_id).status is BatchStatus.CANCELLED
+    assert pb.cancel(config, submitted.batch_id).status is ProviderJobStatus.CANCELLED
     assert sum(1 for method, path in fake.calls if path.endswith("/cancel")) == cancels == 1
 
 
@@ -288,7 +302,7 @@ def test_a_line_asking_more_than_the_model_writes_is_refused_like_a_chat_call(fa
 def test_a_batch_that_fails_validation_sends_every_request_back(fake: FakeBatchServer) -> None:
     config = _config(fake)
     requests = paper_requests(2)
-    data = b"".join(pb.batch_line(config, r) for r in requests)
+    data = b"".join(_driver(config).batch_line(config, r) for r in requests)
     credentials = {"custom_llm_provider": "openai", "api_base": fake.api_base, "api_key": KEY, "max_retries": 0}
     uploaded = litellm_module.create_file(file=("in.jsonl", data), purpose="batch", **credentials)
     # The lines are chat calls, the batch is created for another endpoint: OpenAI fails it.
@@ -297,7 +311,7 @@ def test_a_batch_that_fails_validation_sends_every_request_back(fake: FakeBatchS
     )
     fake.advance(batch.id)
     state = pb.poll(config, batch.id)
-    assert state.status is BatchStatus.FAILED
+    assert state.status is ProviderJobStatus.FAILED
     assert state.errors and "invalid_url (line 1)" in state.errors[0]
 
     outcomes = pb.collect(config, state, _templates(requests))
@@ -308,7 +322,7 @@ def test_a_batch_that_fails_validation_sends_every_request_back(fake: FakeBatchS
 
 def test_a_malformed_upload_is_refused_with_the_line_named(fake: FakeBatchServer) -> None:
     config = _config(fake)
-    good = [json.loads(pb.batch_line(config, r)) for r in paper_requests(3)]
+    good = [json.loads(_driver(config).batch_line(config, r)) for r in paper_requests(3)]
     credentials = {"custom_llm_provider": "openai", "api_base": fake.api_base, "api_key": KEY, "max_retries": 0}
     repeated = [good[0], good[1], {**good[2], "custom_id": good[0]["custom_id"]}]
     two_models = [good[0], {**good[1], "body": {**good[1]["body"], "model": "gpt-4o"}}]
@@ -351,7 +365,7 @@ def test_split_requests_cuts_at_the_request_and_byte_limits() -> None:
     config = LLMConfig(model=MODEL, output_tokens=2000)
     requests = paper_requests(5)
     assert [len(g) for g in pb.split_requests(config, requests, max_requests=2)] == [2, 2, 1]
-    one_line = len(pb.batch_line(config, requests[0]))
+    one_line = len(_driver(config).batch_line(config, requests[0]))
     groups = pb.split_requests(config, requests, max_bytes=one_line * 3 + 10)
     assert [len(g) for g in groups] == [3, 2]
     assert [r.custom_id for g in groups for r in g] == [r.custom_id for r in requests]  # order kept

@@ -1,4 +1,5 @@
-"""What the ledger keeps of batches asked through a provider's batch API.
+"""What the ledger keeps of the jobs submitted to a provider's batch API (table ``provider_batches``)
+for a batch of documents, and of each job's prompts (``provider_batch_entries``).
 
 A batch created with ``provider_batch`` waits in phase ``preparing`` (its documents are not
 dispatched) until its prompts are submitted (``submitted``: the provider's batch id is stored the
@@ -11,6 +12,7 @@ reached is asked by the run as an ordinary call: nothing is lost, only the disco
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -29,6 +31,7 @@ from extraction_pipeline.core.ledger.schema import (
     provider_batch_entries,
     provider_batches,
 )
+from extraction_pipeline.core.llm.batch_model import BatchAnswer
 from extraction_pipeline.core.usage import Usage
 
 MAX_MESSAGE_CHARS = 2000
@@ -72,15 +75,6 @@ class Entry:
     item_id: int
     custom_id: str
     answer_key: str
-
-
-@dataclass(frozen=True)
-class Answered:
-    """What the provider wrote for one prompt, priced at the batch price."""
-
-    custom_id: str
-    content: str
-    usage: Usage
 
 
 def provider_batch_phase(ledger: Ledger, batch_id: int) -> ProviderBatchPhase | None:
@@ -273,7 +267,7 @@ def record_end(
     record: ProviderBatchRecord,
     *,
     status: str,
-    answered: list[Answered],
+    answered: Sequence[BatchAnswer],
     fallen_back: dict[str, str],
     paid: dict[str, Usage] | None = None,
     message: str | None = None,

@@ -1,5 +1,5 @@
 """Half price through the provider's batch API: the job that submits a batch's prompts and the
-sensor that follows the provider's batches (the rules are in core/extraction/provider_batch.py)."""
+sensor that follows the provider's batches (the rules are in core/extraction/batch_job_flow.py)."""
 
 from datetime import timedelta
 
@@ -7,16 +7,16 @@ import dagster as dg
 from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
 
 from extraction_pipeline.core.errors import TransientError
-from extraction_pipeline.core.extraction.provider_batch import follow, prepare
+from extraction_pipeline.core.extraction.batch_job_flow import follow, prepare
 from extraction_pipeline.core.ledger import utcnow
-from extraction_pipeline.core.ledger.batches import BATCH_RUN_TAG
-from extraction_pipeline.core.ledger.provider_batches import (
+from extraction_pipeline.core.ledger.batch_jobs import (
     batches_to_prepare,
     end_waiting_without_open_batches,
     finish_preparation,
     open_provider_batches,
     record_poll,
 )
+from extraction_pipeline.core.ledger.batches import BATCH_RUN_TAG
 from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource

@@ -1,0 +1,108 @@
+"""What a model call is configured with (``LLMConfig``), and the model's limits read from it or
+from litellm's model map: its context window, what of it the prompt may take, its output limit,
+and a prompt's token count."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from extraction_pipeline.core.llm.litellm_loader import import_litellm
+from extraction_pipeline.core.llm.offline import OFFLINE_MODEL, OFFLINE_PROVIDER
+
+
+class CallBudget(Protocol):
+    """The provider's token and request budget, spent call by call (core/ledger/budgets.py keeps
+    it for the whole instance). ``before_call`` blocks until the call fits (``tokens`` is asked
+    only when a limit is known: counting loads a tokenizer); the others report what the provider
+    then counted and said, and ``waiting_out`` that a refused call waits ``seconds`` to be sent
+    again (its reservation was given back in ``after_refusal``)."""
+
+    def before_call(self, model: str, tokens: Callable[[], int]) -> Any: ...
+
+    def after_call(self, reservation: Any, used_tokens: int | None, headers: Any) -> None: ...
+
+    def after_refusal(self, reservation: Any, retry_after: float | None, headers: Any) -> None: ...
+
+    def waiting_out(self, cause: str, seconds: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    model: str | None = None
+    api_base: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never printed
+    timeout_seconds: float = 120.0
+    context_tokens: int | None = None  # the context window; None: litellm's figure for the model
+    output_tokens: int | None = None  # the answer limit; None: litellm's figure for the model
+    # Entered around each paid call: holds one of the provider's concurrency slots for exactly the
+    # call (the orchestrator supplies it; None: no limit here).
+    call_gate: Callable[[], AbstractContextManager[None]] | None = field(default=None, repr=False, compare=False)
+    # Spent around each paid call, once its slot is taken (None: no budget kept).
+    budget: CallBudget | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def effective_model(self) -> str:
+        return self.model or OFFLINE_MODEL
+
+    @property
+    def is_offline(self) -> bool:
+        return self.effective_model.startswith(f"{OFFLINE_PROVIDER}/")
+
+
+def model_info(config: LLMConfig) -> dict[str, Any] | None:
+    """litellm's model map entry for the config's model (None: a model it does not know)."""
+    try:
+        return dict(import_litellm().get_model_info(config.effective_model))
+    except Exception:
+        return None
+
+
+def context_limit(config: LLMConfig) -> int | None:
+    """How many prompt tokens the model takes: its window (configured, else litellm's figure for
+    the model) less the answer's limit, which providers count inside the same window; None when
+    the window is not known (the provider then judges, and a context-length error is classified
+    permanent)."""
+    if config.is_offline:
+        return None
+    window = config.context_tokens or (model_info(config) or {}).get("max_input_tokens")
+    if not window:
+        return None
+    return int(window) - _kept_for_answer(config, int(window))
+
+
+def _kept_for_answer(config: LLMConfig, window: int) -> int:
+    answer = output_limit(config) or 0
+    return answer if answer < window // 2 else 0  # a limit that large is not the window's share
+
+
+def prompt_room(config: LLMConfig) -> str:
+    """The prompt limit in words, for errors: "111616 prompt tokens (its 128000-token window less
+    16384 kept for the answer)"."""
+    limit = context_limit(config)
+    if limit is None:
+        return "an unknown number of prompt tokens"
+    kept = _kept_for_answer(config, limit + (output_limit(config) or 0))
+    if not kept:
+        return f"{limit} prompt tokens"
+    return f"{limit} prompt tokens (its {limit + kept}-token window less {kept} kept for the answer)"
+
+
+def output_limit(config: LLMConfig) -> int | None:
+    """How many tokens an answer may have: the configured limit, else litellm's figure for the
+    model (``max_output_tokens``); None when neither is known (the provider's default applies)."""
+    if config.is_offline:
+        return None
+    if config.output_tokens:
+        return config.output_tokens
+    info = model_info(config)
+    if info is None:
+        return None
+    limit = info.get("max_output_tokens") or info.get("max_tokens")
+    return int(limit) if limit else None
+
+
+def count_tokens(config: LLMConfig, messages: list[dict[str, str]]) -> int:
+    return int(import_litellm().token_counter(model=config.effective_model, messages=messages))

@@ -1,0 +1,79 @@
+"""The one interface the gateway and the batch flow call for what differs between providers.
+
+A ``ProviderAdapter`` per family (``openai_compatible``, ``azure``, ``anthropic``, ``gemini``,
+``ollama``, ``vllm``) holds what that family needs beyond the OpenAI shape litellm already speaks;
+``adapter_for`` (this package's ``__init__``) is the one place a model string is mapped to its
+adapter. This base is the OpenAI shape itself: every method's default is "nothing to add".
+
+- ``response_schema``: the template's JSON Schema as the provider takes it, or None for JSON mode
+  (``response_format`` builds the call's format from it).
+- ``messages_for``: the messages as sent (Anthropic's cache marks; the messages given are never
+  changed: the answer key and the stored prompt use them).
+- ``call_options``: arguments the call needs beyond the OpenAI ones (Ollama's context window).
+- ``batch_api``: the provider's batch driver (``batch_model.BatchDriver``), or None when no batch
+  API is driven here.
+
+Rate-limit headers are not here: each provider sends only its own names and
+``core/llm/rate_headers.py`` reads them by name, whoever sent them (a budget knows the model, not
+the adapter).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from extraction_pipeline.core.llm.batch_model import BatchDriver
+from extraction_pipeline.core.llm.config import LLMConfig
+from extraction_pipeline.core.llm.litellm_loader import import_litellm
+from extraction_pipeline.core.llm.providers.cache_marks import with_cache_marks
+from extraction_pipeline.core.templates.definition import TemplateDefinition
+from extraction_pipeline.core.templates.schema import output_json_schema
+
+JSON_MODE: dict[str, Any] = {"type": "json_object"}
+
+
+@dataclass(frozen=True)
+class ProviderAdapter:
+    """What one provider family needs beyond the OpenAI shape (the defaults: nothing)."""
+
+    # The family's name, as docs/providers.md lists it.
+    family: ClassVar[str] = "OpenAI-compatible"
+    # litellm's provider names this family serves ("anthropic", "ollama_chat", ...).
+    serves: ClassVar[frozenset[str]] = frozenset()
+
+    provider: str  # litellm's provider for the model ("openai", "hosted_vllm", ...)
+    model: str  # the model string of the config
+    cache_marks: bool = False  # its prompt cache reads only what is marked (Claude, wherever served)
+
+    def response_schema(self, schema: dict[str, Any]) -> dict[str, Any] | None:
+        """The template's schema as this provider takes it; None: ask for JSON mode instead."""
+        return schema
+
+    def messages_for(self, messages: list[dict[str, str]]) -> list[dict[str, Any]]:
+        """The messages as sent: with the cache marks when the provider caches only what is marked."""
+        return with_cache_marks(messages) if self.cache_marks else list(messages)
+
+    def call_options(self, config: LLMConfig, messages: list[dict[str, str]], limit: int | None) -> dict[str, Any]:
+        """Arguments of a call beyond the OpenAI ones (``limit``: the answer's output limit)."""
+        return {}
+
+    def batch_api(self) -> BatchDriver | None:
+        """The provider's batch driver; None when no batch API is driven here."""
+        return None
+
+    def response_format(self, config: LLMConfig, template: TemplateDefinition) -> dict[str, Any]:
+        """JSON Schema structured output where the model supports it (litellm's
+        ``supports_response_schema``) and the provider takes the schema (``response_schema``),
+        JSON mode otherwise: the schema is then in the system prompt, and the answer is validated
+        with pydantic either way."""
+        try:
+            supports_schema = bool(import_litellm().supports_response_schema(model=config.effective_model))
+        except Exception:  # unknown model: litellm cannot tell
+            supports_schema = False
+        if not supports_schema:
+            return dict(JSON_MODE)
+        schema = self.response_schema(output_json_schema(template))
+        if schema is None:
+            return dict(JSON_MODE)
+        return {"type": "json_schema", "json_schema": {"name": "trial_extraction", "schema": schema, "strict": False}}
