@@ -114,7 +114,9 @@ def _print_estimate(args: argparse.Namespace, settings: Settings, ledger: Any, d
     """`batch create --estimate`: what the batch would send, cost and take, with the same project,
     documents, model(s) and template as the launch; nothing is created. Unparsed PDFs are parsed
     (cached for the batch's runs) unless --quick, which counts their plain text (approximate)."""
-    from extraction_pipeline.core.extraction.estimate import ParseMode, describe, estimate_batch
+    from extraction_pipeline.cli.estimate_report import as_json, describe
+    from extraction_pipeline.core.extraction.estimate import estimate_batch
+    from extraction_pipeline.core.extraction.token_counts import ParseMode
     from extraction_pipeline.core.llm.gateway import LLMConfig
 
     llm = LLMConfig(
@@ -145,7 +147,7 @@ def _print_estimate(args: argparse.Namespace, settings: Settings, ledger: Any, d
         progress=progress,
     )
     if args.json:
-        print_json(estimate.as_dict())
+        print_json(as_json(estimate))
     else:
         print("\n".join(describe(estimate)))
         print("nothing was created: run the same command without --estimate to start the batch")

@@ -6,7 +6,8 @@ Every action goes through the same core functions as the command line (``registe
 Dagster UI and exported exactly like one created with ``batch create``. Uploads and launches are
 recorded under the signed-in user; template edits and budgets are an admin's.
 
-Before the launch button the page shows the price of the launch (``core/extraction/estimate.py``)
+Before the launch button the page shows the price of the launch (``core/extraction/estimate.py``,
+in web/estimate_text.py's words)
 for the documents and model(s) the form would start; "Update the estimate" sends the form's
 choices back to this page (a GET: it changes nothing). A page must answer in seconds, so PDFs not
 parsed yet are counted from their plain text and marked approximate, and each upload parses its
@@ -32,7 +33,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from extraction_pipeline.core.errors import ConfigError, ExtractionError
-from extraction_pipeline.core.extraction.estimate import BatchEstimate, ParseMode, duration, estimate_batch, money
+from extraction_pipeline.core.extraction.estimate import BatchEstimate, estimate_batch
+from extraction_pipeline.core.extraction.token_counts import ParseMode
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.ledger.budgets import Budget, all_budgets, configure
@@ -51,6 +53,17 @@ from extraction_pipeline.core.pdf.registration import validate_project
 from extraction_pipeline.core.pdf.uploads import UploadVerdict, register_staged, staging_area
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.web.deps import admin, ledger_of, settings_of, signed_in, user_of
+from extraction_pipeline.web.estimate_text import (
+    ROLES,
+    answer_source,
+    budget_source,
+    duration,
+    duration_words,
+    money,
+    notes,
+    price_note,
+    template_label,
+)
 from extraction_pipeline.web.forms import CROSS_SITE, read_form, same_origin, set_flash
 from extraction_pipeline.web.pages import not_found_page
 from extraction_pipeline.web.templating import render
@@ -222,6 +235,7 @@ class _EstimateView:
     unreadable: list[str]
     notes: list[str]
     problem: str = ""
+    template: str = ""  # the label of the template version the batch would freeze
 
 
 def _model_name(value: object) -> str:
@@ -257,18 +271,18 @@ def _estimate_view(ledger: Ledger, settings: Settings, project: str, launch: _La
     rows = [
         _ModelRow(
             model=m.model,
-            role=m.role,
+            role=ROLES[m.role],
             documents=m.documents,
             already_answered=m.already_answered,
             calls=m.calls,
             prompt_tokens=f"{m.prompt_tokens:,}",
             answer_tokens=f"{m.answer_tokens:,}",
-            answer_source=m.answer_source,
-            cost=money(m.cost_usd, m.price_note),
+            answer_source=answer_source(m.answer),
+            cost=money(m.cost_usd, price_note(m)),
             batch_cost=money(m.batch_cost_usd, "")
             if m.batch_cost_usd is not None
             else ("ordinary calls" if m.cost_usd is not None else "price unknown"),
-            budget=m.budget_source,
+            budget=budget_source(m.budget),
             duration=duration(m.minutes_by_budget),
             cannot=[f"{u.filename} (document {u.document_id}): {u.reason}" for u in m.unreadable],
         )
@@ -282,11 +296,12 @@ def _estimate_view(ledger: Ledger, settings: Settings, project: str, launch: _La
         rows=rows,
         total=money(estimate.cost_usd, "price unknown"),
         total_batch=money(estimate.batch_cost_usd, "no batch API for every model"),
-        duration=estimate.duration_words,
+        duration=duration_words(estimate),
         slots=slots,
         approximate=estimate.approximate,
         unreadable=[f"{u.filename} (document {u.document_id}): {u.reason}" for u in estimate.unreadable],
-        notes=estimate.notes,
+        notes=notes(estimate),
+        template=template_label(estimate.template),
     )
 
 

@@ -19,7 +19,8 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from extraction_pipeline.core.extraction.estimate import ParseMode, estimate_batch, money
+from extraction_pipeline.core.extraction.estimate import estimate_batch
+from extraction_pipeline.core.extraction.token_counts import ParseMode
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.queries import project_documents, recent_batches
 from extraction_pipeline.core.ledger.users import Role, add_user
@@ -27,6 +28,7 @@ from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import parsed_contents
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
+from extraction_pipeline.web.estimate_text import money
 from extraction_pipeline.web.server import build_app
 from extraction_pipeline_tests.support.web import serving
 
