@@ -77,7 +77,8 @@ def price_of(model: str) -> Price:
 
 
 def supports_provider_batches(model: str) -> bool:
-    """Whether `--provider-batch` can send this model's prompts to its provider's batch API."""
+    """Whether `--provider-batch` can send this model's prompts to its provider's batch API (only
+    those go at the batch price)."""
     from extraction_pipeline.core.llm.batch_api import supports_provider_batches as drivable
 
-    return bool(drivable(model))
+    return drivable(model)
