@@ -227,31 +227,6 @@ def test_an_expired_batch_keeps_what_it_ran_and_the_rest_falls_back(fake: FakeBa
     assert (state.error_file_id is not None) is reported
 
 
-def test_a_cancelled_batch_keeps_its_partial_output(fake: FakeBatchServer) -> None:
-    fake.answer = _answer
-    config = _config(fake)
-    requests = paper_requests(3)
-    submitted = pb.submit(config, requests)
-    fake.advance(submitted.batch_id)
-    fake.advance(submitted.batch_id, lines=1)
-
-    cancelling = pb.cancel(config, submitted.batch_id)
-    assert cancelling.status is ProviderJobStatus.CANCELLING
-    assert pb.cancel(config, submitted.batch_id).status is ProviderJobStatus.CANCELLING  # asked once is enough
-    assert fake.advance(submitted.batch_id) == "cancelled"
-    state = pb.poll(config, submitted.batch_id)
-    outcomes = _by_id(pb.collect(config, state, _templates(requests)))
-
-    assert isinstance(outcomes["paper-1"], BatchAnswer)
-    for custom_id in ("paper-2", "paper-3"):
-        failure = outcomes[custom_id]
-        assert isinstance(failure, BatchFailure) and failure.kind is FailureKind.CANCELLED
-    # Cancelling an ended batch changes nothing and sends no cancel.
-    cancels = sum(1 for method, path in fake.calls if path.endswith("/cancel"))
-    assert pb.cancel(config, submitted.batch_id).status is ProviderJobStatus.CANCELLED
-    assert sum(1 for method, path in fake.calls if path.endswith("/cancel")) == cancels == 1
-
-
 def test_an_answer_cut_at_the_output_limit_is_a_failure_not_an_answer(fake: FakeBatchServer) -> None:
     long_answer = extraction_json({"metadata.study_id": ("x" * 400, "y" * 400)})
     fake.answer = lambda body: Reply(long_answer)
@@ -370,38 +345,6 @@ def test_split_requests_cuts_at_the_request_and_byte_limits() -> None:
     assert [len(g) for g in groups] == [3, 2]
     assert [r.custom_id for g in groups for r in g] == [r.custom_id for r in requests]  # order kept
     assert [len(g) for g in pb.split_requests(config, requests)] == [5]
-
-
-def test_errors_are_classified_and_carry_no_key(fake: FakeBatchServer) -> None:
-    config = _config(fake)
-    requests = paper_requests(2)
-    fake.fail_next("create", Reply(status=500, error_message="The server had an error."))
-    with pytest.raises(TransientError, match=r"creating the batch failed: HTTP 500") as transient:
-        pb.submit(config, requests)
-    assert transient.value.provider
-    fake.fail_next("retrieve", Reply(status=429, error_message="Too many requests."))
-    submitted = pb.submit(config, requests)  # the next attempt goes through
-    with pytest.raises(TransientError, match="HTTP 429"):
-        pb.poll(config, submitted.batch_id)
-    fake.fail_next("content", Reply(status=503, error_message="Slow down."))
-    state = _run_to_end(fake, config, submitted.batch_id)
-    with pytest.raises(TransientError, match=r"reading file .* failed: HTTP 503"):
-        pb.collect(config, state, _templates(requests))
-
-    wrong_key = "sk-wrong-key-9876543210fedcba"
-    with pytest.raises(PermanentError, match="HTTP 401") as refused:
-        pb.poll(_config(fake, api_key=wrong_key), submitted.batch_id)
-    assert not isinstance(refused.value, TransientError)
-    assert wrong_key not in str(refused.value) and KEY not in str(refused.value)
-    with pytest.raises(PermanentError, match="HTTP 404") as unknown:
-        pb.poll(config, "batch_unknown")
-    assert not isinstance(unknown.value, TransientError)
-
-    base = fake.api_base
-    fake.stop()  # nobody answers on that port any more
-    with pytest.raises(TransientError, match="provider unreachable") as unreachable:
-        pb.poll(LLMConfig(model=MODEL, api_base=base, api_key=KEY, timeout_seconds=5), submitted.batch_id)
-    assert KEY not in str(unreachable.value)
 
 
 def test_collect_waits_for_the_batch_to_end(fake: FakeBatchServer) -> None:

@@ -82,7 +82,9 @@ def network_cause(exc: BaseException) -> str | None:
 
 def retry_after_seconds(exc: BaseException, now: float | None = None) -> float | None:
     """The provider's ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms``, if it sent one,
-    else the ``retryDelay`` of Gemini's error body."""
+    else the ``retryDelay`` of Gemini's error body. Read here: litellm's
+    ``_get_retry_after_from_exception_header`` and the SDKs' ``_parse_retry_after_header`` are
+    private, litellm's reads whole seconds only (no ``retry-after-ms``), and none reads Gemini's body."""
     for headers in refusal_headers(exc):
         parsed = _parse_retry_after(headers, now)
         if parsed is not None:

@@ -8,6 +8,11 @@ for ``requests`` (and ``input-tokens`` / ``output-tokens``). Azure OpenAI sends 
 ``x-ratelimit-remaining-requests`` / ``-tokens``. Gemini, Ollama and vLLM send none (Gemini says
 when to retry in its 429 body: see classify). litellm hands the provider's headers on with an
 ``llm_provider-`` prefix (and the OpenAI ones also bare); both are read.
+
+Read here, not by litellm or an SDK: litellm only renames Anthropic's limits and remainders to
+OpenAI's names (``process_anthropic_headers``: no reset times, no ``input-tokens-*``) and parses
+none of them, and neither the ``openai`` nor the ``anthropic`` SDK parses them. Read by name, not
+per adapter: each provider sends only its own names, and a budget knows the model, not its adapter.
 """
 
 from __future__ import annotations

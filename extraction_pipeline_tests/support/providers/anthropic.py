@@ -34,7 +34,7 @@ from extraction_pipeline_tests.support.providers.base import (
     ProviderFake,
     Reply,
     Request,
-    SentError,
+    SentReply,
     answer_text,
     tokens,
 )
@@ -117,8 +117,8 @@ class AnthropicFake(ProviderFake):
     def serves(self, request: Request) -> bool:
         return request.path == "/v1/messages"
 
-    def not_found(self, request: Request) -> SentError:
-        return SentError(404, _error("not_found_error", f"Not found: {request.path}"))
+    def not_found(self, request: Request) -> SentReply:
+        return SentReply(404, _error("not_found_error", f"Not found: {request.path}"))
 
     def bad(self, message: str) -> Any:
         return self.refuse(400, _error("invalid_request_error", message), message)
@@ -336,7 +336,7 @@ class AnthropicFake(ProviderFake):
             },
         }
 
-    def error_reply(self, request: Request, reply: Reply) -> SentError:
+    def error_reply(self, request: Request, reply: Reply) -> SentReply:
         kind = reply.error or {429: "rate_limit", 529: "overloaded", 400: "invalid", 401: "auth"}.get(reply.status, "")
         if kind == "rate_limit":
             message = reply.error_message or (
@@ -344,19 +344,19 @@ class AnthropicFake(ProviderFake):
                 "For details, refer to: https://docs.claude.com/en/api/rate-limits."
             )
             limits = self.rate_limits(tokens_remaining=0)
-            return SentError(429, _error("rate_limit_error", message), {**limits, "retry-after": "7"})
+            return SentReply(429, _error("rate_limit_error", message), {**limits, "retry-after": "7"})
         if kind == "overloaded":
-            return SentError(529, _error("overloaded_error", reply.error_message or "Overloaded"))
+            return SentReply(529, _error("overloaded_error", reply.error_message or "Overloaded"))
         if kind == "context_length":
             window = ANTHROPIC_MODELS.get(str(request.body.get("model")), (200_000, 0, 0))[0]
-            return SentError(
+            return SentReply(
                 400, _error("invalid_request_error", f"prompt is too long: {window + 1234} tokens > {window} maximum")
             )
         if kind == "auth":
-            return SentError(401, _error("authentication_error", "invalid x-api-key"))
+            return SentReply(401, _error("authentication_error", "invalid x-api-key"))
         status = reply.status if reply.status != 200 else 400
         kinds = {400: "invalid_request_error", 403: "permission_error", 404: "not_found_error", 500: "api_error"}
-        return SentError(status, _error(kinds.get(status, "api_error"), reply.error_message or f"fake error {status}"))
+        return SentReply(status, _error(kinds.get(status, "api_error"), reply.error_message or f"fake error {status}"))
 
 
 def _schema_nodes(schema: Any) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from extraction_pipeline_tests.support.providers.base import Reply, Request, SentError
+from extraction_pipeline_tests.support.providers.base import Reply, Request, SentReply
 from extraction_pipeline_tests.support.providers.openai import OPENAI_MODELS, OpenAICompatibleFake
 
 _ROUTE = re.compile(r"^/openai/deployments/(?P<deployment>[^/]+)/chat/completions$")
@@ -58,8 +58,8 @@ class AzureOpenAIFake(OpenAICompatibleFake):
             "error": {"code": code or str(status), "message": message, "param": param, "type": kind, "status": status}
         }
 
-    def not_found(self, request: Request) -> SentError:
-        return SentError(404, {"error": {"code": "404", "message": "Resource not found"}})
+    def not_found(self, request: Request) -> SentReply:
+        return SentReply(404, {"error": {"code": "404", "message": "Resource not found"}})
 
     def check_auth(self, request: Request) -> None:
         if not request.headers.get("api-key") and not request.headers.get("authorization", "").startswith("Bearer "):
@@ -94,7 +94,7 @@ class AzureOpenAIFake(OpenAICompatibleFake):
                 "response_format",
             )
 
-    def error_reply(self, request: Request, reply: Reply) -> SentError:
+    def error_reply(self, request: Request, reply: Reply) -> SentReply:
         kind = reply.error or {429: "rate_limit", 400: "invalid"}.get(reply.status, "")
         version = request.query.get("api-version", "")
         if kind == "rate_limit":
@@ -103,14 +103,14 @@ class AzureOpenAIFake(OpenAICompatibleFake):
                 "exceeded token rate limit of your current AIServices S0 pricing tier. Please retry after 6 seconds. "
                 "Please contact Azure support service if you would like to further increase the default rate limit."
             )
-            return SentError(429, {"error": {"code": "429", "message": message}}, {"retry-after": "6"})
+            return SentReply(429, {"error": {"code": "429", "message": message}}, {"retry-after": "6"})
         if kind == "filtered":
             message = reply.error_message or (
                 "The response was filtered due to the prompt triggering Azure OpenAI's content management policy. "
                 "Please modify your prompt and retry. To learn more about our content filtering policies please read "
                 "our documentation: https://go.microsoft.com/fwlink/?linkid=2198766"
             )
-            return SentError(
+            return SentReply(
                 400,
                 {
                     "error": {

@@ -28,7 +28,7 @@ from typing import Any
 from extraction_pipeline_tests.support.fake_llm import CHARS_PER_TOKEN, Reply
 from extraction_pipeline_tests.support.http_fake import Exchange, LoopbackFake
 
-__all__ = ["CHARS_PER_TOKEN", "ProviderFake", "Refusal", "Reply", "Request", "SentError", "tokens"]
+__all__ = ["CHARS_PER_TOKEN", "ProviderFake", "Refusal", "Reply", "Request", "SentReply", "tokens"]
 
 
 def tokens(text: str) -> int:
@@ -47,8 +47,9 @@ class Request:
 
 
 @dataclass(frozen=True)
-class SentError:
-    """An error the provider answers with: status, its own body, its headers."""
+class SentReply:
+    """What the fake sends back for one request: the status, the provider's own body (an answer or
+    an error) and its headers."""
 
     status: int
     body: dict[str, Any]
@@ -59,7 +60,7 @@ class Refusal(Exception):
     """Raised by ``check``: the request breaks a documented constraint; the fake answers ``error``
     and records why (a test asserts ``fake.violations`` is empty)."""
 
-    def __init__(self, error: SentError, why: str) -> None:
+    def __init__(self, error: SentReply, why: str) -> None:
         super().__init__(why)
         self.error, self.why = error, why
 
@@ -152,16 +153,16 @@ class ProviderFake(LoopbackFake):
         """(status, body) of an answer; records it in ``answered``."""
         raise NotImplementedError
 
-    def error_reply(self, request: Request, reply: Reply) -> SentError:
+    def error_reply(self, request: Request, reply: Reply) -> SentReply:
         """The provider's own error for a scripted non-200 reply."""
         raise NotImplementedError
 
-    def not_found(self, request: Request) -> SentError:
-        return SentError(404, {"error": {"message": f"no route {request.path}"}})
+    def not_found(self, request: Request) -> SentReply:
+        return SentReply(404, {"error": {"message": f"no route {request.path}"}})
 
     # -- shared helpers ------------------------------------------------------------------------
     def refuse(self, status: int, body: dict[str, Any], why: str, headers: dict[str, str] | None = None) -> Refusal:
-        return Refusal(SentError(status, body, headers or {}), why)
+        return Refusal(SentReply(status, body, headers or {}), why)
 
     def record(self, answered: Answered) -> None:
         with self._lock:
@@ -176,7 +177,7 @@ class ProviderFake(LoopbackFake):
                 return self.replies.popleft()
         return self.answer(messages)
 
-    def _handle(self, request: Request) -> SentError:
+    def _handle(self, request: Request) -> SentReply:
         with self._lock:
             self.requests.append(request)
         if not self.serves(request):
@@ -193,14 +194,14 @@ class ProviderFake(LoopbackFake):
             time.sleep(reply.delay)
         if reply.status != 200 or reply.error:
             error = self.error_reply(request, reply)
-            return SentError(error.status, error.body, {**self.rate_limit_headers, **error.headers, **reply.headers})
+            return SentReply(error.status, error.body, {**self.rate_limit_headers, **error.headers, **reply.headers})
         try:
             status, body = self.answer_body(request, reply, messages)
         except Refusal as refusal:  # found only while answering (a prompt past the window)
             with self._lock:
                 self.violations.append(refusal.why)
             return refusal.error
-        return SentError(status, body, {**self.rate_limit_headers, **reply.headers})
+        return SentReply(status, body, {**self.rate_limit_headers, **reply.headers})
 
     def serve(self, exchange: Exchange) -> None:
         try:

@@ -31,7 +31,7 @@ from extraction_pipeline_tests.support.providers.base import (
     ProviderFake,
     Reply,
     Request,
-    SentError,
+    SentReply,
     answer_text,
     tokens,
 )
@@ -153,8 +153,8 @@ class GeminiFake(ProviderFake):
         match = _ROUTE.match(request.path)
         return match.group("model") if match else ""
 
-    def not_found(self, request: Request) -> SentError:
-        return SentError(404, _error(404, "NOT_FOUND", f"Requested entity was not found: {request.path}"))
+    def not_found(self, request: Request) -> SentReply:
+        return SentReply(404, _error(404, "NOT_FOUND", f"Requested entity was not found: {request.path}"))
 
     def bad(self, message: str) -> Any:
         return self.refuse(400, _error(400, "INVALID_ARGUMENT", message), message)
@@ -332,7 +332,7 @@ class GeminiFake(ProviderFake):
             "responseId": f"fake{len(self.answered)}",
         }
 
-    def error_reply(self, request: Request, reply: Reply) -> SentError:
+    def error_reply(self, request: Request, reply: Reply) -> SentReply:
         kind = reply.error or {429: "rate_limit", 503: "overloaded", 400: "invalid"}.get(reply.status, "")
         if kind == "rate_limit":
             message = reply.error_message or (
@@ -352,15 +352,15 @@ class GeminiFake(ProviderFake):
                 },
                 {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "17s"},
             ]
-            return SentError(429, _error(429, "RESOURCE_EXHAUSTED", message, details))
+            return SentReply(429, _error(429, "RESOURCE_EXHAUSTED", message, details))
         if kind == "overloaded":
-            return SentError(
+            return SentReply(
                 503,
                 _error(503, "UNAVAILABLE", reply.error_message or "The model is overloaded. Please try again later."),
             )
         if kind == "context_length":
             window = GEMINI_MODELS.get(self.model_of(request), (1_048_576, 0, 0))[0]
-            return SentError(
+            return SentReply(
                 400,
                 _error(
                     400,
@@ -369,9 +369,9 @@ class GeminiFake(ProviderFake):
                 ),
             )
         if kind == "auth":
-            return SentError(400, _error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key."))
+            return SentReply(400, _error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key."))
         status = reply.status if reply.status != 200 else 400
         names = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 500: "INTERNAL"}
-        return SentError(
+        return SentReply(
             status, _error(status, names.get(status, "UNKNOWN"), reply.error_message or f"fake error {status}")
         )

@@ -27,7 +27,7 @@ from extraction_pipeline_tests.support.providers.base import (
     ProviderFake,
     Reply,
     Request,
-    SentError,
+    SentReply,
     answer_text,
     tokens,
 )
@@ -66,8 +66,8 @@ class OllamaFake(ProviderFake):
     def serves(self, request: Request) -> bool:
         return request.path == "/api/chat"
 
-    def not_found(self, request: Request) -> SentError:
-        return SentError(404, {"error": "404 page not found"})
+    def not_found(self, request: Request) -> SentReply:
+        return SentReply(404, {"error": "404 page not found"})
 
     def bad(self, message: str) -> Any:
         return self.refuse(400, {"error": message}, message)
@@ -141,11 +141,11 @@ class OllamaFake(ProviderFake):
             "eval_duration": 400_000,
         }
 
-    def error_reply(self, request: Request, reply: Reply) -> SentError:
+    def error_reply(self, request: Request, reply: Reply) -> SentReply:
         kind = reply.error or {503: "overloaded", 429: "rate_limit"}.get(reply.status, "")
         if kind == "overloaded":
-            return SentError(503, {"error": "server busy, please try again.  maximum pending requests exceeded"})
+            return SentReply(503, {"error": "server busy, please try again.  maximum pending requests exceeded"})
         if kind == "rate_limit":  # a proxy in front of Ollama: Ollama itself has no rate limits
-            return SentError(429, {"error": reply.error_message or "too many requests"}, {"retry-after": "2"})
+            return SentReply(429, {"error": reply.error_message or "too many requests"}, {"retry-after": "2"})
         status = reply.status if reply.status != 200 else 400
-        return SentError(status, {"error": reply.error_message or f"fake error {status}"})
+        return SentReply(status, {"error": reply.error_message or f"fake error {status}"})

@@ -21,7 +21,7 @@ from extraction_pipeline_tests.support.providers.base import (
     ProviderFake,
     Reply,
     Request,
-    SentError,
+    SentReply,
     answer_text,
     tokens,
 )
@@ -93,7 +93,7 @@ class OpenAICompatibleFake(ProviderFake):
         )
         return self.refuse(400, self.error(400, message, "invalid_request_error", "context_length_exceeded"), message)
 
-    def error_reply(self, request: Request, reply: Reply) -> SentError:
+    def error_reply(self, request: Request, reply: Reply) -> SentReply:
         kind = reply.error or {429: "rate_limit", 400: "invalid", 503: "overloaded"}.get(reply.status, "")
         model = self.model_of(request)
         if kind == "rate_limit":
@@ -101,27 +101,27 @@ class OpenAICompatibleFake(ProviderFake):
                 f"Rate limit reached for {model} in organization org-fake on tokens per min (TPM): Limit 200000, "
                 "Used 199000, Requested 9000. Please try again in 2.7s."
             )
-            return SentError(
+            return SentReply(
                 429,
                 self.error(429, message, "tokens", "rate_limit_exceeded"),
                 {"retry-after": "3", "retry-after-ms": "2700"},
             )
         if kind == "context_length":
             window, _ = self.models.get(model, (128_000, 0))
-            refusal: SentError = self.context_error(window, window + 1000, 0).error
+            refusal: SentReply = self.context_error(window, window + 1000, 0).error
             return refusal
         if kind == "filtered":
             message = (
                 reply.error_message
                 or "Invalid prompt: your prompt was flagged as potentially violating our usage policy."
             )
-            return SentError(400, self.error(400, message, "invalid_request_error", "invalid_prompt"))
+            return SentReply(400, self.error(400, message, "invalid_request_error", "invalid_prompt"))
         if kind == "overloaded":
             message = reply.error_message or "The server is overloaded or not ready yet."
-            return SentError(503, self.error(503, message, "server_error", None))
+            return SentReply(503, self.error(503, message, "server_error", None))
         status = reply.status if reply.status != 200 else 400
         message = reply.error_message or f"fake error {status}"
-        return SentError(status, self.error(status, message, "invalid_request_error", None))
+        return SentReply(status, self.error(status, message, "invalid_request_error", None))
 
     # -- the documented constraints ------------------------------------------------------------
     def check(self, request: Request) -> None:

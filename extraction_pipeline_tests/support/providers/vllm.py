@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from extraction_pipeline_tests.support.providers.base import Reply, Request, SentError
+from extraction_pipeline_tests.support.providers.base import Reply, Request, SentReply
 from extraction_pipeline_tests.support.providers.openai import OpenAICompatibleFake
 
 
@@ -45,8 +45,8 @@ class VLLMFake(OpenAICompatibleFake):
         }
         return {"object": "error", "message": message, "type": names.get(status, kind), "param": param, "code": status}
 
-    def not_found(self, request: Request) -> SentError:
-        return SentError(404, {"detail": "Not Found"})
+    def not_found(self, request: Request) -> SentReply:
+        return SentReply(404, {"detail": "Not Found"})
 
     def check_auth(self, request: Request) -> None:
         if self.api_key and request.headers.get("authorization") != f"Bearer {self.api_key}":
@@ -66,18 +66,18 @@ class VLLMFake(OpenAICompatibleFake):
         if fmt is not None and fmt.get("type") not in ("text", "json_object", "json_schema", "structural_tag"):
             raise self.bad(f"Invalid response_format type {fmt.get('type')!r}", "response_format")
 
-    def error_reply(self, request: Request, reply: Reply) -> SentError:
+    def error_reply(self, request: Request, reply: Reply) -> SentReply:
         kind = reply.error or {503: "overloaded", 429: "rate_limit"}.get(reply.status, "")
         if kind == "overloaded":
             message = reply.error_message or "The server is overloaded; too many requests waiting."
-            return SentError(503, self.error(503, message, "ServiceUnavailableError", None))
+            return SentReply(503, self.error(503, message, "ServiceUnavailableError", None))
         if kind == "rate_limit":  # a proxy in front of vLLM (vLLM itself has no rate limits)
-            return SentError(
+            return SentReply(
                 429, self.error(429, reply.error_message or "Too many requests", "", None), {"retry-after": "2"}
             )
         if kind == "context_length":
             window = self.models[self.served_model][0]
-            refusal: SentError = self.context_error(window, window + 1000, 0).error
+            refusal: SentReply = self.context_error(window, window + 1000, 0).error
             return refusal
         return super().error_reply(request, reply)
 

@@ -35,8 +35,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-import httpx
 from pydantic import ValidationError
 
 from extraction_pipeline.core.errors import PermanentError
@@ -264,9 +264,12 @@ def same_origin(url: str | None, base: str) -> str | None:
     goes with the request, so a results address the answer names elsewhere is never followed."""
     if not url:
         return None
-    given, ours = httpx.URL(url), httpx.URL(base)
-    same = (given.scheme, given.host, given.port) == (ours.scheme, ours.host, ours.port)
-    return url if same else None
+    return url if _origin(url) == _origin(base) else None
+
+
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port or {"http": 80, "https": 443}.get(parts.scheme)
 
 
 def _utc(when: datetime | None) -> datetime | None:
