@@ -1,7 +1,8 @@
 """Anthropic's Message Batches (``providers/anthropic_batches.py``, through the ``anthropic`` SDK)
-behind ``batch_api``: submit, poll, collect and cancel over
-real HTTP against a loopback fake of Anthropic's documented API (support/fake_anthropic_batches.py),
-whose lifecycle the tests drive; and one batch of synthetic PDFs through ``prepare`` + ``follow``.
+behind ``batch_api``: submit, poll, collect and cancel over real HTTP against a loopback fake of
+Anthropic's documented API (support/fake_anthropic_batches.py), whose lifecycle the tests drive;
+and one batch of synthetic PDFs through ``prepare`` + ``follow``. What both drivers do alike is in
+test_batch_api.py.
 
 The model is a priced one (``anthropic/claude-sonnet-4-5-20250929``) pointed at the fake: an
 answer's cost is the model map's batch price for it (``*_batches``: half the ordinary rates).

@@ -24,7 +24,7 @@ from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.queries import progress, undispatched_items
 from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.ledger.schema import ProviderBatchPhase
-from extraction_pipeline.core.llm import batch_api as provider
+from extraction_pipeline.core.llm import batch_api
 from extraction_pipeline.core.llm.batch_model import BatchRequest, SubmittedBatch
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
@@ -96,8 +96,8 @@ def test_a_provider_batch_that_ends_before_its_submit_run_does_still_releases_th
 def test_a_submit_retried_after_a_transient_failure_sends_nothing_twice(
     case: Case, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(provider, "split_requests", lambda llm, requests: [[r] for r in requests])
-    real_submit = provider.submit
+    monkeypatch.setattr(batch_api, "split_requests", lambda llm, requests: [[r] for r in requests])
+    real_submit = batch_api.submit
     calls = {"n": 0}
 
     def flaky(llm: LLMConfig, group: list[BatchRequest]) -> SubmittedBatch:
@@ -106,7 +106,7 @@ def test_a_submit_retried_after_a_transient_failure_sends_nothing_twice(
             raise TransientError("HTTP 503 the provider is down for a moment", provider=True)
         return real_submit(llm, group)
 
-    monkeypatch.setattr(provider, "submit", flaky)
+    monkeypatch.setattr(batch_api, "submit", flaky)
     with pytest.raises(TransientError):
         flow.prepare(case.ledger, case.batch, case.llm, case.parse)
     assert case.phase() == ProviderBatchPhase.PREPARING and len(provider_batches_of(case.ledger, case.batch)) == 1
@@ -155,14 +155,14 @@ def test_a_cancel_the_provider_does_not_take_is_given_up_here(case: Case) -> Non
 def test_a_cancel_while_the_prompts_upload_cancels_what_was_just_submitted(
     case: Case, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_submit = provider.submit
+    real_submit = batch_api.submit
 
     def cancelled_meanwhile(llm: LLMConfig, group: list[BatchRequest]) -> SubmittedBatch:
         submitted = real_submit(llm, group)
         flow.cancel_provider_batches(case.ledger, case.batch, case.llm)  # the analyst, from the CLI
         return submitted
 
-    monkeypatch.setattr(provider, "submit", cancelled_meanwhile)
+    monkeypatch.setattr(batch_api, "submit", cancelled_meanwhile)
     done = flow.prepare(case.ledger, case.batch, case.llm, case.parse)
     assert done.prompts == 0 and "cancelled while" in done.message
     [orphan] = case.fake.batches.values()

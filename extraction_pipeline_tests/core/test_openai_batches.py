@@ -1,7 +1,7 @@
 """Half-price calls through OpenAI's Batch API (``providers/openai_batches.py``, called through
-``batch_api``): submit, poll, collect and cancel through the real
-litellm client over real HTTP, against a loopback fake of OpenAI's Files and Batch endpoints
-(support/fake_batches.py), whose lifecycle the tests drive step by step.
+``batch_api``): submit, poll, collect and cancel through the real litellm client over real HTTP,
+against a loopback fake of OpenAI's Files and Batch endpoints (support/fake_batches.py), whose
+lifecycle the tests drive step by step. What both drivers do alike is in test_batch_api.py.
 
 The model string is a priced one (``openai/gpt-4o-mini``) pointed at the fake, so the cost of an
 answer is litellm's batch price for it, which the model map sets at half the ordinary price.

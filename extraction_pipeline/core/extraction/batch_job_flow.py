@@ -38,7 +38,7 @@ from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.ledger.schema import ItemStatus, ProviderBatchPhase
 from extraction_pipeline.core.ledger.templates import definition_of, template_of_item
-from extraction_pipeline.core.llm import batch_api as provider
+from extraction_pipeline.core.llm import batch_api
 from extraction_pipeline.core.llm.batch_model import BatchAnswer, BatchFailure, BatchRequest, ProviderJobStatus
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
@@ -79,7 +79,7 @@ def prepare(
     if batch is None or batch["provider_batch"] != ProviderBatchPhase.PREPARING:
         return Preparation(message=f"batch {batch_id} is not waiting to be submitted")
     model = llm.effective_model
-    if llm.is_offline or not provider.supports_provider_batches(model):
+    if llm.is_offline or not batch_api.supports_provider_batches(model):
         message = f"{model} has no provider batch API here: its documents are asked by ordinary calls"
         finish_preparation(ledger, batch_id, message=message)
         return Preparation(message=message)
@@ -111,9 +111,9 @@ def prepare(
     submitted_ids: list[str] = []
     submitted_count = 0
     note: str | None = None
-    for group in provider.split_requests(llm, requests) if requests else []:
+    for group in batch_api.split_requests(llm, requests) if requests else []:
         try:
-            submitted = provider.submit(llm, group)
+            submitted = batch_api.submit(llm, group)
         except PermanentError as exc:
             note = f"the provider refused {len(group)} prompts ({exc}): they are asked by ordinary calls"
             break  # what was submitted before is followed
@@ -160,7 +160,7 @@ def _cancel_unrecorded(llm: LLMConfig, batch_id: str, progress: Callable[[str], 
     few tries, since nothing else will ever cancel it; False (and said) when they all fail."""
     for attempt in range(1, attempts + 1):
         try:
-            provider.cancel(llm, batch_id)
+            batch_api.cancel(llm, batch_id)
             return True
         except ExtractionRuntimeError as exc:
             progress(f"cancelling provider batch {batch_id} (attempt {attempt} of {attempts}) failed: {exc}")
@@ -182,7 +182,7 @@ def follow(ledger: Ledger, record: ProviderBatchRecord, llm: LLMConfig, *, now: 
     ``GIVE_UP_AFTER`` past the submission, ends it here: every prompt goes to ordinary calls."""
     config = replace(llm, model=record.model)
     try:
-        state = provider.poll(config, record.provider_batch_id)
+        state = batch_api.poll(config, record.provider_batch_id)
         if not state.status.ended:
             record_poll(ledger, record.id, state.status.value)
             return False
@@ -190,7 +190,7 @@ def follow(ledger: Ledger, record: ProviderBatchRecord, llm: LLMConfig, *, now: 
             entry.custom_id: definition_of(template_of_item(ledger, entry.item_id))
             for entry in entries_of(ledger, record.id)
         }
-        outcomes = provider.collect(config, state, templates)
+        outcomes = batch_api.collect(config, state, templates)
     except TransientError as exc:
         if (now or utcnow()) - record.submitted_at < GIVE_UP_AFTER:
             raise
@@ -238,7 +238,7 @@ def cancel_provider_batches(ledger: Ledger, batch_id: int, llm: LLMConfig) -> li
         if record.ended:
             continue
         try:
-            state = provider.cancel(replace(llm, model=record.model), record.provider_batch_id)
+            state = batch_api.cancel(replace(llm, model=record.model), record.provider_batch_id)
         except PermanentError as exc:  # it no longer knows the batch, or this key may not see it
             give_up(ledger, record, f"cancelled here; the provider did not take the cancel ({exc})")
             done.append(f"provider batch {record.provider_batch_id}: given up here (the provider said: {exc})")

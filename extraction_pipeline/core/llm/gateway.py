@@ -70,8 +70,8 @@ class LLMResult:
 
 
 def _import_litellm() -> Any:
-    """litellm, as every call imports it (kept under this name for the callers that count tokens
-    through it; ``litellm_loader.import_litellm`` is the one definition)."""
+    """litellm, as every call imports it (``litellm_loader.import_litellm``; kept under this name
+    for core/extraction/pricing.py, which imports it from here)."""
     return import_litellm()
 
 

@@ -1,8 +1,8 @@
 """Azure OpenAI: OpenAI's shape behind a deployment name and an API version, which litellm maps.
 
 What it holds: that its batch API is not driven here. Azure's Batch API needs a global-batch
-deployment of the model and the API version in every call; the configuration has neither, and a
-batch sent to a standard deployment is refused, so Azure models are asked by ordinary calls.
+deployment of the model and the API version in every call, which the configuration does not name:
+Azure models are asked by ordinary calls.
 Its content filter (``finish_reason: content_filter``) and its rate headers (only
 ``x-ratelimit-remaining-*``) need nothing of their own: the gateway and ``rate_headers`` read them
 as OpenAI's.
