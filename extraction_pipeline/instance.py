@@ -31,7 +31,7 @@ from extraction_pipeline.core.settings import DEFAULT_LLM_SLOTS, DEFAULT_PARSE_S
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_POOLS = {"pdf_parse": DEFAULT_PARSE_SLOTS, "llm": DEFAULT_LLM_SLOTS}
 CODE_LOCATION_MODULE = "extraction_pipeline.definitions"
-# A stopped daemon's run workers get SIGTERM again this often until they are gone (_interrupt_group).
+# A stopped daemon's run workers get SIGTERM again this often until they are gone (interrupt_group).
 INTERRUPT_AGAIN_SECONDS = 5.0
 
 
@@ -124,7 +124,7 @@ def require_initialized(settings: Settings) -> None:
         raise ConfigError(f"{settings.home_dir} is not initialized: run `extraction-pipeline init` first")
 
 
-def _interrupt_group(pgid: int, seconds: float, *, every: float = INTERRUPT_AGAIN_SECONDS) -> None:
+def interrupt_group(pgid: int, seconds: float, *, every: float = INTERRUPT_AGAIN_SECONDS) -> None:
     """SIGTERM to the group, again every ``every`` seconds while it lives, for up to ``seconds``.
     Again, because a run worker can lose the first one: Python drops an exception that a signal
     handler raises inside a garbage-collector callback, and such a worker would go on until the
@@ -304,7 +304,7 @@ class DaemonProcess:
             say("stopping now: interrupting in-flight runs (their documents go back to the queue)")
         if group_alive(pgid):
             say("drain timeout: interrupting the runs still in flight (their documents go back to the queue)")
-            _interrupt_group(pgid, 15.0)
+            interrupt_group(pgid, 15.0)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):

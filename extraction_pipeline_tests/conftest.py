@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -44,6 +45,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if _GROUPS_FILE in config.stash:
         return lanes.LaneScheduling(config, log, config.stash[_GROUPS_FILE])
     return None
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With EXTRACTION_TEST_TIMELINE=<file>: one JSON line per test phase (worker, test, phase,
+    start, stop), to see where a parallel run's time goes (docs/development.md)."""
+    path = os.environ.get("EXTRACTION_TEST_TIMELINE")
+    node = getattr(report, "node", None)  # set on xdist's controller, which alone writes
+    if path and node is not None:
+        line = {"worker": node.gateway.id, "test": report.nodeid, "phase": report.when}
+        with open(path, "a") as timeline:
+            timeline.write(json.dumps({**line, "start": report.start, "stop": report.stop}) + "\n")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -156,3 +156,17 @@ def test_no_import_cycle_in_the_package() -> None:
     assert f"{llm}.providers.anthropic_batches" in graph[f"{llm}.providers.anthropic"]
     assert "extraction_pipeline.core.export.synthesis_sheets" in graph["extraction_pipeline.core.export.workbook"]
     assert _cycles(graph) == []
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    """A name with a leading underscore is its module's own business: another module (code or
+    test) that needs it gets a public name with a docstring, or the helper moves."""
+    found = []
+    for root in (PACKAGE, PACKAGE.parent / "extraction_pipeline_tests"):
+        for path in root.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("extraction_pipeline"):
+                    private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                    if private:
+                        found.append(f"{path.relative_to(PACKAGE.parent)}: {node.module} {private}")
+    assert found == []

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -70,6 +71,8 @@ async def batch_page(request: Request) -> Response:
     from extraction_pipeline.instance import daemon_running
 
     reviews = batch_review(ledger, batch_id)
+    # Drawing the pictures takes a tenth of a second each (matplotlib): not on the event loop.
+    synthesis = await run_in_threadpool(synthesis_view, ledger, batch_id)
     flash, error = read_flash(request)  # shown once: the page reloads itself while it waits
     response = render(
         "batch.html",
@@ -87,7 +90,7 @@ async def batch_page(request: Request) -> Response:
         state=describe_state(batch),
         runs_url=batch_runs_url("", batch["uid"]),
         waiting=batch["status"] != "completed",  # the page reloads while documents or the workbook are due
-        synthesis=synthesis_view(ledger, batch_id),
+        synthesis=synthesis,
         flash=flash,
         error=error,
         user=user_of(request),

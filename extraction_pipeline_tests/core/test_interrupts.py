@@ -1,5 +1,5 @@
 """Stopping run workers: a second interrupt never cuts a hand-back short, and a lost first
-SIGTERM is sent again (core/runs/interrupts.py, instance._interrupt_group). Real signals, real
+SIGTERM is sent again (core/runs/interrupts.py, instance.interrupt_group). Real signals, real
 processes."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from extraction_pipeline.core.pdf.isolation import group_alive
 from extraction_pipeline.core.runs.interrupts import interrupts_deferred
-from extraction_pipeline.instance import _interrupt_group
+from extraction_pipeline.instance import interrupt_group
 
 
 class Interrupted(Exception):
@@ -76,7 +76,7 @@ def test_a_worker_that_lost_the_first_sigterm_gets_another(tmp_path: Path) -> No
         reaper = threading.Thread(target=worker.wait)  # as its parent would: a zombie is in the group
         reaper.start()
         started = time.monotonic()
-        _interrupt_group(worker.pid, 60.0, every=0.5)
+        interrupt_group(worker.pid, 60.0, every=0.5)
         assert time.monotonic() - started < 60  # returned when the group was gone, not at the deadline
         reaper.join(timeout=10)
         assert worker.returncode == 0  # its own exit on the second signal, not a kill

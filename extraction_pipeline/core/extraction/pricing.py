@@ -48,12 +48,12 @@ class Price:
 
 def price_of(model: str) -> Price:
     """The model's prices from litellm's model map (no network: the bundled map)."""
-    from extraction_pipeline.core.llm.gateway import _import_litellm
+    from extraction_pipeline.core.llm.litellm_loader import import_litellm
     from extraction_pipeline.core.llm.offline import OFFLINE_PROVIDER
 
     if model.startswith(f"{OFFLINE_PROVIDER}/"):
         return Price(PriceSource.OFFLINE)
-    litellm = _import_litellm()
+    litellm = import_litellm()
     # litellm answers some unmapped models with zeros: only a model the map names has a price.
     bare = model.split("/", 1)[1] if "/" in model else model
     if model not in litellm.model_cost and bare not in litellm.model_cost:

@@ -69,12 +69,6 @@ class LLMResult:
     content: str = ""  # the accepted answer's text, as the model sent it (stored to be paid once)
 
 
-def _import_litellm() -> Any:
-    """litellm, as every call imports it (``litellm_loader.import_litellm``; kept under this name
-    for core/extraction/pricing.py, which imports it from here)."""
-    return import_litellm()
-
-
 def _usage_of(litellm: Any, response: Any, config: LLMConfig) -> Usage:
     """Tokens and dollars of one answer, as litellm normalizes every provider's usage: the prompt
     tokens include the cached ones (Anthropic's ``cache_read_input_tokens`` and
@@ -261,7 +255,7 @@ def _call_kwargs(config: LLMConfig, messages: list[dict[str, str]], limit: int |
 def complete_json(config: LLMConfig, messages: list[dict[str, str]]) -> tuple[str, Usage]:
     """One call asking for a JSON object (no schema, no repair): (content, usage). Raises
     TransientError / PermanentError as classified; the caller validates the content."""
-    litellm = _import_litellm()
+    litellm = import_litellm()
     _check_context_window(config, messages)
     limit = output_limit(config)
     kwargs = _call_kwargs(config, messages, limit)
@@ -275,7 +269,7 @@ def complete_json(config: LLMConfig, messages: list[dict[str, str]]) -> tuple[st
 def complete_extraction(config: LLMConfig, messages: list[dict[str, str]], template: TemplateDefinition) -> LLMResult:
     """Ask the model for an answer shaped by ``template``. Raises TransientError /
     PermanentError / OutputParseError (after one repair attempt) / AnswerCutError."""
-    litellm = _import_litellm()
+    litellm = import_litellm()
     if config.is_offline:
         register_offline_provider()
     limit = output_limit(config)

@@ -15,7 +15,7 @@ from extraction_pipeline.core.pdf.parsing import ParseOptions, parse_document
 from extraction_pipeline.core.review import decisions
 from extraction_pipeline.core.review.values import CORRECT
 from extraction_pipeline.core.templates.definition import FieldDef, FieldType
-from extraction_pipeline.core.templates.schema import _leaf_model
+from extraction_pipeline.core.templates.schema import leaf_model
 from extraction_pipeline.core.verification.grounding import Grounder
 
 
@@ -30,7 +30,7 @@ def coerce(field: FieldDef, text: str) -> Any:
     """The corrected value as the field's type, by the same rules as the model's answers."""
     if not text or not text.strip():
         raise ConfigError("the corrected value is empty (mark the value as not reported instead)")
-    leaf = _leaf_model(field.type, field.choices).model_validate({"value": text.strip()})
+    leaf = leaf_model(field.type, field.choices).model_validate({"value": text.strip()})
     value = getattr(leaf, "value", None)
     if leaf.rejected is not None or value is None:
         kind = f"one of {', '.join(field.choices)}" if field.choices else f"a valid {field.type.value}"

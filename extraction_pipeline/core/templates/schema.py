@@ -176,7 +176,7 @@ class _Answer(BaseModel):
 
 
 @lru_cache(maxsize=64)
-def _leaf_model(kind: FieldType, choices: tuple[str, ...]) -> type[_Leaf]:
+def leaf_model(kind: FieldType, choices: tuple[str, ...]) -> type[_Leaf]:
     """One shared model per (type, choices), so the JSON Schema stays small."""
     value_type: Any
     if kind == FieldType.INTEGER:
@@ -201,7 +201,7 @@ def _leaf_model(kind: FieldType, choices: tuple[str, ...]) -> type[_Leaf]:
 def _module_model(module: ModuleDef) -> type[BaseModel]:
     fields: dict[str, Any] = {}
     for spec in module.fields:
-        leaf = _leaf_model(spec.type, spec.choices)
+        leaf = leaf_model(spec.type, spec.choices)
         # A project's own instructions are user text: they reach the model only inside the
         # prompt's guarded custom-rules block, never in the schema (which sits in the system prompt).
         description = CUSTOM_FIELD_DESCRIPTION if module.name == CUSTOM_MODULE else spec.instruction
