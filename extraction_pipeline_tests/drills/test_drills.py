@@ -357,7 +357,7 @@ def test_daemon_killed_with_its_workers_then_restarted(make_drill: Callable[...,
     busy = _wait(lambda: drill.extracting(batch, at_least=2), 180, "two documents in extraction")
     dead_runs = {item["run_id"] for item in busy}
     drill.kill_daemon()
-    time.sleep(10)  # the machine's service manager restarts it later
+    time.sleep(3)  # the machine's service manager restarts it a moment later
     restarted = time.monotonic()
     drill.start_daemon()
     with drill.instance() as instance:
@@ -464,7 +464,9 @@ def test_provider_down_for_a_while(make_drill: Callable[..., Drill], llm: DrillL
     assert refused[0].last_error.startswith("provider unreachable: connection refused")
     status = drill.cli("batch", "status", str(batch))
     assert "waiting for the provider openai/fake-model since" in status.stdout, status.stdout
-    time.sleep(max(0.0, 60 - (time.monotonic() - outage_started)))  # scaled from the 2-minute outage
+    # Scaled from a 2-minute outage: still several times the longest retry delay (8 s), so the
+    # runs in flight wait it out in more than one retry and nothing new is dispatched meanwhile.
+    time.sleep(max(0.0, 30 - (time.monotonic() - outage_started)))
     llm.up()
     drill.wait_closed(batch)
     drill.assert_nothing_lost(batch)
@@ -485,7 +487,7 @@ def test_stale_sweep_leaves_an_item_whose_retry_is_queued(make_drill: Callable[.
     llm.latency = 1.0
     llm.answering.clear()
     drill = make_drill(
-        stale_minutes="0.3", reconcile_grace_seconds="120", documents_per_run="1", llm_timeout_seconds="300"
+        stale_minutes="0.2", reconcile_grace_seconds="120", documents_per_run="1", llm_timeout_seconds="300"
     )
     batch = drill.batch(7, "sweep")
     drill.start_daemon()
@@ -511,7 +513,9 @@ def test_stale_sweep_leaves_an_item_whose_retry_is_queued(make_drill: Callable[.
                 status = dead_run.status if dead_run else None
                 said = f"victim run {status}; last events {events}; daemon log: {daemon_log}"
                 raise AssertionError(f"{exc}; {said}") from exc
-            time.sleep(30)  # longer than the stale threshold (18 s) while the retry waits in the queue
+            # Longer than the stale threshold (12 s) and one sweep interval (10 s) after it, while the
+            # retry waits in the queue.
+            time.sleep(24)
             assert retry_statuses() == [dg.DagsterRunStatus.QUEUED], retry_statuses()
             assert drill.items(batch)[victim["id"] - 1]["status"] != "error"
     finally:
@@ -528,14 +532,14 @@ def test_a_stopped_worker_is_not_swept_and_its_paid_call_counts(
     make_drill: Callable[..., Drill], llm: DrillLLM
 ) -> None:
     llm.latency = 4.0
-    drill = make_drill(stale_minutes="0.3")
+    drill = make_drill(stale_minutes="0.2")
     batch = drill.batch(3, "sigstop")
     drill.start_daemon()
     [victim, *_] = _wait(lambda: drill.extracting(batch, at_least=1), 180, "a document in extraction")
     pid = int(victim["worker"].rsplit(":", 1)[1])
     os.kill(pid, signal.SIGSTOP)
     try:
-        time.sleep(40)  # more than twice the stale threshold
+        time.sleep(27)  # more than twice the stale threshold (12 s), with a sweep after each
         assert drill.items(batch)[victim["id"] - 1]["status"] == "extracting"  # its run is alive
     finally:
         os.kill(pid, signal.SIGCONT)
