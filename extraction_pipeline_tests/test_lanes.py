@@ -4,12 +4,16 @@ fixture kept together; quick tests handed out one by one; drills first, then the
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from xdist.scheduler import loadscope
 
-from extraction_pipeline_tests.support.lanes import assign_groups, next_scope
+from extraction_pipeline_tests.support.lanes import LaneScheduling, assign_groups, next_scope
 
 
 @dataclass
@@ -93,11 +97,12 @@ DRILL_1, DRILL_2 = "heavy/drill/d.py::one", "heavy/drill/d.py::two"
 E2E_1, E2E_2, E2E_3 = "heavy/other/e.py::one", "heavy/other/e.py::two", "heavy/other/e.py::three"
 
 
-def test_while_quick_tests_are_left_one_heavy_test_runs_at_a_time_and_its_lane_goes_on() -> None:
+def test_while_quick_tests_are_left_one_heavy_test_runs_at_a_time_and_none_waits_behind_it() -> None:
     queue = [DRILL_2, E2E_1, "core/q.py::a", "core/q.py::b"]
     assert next_scope(queue, mine=[], others=[[], []]) == DRILL_2  # nothing heavy running: a heavy one
     assert next_scope(queue, mine=[], others=[[DRILL_1], []]) == "core/q.py::a"  # one runs: quick ones
-    assert next_scope(queue, mine=[DRILL_1], others=[[], ["core/q.py::c"]]) == DRILL_2  # the lane goes on
+    assert next_scope(queue, mine=[], others=[[], ["core/q.py::c"]]) == DRILL_2  # the lane goes on
+    assert next_scope(queue, mine=[DRILL_1], others=[[], []]) is None  # nothing queued behind a heavy test
     assert next_scope(queue, mine=[], others=[[DRILL_1], []], lanes=2) == DRILL_2  # two lanes if asked
 
 
@@ -109,3 +114,52 @@ def test_once_quick_tests_are_gone_two_heavy_tests_run_at_once_but_a_drill_alone
     assert next_scope([DRILL_2], mine=[], others=[[E2E_1], []]) is None  # a drill waits to run alone
     assert next_scope([DRILL_2], mine=[], others=[[], []]) == DRILL_2
     assert next_scope([], mine=[], others=[[E2E_1]]) is None  # nothing left: the worker is done
+
+
+class _Worker:
+    """What the scheduler sees of an xdist worker: it is sent test indexes and may be shut down."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = SimpleNamespace(id=name)
+        self.shutting_down = False
+        self.sent: list[int] = []
+
+    def send_runtest_some(self, indexes: list[int]) -> None:
+        self.sent.extend(indexes)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def test_the_scheduler_pairs_heavy_tests_only_at_the_end_and_never_queues_work_behind_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    collection = ["d.py::one", "d.py::two", "e.py::a", "e.py::b", "j.py::one", "q.py::1", "q.py::2", "q.py::3"]
+    groups = {"d.py::one": DRILL_1, "d.py::two": DRILL_2, "e.py::a": E2E_1, "e.py::b": E2E_1, "j.py::one": E2E_2}
+    (tmp_path / "groups.json").write_text(json.dumps(groups))
+    monkeypatch.setattr(loadscope, "parse_tx_spec_config", lambda config: ["popen"] * 3)
+    config = SimpleNamespace(option=SimpleNamespace(loadscopereorder=False))
+    schedule = LaneScheduling(cast("pytest.Config", config), None, tmp_path / "groups.json")
+    workers = [_Worker(f"gw{n}") for n in range(3)]
+    for worker in workers:
+        schedule.add_node(cast("Any", worker))
+        schedule.add_node_collection(cast("Any", worker), collection)
+    schedule.schedule()
+
+    def sent(worker: _Worker) -> list[str]:
+        return [collection[index] for index in worker.sent]
+
+    gw0, gw1, gw2 = workers
+    assert sent(gw0) == ["d.py::one"]  # a heavy test, and nothing behind it
+    assert "d.py::two" not in sent(gw1) + sent(gw2)  # one heavy test while quick ones are left
+    done: set[tuple[str, int]] = set()
+    for _ in range(10):  # each worker finishes one test a round
+        for worker in workers:
+            waiting = [index for index in worker.sent if (worker.gateway.id, index) not in done]
+            if waiting:
+                done.add((worker.gateway.id, waiting[0]))
+                schedule.mark_test_complete(cast("Any", worker), waiting[0])
+    heavy_elsewhere = {w.gateway.id for w in workers for test in sent(w) if test.startswith(("e.py", "j.py"))}
+    assert len(heavy_elsewhere) == 2  # the two non-drill units ran side by side at the end
+    assert schedule.tests_finished
+    assert sorted(test for worker in workers for test in sent(worker)) == sorted(collection)

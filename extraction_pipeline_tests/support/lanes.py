@@ -113,13 +113,17 @@ def next_scope(
 
     ``queue``: the scopes not handed out yet, in order; ``mine``: the unfinished scopes this worker
     holds; ``others``: those of each other worker."""
+    if any(map(is_heavy, mine)):
+        # Nothing queued behind a heavy test: what would wait there could run elsewhere (a worker
+        # asks again the moment its heavy test ends, so its lane goes on without a gap).
+        return None
     busy = [held for held in others if any(map(is_heavy, held))]  # other workers in a heavy test
     heavy = [scope for scope in queue if is_heavy(scope)]
     quick = [scope for scope in queue if not is_heavy(scope)]
     if heavy:
         nxt = heavy[0]
-        if quick:  # quick tests left: at most `lanes` heavy tests at once; a lane goes on
-            if any(map(is_heavy, mine)) or len(busy) < lanes:
+        if quick:  # quick tests left: at most `lanes` heavy tests at once
+            if len(busy) < lanes:
                 return nxt
         elif is_drill(nxt):  # a drill runs alone
             if not busy:
