@@ -285,7 +285,7 @@ def _get(url: str) -> str | None:
         return None
 
 
-def _drill(tmp_path: Path, ledger_url: str, dagster_url: str, llm: DrillLLM, llm_slots: int, **settings: str) -> Drill:
+def _drill(tmp_path: Path, ledger_url: str, dagster_url: str, llm: DrillLLM, **settings: str) -> Drill:
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EXTRACTION_", "DAGSTER_"))}
     env.update(
@@ -307,7 +307,7 @@ def _drill(tmp_path: Path, ledger_url: str, dagster_url: str, llm: DrillLLM, llm
         }
     )
     drill = Drill(home, env, Ledger.connect(ledger_url), llm, dagster_url)
-    init = drill.cli("init", "--llm-slots", str(llm_slots))
+    init = drill.cli("init")
     assert init.returncode == 0, init.stderr
     return drill
 
@@ -333,13 +333,8 @@ def drill_dbs() -> Iterator[tuple[str, str]]:
 def make_drill(tmp_path: Path, drill_dbs: tuple[str, str], llm: DrillLLM) -> Iterator[Callable[..., Drill]]:
     made: list[Drill] = []
 
-    def make(
-        ledger_url: str | None = None, dagster_url: str | None = None, llm_slots: int = 2, **settings: str
-    ) -> Drill:
-        # Two `llm` slots: a batch is spread over two runs, so every fault still meets documents
-        # in flight in more than one run, and each run process (dagster and litellm imported:
-        # 6-7 CPU-seconds) is paid twice per drill instead of five times.
-        drill = _drill(tmp_path, ledger_url or drill_dbs[0], dagster_url or drill_dbs[1], llm, llm_slots, **settings)
+    def make(ledger_url: str | None = None, dagster_url: str | None = None, **settings: str) -> Drill:
+        drill = _drill(tmp_path, ledger_url or drill_dbs[0], dagster_url or drill_dbs[1], llm, **settings)
         made.append(drill)
         return drill
 
@@ -492,11 +487,7 @@ def test_stale_sweep_leaves_an_item_whose_retry_is_queued(make_drill: Callable[.
     llm.latency = 1.0
     llm.answering.clear()
     drill = make_drill(
-        stale_minutes="0.2",
-        reconcile_grace_seconds="120",
-        documents_per_run="1",
-        llm_timeout_seconds="300",
-        llm_slots=5,  # the analyst's five run slots filled, so that the retry queues
+        stale_minutes="0.2", reconcile_grace_seconds="120", documents_per_run="1", llm_timeout_seconds="300"
     )
     batch = drill.batch(7, "sweep")
     drill.start_daemon()

@@ -276,6 +276,13 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     expect(forest.locator("g.study.reviewed")).to_have_count(2)
     forest.scroll_into_view_if_needed()
     journey.shot("forest-plot")
+    # The picture downloads: the forest plot as a PNG that opens, as a PDF.
+    for fmt, signature in (("PNG", b"\x89PNG\r\n\x1a\n"), ("PDF", b"%PDF")):
+        with page.expect_download() as picture:
+            forest.locator(".downloads a", has_text=fmt).click()
+        saved = tmp_path / picture.value.suggested_filename
+        picture.value.save_as(saved)
+        assert saved.suffix == f".{fmt.lower()}" and saved.read_bytes().startswith(signature), saved
     first_study = make_trial(TRIALS[0])
     forest.locator(".study-link a", has_text=first_study.nct_number).click()
     page.wait_for_load_state("load")
