@@ -47,13 +47,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return None
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if os.environ.get("EXTRACTION_TEST_TIMELINE"):
+        # The worker's process id travels to the controller with the report: with process
+        # accounting (`accton`), the CPU of every process a test started can be traced to it.
+        item.user_properties.append(("worker_pid", os.getpid()))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """With EXTRACTION_TEST_TIMELINE=<file>: one JSON line per test phase (worker, test, phase,
-    start, stop), to see where a parallel run's time goes (docs/development.md)."""
+    """With EXTRACTION_TEST_TIMELINE=<file>: one JSON line per test phase (worker, its process id,
+    test, phase, start, stop), to see where a parallel run's time goes (docs/development.md)."""
     path = os.environ.get("EXTRACTION_TEST_TIMELINE")
     node = getattr(report, "node", None)  # set on xdist's controller, which alone writes
     if path and node is not None:
-        line = {"worker": node.gateway.id, "test": report.nodeid, "phase": report.when}
+        pid = dict(report.user_properties).get("worker_pid")
+        line = {"worker": node.gateway.id, "pid": pid, "test": report.nodeid, "phase": report.when}
         with open(path, "a") as timeline:
             timeline.write(json.dumps({**line, "start": report.start, "stop": report.stop}) + "\n")
 
