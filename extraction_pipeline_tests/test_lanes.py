@@ -1,6 +1,7 @@
-"""The parallel schedule of `./dev test` (support/lanes.py): heavy tests spread over the lanes,
-longest first; a module's tests that share a module-scoped fixture kept together; quick tests
-left to be handed out one by one; the heavy ones first in the order."""
+"""The parallel schedule of `./dev test` (support/lanes.py): the drills in a lane of their own,
+the other heavy tests spread over the other lanes, longest first; a module's tests that share a
+module-scoped fixture kept together; quick tests left to be handed out one by one; the heavy ones
+first in the order."""
 
 from __future__ import annotations
 
@@ -41,22 +42,29 @@ def _items(*items: _Item) -> list[pytest.Item]:
     return cast("list[pytest.Item]", list(items))
 
 
-def test_heavy_tests_are_spread_over_the_lanes_longest_first_and_come_first() -> None:
+def test_drills_keep_a_lane_of_their_own_the_other_heavy_tests_are_spread_longest_first() -> None:
     items = _items(
         _Item("core/test_a.py::quick"),
         _Item("drills/test_d.py::one", ("drill", "slow_drill")),
         _Item("drills/test_d.py::two", ("drill", "slow_drill")),
-        _Item("drills/test_d.py::three", ("drill",)),
-        _Item("e2e/test_e.py::four", ("e2e",)),
+        _Item("e2e/test_e.py::three", ("e2e",)),
+        _Item("drills/test_f.py::fuzz", ("fuzz",)),
+        _Item("e2e/test_j.py::journey", ("browser", "e2e")),
     )
-    groups = assign_groups(items, lanes=2)
+    groups = assign_groups(items, lanes=3)
     assert groups == {
         "drills/test_d.py::one": "heavy-lane-0",
-        "drills/test_d.py::two": "heavy-lane-1",
-        "drills/test_d.py::three": "heavy-lane-0",
-        "e2e/test_e.py::four": "heavy-lane-1",
+        "drills/test_d.py::two": "heavy-lane-0",
+        "e2e/test_j.py::journey": "heavy-lane-1",  # the longest estimate first, into the first shared lane
+        "drills/test_f.py::fuzz": "heavy-lane-2",
+        "e2e/test_e.py::three": "heavy-lane-2",
     }
     assert [item.nodeid for item in items][-1] == "core/test_a.py::quick"  # the lanes are handed out first
+
+
+def test_with_one_lane_every_heavy_test_shares_it() -> None:
+    items = _items(_Item("drills/test_d.py::one", ("drill",)), _Item("e2e/test_e.py::two", ("e2e",)))
+    assert set(assign_groups(items, lanes=1).values()) == {"heavy-lane-0"}
 
 
 def test_a_module_fixture_keeps_its_tests_together_and_a_heavy_one_takes_them_into_its_lane() -> None:
@@ -67,7 +75,7 @@ def test_a_module_fixture_keeps_its_tests_together_and_a_heavy_one_takes_them_in
         _Item("web/test_g.py::one", ("e2e",), {"ui": "module"}),
         _Item("web/test_g.py::two", fixtures={"ui": "module"}),
     )
-    groups = assign_groups(items, lanes=3)
+    groups = assign_groups(items, lanes=1)
     assert groups["cli/test_c.py::first"] == groups["cli/test_c.py::second"] == "cli/test_c.py"
     assert "cli/test_c.py::alone" not in groups  # handed out on its own
     assert groups["web/test_g.py::one"] == groups["web/test_g.py::two"] == "heavy-lane-0"

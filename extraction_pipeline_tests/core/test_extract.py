@@ -19,6 +19,7 @@ from extraction_pipeline.core.pdf.parsing import ParsedDocument
 from extraction_pipeline_tests.support.extraction_cases import DEATHS, GOOD, PAGES, PARSED
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
 from extraction_pipeline_tests.support.ledgers import add_documents
+from extraction_pipeline_tests.support.processes import warm_context
 
 
 def _item(ledger: Ledger) -> int:
@@ -94,7 +95,7 @@ def test_concurrent_executions_from_two_processes_call_the_llm_once(
 ) -> None:
     _item(ledger)
     fake_llm.answer = lambda messages: Reply(GOOD, delay=0.5)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = warm_context()
     barrier, out = ctx.Barrier(3), ctx.Queue()
     procs = [
         ctx.Process(target=_run_extraction, args=(ledger_url, fake_llm.api_base, f"run{i}", barrier, out))

@@ -17,6 +17,7 @@ from extraction_pipeline.core.ledger.queries import active_items, progress
 from extraction_pipeline.core.ledger.schema import batch_items, batches
 from extraction_pipeline.core.usage import Usage
 from extraction_pipeline_tests.support.ledgers import add_documents
+from extraction_pipeline_tests.support.processes import warm_context
 
 
 def _create_in_process(
@@ -34,7 +35,7 @@ def _create_in_process(
 
 def test_twenty_concurrent_creations_make_one_batch(ledger: Ledger, ledger_url: str) -> None:
     doc_ids = add_documents(ledger, 5)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = warm_context()
     barrier = ctx.Barrier(20)
     out = ctx.Queue()
     procs = [

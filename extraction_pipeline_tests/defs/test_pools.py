@@ -14,7 +14,6 @@ per-call gate re-checks its claim after taking it (defs/llm_slots.py)."""
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.defs.assets import extracted_document, parsed_document
 from extraction_pipeline_tests.support.ledgers import key_of
+from extraction_pipeline_tests.support.processes import warm_context
 
 
 def _materialize(instance_ref: object, ledger_url: str, home: str, key: str, uid: str) -> None:
@@ -81,7 +81,7 @@ def test_pdf_parse_pool_limit_holds_across_concurrent_runs(tmp_path: Path, pg_da
         instance.event_log_storage.set_concurrency_slots("pdf_parse", 1)
         keys = [key_of(ledger, doc_id) for doc_id in doc_ids]
         instance.add_dynamic_partitions("documents", keys)
-        ctx = multiprocessing.get_context("spawn")
+        ctx = warm_context()
         procs = [
             ctx.Process(target=_materialize, args=(instance.get_ref(), ledger_url, str(tmp_path), key, uid))
             for key in keys

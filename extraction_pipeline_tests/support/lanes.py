@@ -1,15 +1,16 @@
 """How `./dev test` spreads the suite over parallel workers (pytest-xdist, `--dist loadgroup`).
 
 Tests that run a whole batch through a daemon, a browser or a fuzz campaign (markers ``drill``,
-``e2e``, ``browser``, ``fuzz``) each keep a core busy for a minute or more, and on a small machine
-several of them at once slow each other down (a daemon's loops cost CPU for as long as a test
-waits). They go into ``EXTRACTION_TEST_HEAVY_LANES`` lanes (default 1), each lane one worker's queue
-run one test after another, balanced by an estimate per marker and handed out first; the other
-workers take the quick tests meanwhile. One lane (the default) means no two of them ever run at
-once: on 2 cores two daemon-driven batches side by side took 2-4 times as long each, and the
-drills' timing (stale thresholds, a stop while a run starts) met conditions they never meet
-alone. A module whose tests share a module-scoped fixture stays whole on one worker, so the
-fixture is built once and its tests run in file order.
+``e2e``, ``browser``, ``fuzz``) each keep a core busy for a minute or more. They go into
+``EXTRACTION_TEST_HEAVY_LANES`` lanes (default 2), each lane one worker's queue run one test after
+another, handed out first; the other workers take the quick tests meanwhile. The fault drills
+(``drill``) have a lane of their own: they check timing rules (stale thresholds, a stop while a run
+starts, an outage several retries long) and two of them at once met conditions they never meet
+alone. The other heavy tests are balanced over the remaining lanes by an estimate per marker. With
+one lane, every heavy test waits for the one before it: on 2 cores that left one core idle for the
+last third of CI (the quick tests done after 18 minutes, the lane after 39). A module whose tests
+share a module-scoped fixture stays whole on one worker, so the fixture is built once and its
+tests run in file order.
 
 Why a scheduler of our own: xdist's ``loadgroup`` names a test's group by appending ``@group`` to
 its node id, which pytest 9 no longer lets a plugin change (``Node.nodeid`` is read-only), so
@@ -30,7 +31,8 @@ import pytest
 from xdist.scheduler.loadscope import LoadScopeScheduling
 
 WORKER_INPUT_KEY = "extraction_test_groups"
-HEAVY_LANES = int(os.environ.get("EXTRACTION_TEST_HEAVY_LANES", "1"))
+HEAVY_LANES = int(os.environ.get("EXTRACTION_TEST_HEAVY_LANES", "2"))
+DRILL_MARKERS = ("drill", "slow_drill")
 # Seconds a heavy test takes alone on 2 cores, about (`--durations`): only their ratios matter.
 HEAVY_SECONDS = {"slow_drill": 85, "drill": 55, "fuzz": 50, "browser": 70, "e2e": 45}
 
@@ -50,6 +52,10 @@ def _unit_of(item: pytest.Item) -> str:
     return item.nodeid.split("::")[0] if _shares_a_module_fixture(item) else item.nodeid
 
 
+def _is_drill(members: list[pytest.Item]) -> bool:
+    return any(item.get_closest_marker(marker) for item in members for marker in DRILL_MARKERS)
+
+
 def assign_groups(items: list[pytest.Item], lanes: int = HEAVY_LANES) -> dict[str, str]:
     """Each test's group (tests without one are scheduled one by one), and ``items`` reordered so
     that the heavy lanes come first. Deterministic: every worker must compute the same."""
@@ -58,11 +64,16 @@ def assign_groups(items: list[pytest.Item], lanes: int = HEAVY_LANES) -> dict[st
         units.setdefault(_unit_of(item), []).append(item)
     weight = {unit: sum(map(estimated_seconds, members)) for unit, members in units.items()}
     groups: dict[str, str] = {}
-    queue = [(0, lane) for lane in range(max(1, lanes))]
+    lanes = max(1, lanes)
+    # With two lanes or more, lane 0 is the drills' own; the rest share the others, least loaded first.
+    shared = [(0, lane) for lane in range(1 if lanes > 1 else 0, lanes)]
     for unit in sorted((unit for unit in units if weight[unit]), key=lambda unit: (-weight[unit], unit)):
-        load, lane = heapq.heappop(queue)  # the least loaded lane, the lowest number on a tie
+        if lanes > 1 and _is_drill(units[unit]):
+            lane = 0
+        else:
+            load, lane = heapq.heappop(shared)  # the least loaded lane, the lowest number on a tie
+            heapq.heappush(shared, (load + weight[unit], lane))
         groups.update((item.nodeid, f"heavy-lane-{lane}") for item in units[unit])
-        heapq.heappush(queue, (load + weight[unit], lane))
     for unit, members in units.items():
         if not weight[unit] and len(members) > 1:
             groups.update((item.nodeid, unit) for item in members)
