@@ -6,7 +6,9 @@ right; each flag is attached to the field it concerns (by its path, e.g. ``outco
 with the reason.
 
 The rules run per group of fields: the ``metadata`` and ``baseline`` modules together (arm sizes
-against the randomized total), and each outcome entry on its own.
+against the randomized total), each arm, outcome and comparison entry on its own, and the arms
+together (their sizes against the randomized total). An entry that names an arm the answer does
+not declare is flagged there: its numbers cannot be placed.
 """
 
 from __future__ import annotations
@@ -15,12 +17,17 @@ from collections import defaultdict
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from extraction_pipeline.core.templates.arms import study_arms
+
 RATIO_MEASURES = {"HR", "OR", "RR", "IRR"}
-ARMS = ("treatment", "control")
+# Version 1 names each number's arm in a suffix; version 2 entries hold one arm's numbers ("").
+ARM_SUFFIXES = ("", "_treatment", "_control")
 COUNT_PREFIXES = ("n_", "events_", "total_")
-COUNT_NAMES = {"randomized_n"}
+COUNT_NAMES = {"randomized_n", "analysed_n", "events", "total", "n"}
 NON_NEGATIVE_PREFIXES = ("sd_", "age_")
+NON_NEGATIVE_NAMES = {"sd", "age"}
 PERCENT_PREFIXES = ("male_percent_",)
+PERCENT_NAMES = {"male_percent"}
 STUDY_MODULES = ("metadata", "baseline")
 
 Flags = dict[str, list[str]]
@@ -43,12 +50,50 @@ def check_values(values: dict[str, Any]) -> Flags:
         groups["study" if group in STUDY_MODULES else group][name] = (path, value)
     flags: Flags = {}
     randomized = _number(values.get("metadata.randomized_n"))
-    for fields in groups.values():
-        _check_group(fields, flags, randomized)
+    for group, fields in groups.items():
+        _check_group(fields, flags, randomized, arm_entry=group.startswith("arms."))
+    _check_declared_arm_sizes(values, flags, randomized)
+    _check_arm_references(values, flags)
     return flags
 
 
-def _check_group(fields: dict[str, tuple[str, Any]], flags: Flags, randomized: Decimal | None) -> None:
+def _check_declared_arm_sizes(values: dict[str, Any], flags: Flags, randomized: Decimal | None) -> None:
+    """The arms randomized (the arms without a subgroup) against the randomized total."""
+    if randomized is None:
+        return
+    arms = [path.rpartition(".")[0] for path in values if path.startswith("arms.") and path.endswith(".arm_name")]
+    whole = [arm for arm in arms if not str(values.get(f"{arm}.subgroup") or "").strip()]
+    sizes = [_number(values.get(f"{arm}.randomized_n")) for arm in whole]
+    if len(whole) < 2 or any(size is None for size in sizes):
+        return
+    total = sum((size for size in sizes if size is not None), Decimal(0))
+    if total != randomized:
+        word = "more than" if total > randomized else "not"
+        flags.setdefault("metadata.randomized_n", []).append(
+            f"the {len(whole)} arms' sizes add up to {total}, {word} the {randomized} randomized"
+        )
+
+
+def _check_arm_references(values: dict[str, Any], flags: Flags) -> None:
+    """An outcome or comparison entry must name an arm the same answer declared."""
+    view = study_arms(values, values.get)
+    if view.version != 2:
+        return
+    declared = ", ".join(f"'{arm.label}'" for arm in view.arms)
+    for path in view.undeclared:
+        named = str(values.get(path)).strip()
+        where = f"declared: {declared}" if declared else "the answer declares no arms"
+        flags.setdefault(path, []).append(f"names the arm '{named}', which is not one of the study's arms ({where})")
+    for comparison in (c for outcome in view.outcomes for c in outcome.comparisons):
+        if comparison.arm and comparison.arm == comparison.comparator:
+            flags.setdefault(comparison.paths["comparator_arm"], []).append(
+                f"compares the arm '{comparison.arm_name}' with itself"
+            )
+
+
+def _check_group(
+    fields: dict[str, tuple[str, Any]], flags: Flags, randomized: Decimal | None, *, arm_entry: bool = False
+) -> None:
     def flag(name: str, reason: str) -> None:
         flags.setdefault(fields[name][0], []).append(reason)
 
@@ -58,23 +103,27 @@ def _check_group(fields: dict[str, tuple[str, Any]], flags: Flags, randomized: D
         if number is None:
             continue
         is_count = name in COUNT_NAMES or name.startswith(COUNT_PREFIXES)
-        if (is_count or name.startswith(NON_NEGATIVE_PREFIXES)) and number < 0:
+        non_negative = name in NON_NEGATIVE_NAMES or name.startswith(NON_NEGATIVE_PREFIXES)
+        if (is_count or non_negative) and number < 0:
             flag(name, f"cannot be negative, got {number}")
         if is_count and number != number.to_integral_value():
             flag(name, f"a count must be a whole number, got {number}")
         if name == "p_value" and not 0 <= number <= 1:
             flag(name, f"a p-value must be between 0 and 1, got {number}")
-        if name.startswith(PERCENT_PREFIXES) and not 0 <= number <= 100:
+        if (name in PERCENT_NAMES or name.startswith(PERCENT_PREFIXES)) and not 0 <= number <= 100:
             flag(name, f"a percentage must be between 0 and 100, got {number}")
-    for arm in ARMS:
-        events, total = numbers.get(f"events_{arm}"), numbers.get(f"total_{arm}")
+    for suffix in ARM_SUFFIXES:
+        arm = f"the {suffix[1:]} arm" if suffix else "the arm"
+        events, total = numbers.get(f"events{suffix}"), numbers.get(f"total{suffix}")
         if events is not None and total is not None and events > total:
-            flag(f"events_{arm}", f"{events} events exceed the {total} participants of the {arm} arm")
-        for name in (f"n_{arm}", f"total_{arm}"):
+            flag(f"events{suffix}", f"{events} events exceed the {total} participants of {arm}")
+        sizes = (f"n{suffix}", f"total{suffix}") + (("randomized_n", "analysed_n") if arm_entry else ())
+        for name in sizes:
             size = numbers.get(name)
             if size is not None and randomized is not None and size > randomized:
-                flag(name, f"{size} in the {arm} arm exceed the {randomized} randomized in the trial")
-    _check_arm_sizes(numbers, flag)
+                flag(name, f"{size} in {arm} exceed the {randomized} randomized in the trial")
+    if not arm_entry:
+        _check_arm_sizes(numbers, flag)
 
 
 def _check_effect(numbers: dict[str, Decimal | None], measure: str, flag: Any) -> None:
@@ -98,7 +147,7 @@ def _check_effect(numbers: dict[str, Decimal | None], measure: str, flag: Any) -
 def _check_arm_sizes(numbers: dict[str, Decimal | None], flag: Any) -> None:
     """Arms randomized (baseline) against the randomized total, when all are reported."""
     randomized = numbers.get("randomized_n")
-    sizes = [numbers.get(f"n_{arm}") for arm in ARMS]
+    sizes = [numbers.get(f"n_{arm}") for arm in ("treatment", "control")]
     if randomized is None or "randomized_n" not in numbers or any(size is None for size in sizes):
         return
     arms_total = sum((size for size in sizes if size is not None), Decimal(0))
