@@ -76,3 +76,71 @@ def test_arm_sizes_against_the_randomized_total() -> None:
     assert check_values({"metadata.randomized_n": 100, **_outcome(1, n_treatment=40, n_control=40)}) == {}
     over = check_values({"metadata.randomized_n": 100, **_outcome(2, total_control=500)})
     assert over == {"outcomes.2.total_control": ["500 in the control arm exceed the 100 randomized in the trial"]}
+
+
+def _three_arms() -> dict[str, object]:
+    return {
+        "metadata.randomized_n": 90,
+        "arms.1.arm_name": "Haloperidol 1 mg",
+        "arms.1.randomized_n": 30,
+        "arms.2.arm_name": "Haloperidol 2 mg",
+        "arms.2.randomized_n": 30,
+        "arms.3.arm_name": "Saline",
+        "arms.3.randomized_n": 30,
+    }
+
+
+def test_a_three_arm_answer_in_its_own_terms_raises_no_flag() -> None:
+    values = {
+        **_three_arms(),
+        # Subgroup arms are arms too, but not part of the randomized total.
+        "arms.4.arm_name": "Saline",
+        "arms.4.subgroup": "women",
+        "arms.4.randomized_n": 14,
+        **_outcome(1, outcome_name="PONV", arm="haloperidol 1 MG", events=5, total=30),
+        **_outcome(2, outcome_name="PONV", arm="Saline (women)", events=9, total=14),
+        "comparisons.1.arm": "Haloperidol 2 mg",
+        "comparisons.1.comparator_arm": "Saline",
+        "comparisons.1.effect_estimate": 0.4,
+        "comparisons.1.ci_lower": 0.2,
+        "comparisons.1.ci_upper": 0.9,
+    }
+    assert check_values(values) == {}
+
+
+def test_an_entry_naming_an_arm_the_answer_does_not_declare_is_flagged_there() -> None:
+    values = {
+        **_three_arms(),
+        **_outcome(1, outcome_name="PONV", arm="Haloperidol 3 mg", events=5, total=30),
+        "comparisons.1.arm": "Haloperidol 1 mg",
+        "comparisons.1.comparator_arm": "Placebo",
+    }
+    declared = "declared: 'Haloperidol 1 mg', 'Haloperidol 2 mg', 'Saline'"
+    assert check_values(values) == {
+        "outcomes.1.arm": [f"names the arm 'Haloperidol 3 mg', which is not one of the study's arms ({declared})"],
+        "comparisons.1.comparator_arm": [f"names the arm 'Placebo', which is not one of the study's arms ({declared})"],
+    }
+    lone = check_values(_outcome(1, arm="Drug", events=1, total=2))
+    assert lone == {
+        "outcomes.1.arm": ["names the arm 'Drug', which is not one of the study's arms (the answer declares no arms)"]
+    }
+
+
+def test_per_arm_numbers_are_checked_in_each_entry_and_arms_against_the_total() -> None:
+    values = {
+        **_three_arms(),
+        "arms.3.randomized_n": 40,  # 30 + 30 + 40 = 100, not the 90 randomized
+        "arms.2.male_percent": 140,
+        "arms.1.analysed_n": 95,
+        **_outcome(1, arm="Saline", events=12, total=10, sd=-1),
+        "comparisons.1.arm": "Saline",
+        "comparisons.1.comparator_arm": "saline",
+    }
+    assert check_values(values) == {
+        "metadata.randomized_n": ["the 3 arms' sizes add up to 100, more than the 90 randomized"],
+        "arms.2.male_percent": ["a percentage must be between 0 and 100, got 140"],
+        "arms.1.analysed_n": ["95 in the arm exceed the 90 randomized in the trial"],
+        "outcomes.1.events": ["12 events exceed the 10 participants of the arm"],
+        "outcomes.1.sd": ["cannot be negative, got -1"],
+        "comparisons.1.comparator_arm": ["compares the arm 'Saline' with itself"],
+    }

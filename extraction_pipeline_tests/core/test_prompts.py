@@ -84,3 +84,19 @@ def test_every_call_about_a_paper_repeats_one_stable_prefix_and_a_document_canno
     assert "[this_call]" in whole_prefix and whole[1]["content"].count(THIS_CALL_OPEN) == 0  # defused
     part = build_messages(RCT_TEMPLATE, pages[1:], first_page=2, part=(2, 2))
     assert "part 2 of 2" in split_stable_prefix(part[1]["content"])[1]
+
+
+def test_a_template_with_arms_asks_for_them_declared_once_and_named_by_every_entry() -> None:
+    from extraction_pipeline.core.templates.rct import RCT_TEMPLATE_V1
+
+    [system, user] = build_messages(RCT_TEMPLATE, ["Three arms: H1, H2 and saline."], missed=["PONV"])
+    fields = user["content"].split(FULL_TEXT_OPEN)[0]
+    assert "declare every arm of the trial once in arms" in fields
+    assert "an outcome reported for three arms is three entries" in fields
+    assert "arms.arm_name" not in system["content"] and '"arms"' in system["content"]  # in the schema
+    asked = user["content"].rsplit(FULL_TEXT_CLOSE, 1)[1]
+    assert "one per arm, naming the arms declared in arms" in asked
+    # The two-arm base of earlier batches is asked as it always was.
+    [_, before] = build_messages(RCT_TEMPLATE_V1, ["text"], missed=["PONV"])
+    assert "declare every arm" not in before["content"]
+    assert "as its own entry in the outcomes list" in before["content"]

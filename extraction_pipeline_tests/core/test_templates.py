@@ -24,14 +24,25 @@ from extraction_pipeline.core.ledger.templates import (
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
 from extraction_pipeline.core.templates import RCT_TEMPLATE
+from extraction_pipeline.core.templates.rct import RCT_TEMPLATE_V1
 from extraction_pipeline.core.templates.schema import extracted_values, output_json_schema, output_model
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
 from extraction_pipeline_tests.support.ledgers import add_documents
 
 SEED_FIELDS = {
-    "metadata": {"study_id", "nct_number", "study_design", "funding_source"},
-    "baseline": {"treatment_name", "control_name", "n_treatment", "n_control", "age_treatment", "age_control"},
+    "metadata": {"study_id", "nct_number", "study_design", "funding_source", "randomized_n"},
+    # Arms are declared once (any number); baseline is per arm.
+    "arms": {"arm_name", "intervention", "subgroup", "randomized_n", "analysed_n", "age", "male_percent"},
     "risk_of_bias": {"randomization", "deviations", "missing_data", "measurement", "reporting", "overall"},
+    # One entry per outcome x arm x time point: the arm it belongs to and that arm's numbers.
+    "outcomes": {"outcome_name", "outcome_type", "timepoint", "population", "arm"}
+    | {"events", "total", "mean", "sd", "n"},
+    # A comparison names two arms and carries the effect printed between them.
+    "comparisons": {"outcome_name", "timepoint", "arm", "comparator_arm"}
+    | {"effect_measure", "effect_estimate", "ci_lower", "ci_upper", "p_value"},
+}
+V1_FIELDS = {
+    "baseline": {"treatment_name", "control_name", "n_treatment", "n_control", "age_treatment", "age_control"},
     "outcomes": {"outcome_name", "outcome_type", "effect_estimate", "ci_lower", "ci_upper", "p_value"}
     | {"events_treatment", "total_treatment", "events_control", "total_control"}
     | {"mean_treatment", "sd_treatment", "n_treatment", "mean_control", "sd_control", "n_control"},
@@ -54,8 +65,9 @@ def _resolve(schema: dict, node: dict) -> dict:  # type: ignore[type-arg]
 def test_rct_schema_has_every_seed_module_and_a_quote_for_every_field() -> None:
     template = definition_from_project_file(PROJECT_FILE)
     schema = output_json_schema(template)
-    assert set(schema["properties"]) == {"metadata", "baseline", "risk_of_bias", "outcomes", "custom"}
-    assert schema["properties"]["outcomes"]["type"] == "array"  # any number of outcomes per study
+    assert set(schema["properties"]) == {"metadata", "arms", "risk_of_bias", "outcomes", "comparisons", "custom"}
+    for repeated in ("arms", "outcomes", "comparisons"):  # any number of arms, outcomes, comparisons
+        assert schema["properties"][repeated]["type"] == "array"
     leaves = 0
     for module, fields in {**SEED_FIELDS, "custom": {"dose_mg", "primary_met"}}.items():
         properties = _resolve(schema, schema["properties"][module])["properties"]
@@ -68,6 +80,17 @@ def test_rct_schema_has_every_seed_module_and_a_quote_for_every_field() -> None:
     assert leaves == len(template.custom_fields) + sum(len(m.fields) for m in RCT_TEMPLATE.modules)
     judgement = _resolve(schema, _resolve(schema, schema["properties"]["risk_of_bias"])["properties"]["overall"])
     assert judgement["properties"]["value"]["anyOf"][0]["enum"] == ["low", "some concerns", "high"]
+    # An entry's arm is a reference to a declared arm: a judgement the quote supports, not a printed value.
+    assert RCT_TEMPLATE.field("outcomes", "arm").judgement  # type: ignore[union-attr]
+    assert RCT_TEMPLATE.field("comparisons", "comparator_arm").judgement  # type: ignore[union-attr]
+
+
+def test_the_two_arm_base_of_earlier_batches_still_has_its_schema() -> None:
+    schema = output_json_schema(RCT_TEMPLATE_V1)
+    assert set(schema["properties"]) == {"metadata", "baseline", "risk_of_bias", "outcomes"}
+    for module, fields in V1_FIELDS.items():
+        assert fields <= set(_resolve(schema, schema["properties"][module])["properties"]), module
+    assert RCT_TEMPLATE_V1.base_version == 1 < RCT_TEMPLATE.base_version
 
 
 def test_answers_validate_leniently_on_form_and_strictly_on_meaning() -> None:
@@ -76,10 +99,8 @@ def test_answers_validate_leniently_on_form_and_strictly_on_meaning() -> None:
         {
             "metadata": {"randomized_n": {"value": "1,250", "quote": "q"}, "nct_number": {"value": ""}},
             "risk_of_bias": {"overall": {"value": "Some  Concerns", "quote": "q"}},
-            "outcomes": [
-                {"effect_estimate": {"value": "\u22120.5"}, "events_control": {"value": 12.0}},
-                {"outcome_name": {"value": "pain", "quote": "pain"}},
-            ],
+            "outcomes": [{"events": {"value": 12.0}}, {"outcome_name": {"value": "pain", "quote": "pain"}}],
+            "comparisons": [{"effect_estimate": {"value": "\u22120.5"}}],
             "unexpected": {"ignored": True},
         }
     )
@@ -87,12 +108,12 @@ def test_answers_validate_leniently_on_form_and_strictly_on_meaning() -> None:
     assert found == {
         "metadata.randomized_n": 1250,
         "risk_of_bias.overall": "some concerns",
-        "outcomes.1.effect_estimate": -0.5,
-        "outcomes.1.events_control": 12,
+        "comparisons.1.effect_estimate": -0.5,
+        "outcomes.1.events": 12,
         "outcomes.2.outcome_name": "pain",
     }
     for module, field, bad in (
-        ("outcomes", "events_control", 2.5),  # a count with a fraction
+        ("outcomes", "events", 2.5),  # a count with a fraction
         ("risk_of_bias", "overall", "probably fine"),  # not a RoB judgement
         ("metadata", "randomized_n", "about 300"),
     ):
@@ -211,19 +232,20 @@ def test_oddly_shaped_answers_lose_one_field_not_the_paper() -> None:
             "metadata": {"nct_number": None, "randomized_n": {"value": "NR", "quote": "not reported"}},
             "baseline": None,
             "risk_of_bias": {"overall": {"value": "unclear", "quote": "q"}, "randomization": "Low"},
-            "outcomes": {"p_value": {"value": "p < 0.001", "quote": "p<0.001"}, "sd_control": {"value": "NaN"}},
+            "outcomes": {"sd": {"value": "NaN"}},
+            "comparisons": {"p_value": {"value": "p < 0.001", "quote": "p<0.001"}},
         }
     )
     found = {v.path: (v.value, v.rejected) for v in extracted_values(RCT_TEMPLATE, answer)}
     assert found["metadata.randomized_n"] == (None, "'NR'")
     assert found["risk_of_bias.overall"] == (None, "'unclear'")
     assert found["risk_of_bias.randomization"] == ("low", None)  # a bare value, without its quote
-    assert found["outcomes.1.p_value"] == (0.001, None)  # a single outcome object is a list of one
-    assert found["outcomes.1.sd_control"] == (None, "'NaN'")
+    assert found["comparisons.1.p_value"] == (0.001, None)  # a single entry object is a list of one
+    assert found["outcomes.1.sd"] == (None, "'NaN'")
     assert model.model_validate({"metadata": None, "outcomes": None}) == model.model_validate({})
     for value in (float("inf"), True, 1e300):
-        [outcome] = model.model_validate({"outcomes": [{"events_control": {"value": value}}]}).outcomes  # type: ignore[attr-defined]
-        assert outcome.events_control.value is None and outcome.events_control.rejected == repr(value)
+        [outcome] = model.model_validate({"outcomes": [{"events": {"value": value}}]}).outcomes  # type: ignore[attr-defined]
+        assert outcome.events.value is None and outcome.events.rejected == repr(value)
     with pytest.raises(ValidationError):
         model.model_validate([1, 2])  # not an object at all: the repair attempt is worth it
 

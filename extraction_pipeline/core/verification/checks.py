@@ -117,7 +117,7 @@ def _check_group(
         events, total = numbers.get(f"events{suffix}"), numbers.get(f"total{suffix}")
         if events is not None and total is not None and events > total:
             flag(f"events{suffix}", f"{events} events exceed the {total} participants of {arm}")
-        sizes = (f"n{suffix}", f"total{suffix}") + (("randomized_n", "analysed_n") if arm_entry else ())
+        sizes = (f"n{suffix}", f"total{suffix}") + (("randomized_n", "analysed_n") if arm_entry and not suffix else ())
         for name in sizes:
             size = numbers.get(name)
             if size is not None and randomized is not None and size > randomized:
