@@ -1,6 +1,10 @@
 """A batch with one really extracted document to review: a synthetic trial PDF registered in a
 real home, parsed in the isolated child process, extracted through litellm from the loopback
-fake server. Its values: four verified, one forged (unverified), one reported without a quote."""
+fake server. Its values: four verified, one forged (unverified), one reported without a quote.
+
+Answers are in the current template's terms (the hazard ratio is comparison 1); ``version=1``
+makes the batch one an earlier release created (the two-arm template, the hazard ratio in
+outcome 1) with the answers of that template, as an upgraded ledger holds them."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import SyntheticTrial, make_trial, write_report
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
+from extraction_pipeline_tests.support.templates import freeze_version_1
 
 
 @dataclass(frozen=True)
@@ -37,28 +42,68 @@ def results_sentence(trial: SyntheticTrial) -> str:
     )
 
 
-def answer_for(trial: SyntheticTrial) -> str:
+def answer_for(trial: SyntheticTrial, entry: str = "comparisons.1") -> str:
     results = results_sentence(trial)
     return extraction_json(
         {
             "metadata.nct_number": (trial.nct_number, f"registered at ClinicalTrials.gov ({trial.nct_number})"),
             "metadata.randomized_n": (trial.randomized_n, f"A total of {trial.randomized_n} patients were randomized"),
-            "outcomes.1.effect_measure": ("HR", results),
-            "outcomes.1.effect_estimate": (trial.hazard_ratio, results),
+            f"{entry}.effect_measure": ("HR", results),
+            f"{entry}.effect_estimate": (trial.hazard_ratio, results),
             # A forged bound: the quote is real, the number in it is not -> unverified.
-            "outcomes.1.ci_lower": (0.11, results.replace(f"{trial.ci_lower:.2f}", "0.11")),
-            "outcomes.1.ci_upper": (trial.ci_upper, results),
+            f"{entry}.ci_lower": (0.11, results.replace(f"{trial.ci_lower:.2f}", "0.11")),
+            f"{entry}.ci_upper": (trial.ci_upper, results),
         }
     )
+
+
+def answer_for_v1(trial: SyntheticTrial) -> str:
+    """``answer_for`` as the two-arm template of earlier batches has it."""
+    return answer_for(trial, "outcomes.1")
 
 
 # Where the synthetic report names its primary outcome (core/synthetic.py, page 1).
 OUTCOME_QUOTE = "The primary outcome was time to first hospitalization or death from any cause."
 
 
+def arms_sentence(trial: SyntheticTrial) -> str:
+    """Where the synthetic report names its two arms and their sizes (core/synthetic.py, page 2)."""
+    arm = trial.randomized_n // 2
+    return (
+        f"Of the {trial.randomized_n} participants, {arm} were assigned to {trial.drug} and "
+        f"{trial.randomized_n - arm} to placebo."
+    )
+
+
 def synthesis_answer(trial: SyntheticTrial, randomization: str = "low") -> str:
-    """An answer a forest plot and a risk-of-bias picture can use: the primary outcome named, its
-    hazard ratio with the CI as printed, the NCT number as the study, and two RoB judgements."""
+    """An answer a forest plot and a risk-of-bias picture can use: the two arms declared, the
+    primary outcome's hazard ratio (drug vs placebo) with the CI as printed, the NCT number as
+    the study, and two RoB judgements."""
+    results = results_sentence(trial)
+    methods = f"A total of {trial.randomized_n} patients were randomized in a 1:1 ratio"
+    arms = arms_sentence(trial)
+    return extraction_json(
+        {
+            "metadata.nct_number": (trial.nct_number, f"registered at ClinicalTrials.gov ({trial.nct_number})"),
+            "arms.1.arm_name": (trial.drug, arms),
+            "arms.1.randomized_n": (trial.randomized_n // 2, arms),
+            "arms.2.arm_name": ("placebo", arms),
+            "arms.2.randomized_n": (trial.randomized_n - trial.randomized_n // 2, arms),
+            "risk_of_bias.randomization": (randomization, methods),
+            "risk_of_bias.deviations": ("some concerns", "a randomized, double-blind, placebo-controlled trial"),
+            "comparisons.1.outcome_name": ("hospitalization or death", OUTCOME_QUOTE),
+            "comparisons.1.arm": (trial.drug, results),
+            "comparisons.1.comparator_arm": ("placebo", arms),
+            "comparisons.1.effect_measure": ("HR", results),
+            "comparisons.1.effect_estimate": (trial.hazard_ratio, results),
+            "comparisons.1.ci_lower": (trial.ci_lower, results),
+            "comparisons.1.ci_upper": (trial.ci_upper, results),
+        }
+    )
+
+
+def synthesis_answer_v1(trial: SyntheticTrial, randomization: str = "low") -> str:
+    """``synthesis_answer`` as the two-arm template of earlier batches has it."""
     results = results_sentence(trial)
     methods = f"A total of {trial.randomized_n} patients were randomized in a 1:1 ratio"
     return extraction_json(
@@ -83,9 +128,11 @@ def make_batch(
     answer: Callable[[SyntheticTrial], str] = answer_for,
     project: str = "p",
     extra_text: str = "",
+    version: int = 2,
 ) -> list[ReviewCase]:
     """One batch of synthetic trials, each really parsed and extracted with ``answer(trial)``;
-    ``extra_text`` is printed on each report's second page."""
+    ``extra_text`` is printed on each report's second page; ``version=1``: a batch frozen on the
+    two-arm template of earlier releases (give it that template's answers)."""
     trials = [make_trial(index) for index in indexes]
     pdfs = [write_report(trial, settings.home_dir / "incoming", extra_text) for trial in trials]
     documents = [register_pdf(ledger, settings.documents_dir, project, pdf) for pdf in pdfs]
@@ -97,6 +144,8 @@ def make_batch(
         document_ids=[document.id for document in documents],
     ).id
     assert get_batch(ledger, batch_id) is not None
+    if version == 1:
+        freeze_version_1(ledger, batch_id)
     items = {row["document_id"]: row["id"] for row in batch_item_rows(ledger, batch_id)}
     cases = []
     for trial, pdf, document in zip(trials, pdfs, documents, strict=True):
@@ -118,6 +167,7 @@ def make_batch(
 
 
 def make_case(
-    settings: Settings, ledger: Ledger, fake: FakeLLMServer, index: int = 3, project: str = "p"
+    settings: Settings, ledger: Ledger, fake: FakeLLMServer, index: int = 3, project: str = "p", version: int = 2
 ) -> ReviewCase:
-    return make_batch(settings, ledger, fake, [index], project=project)[0]
+    answer = answer_for if version == 2 else answer_for_v1
+    return make_batch(settings, ledger, fake, [index], answer, project=project, version=version)[0]
