@@ -20,7 +20,13 @@ from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import parse_document
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
-from extraction_pipeline.core.synthetic import SyntheticTrial, make_trial, write_report
+from extraction_pipeline.core.synthetic import (
+    SyntheticTrial,
+    ThreeArmTrial,
+    make_trial,
+    write_report,
+    write_three_arm_report,
+)
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
 from extraction_pipeline_tests.support.templates import freeze_version_1
 
@@ -166,8 +172,68 @@ def make_batch(
     return cases
 
 
+def extract_three_arm_report(
+    settings: Settings, ledger: Ledger, fake: FakeLLMServer, trial: ThreeArmTrial, project: str = "p"
+) -> tuple[int, int]:
+    """A batch of one three-arm report, really parsed and extracted with ``three_arm_answer``:
+    (batch id, item id)."""
+    pdf = write_three_arm_report(trial, settings.home_dir / "incoming")
+    document = register_pdf(ledger, settings.documents_dir, project, pdf)
+    batch_id = create_batch(
+        ledger,
+        idempotency_key=f"three-arm-{trial.index}-{project}",
+        project=project,
+        user="ann",
+        document_ids=[document.id],
+    ).id
+    [item] = batch_item_rows(ledger, batch_id)
+    parsed = parse_document(
+        ledger, sha256=document.sha256, stored_path=str(settings.documents_dir / f"{document.sha256}.pdf")
+    )
+    fake.push(Reply(three_arm_answer(trial)))
+    outcome = extract_item(
+        ledger,
+        item_id=item["id"],
+        run_id="run-1",
+        worker="w",
+        parsed=parsed,
+        llm=LLMConfig(model="openai/fake", api_base=fake.api_base, api_key="sk-test-not-a-secret"),
+    )
+    assert outcome.status == "completed", outcome.reason
+    return batch_id, item["id"]
+
+
 def make_case(
     settings: Settings, ledger: Ledger, fake: FakeLLMServer, index: int = 3, project: str = "p", version: int = 2
 ) -> ReviewCase:
     answer = answer_for if version == 2 else answer_for_v1
     return make_batch(settings, ledger, fake, [index], answer, project=project, version=version)[0]
+
+
+def three_arm_answer(trial: ThreeArmTrial) -> str:
+    """A right answer for a three-arm report (core/synthetic.py): three arms declared with their
+    sizes, the primary outcome's events per arm (one outcome entry per arm), and each dose's risk
+    ratio against placebo as a comparison — every value quoted from the report."""
+    events, ratios, arms = trial.events_sentence, trial.ratios_sentence, trial.arms_sentence
+    values: dict[str, tuple[object, str | None]] = {
+        "metadata.nct_number": (trial.nct_number, f"registered at ClinicalTrials.gov ({trial.nct_number})"),
+        "metadata.randomized_n": (trial.randomized_n, f"A total of {trial.randomized_n} patients were randomized"),
+    }
+    for number, arm in enumerate(trial.arms, start=1):
+        values[f"arms.{number}.arm_name"] = (arm.name, arms)
+        values[f"arms.{number}.randomized_n"] = (arm.randomized_n, arms)
+        values[f"outcomes.{number}.outcome_name"] = (trial.outcome, f"The primary outcome was {trial.outcome}.")
+        values[f"outcomes.{number}.outcome_type"] = ("dichotomous", events)
+        values[f"outcomes.{number}.arm"] = (arm.name, events)
+        values[f"outcomes.{number}.events"] = (arm.events, events)
+        values[f"outcomes.{number}.total"] = (arm.randomized_n, events)
+    for number, dose in enumerate(trial.arms[:2], start=1):
+        ratio, lower, upper = trial.risk_ratio(number - 1)
+        values[f"comparisons.{number}.outcome_name"] = (trial.outcome, f"The primary outcome was {trial.outcome}.")
+        values[f"comparisons.{number}.arm"] = (dose.name, ratios)
+        values[f"comparisons.{number}.comparator_arm"] = ("placebo", ratios)
+        values[f"comparisons.{number}.effect_measure"] = ("RR", ratios)
+        values[f"comparisons.{number}.effect_estimate"] = (ratio, ratios)
+        values[f"comparisons.{number}.ci_lower"] = (lower, ratios)
+        values[f"comparisons.{number}.ci_upper"] = (upper, ratios)
+    return extraction_json(values)
