@@ -36,11 +36,12 @@ from extraction_pipeline.core.review.values import (
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.usage import Usage
 from extraction_pipeline.core.verification.grounding import UNVERIFIED, VERIFIED
+from extraction_pipeline_tests.support.arms_case import make_arms_batch, three_arm_trial
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer
 from extraction_pipeline_tests.support.review_case import ReviewCase, make_case, results_sentence
 
-ESTIMATE = "outcomes.1.effect_estimate"
-FORGED = "outcomes.1.ci_lower"
+ESTIMATE = "comparisons.1.effect_estimate"
+FORGED = "comparisons.1.ci_lower"
 NCT = "metadata.nct_number"
 N = "metadata.randomized_n"
 
@@ -51,6 +52,23 @@ def case(ledger_url: str, tmp_path: Path, fake_llm: FakeLLMServer) -> ReviewCase
     settings.home_dir.mkdir(parents=True)
     ledger = Ledger.connect(ledger_url)
     return make_case(settings, ledger, fake_llm)
+
+
+@pytest.fixture
+def v1_case(ledger_url: str, tmp_path: Path, fake_llm: FakeLLMServer) -> ReviewCase:
+    """The same document in a batch an earlier release created (the two-arm template)."""
+    settings = Settings(home=tmp_path / "home", database_url=ledger_url)
+    settings.home_dir.mkdir(parents=True)
+    return make_case(settings, Ledger.connect(ledger_url), fake_llm, version=1)
+
+
+@pytest.fixture
+def three_arms(ledger_url: str, tmp_path: Path, fake_llm: FakeLLMServer) -> ReviewCase:
+    """Two doses against saline: three arms declared, one outcome entry per arm, two comparisons."""
+    settings = Settings(home=tmp_path / "home", database_url=ledger_url)
+    settings.home_dir.mkdir(parents=True)
+    [case] = make_arms_batch(settings, Ledger.connect(ledger_url), fake_llm, [three_arm_trial()])
+    return case
 
 
 def _values(case: ReviewCase) -> dict[str, GroundedValue]:
@@ -184,12 +202,105 @@ def test_workbook_and_csv_carry_final_value_decision_and_reviewer(case: ReviewCa
     assert outcome_sheet.cell(row=2, column=out_header.index("ci_lower decision") + 1).value == "correct by rita"
     batch_rows = {r[0]: r[1] for r in book["Batch"].iter_rows(values_only=True) if r and r[0]}
     assert batch_rows["reviewed documents"] == "0 of 1" and batch_rows["not yet reviewed"] == case.pdf.name
-    # Only a hazard ratio, no arm data: one study-level row, with the reviewer's corrected bound.
+    # Only a hazard ratio, no arm data: one row, the printed comparison, with the reviewer's corrected bound.
     [overall] = list(csv.DictReader(io.StringIO(meta_analysis_csv(case.ledger, case.batch_id))))
-    assert overall["group"] == "overall" and overall["study"] == trial.nct_number
+    assert overall["comparison"] == "comparisons.1" and overall["study"] == trial.nct_number
     assert float(overall["estimate"]) == pytest.approx(trial.hazard_ratio)
     assert float(overall["ci.lb"]) == pytest.approx(trial.ci_lower)
     assert overall["decision_estimate"] == "approve by sam" and overall["review"].startswith("not yet reviewed")
+
+
+def test_a_version_1_batch_keeps_its_review_workbook_and_csv(v1_case: ReviewCase, tmp_path: Path) -> None:
+    case, trial = v1_case, v1_case.trial
+    assert _values(case)["outcomes.1.ci_lower"].status == UNVERIFIED
+    corrections.correct(
+        case.ledger,
+        item_id=case.item_id,
+        path="outcomes.1.ci_lower",
+        reviewer="rita",
+        seen_seq=0,
+        value_text=str(trial.ci_lower),
+    )
+    _record(case, "outcomes.1.effect_estimate", APPROVE, reviewer="sam")
+    book = openpyxl.load_workbook(write_workbook(case.ledger, case.batch_id, tmp_path / "v1.xlsx"))
+    outcome_sheet = book["Outcomes"]
+    out_header = [cell.value for cell in outcome_sheet[1]]
+    assert outcome_sheet.cell(row=2, column=out_header.index("ci_lower final") + 1).value == pytest.approx(
+        trial.ci_lower
+    )
+    assert outcome_sheet.cell(row=2, column=out_header.index("ci_lower decision") + 1).value == "correct by rita"
+    # Only a hazard ratio, no arm data: one study-level row, as version 1 always had it.
+    [overall] = list(csv.DictReader(io.StringIO(meta_analysis_csv(case.ledger, case.batch_id))))
+    assert overall["group"] == "overall" and overall["study"] == trial.nct_number
+    assert float(overall["ci.lb"]) == pytest.approx(trial.ci_lower)
+    assert overall["decision_estimate"] == "approve by sam"
+
+
+def test_numbers_are_reassigned_to_a_declared_arm_only(three_arms: ReviewCase, tmp_path: Path) -> None:
+    """Reassigning an entry's numbers to another arm is a correction of its arm reference: to a
+    declared arm (named as declared, whatever the case or spacing typed), append-only, audited."""
+    case = three_arms
+    assert _values(case)["outcomes.2.arm"].value == "Haloperidol 2 mg"
+    moved = corrections.correct(
+        case.ledger, item_id=case.item_id, path="outcomes.2.arm", reviewer="rita", seen_seq=0, value_text=" saline "
+    )
+    assert moved.kind == decisions.RECORDED and moved.current is not None and moved.current.value == "Saline"
+    with pytest.raises(ConfigError) as refused:
+        corrections.correct(
+            case.ledger,
+            item_id=case.item_id,
+            path="comparisons.1.comparator_arm",
+            reviewer="rita",
+            seen_seq=0,
+            value_text="Haloperidol 5 mg",
+        )
+    assert "'Haloperidol 5 mg' is not an arm of this study" in str(refused.value)
+    assert "'Haloperidol 1 mg', 'Haloperidol 2 mg', 'Saline'" in str(refused.value)
+    # Back again, from the state the reviewer saw: both decisions stay in the audit trail.
+    back = corrections.correct(
+        case.ledger,
+        item_id=case.item_id,
+        path="outcomes.2.arm",
+        reviewer="sam",
+        seen_seq=1,
+        value_text="HALOPERIDOL 2 MG",
+    )
+    assert back.kind == decisions.RECORDED and back.current is not None and back.current.value == "Haloperidol 2 mg"
+    trail = decisions.audit_trail(case.ledger, case.item_id, "outcomes.2.arm")
+    assert [(row["reviewer"], json.loads(row["value_json"])) for row in trail] == [
+        ("rita", "Saline"),
+        ("sam", "Haloperidol 2 mg"),
+    ]
+    # An arm renamed in review is offered (and accepted) by its new name only.
+    corrections.correct(
+        case.ledger,
+        item_id=case.item_id,
+        path="arms.3.arm_name",
+        reviewer="rita",
+        seen_seq=0,
+        value_text="Sodium chloride",
+    )
+    with pytest.raises(ConfigError, match="'Saline' is not an arm"):
+        corrections.correct(
+            case.ledger, item_id=case.item_id, path="outcomes.1.arm", reviewer="rita", seen_seq=0, value_text="Saline"
+        )
+    # The Excel round trip checks the same rule before importing anything.
+    exported = write_workbook(case.ledger, case.batch_id, tmp_path / "arms.xlsx")
+    book = openpyxl.load_workbook(exported)
+    sheet = book["Values"]
+    header = [cell.value for cell in sheet[1]]
+    for row in sheet.iter_rows(min_row=2):
+        where = (
+            row[header.index("module")].value,
+            row[header.index("outcome")].value,
+            row[header.index("field")].value,
+        )
+        if where == ("outcomes", 3, "arm"):
+            row[header.index("decision")].value = "correct"
+            row[header.index("corrected value")].value = "placebo"
+    book.save(exported)
+    with pytest.raises(ConfigError, match="'placebo' is not an arm of this study"):
+        import_decisions(case.ledger, exported, reviewer="xena")
 
 
 def _fill(path: Path, decisions_by_field: dict[str, tuple[str | None, object, str | None]]) -> Path:

@@ -1,5 +1,7 @@
 """A reviewer's correction: the new value checked against the field's type, and a new quote
-grounded again on the spot against the same parsed document the machine's quote was checked on."""
+grounded again on the spot against the same parsed document the machine's quote was checked on.
+A correction of an arm reference (which arm an entry's numbers belong to) must name an arm the
+study declares (``arm_references``)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from extraction_pipeline.core.ledger.items import get_item
 from extraction_pipeline.core.ledger.templates import definition_of, template_of_item
 from extraction_pipeline.core.pdf.parsing import ParseOptions, parse_document
 from extraction_pipeline.core.review import decisions
+from extraction_pipeline.core.review.arm_references import is_arm_reference, item_arms, resolve_arm
 from extraction_pipeline.core.review.values import CORRECT
 from extraction_pipeline.core.templates.definition import FieldDef, FieldType
 from extraction_pipeline.core.templates.schema import leaf_model
@@ -35,6 +38,14 @@ def coerce(field: FieldDef, text: str) -> Any:
     if leaf.rejected is not None or value is None:
         kind = f"one of {', '.join(field.choices)}" if field.choices else f"a valid {field.type.value}"
         raise ConfigError(f"{text.strip()!r} is not {kind} for {field.name}")
+    return value
+
+
+def checked_value(ledger: Ledger, item_id: int, path: str, entry: GroundedValue, text: str) -> Any:
+    """The corrected value typed as its field; an arm reference resolved to a declared arm's name."""
+    value = coerce(field_of(ledger, item_id, entry), text)
+    if is_arm_reference(definition_of(template_of_item(ledger, item_id)), path):
+        value = resolve_arm(item_arms(ledger, item_id), str(value))
     return value
 
 
@@ -68,7 +79,7 @@ def correct(
     """Record a correction; with a quote, the quote is grounded (its status is stored with it)."""
     _batch, entry = decisions.machine_entry(ledger, item_id, path)
     field = field_of(ledger, item_id, entry)
-    value = coerce(field, value_text)
+    value = checked_value(ledger, item_id, path, entry, value_text)
     quote = (quote or "").strip() or None
     grounding = ground_quote(ledger, item_id, field, value, quote, options) if quote else None
     return decisions.record(

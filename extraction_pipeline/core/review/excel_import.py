@@ -184,7 +184,7 @@ def _check_values(ledger: Ledger, rows: list[RowDecision]) -> list[str]:
         try:
             _batch, entry = decisions.machine_entry(ledger, row.id.item_id, row.id.path)
             if row.decision == CORRECT and row.value_text is not None:
-                corrections.coerce(corrections.field_of(ledger, row.id.item_id, entry), row.value_text)
+                corrections.checked_value(ledger, row.id.item_id, row.id.path, entry, row.value_text)
         except ConfigError as exc:
             errors.append(f"row {row.row}: {exc}")
     return errors

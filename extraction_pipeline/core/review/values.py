@@ -157,6 +157,16 @@ def final_status(entry: GroundedValue | None, decision: Decision | None) -> str:
     return str(grounding.get("status") or REVIEWER_UNGROUNDED)
 
 
+def final_value(entry: GroundedValue | None, decision: Decision | None) -> Any:
+    """The value a decision leaves: the reviewer's correction, nothing when marked not reported,
+    else the machine's."""
+    if decision is not None and decision.action == CORRECT:
+        return decision.value
+    if decision is not None and decision.action == MARK_NOT_REPORTED:
+        return None
+    return entry.value if entry else None
+
+
 def decision_label(decision: Decision | None) -> str:
     if decision is None:
         return ""
