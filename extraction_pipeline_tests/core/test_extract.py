@@ -16,10 +16,11 @@ from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.ledger.rows import ItemRow
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
-from extraction_pipeline_tests.support.extraction_cases import DEATHS, GOOD, PAGES, PARSED
+from extraction_pipeline_tests.support.extraction_cases import DEATHS, GOOD, GOOD_V1, PAGES, PARSED
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
 from extraction_pipeline_tests.support.ledgers import add_documents
 from extraction_pipeline_tests.support.processes import warm_context
+from extraction_pipeline_tests.support.templates import freeze_version_1
 
 
 def _item(ledger: Ledger) -> int:
@@ -38,18 +39,21 @@ def test_success_records_grounded_result_and_usage(ledger: Ledger, fake_llm: Fak
     item = _item(ledger)
     fake_llm.push(Reply(GOOD, tokens_in=1200, tokens_out=80))
     outcome = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
-    assert outcome.status == "completed"
+    assert outcome.status == "completed" and outcome.outcomes == 1
     fields = outcome.result["fields"]
     assert (fields["metadata.nct_number"]["status"], fields["metadata.nct_number"]["page"]) == ("verified", 1)
-    assert (fields["outcomes.1.effect_estimate"]["status"], fields["outcomes.1.effect_estimate"]["page"]) == (
+    assert [fields[f"arms.{n}.arm_name"]["value"] for n in (1, 2)] == ["drug", "placebo"]
+    assert fields["arms.1.arm_name"]["status"] == "verified"
+    assert (fields["comparisons.1.effect_estimate"]["status"], fields["comparisons.1.effect_estimate"]["page"]) == (
         "verified",
         2,
     )
-    assert (fields["outcomes.1.ci_lower"]["status"], fields["outcomes.1.ci_lower"]["reason"]) == (
+    assert (fields["comparisons.1.ci_lower"]["status"], fields["comparisons.1.ci_lower"]["reason"]) == (
         "unverified",
         "value not in quote",
     )
-    assert fields["outcomes.1.ci_upper"]["status"] == "not reported"
+    assert fields["comparisons.1.ci_upper"]["status"] == "not reported"
+    assert not any(entry["flags"] for entry in fields.values())  # the comparison names declared arms
     row = states.get_item(ledger, item)
     assert row is not None
     assert (row["status"], row["tokens_in"], row["tokens_out"], row["model"]) == (
@@ -63,6 +67,27 @@ def test_success_records_grounded_result_and_usage(ledger: Ledger, fake_llm: Fak
     [request] = fake_llm.requests
     assert request["response_format"] == {"type": "json_object"}
     assert "NCT01234567" in fake_llm.documents_requested()[0]
+    assert "arms (a list" in request["messages"][-1]["content"]  # asked in arms
+
+
+def test_a_batch_frozen_on_the_two_arm_template_is_extracted_in_its_fields(
+    ledger: Ledger, fake_llm: FakeLLMServer
+) -> None:
+    item = _item(ledger)
+    freeze_version_1(ledger, 1)
+    fake_llm.push(Reply(GOOD_V1))
+    outcome = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
+    assert outcome.status == "completed" and outcome.outcomes == 1
+    fields = outcome.result["fields"]
+    assert (fields["outcomes.1.effect_estimate"]["status"], fields["outcomes.1.effect_estimate"]["page"]) == (
+        "verified",
+        2,
+    )
+    assert fields["outcomes.1.ci_lower"]["reason"] == "value not in quote"
+    assert fields["baseline.control_name"]["value"] == "placebo" and "outcomes.1.events_treatment" in fields
+    assert not any(path.startswith(("arms.", "comparisons.")) for path in fields)
+    prompt = fake_llm.requests[0]["messages"][-1]["content"]
+    assert "events_treatment" in prompt and "arms (a list" not in prompt
 
 
 def test_duplicate_execution_makes_no_llm_call(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
@@ -243,19 +268,19 @@ def test_implausible_values_are_flagged_on_their_field(ledger: Ledger, fake_llm:
         Reply(
             extraction_json(
                 {
-                    "outcomes.1.effect_measure": ("HR", sentence),
-                    "outcomes.1.effect_estimate": (0.72, sentence),
-                    "outcomes.1.ci_lower": (0.86, sentence),  # bounds swapped by the model
-                    "outcomes.1.ci_upper": (0.60, sentence),
+                    "comparisons.1.effect_measure": ("HR", sentence),
+                    "comparisons.1.effect_estimate": (0.72, sentence),
+                    "comparisons.1.ci_lower": (0.86, sentence),  # bounds swapped by the model
+                    "comparisons.1.ci_upper": (0.60, sentence),
                 }
             )
         )
     )
     outcome = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm))
     fields = outcome.result["fields"]
-    assert fields["outcomes.1.ci_lower"]["flags"] == ["lower bound 0.86 is above the upper bound 0.6"]
-    assert fields["outcomes.1.ci_lower"]["status"] == "verified"  # verbatim, yet implausible: the flag says so
-    assert fields["outcomes.1.effect_estimate"]["flags"] == []
+    assert fields["comparisons.1.ci_lower"]["flags"] == ["lower bound 0.86 is above the upper bound 0.6"]
+    assert fields["comparisons.1.ci_lower"]["status"] == "verified"  # verbatim, yet implausible: the flag says so
+    assert fields["comparisons.1.effect_estimate"]["flags"] == []
 
 
 def test_known_schema_capable_model_gets_json_schema_output(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
@@ -308,7 +333,7 @@ def test_unusable_values_are_unverified_with_the_reason_and_the_paper_completes(
                 "metadata.randomized_n": ("NR", methods),
                 "metadata.nct_number": (None, "Trial registered as NCT01234567."),  # a quote, no value
                 "risk_of_bias.randomization": ("low", methods),
-                "outcomes.1.p_value": ("NaN", DEATHS),
+                "comparisons.1.p_value": ("NaN", DEATHS),
             }
         )
     )
@@ -319,7 +344,7 @@ def test_unusable_values_are_unverified_with_the_reason_and_the_paper_completes(
     randomized = fields["metadata.randomized_n"]
     assert (randomized["status"], randomized["value"], randomized["page"]) == ("unverified", None, 1)
     assert randomized["reason"] == "the model's value 'NR' is not a valid integer; left empty"
-    assert fields["outcomes.1.p_value"]["reason"] == "the model's value 'NaN' is not a valid number; left empty"
+    assert fields["comparisons.1.p_value"]["reason"] == "the model's value 'NaN' is not a valid number; left empty"
     assert (fields["metadata.nct_number"]["status"], fields["metadata.nct_number"]["reason"]) == (
         "not reported",
         "no value given",
@@ -378,17 +403,18 @@ def test_a_flipped_sign_or_a_label_digit_is_flagged(ledger: Ledger, fake_llm: Fa
     sentence = "Pain fell more with drug in group H2 (mean difference \u22120.52; 95% CI \u22120.80 to \u22120.24)."
     parsed = ParsedDocument("sha", [sentence])
     answer = {
-        "outcomes.1.effect_estimate": (0.52, sentence),  # the direction lost
-        "outcomes.1.ci_lower": (-0.8, sentence),
-        "outcomes.1.n_treatment": (2, sentence),  # the "2" of "H2"
+        "comparisons.1.effect_estimate": (0.52, sentence),  # the direction lost
+        "comparisons.1.ci_lower": (-0.8, sentence),
+        "outcomes.1.arm": ("H2", sentence),
+        "outcomes.1.n": (2, sentence),  # the "2" of "H2"
     }
     fake_llm.push(Reply(extraction_json(answer)))
     fields = extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=parsed, llm=_config(fake_llm)).result[
         "fields"
     ]
-    assert fields["outcomes.1.effect_estimate"]["flags"] == ["the quote prints -0.52: the value's sign differs"]
-    assert fields["outcomes.1.ci_lower"]["flags"] == []
-    assert fields["outcomes.1.n_treatment"]["flags"] == [
+    assert fields["comparisons.1.effect_estimate"]["flags"] == ["the quote prints -0.52: the value's sign differs"]
+    assert fields["comparisons.1.ci_lower"]["flags"] == []
+    assert fields["outcomes.1.n"]["flags"] == [
         "the value appears in the quote only inside a word or label (such as H2)"
     ]
 

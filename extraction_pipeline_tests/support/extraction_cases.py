@@ -15,10 +15,30 @@ PAGES = [
 ]
 PARSED = ParsedDocument("sha", PAGES)
 DEATHS = "Death occurred less often with drug (hazard ratio 0.72; 95% CI 0.60 to 0.86)."
+RANDOMIZED = "A total of 412 patients were randomized to drug or placebo."
+# The answer in the RCT template's arms (version 2): the two arms declared, the hazard ratio as a
+# comparison naming them; its lower bound misread (0.61: not in the quote).
 GOOD = extraction_json(
     {
         "metadata.nct_number": ("NCT01234567", "Trial registered as NCT01234567."),
-        "metadata.randomized_n": (412, "A total of 412 patients were randomized to drug or placebo."),
+        "metadata.randomized_n": (412, RANDOMIZED),
+        "arms.1.arm_name": ("drug", RANDOMIZED),
+        "arms.2.arm_name": ("placebo", RANDOMIZED),
+        "comparisons.1.outcome_name": ("Death", DEATHS),
+        "comparisons.1.arm": ("drug", DEATHS),
+        "comparisons.1.comparator_arm": ("placebo", RANDOMIZED),
+        "comparisons.1.effect_estimate": (0.72, DEATHS),
+        "comparisons.1.ci_lower": (0.61, DEATHS),
+    }
+)
+# The same answer in the two-arm template (version 1): the effect in the outcome entry.
+GOOD_V1 = extraction_json(
+    {
+        "metadata.nct_number": ("NCT01234567", "Trial registered as NCT01234567."),
+        "metadata.randomized_n": (412, RANDOMIZED),
+        "baseline.treatment_name": ("drug", RANDOMIZED),
+        "baseline.control_name": ("placebo", RANDOMIZED),
+        "outcomes.1.outcome_name": ("Death", DEATHS),
         "outcomes.1.effect_estimate": (0.72, DEATHS),
         "outcomes.1.ci_lower": (0.61, DEATHS),
     }

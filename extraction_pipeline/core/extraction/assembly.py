@@ -13,10 +13,11 @@ from typing import Any
 
 from extraction_pipeline.core.errors import AnswerCutError
 from extraction_pipeline.core.extraction.adjudication import adjudicate
-from extraction_pipeline.core.extraction.consensus import agreement_rate, compare
+from extraction_pipeline.core.extraction.consensus import agreement_rate, align, compare
 from extraction_pipeline.core.extraction.follow_up import check_recall, follows_up
 from extraction_pipeline.core.extraction.grounded import GroundedFields, add_checks, ground_entries, stored_fields
 from extraction_pipeline.core.extraction.long_papers import Part, merge_parts, plan_parts
+from extraction_pipeline.core.extraction.narrowing import module_questions
 from extraction_pipeline.core.extraction.prompts import build_messages
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.answers import (
@@ -89,7 +90,7 @@ def assemble(
     usage = reply.usage if checked.usage is None else reply.usage + checked.usage
     second_model, adjudicator = second_model_of(ledger, item_id)
     if second_model:
-        second = _second_extraction(first.by(second_model))
+        second = _second_extraction(first.by(second_model), grounded)
         result.update(second.result(grounded, usage))
         usage = usage + second.usage
         if adjudicator:
@@ -199,7 +200,7 @@ class Question:
 
     template: TemplateDefinition
     part: Part | None
-    module: str | None = None  # set when the template was narrowed to one module
+    module: str | None = None  # set when the template was narrowed to one module ("outcomes with arms")
 
     def messages(self, parsed: ParsedDocument, number: int, of: int) -> list[dict[str, str]]:
         if self.part is None:
@@ -255,12 +256,13 @@ class Asking:
             ]
 
     def _smaller(self, question: Question) -> list[Question]:
-        """The same question module by module; a single repeated module about half the pages."""
+        """The same question module by module (a module naming arms with the arms: see
+        ``core.extraction.narrowing``); a single repeated module about half the pages."""
         template = question.template
         if question.module is None:
-            modules = [m.name for m in template.all_modules()]
-            if len(modules) > 1:
-                return [Question(template.only(name), question.part, name) for name in modules]
+            narrowed = module_questions(template)
+            if len(narrowed) > 1:
+                return [Question(n.template, question.part, n.label) for n in narrowed]
         repeated = any(m.repeated for m in template.all_modules())
         first, last = (
             (question.part.first_page, question.part.last_page)
@@ -306,10 +308,12 @@ class SecondExtraction:
         }
 
 
-def _second_extraction(ask: ModelAsk) -> SecondExtraction:
-    """The same prompt to the second model, independently (it never sees the first answer)."""
+def _second_extraction(ask: ModelAsk, first: GroundedFields) -> SecondExtraction:
+    """The same prompt to the second model, independently (it never sees the first answer); its
+    entries aligned to ``first``'s by meaning, so each path names the same arm, outcome result or
+    comparison in both answers."""
     reply, reused, grounded, _parts = grounded_answer(ask)
-    return SecondExtraction(ask.llm.effective_model, grounded, reply.usage, reused)
+    return SecondExtraction(ask.llm.effective_model, align(first, grounded), reply.usage, reused)
 
 
 def _answer(

@@ -12,12 +12,14 @@ from typing import Any
 from extraction_pipeline.core.backoff import BreakerPolicy
 from extraction_pipeline.core.extraction.assembly import Meter, assemble
 from extraction_pipeline.core.extraction.claiming import INTERRUPTED_MESSAGE, claim_item, hand_back, settled_on_failure
+from extraction_pipeline.core.extraction.grounded import GroundedFields
 from extraction_pipeline.core.ledger import ItemStatus, Ledger
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.breakers import may_call, record_success
 from extraction_pipeline.core.ledger.templates import definition_of, label_of, template_of_item
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
+from extraction_pipeline.core.templates.arms import study_arms
 from extraction_pipeline.core.usage import Usage
 from extraction_pipeline.core.verification.grounding import VERIFIED
 
@@ -125,7 +127,7 @@ def extract_item(
         fields_found=sum(1 for f in grounded.values() if f.found),
         quotes_verified=sum(1 for f in grounded.values() if f.status == VERIFIED),
         values_flagged=sum(1 for f in grounded.values() if f.flags),
-        outcomes=len({f.index for f in grounded.values() if f.index is not None}),
+        outcomes=_outcome_count(grounded),
         template=label_of(frozen),
         usage=made.usage,
         result=made.result,
@@ -134,6 +136,12 @@ def extract_item(
         second_model=str((made.result.get("second") or {}).get("model") or ""),
         agreement=made.result.get("agreement_rate"),
     )
+
+
+def _outcome_count(grounded: GroundedFields) -> int:
+    """How many outcomes the answer reports (an outcome at a time point in a population, whatever
+    number of arms it has results for; version 1: its outcome entries)."""
+    return len(study_arms(grounded, lambda path: grounded[path].value).outcomes)
 
 
 def _discarded(ledger: Ledger, item_id: int, usage: Usage) -> ExtractionOutcome:

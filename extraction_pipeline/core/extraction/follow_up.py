@@ -4,13 +4,15 @@ Every document's answer is checked for what the paper reports and no extracted v
 (``core.verification.recall``); the list is stored with the result, so the review page and the
 workbook show it. When the batch asks for it (``batch create --follow-up``), the outcomes on that
 list (whole outcomes, and outcomes with numbers no value reads) and the extracted outcomes missing
-a number their other numbers imply are asked for in one more call to the same model: the outcomes
-part of the template, the whole paper, and the outcome names. That call is paid once like every
+a number their other numbers imply (or, arms declared, an arm without the numbers other arms have)
+are asked for in one more call to the same model: the outcomes part of the template (with arms:
+the arms, the outcome results per arm and the comparisons, so the answer can name its arms), the
+whole paper, and the outcome names. That call is paid once like every
 call (a stored answer to the same prompt is reused), its answer is grounded like every answer, and
-its outcomes are added to the result (``merge_answered``: the first answer's entries stay as they
-are; an answered outcome completes one same-named entry it does not contradict, else it is
-appended). Outcomes it added are marked as found by the follow-up. The list is then checked again,
-so it shows what is still missing.
+its entries are added to the result (``merge_answered``: the first answer's entries stay as they
+are; an answered entry completes one entry about the same outcome, arm and time point (an arm of
+the same name) it does not contradict, else it is appended). Outcomes it added are marked as
+found by the follow-up. The list is then checked again, so it shows what is still missing.
 
 A follow-up that fails for a reason of its own (its answer cut at the output limit, an answer that
 does not parse) is recorded and the first answer kept: a document is never lost to an optional
@@ -27,19 +29,21 @@ from sqlalchemy import select
 
 from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.evaluation.matching import normalize_name
+from extraction_pipeline.core.extraction.entries import EntryKey, entry_key, has_identity, key_fields, repeated_entries
 from extraction_pipeline.core.extraction.grounded import GroundedFields, GroundedValue, add_checks, ground_entries
-from extraction_pipeline.core.extraction.long_papers import better_grounded, key_text
+from extraction_pipeline.core.extraction.long_papers import better_grounded
+from extraction_pipeline.core.extraction.narrowing import OUTCOMES_MODULE, outcomes_question
 from extraction_pipeline.core.extraction.prompts import build_messages
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.schema import batch_items, batches
 from extraction_pipeline.core.llm.gateway import LLMResult
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
+from extraction_pipeline.core.templates.arms import RESULT_FIELDS, Outcome, StudyArms, study_arms
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.usage import Usage
 from extraction_pipeline.core.verification.grounding import Grounder
 from extraction_pipeline.core.verification.recall import LABEL_SEPARATOR, MissedKind, PossiblyMissed, possibly_missed
 
-OUTCOMES_MODULE = "outcomes"
 # The reviewer's list is short (the check's ten likeliest items), but a model can be asked about
 # more in the same one call: the follow-up asks about the check's longer list (items; an item for
 # a table's unread rows names each row), in at most MAX_LABELS names.
@@ -106,7 +110,7 @@ def check_recall(
     if not whole_paper_fits:
         note = "follow-up not asked: the paper is too long for one call, so it was asked in parts"
         return Checked(fields, missed, {"asked": asked, "found": [], "skipped": note}, notes=[note])
-    narrowed = template.only(OUTCOMES_MODULE)
+    narrowed = outcomes_question(template)
     messages = build_messages(narrowed, parsed.pages_text, parsed.tables, missed=asked)
     try:
         reply, reused = ask(messages, narrowed)
@@ -129,99 +133,113 @@ def check_recall(
     return Checked(merged, possibly_missed(parsed, merged), record, usage)
 
 
-# Numbers reported per arm. An outcome with one arm's number and not the other's is incomplete;
-# so are events without the group's total, and a mean without its SD or its group's size.
-_ARMS = ("treatment", "control")
-_PER_ARM = ("events", "total", "mean", "sd", "n")
+# Numbers reported per arm. An outcome with one arm's number and not another's is incomplete; so
+# are events without the group's total, a mean without its SD or its group's size, and (arms
+# declared) an arm with no numbers for an outcome other arms of its subgroup have numbers for.
+_PER_ARM = RESULT_FIELDS
 _GOES_WITH = {"events": ("total",), "mean": ("sd", "n")}
 
 
 def incomplete_outcomes(fields: GroundedFields) -> list[str]:
     """Names of extracted outcomes missing a number their other numbers say is reported (see
-    ``_PER_ARM`` and ``_GOES_WITH``), in outcome order: the model likely dropped it."""
-    groups: dict[int, set[str]] = {}
-    names: dict[int, str] = {}
-    for entry in fields.values():
-        if entry.module != OUTCOMES_MODULE or entry.index is None or not entry.found:
-            continue
-        groups.setdefault(entry.index, set()).add(entry.field)
-        if entry.field == "outcome_name":
-            names[entry.index] = str(entry.value)
+    ``_PER_ARM`` and ``_GOES_WITH``), in outcome order: the model likely dropped it. Read through
+    ``study_arms``, so version 1's two-arm entries and version 2's entries per arm alike."""
+    study = study_arms(fields, lambda path: fields[path].value)
     incomplete = []
-    for index, present in sorted(groups.items()):
-        one_arm = any((f"{kind}_{_ARMS[0]}" in present) != (f"{kind}_{_ARMS[1]}" in present) for kind in _PER_ARM)
+    for outcome in study.outcomes:
+        if not outcome.name:
+            continue
+        kinds = [
+            {kind for kind, path in result.paths.items() if kind in _PER_ARM and path in fields and fields[path].found}
+            for result in outcome.results
+        ]
+        reported = set().union(*kinds) if kinds else set()
+        one_arm = any(have != reported for have in kinds)
         unpaired = any(
-            f"{kind}_{arm}" in present and f"{partner}_{arm}" not in present
+            kind in have and partner not in have
+            for have in kinds
             for kind, partners in _GOES_WITH.items()
             for partner in partners
-            for arm in _ARMS
         )
-        if index in names and (one_arm or unpaired):
-            incomplete.append(names[index])
-    return incomplete
+        if one_arm or unpaired or _arm_left_out(study, outcome, kinds):
+            incomplete.append(outcome.name)
+    return list(dict.fromkeys(incomplete))
+
+
+def _arm_left_out(study: StudyArms, outcome: Outcome, kinds: list[set[str]]) -> bool:
+    """A declared arm without numbers for ``outcome`` while another arm of its subgroup has some
+    (version 2; version 1's two arms are checked number by number)."""
+    if study.version == 1:
+        return False
+    with_numbers = {result.arm for result, have in zip(outcome.results, kinds, strict=True) if have and result.arm}
+    subgroups = {arm.subgroup for arm in study.arms if arm.key in with_numbers}
+    return bool(with_numbers) and any(arm.key not in with_numbers and arm.subgroup in subgroups for arm in study.arms)
 
 
 def merge_answered(fields: GroundedFields, answered: GroundedFields) -> tuple[GroundedFields, list[int]]:
-    """The first answer's fields with the follow-up's outcomes added: the first answer's entries
+    """The first answer's fields with the follow-up's entries added: the first answer's entries
     are kept exactly as they are (two of its outcomes may share a name: two comparisons, two
-    subgroups); an answered outcome named like one of them (name and timepoint) only fills or
+    subgroups); an answered entry about the same thing as one of them (``core.extraction.entries``:
+    an outcome's name, arm, time point and population, a time point or population only one of them
+    gives not telling them apart; an arm's name; a comparison's outcome and arms) only fills or
     improves that entry's fields; any other is appended with the next number. Returns the fields
-    and the numbers of the appended outcomes. The plausibility checks run on what changed."""
+    and the numbers of the appended outcome entries. The plausibility checks run on what changed."""
     merged = dict(fields)
-    groups: dict[int, dict[str, GroundedValue]] = {}
-    for path, entry in fields.items():
-        if path.startswith(f"{OUTCOMES_MODULE}.") and entry.index is not None:
-            groups.setdefault(entry.index, {})[entry.field] = entry
-    keys = {index: _outcome_key(group) for index, group in groups.items()}
-    answered_groups: dict[int, dict[str, GroundedValue]] = {}
-    for entry in answered.values():
-        if entry.module == OUTCOMES_MODULE and entry.index is not None:
-            answered_groups.setdefault(entry.index, {})[entry.field] = entry
-    next_index = max(groups, default=0) + 1
+    firsts = repeated_entries(fields)
     changed: set[str] = set()
     found: list[int] = []
-    taken: set[int] = set()  # entries an answered outcome already went to: one each
-    for _number, group in sorted(answered_groups.items()):
-        if all(entry.value is None for entry in group.values()):
-            continue  # an empty entry says nothing
-        key = _outcome_key(group)
-        same = _entry_for(group, key, keys, groups, taken)
-        if same is not None:
-            taken.add(same)
-        target = same if same is not None else next_index
-        for name, entry in group.items():
-            path = f"{OUTCOMES_MODULE}.{target}.{name}"
-            if same is None or better_grounded(entry, merged.get(path)):
-                merged[path] = replace(entry, index=target)
-                changed.add(path)
-        if same is None:
-            keys[target] = key
-            found.append(target)
-            next_index += 1
+    for module, answered_groups in repeated_entries(answered).items():
+        if not has_identity(module):
+            continue
+        groups = firsts.get(module, {})
+        keys = {index: _entry_key(module, group) for index, group in groups.items()}
+        next_index = max(groups, default=0) + 1
+        taken: set[int] = set()  # entries an answered entry already went to: one each
+        for _number, group in answered_groups.items():
+            if all(entry.value is None for entry in group.values()):
+                continue  # an empty entry says nothing
+            key = _entry_key(module, group)
+            same = _entry_for(module, group, key, keys, groups, taken)
+            if same is not None:
+                taken.add(same)
+            target = same if same is not None else next_index
+            for name, entry in group.items():
+                path = f"{module}.{target}.{name}"
+                if same is None or better_grounded(entry, merged.get(path)):
+                    merged[path] = replace(entry, module=module, index=target)
+                    changed.add(path)
+            if same is None:
+                keys[target] = key
+                if module == OUTCOMES_MODULE:
+                    found.append(target)
+                next_index += 1
     checked = add_checks(merged)
     return {path: checked[path] if path in changed else entry for path, entry in merged.items()}, found
 
 
 def _entry_for(
+    module: str,
     group: dict[str, GroundedValue],
-    key: tuple[str, str],
-    keys: dict[int, tuple[str, str]],
+    key: EntryKey,
+    keys: dict[int, EntryKey],
     groups: dict[int, dict[str, GroundedValue]],
     taken: set[int],
 ) -> int | None:
-    """The first answer's entry an answered outcome completes: named the same (name and timepoint),
-    not yet completed by another answered outcome, and whose values it does not contradict (a
-    number the entry has that the answer gives differently means another outcome of that name: a
-    subgroup, another comparison); of those, the one it agrees with most. None: a new outcome."""
+    """The first answer's entry an answered entry completes: about the same thing (loosely: a
+    time point only one gives does not differ), not yet completed by another answered entry, and
+    whose values it does not contradict (a number the entry has that the answer gives differently
+    means another outcome of that name: a subgroup, another comparison); of those, the one it
+    agrees with most. None: a new entry."""
     best, best_agree = None, -1
+    described = set(key_fields(module))
     for index, known in keys.items():
-        if index in taken or not key[0] or not _same_outcome(known, key):
+        if index in taken or not key.named or not key.same(known, loose=True):
             continue
         entry = groups.get(index, {})
         agree = conflict = 0
         for name, answered in group.items():
             have = entry.get(name)
-            if name == "outcome_name" or answered.value is None or have is None or have.value is None:
+            if name in described or answered.value is None or have is None or have.value is None:
                 continue
             if _same_value(have.value, answered.value):
                 agree += 1
@@ -238,18 +256,15 @@ def _same_value(a: object, b: object) -> bool:
     return " ".join(str(a).split()).lower() == " ".join(str(b).split()).lower()
 
 
-def _outcome_key(group: dict[str, GroundedValue]) -> tuple[str, str]:
-    """An outcome as the follow-up's answer is matched to the first answer's: its name as
-    ``evaluate`` compares names (spelling, abbreviations, timepoints in the name dropped) and its
-    timepoint's words."""
+def _entry_key(module: str, group: dict[str, GroundedValue]) -> EntryKey:
+    """An entry as the follow-up's answer is matched to the first answer's: an outcome's name as
+    ``evaluate`` compares names (spelling, abbreviations, timepoints in the name dropped), the
+    rest as ``core.extraction.entries`` compares them."""
+    key = entry_key(module, group)
     name = group.get("outcome_name")
-    named = normalize_name(str(name.value)) if name and name.value is not None else ""
-    return named, key_text(group.get("timepoint"))
-
-
-def _same_outcome(known: tuple[str, str], answered: tuple[str, str]) -> bool:
-    """One outcome: the same name, and the same timepoint where both give one."""
-    return known[0] == answered[0] and (not known[1] or not answered[1] or known[1] == answered[1])
+    if name is None or name.value is None or not key.identity:
+        return key
+    return replace(key, identity=(normalize_name(str(name.value)), *key.identity[1:]))
 
 
 def found_by_follow_up(result: dict[str, Any]) -> set[int]:

@@ -10,9 +10,13 @@ answer is grounded against the *whole* document; and the answers are merged:
 - a single-valued field (study metadata, baseline, Risk of Bias, project fields) keeps the best
   grounded answer over the parts (a verified value over an approximate one, any value over none,
   the earlier part on a tie);
-- repeated entries (outcomes) are concatenated, and entries with the same name and timepoint are
-  merged into one (field by field, by the same rule), so an outcome reported in the abstract and
-  again in the results is one outcome.
+- repeated entries (arms, outcome results, comparisons) are concatenated, and entries about the
+  same thing (``core.extraction.entries``: an arm of the same name and subgroup; an outcome result
+  of the same outcome, arm, time point and population; a comparison of the same outcome, arms and
+  time point) are merged into one (field by field, by the same rule), so an arm declared in the
+  methods and again in the results is one arm, and an outcome reported in the abstract and again
+  in the results is one result per arm. Outcome entries and comparisons name their arms, so
+  renumbering the arms changes no reference.
 
 A single page larger than the window, or a paper that would need more than ``MAX_PARTS`` calls,
 is refused with the reason: splitting inside a page would cut tables and sentences apart.
@@ -24,6 +28,7 @@ import re
 from dataclasses import dataclass, replace
 
 from extraction_pipeline.core.errors import PermanentError
+from extraction_pipeline.core.extraction.entries import EntryKey, entry_key, entry_location, has_identity
 from extraction_pipeline.core.extraction.grounded import GroundedFields, GroundedValue
 from extraction_pipeline.core.extraction.prompts import build_messages
 from extraction_pipeline.core.llm.gateway import LLMConfig, context_limit, count_tokens, prompt_room
@@ -139,39 +144,36 @@ def key_text(entry: GroundedValue | None) -> str:
 def merge_parts(answers: list[GroundedFields]) -> GroundedFields:
     """One grounded result from the grounded results of the parts (see the module's rules)."""
     merged: GroundedFields = {}
-    entries: list[tuple[str, dict[str, GroundedValue]]] = []  # (module, {field: entry}) in order
+    entries: list[tuple[str, EntryKey, dict[str, GroundedValue]]] = []  # (module, key, {field: entry}) in order
     for grounded in answers:
         groups: dict[tuple[str, int], dict[str, GroundedValue]] = {}
         for path, entry in grounded.items():
-            if entry.index is None:
+            location = entry_location(path, entry)
+            if location is None:
                 if better_grounded(entry, merged.get(path)):
                     merged[path] = entry
                 continue
-            module = entry.module or path.split(".")[0]
-            groups.setdefault((module, entry.index), {})[entry.field] = entry
+            groups.setdefault(location, {})[entry.field] = entry
         for (module, _index), group in sorted(groups.items(), key=lambda item: item[0][1]):
             if all(entry.value is None for entry in group.values()):
                 continue  # an empty entry says nothing
-            name, when = key_text(group.get("outcome_name")), key_text(group.get("timepoint"))
+            key = entry_key(module, group)
             same = next(
                 (
                     fields
-                    for other_module, fields in entries
-                    if other_module == module
-                    and name
-                    and key_text(fields.get("outcome_name")) == name
-                    and key_text(fields.get("timepoint")) == when
+                    for other_module, other_key, fields in entries
+                    if other_module == module and has_identity(module) and key.named and key.same(other_key)
                 ),
                 None,
             )
             if same is None:
-                entries.append((module, dict(group)))
+                entries.append((module, key, dict(group)))
                 continue
             for field, entry in group.items():
                 if better_grounded(entry, same.get(field)):
                     same[field] = entry
     counters: dict[str, int] = {}
-    for module, fields in entries:
+    for module, _key, fields in entries:
         counters[module] = counters.get(module, 0) + 1
         for field, entry in fields.items():
             merged[f"{module}.{counters[module]}.{field}"] = replace(entry, index=counters[module])

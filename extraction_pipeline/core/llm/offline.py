@@ -48,10 +48,13 @@ def _sentence_around(text: str, start: int, end: int) -> str:
 _PAGE_MARKER = re.compile(r"^\[page \d+\]$", re.MULTILINE)
 
 
-def pattern_extract(document: str) -> dict[str, Any]:
+def pattern_extract(document: str, *, comparisons: bool = False) -> dict[str, Any]:
     """An answer in the RCT template's shape with what the patterns find in ``document``: the NCT
-    number and randomized total (``metadata``) and the first effect estimate with its 95% CI (one
-    ``outcomes`` entry). Fields it cannot find are left out, which the schema reads as null.
+    number and randomized total (``metadata``) and the first effect estimate with its 95% CI. Fields
+    it cannot find are left out, which the schema reads as null. The effect is one ``outcomes``
+    entry in the two-arm template (version 1); asked with ``comparisons`` (a template that speaks
+    in arms), it is one ``comparisons`` entry: the patterns cannot tell which arms it compares, so
+    it names none, and no outcome entry (an outcome entry holds one arm's numbers).
 
     Quotes never span the prompt's ``[page N]`` markers: each pattern is searched page by page."""
     found: dict[str, dict[str, Any]] = {}
@@ -59,11 +62,20 @@ def pattern_extract(document: str) -> dict[str, Any]:
         for name, pair in _extract_page(page).items():
             found.setdefault(name, pair)
     metadata = {name: found[name] for name in ("nct_number", "randomized_n") if name in found}
-    outcome_fields = ("effect_measure", "effect_estimate", "ci_lower", "ci_upper")
-    outcomes = [{name: found[name] for name in outcome_fields}] if "effect_estimate" in found else []
-    if outcomes and found["effect_measure"]["value"] == "HR":
-        outcomes[0]["outcome_type"] = {"value": "survival", "quote": found["effect_measure"]["quote"]}
-    return {"metadata": metadata, "outcomes": outcomes}
+    effect_fields = ("effect_measure", "effect_estimate", "ci_lower", "ci_upper")
+    effects = [{name: found[name] for name in effect_fields}] if "effect_estimate" in found else []
+    if comparisons:
+        return {"metadata": metadata, "outcomes": [], "comparisons": effects}
+    if effects and found["effect_measure"]["value"] == "HR":
+        effects[0]["outcome_type"] = {"value": "survival", "quote": found["effect_measure"]["quote"]}
+    return {"metadata": metadata, "outcomes": effects}
+
+
+def asks_for_comparisons(messages: list[Any]) -> bool:
+    """Whether the prompt's JSON Schema (in its system message) has a ``comparisons`` list, as a
+    template that speaks in arms has."""
+    system = next((str(m.get("content") or "") for m in messages if m.get("role") == "system"), "")
+    return '"comparisons":' in system
 
 
 def _extract_page(document: str) -> dict[str, dict[str, Any]]:
@@ -99,7 +111,7 @@ def register_offline_provider() -> None:
     class OfflinePatternLLM(CustomLLM):
         def completion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> ModelResponse:
             document = document_from_messages(messages)
-            content = json.dumps(pattern_extract(document))
+            content = json.dumps(pattern_extract(document, comparisons=asks_for_comparisons(messages)))
             return ModelResponse(
                 model=OFFLINE_MODEL,
                 choices=[{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
