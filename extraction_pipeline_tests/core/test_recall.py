@@ -6,6 +6,7 @@ line); the answers are grounded the way the pipeline grounds a model's answer.""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -13,7 +14,8 @@ import pytest
 from extraction_pipeline.core.extraction.grounded import GroundedFields, fields_of, ground_output, stored_fields
 from extraction_pipeline.core.llm.gateway import parse_answer
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
-from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
+from extraction_pipeline.core.templates.definition import TemplateDefinition
+from extraction_pipeline.core.templates.rct import RCT_TEMPLATE, RCT_TEMPLATE_V1
 from extraction_pipeline.core.verification.recall import MissedKind, PossiblyMissed, possibly_missed
 from extraction_pipeline_tests.support.pdf_samples import CORPUS
 
@@ -59,7 +61,7 @@ Body mass index
 28.0 ± 4.1
 """
 
-PAIN: dict[str, tuple[Any, str]] = {
+PAIN: Outcome = {
     "outcome_name": ("pain score", "Pain score"),
     "mean_treatment": (3.1, "Pain score 3.1 (1.2) 4.5 (1.4)"),
     "sd_treatment": (1.2, "Pain score 3.1 (1.2) 4.5 (1.4)"),
@@ -68,7 +70,7 @@ PAIN: dict[str, tuple[Any, str]] = {
     "n_treatment": (50, "Drug X (n = 50)"),
     "n_control": (48, "Placebo (n = 48)"),
 }
-NAUSEA: dict[str, tuple[Any, str]] = {
+NAUSEA: Outcome = {
     "outcome_name": ("nausea", "Nausea"),
     "events_treatment": (12, "Nausea 12 (24%) 10 (21%)"),
     "total_treatment": (50, "Drug X (n = 50)"),
@@ -81,10 +83,39 @@ def _paper(*pages: str, tables: list[ParsedTable] | None = None) -> ParsedDocume
     return ParsedDocument("a" * 64, list(pages), tables or [])
 
 
-def _fields(paper: ParsedDocument, *outcomes: dict[str, tuple[Any, str]]) -> GroundedFields:
-    """The answer grounded as the pipeline grounds a model's answer."""
-    answer = {"outcomes": [{name: {"value": v, "quote": q} for name, (v, q) in o.items()} for o in outcomes]}
-    return ground_output(RCT_TEMPLATE, parse_answer(json.dumps(answer), RCT_TEMPLATE), paper)
+Outcome = dict[str, tuple[Any, str]]
+ARMS = ("Drug X", "Placebo")  # as the papers above print them
+
+
+def as_arms(outcomes: Iterable[Outcome], arms: Iterable[str] = ARMS) -> dict[str, Any]:
+    """Two-arm outcomes written as version 1 names them (``mean_treatment``, ``sd_control``) as the
+    current template answers them: the arms declared, one outcome entry per arm with numbers."""
+    named = list(arms)
+    entries = []
+    for outcome in outcomes:
+        for suffix, arm in zip(("_treatment", "_control"), named, strict=False):
+            numbers = {name.removesuffix(suffix): pair for name, pair in outcome.items() if name.endswith(suffix)}
+            if numbers:
+                entries.append({"outcome_name": outcome["outcome_name"], "arm": (arm, arm), **numbers})
+    return {"arms": [{"arm_name": (arm, arm)} for arm in named], "outcomes": entries}
+
+
+def _ground(
+    paper: ParsedDocument, answer: dict[str, Any], template: TemplateDefinition = RCT_TEMPLATE
+) -> GroundedFields:
+    """The answer ({module: [{field: (value, quote)}]}) grounded as the pipeline grounds a model's answer."""
+    wrapped = {
+        module: [{name: {"value": v, "quote": q} for name, (v, q) in entry.items()} for entry in entries]
+        for module, entries in answer.items()
+    }
+    return ground_output(template, parse_answer(json.dumps(wrapped), template), paper)
+
+
+def _fields(paper: ParsedDocument, *outcomes: Outcome, version: int = 2) -> GroundedFields:
+    """The outcomes answered in the current template (version 2, arms ``ARMS``) or version 1."""
+    if version == 1:
+        return _ground(paper, {"outcomes": list(outcomes)}, RCT_TEMPLATE_V1)
+    return _ground(paper, as_arms(outcomes))
 
 
 def _shown(paper: ParsedDocument, item: PossiblyMissed) -> str:
@@ -135,12 +166,15 @@ def test_one_arm_read_and_the_other_not_lists_the_other_arm() -> None:
     assert nausea.kind == MissedKind.TABLE_ROW and nausea.numbers == ("10",)  # not the percentage
 
 
-def test_an_outcome_without_its_group_size_is_pointed_to_where_the_other_outcomes_found_it() -> None:
+@pytest.mark.parametrize(("version", "arm"), [(2, "Drug X"), (1, "treatment")])
+def test_an_outcome_without_its_group_size_is_pointed_to_where_the_other_outcomes_found_it(
+    version: int, arm: str
+) -> None:
     paper = _paper(ABSTRACT, RESULTS)
     no_size = {name: pair for name, pair in NAUSEA.items() if name != "total_treatment"}
-    items = possibly_missed(paper, _fields(paper, PAIN, no_size))
+    items = possibly_missed(paper, _fields(paper, PAIN, no_size, version=version))
     [size] = [i for i in items if "group size" in i.label]
-    assert size.label == "nausea: group size of the treatment arm" and size.numbers == ("50",)
+    assert size.label == f"nausea: group size of the {arm} arm" and size.numbers == ("50",)
     assert _shown(paper, size) == "Drug X\n(n = 50" and size.page == 2  # where grounding placed that quote
 
 
@@ -150,7 +184,10 @@ def test_a_baseline_table_is_no_results_table() -> None:
     assert [i.label for i in items] == ["Length of stay, days"]  # not age, not body mass index
 
 
-def test_an_outcome_missing_one_arms_number_is_listed_where_the_other_arms_is_quoted_even_in_a_baseline_table() -> None:
+@pytest.mark.parametrize(("version", "arms"), [(2, ("Drug X", "Placebo")), (1, ("treatment", "control"))])
+def test_an_outcome_missing_one_arms_number_is_listed_where_the_other_arms_is_quoted_even_in_a_baseline_table(
+    version: int, arms: tuple[str, str]
+) -> None:
     paper = _paper(ABSTRACT, BASELINE + RESULTS)
     bmi = {
         "outcome_name": ("body mass index", "Body mass index"),
@@ -158,13 +195,18 @@ def test_an_outcome_missing_one_arms_number_is_listed_where_the_other_arms_is_qu
         "sd_treatment": (3.9, "Body mass index 27.4 ± 3.9 28.0 ± 4.1"),
         "mean_control": (28.0, "Body mass index 27.4 ± 3.9 28.0 ± 4.1"),
     }
-    items = possibly_missed(paper, _fields(paper, PAIN, NAUSEA, bmi))
+    items = possibly_missed(paper, _fields(paper, PAIN, NAUSEA, bmi, version=version))
     [listed] = [i for i in items if i.label == "body mass index"]
     assert listed.kind == MissedKind.TABLE_ROW and listed.numbers == ("4.1",)
-    assert listed.why.startswith("it has the treatment arm's SD, not the control arm's; the one it has is quoted here")
+    treatment, control = arms
+    assert listed.why.startswith(
+        f"it has the {treatment} arm's SD, not the {control} arm's; the one it has is quoted here"
+    )
     assert _shown(paper, listed).startswith("Body mass index") and "28.0 ± 4.1" in _shown(paper, listed)
     whole = {**bmi, "sd_control": (4.1, "Body mass index 27.4 ± 3.9 28.0 ± 4.1")}
-    assert not [i for i in possibly_missed(paper, _fields(paper, PAIN, NAUSEA, whole)) if "4.1" in i.numbers]
+    assert not [
+        i for i in possibly_missed(paper, _fields(paper, PAIN, NAUSEA, whole, version=version)) if "4.1" in i.numbers
+    ]
 
 
 @pytest.mark.parametrize(
@@ -174,55 +216,169 @@ def test_an_outcome_missing_one_arms_number_is_listed_where_the_other_arms_is_qu
         ("In all, 326 patients were randomised to each group, 326 in the control group.", 326, "326"),  # equal arms
     ],
 )
+@pytest.mark.parametrize(
+    ("version", "label"),
+    [(2, "days of wheeze: no numbers for Placebo"), (1, "days of wheeze")],  # version 2: the arm it has none for
+)
 def test_an_outcome_with_one_arms_group_size_is_shown_the_other_arms_printed_beside_it(
-    sentence: str, have: int, missing: str
+    sentence: str, have: int, missing: str, version: int, label: str
 ) -> None:
     paper = _paper(ABSTRACT, "2. Methods\n" + sentence + "\n" + RESULTS)
     wheeze = {"outcome_name": ("days of wheeze", "Days of wheeze"), "n_treatment": (have, sentence)}
-    items = possibly_missed(paper, _fields(paper, PAIN, NAUSEA, wheeze))
-    [listed] = [i for i in items if i.label == "days of wheeze"]
+    items = possibly_missed(paper, _fields(paper, PAIN, NAUSEA, wheeze, version=version))
+    [listed] = [i for i in items if i.label == label]
     assert listed.kind == MissedKind.RESULT_TEXT and missing in listed.numbers
     assert sentence.rstrip(".") in " ".join(_shown(paper, listed).split())
 
 
-def test_a_three_arm_row_read_for_two_arms_lists_the_third() -> None:
-    three_arms = (
-        "3. Results\nTable 2. Postoperative nausea and vomiting\nH1 (n = 50)\nH2 (n = 50)\nControl (n = 50)\nP\n"
-        "Total PONV\n11 (22 %)\n10 (20 %)\n21 (42 %)\n0.03\n"
-    )
-    paper = _paper(ABSTRACT, three_arms)
+THREE_ARMS = (
+    "3. Results\nTable 2. Postoperative nausea and vomiting\nH1 (n = 50)\nH2 (n = 50)\nControl (n = 50)\nP\n"
+    "Total PONV\n11 (22 %)\n10 (20 %)\n21 (42 %)\n0.03\n"
+)
+ROW = "Total PONV 11 (22 %) 10 (20 %) 21 (42 %)"
+RECEIVED = {"H1": "haloperidol 1 mg", "H2": "haloperidol 2 mg", "Control": "saline"}
+
+
+def _ponv(*arms: str) -> dict[str, Any]:
+    """A three-arm answer (arms declared with what they received) with PONV numbers for ``arms``."""
+    events = {"H1": 11, "H2": 10, "Control": 21}
+    return {
+        "arms": [
+            {
+                "arm_name": (arm, f"{arm} (n = 50)"),
+                "intervention": (received, "haloperidol"),
+                "randomized_n": (50, f"{arm} (n = 50)"),
+            }
+            for arm, received in RECEIVED.items()
+        ],
+        "outcomes": [
+            {
+                "outcome_name": ("PONV", "Total PONV"),
+                "arm": (arm, f"{arm} (n = 50)"),
+                "events": (events[arm], ROW),
+                "total": (50, f"{arm} (n = 50)"),
+            }
+            for arm in arms
+        ],
+    }
+
+
+def test_an_arm_with_no_numbers_for_an_outcome_other_arms_have_is_listed_by_its_name() -> None:
+    paper = _paper(ABSTRACT, THREE_ARMS)
+    [item] = possibly_missed(paper, _ground(paper, _ponv("H2", "Control")))
+    assert item.kind == MissedKind.TABLE_ROW and item.label == "PONV: no numbers for H1 (haloperidol 1 mg)"
+    assert item.numbers == ("11",) and _shown(paper, item).startswith("Total PONV")  # printed beside the others
+    assert item.why == "the answer has the other arms' numbers for it; they are quoted here"
+    [control] = possibly_missed(paper, _ground(paper, _ponv("H1", "H2")))
+    assert control.label == "PONV: no numbers for Control (saline)" and control.numbers == ("21",)
+
+
+def test_no_arm_is_listed_when_every_arm_has_numbers_for_the_outcome() -> None:
+    paper = _paper(ABSTRACT, THREE_ARMS)
+    assert possibly_missed(paper, _ground(paper, _ponv("H1", "H2", "Control"))) == []
+
+
+def test_an_arm_without_numbers_is_listed_even_when_the_page_prints_none_beside_the_others() -> None:
+    # The answer says the arm is missing: the reviewer is pointed to where the other arms' are.
+    sentence = "Nausea occurred in 10 (20 %) patients given H2 and 21 (42 %) given saline."
+    paper = _paper(ABSTRACT, "3. Results\n" + sentence + "\n4. Discussion\n" + THREE_ARMS.split("\n", 1)[1])
+    answer = _ponv("H1", "H2", "Control")
+    answer["outcomes"] += [
+        {
+            "outcome_name": ("nausea", "Nausea occurred"),
+            "arm": (arm, arm),
+            "events": (events, sentence),
+            "total": (50, f"{arm} (n = 50)"),
+        }
+        for arm, events in (("H2", 10), ("Control", 21))
+    ]
+    [item] = possibly_missed(paper, _ground(paper, answer))
+    assert item.label == "nausea: no numbers for H1 (haloperidol 1 mg)" and item.numbers == ()
+    assert item.kind == MissedKind.RESULT_TEXT and _shown(paper, item) == sentence
+
+
+def test_arms_of_subgroups_are_expected_only_for_outcomes_reported_by_subgroup() -> None:
+    sentence = "In men pain was 3.1 (1.2) with drug X and 4.5 (1.4) with placebo; in women 2.9 (1.1) and 4.2 (1.3)."
+    paper = _paper(ABSTRACT, "3. Results\n" + sentence + "\n" + RESULTS.split("\n", 1)[1])
+    arms = [(arm, None) for arm in ARMS] + [(arm, sex) for sex in ("men", "women") for arm in ARMS]
+    by_sex = {("Drug X", "men"): (3.1, 1.2), ("Placebo", "men"): (4.5, 1.4), ("Drug X", "women"): (2.9, 1.1)}
+    answer = as_arms([PAIN, NAUSEA])
+    answer["arms"] = [{"arm_name": (arm, arm), "subgroup": (sex, sex)} for arm, sex in arms]
+    answer["outcomes"] += [
+        {
+            "outcome_name": ("pain score", "pain"),
+            "arm": (f"{arm} ({sex})", arm),
+            "mean": (mean, sentence),
+            "sd": (sd, sentence),
+        }
+        for (arm, sex), (mean, sd) in by_sex.items()
+    ]
+    arms_missed = [i for i in possibly_missed(paper, _ground(paper, answer)) if "no numbers" in i.label]
+    # Not the subgroups' arms for nausea: it is reported for the whole trial only.
+    assert [(i.label, i.numbers) for i in arms_missed] == [
+        ("pain score: no numbers for Placebo (women)", ("4.2", "1.3"))
+    ]
+    answer["outcomes"] += [
+        {
+            "outcome_name": ("pain score", "pain"),
+            "arm": ("Placebo (women)", "placebo"),
+            "mean": (4.2, sentence),
+            "sd": (1.3, sentence),
+        }
+    ]
+    assert not [i for i in possibly_missed(paper, _ground(paper, answer)) if "no numbers" in i.label]
+
+
+def test_a_two_arm_answer_reading_two_arms_of_a_three_arm_row_lists_the_third() -> None:
+    # Version 1 cannot name a third arm: the row's third statistic that no value has is listed.
+    paper = _paper(ABSTRACT, THREE_ARMS)
     h2 = {
         "outcome_name": ("PONV, H2 vs control", "Total PONV"),
-        "events_treatment": (10, "Total PONV 11 (22 %) 10 (20 %) 21 (42 %)"),
+        "events_treatment": (10, ROW),
         "total_treatment": (50, "H2 (n = 50)"),
-        "events_control": (21, "Total PONV 11 (22 %) 10 (20 %) 21 (42 %)"),
+        "events_control": (21, ROW),
         "total_control": (50, "Control (n = 50)"),
     }
-    [item] = possibly_missed(paper, _fields(paper, h2))
+    [item] = possibly_missed(paper, _fields(paper, h2, version=1))
     assert item.kind == MissedKind.TABLE_ROW and item.numbers == ("11",) and item.label == "Total PONV"
     assert "third arm" in item.why
-    h1 = {
-        **h2,
-        "outcome_name": ("PONV, H1 vs control", "Total PONV"),
-        "events_treatment": (11, h2["events_treatment"][1]),
-    }
-    assert possibly_missed(paper, _fields(paper, h2, h1)) == []
+    h1 = {**h2, "outcome_name": ("PONV, H1 vs control", "Total PONV"), "events_treatment": (11, ROW)}
+    assert possibly_missed(paper, _fields(paper, h2, h1, version=1)) == []
+
+
+SENTENCE_SDS = (
+    "The composite z-scores were −0.25 (SD 0.71) for sham stimulation, 0.13 (SD 0.82) for left anodal "
+    "stimulation, and 0.11 (SD 0.81) for right anodal stimulation."
+)
 
 
 def test_a_three_arm_sentence_with_sds_written_out_lists_the_third_arms_mean_and_sd() -> None:
-    sentence = (
-        "The composite z-scores were −0.25 (SD 0.71) for sham stimulation, 0.13 (SD 0.82) for left anodal "
-        "stimulation, and 0.11 (SD 0.81) for right anodal stimulation."
-    )
-    paper = _paper(ABSTRACT, "3. Results\n" + sentence + "\n4. Discussion\n")
+    paper = _paper(ABSTRACT, "3. Results\n" + SENTENCE_SDS + "\n4. Discussion\n")
+    arms = {"sham": -0.25, "left anodal": 0.13, "right anodal": 0.11}
+    sds = {"sham": 0.71, "left anodal": 0.82, "right anodal": 0.81}
+    answer = {
+        "arms": [{"arm_name": (arm, arm)} for arm in arms],
+        "outcomes": [
+            {
+                "outcome_name": ("composite z-score", "composite z-scores"),
+                "arm": (arm, arm),
+                "mean": (arms[arm], SENTENCE_SDS),
+                "sd": (sds[arm], SENTENCE_SDS),
+            }
+            for arm in ("sham", "left anodal")
+        ],
+    }
+    [item] = possibly_missed(paper, _ground(paper, answer))
+    assert item.kind == MissedKind.RESULT_TEXT and item.numbers == ("0.11", "0.81")
+    assert item.label == "composite z-score: no numbers for right anodal"
     left = {
         "outcome_name": ("composite z-score, left vs sham", "composite z-scores"),
-        "mean_treatment": (0.13, sentence),
-        "sd_treatment": (0.82, sentence),
-        "mean_control": (-0.25, sentence),
-        "sd_control": (0.71, sentence),
+        "mean_treatment": (0.13, SENTENCE_SDS),
+        "sd_treatment": (0.82, SENTENCE_SDS),
+        "mean_control": (-0.25, SENTENCE_SDS),
+        "sd_control": (0.71, SENTENCE_SDS),
     }
-    [item] = possibly_missed(paper, _fields(paper, left))
+    [item] = possibly_missed(paper, _fields(paper, left, version=1))  # version 1: the sentence's third statistic
     assert item.kind == MissedKind.RESULT_TEXT and item.numbers == ("0.11", "0.81")
 
 
@@ -381,7 +537,8 @@ def test_an_item_is_stored_as_json_and_read_back_with_a_stable_key() -> None:
 
 
 @pytest.mark.skipif(not (CORPUS / "pdf").is_dir(), reason=f"the corpus of real trial PDFs is absent ({CORPUS})")
-def test_an_outcome_a_model_drops_from_a_real_paper_is_listed_with_its_page() -> None:
+@pytest.mark.parametrize("version", [2, 1])
+def test_an_outcome_a_model_drops_from_a_real_paper_is_listed_with_its_page(version: int) -> None:
     from extraction_pipeline.core.pdf.engine import EngineOptions
     from extraction_pipeline.core.pdf.isolation import run_isolated
     from extraction_pipeline_tests.support import oracle
@@ -389,13 +546,20 @@ def test_an_outcome_a_model_drops_from_a_real_paper_is_listed_with_its_page() ->
     pmcid = "4574984"  # "Any complications 238 (73%) 241 (73.9%)", Table 3 on page 13
     parsed = run_isolated(CORPUS / "pdf" / f"{pmcid}.pdf", timeout_seconds=120, limits=EngineOptions())
     paper = ParsedDocument(pmcid, parsed["pages_text"], [ParsedTable(**t) for t in parsed["tables"]])
-    answer = oracle.build_answer(pmcid).answer
-    dropped, *kept = answer["outcomes"]
-    assert dropped["events_treatment"]["value"] == 238  # the outcome the model forgets
-    fields = ground_output(RCT_TEMPLATE, parse_answer(json.dumps({"outcomes": kept}), RCT_TEMPLATE), paper)
+    template = RCT_TEMPLATE if version == 2 else RCT_TEMPLATE_V1
+    answer = (oracle.build_answer if version == 2 else oracle.build_answer_v1)(pmcid).answer
+    # The outcome the model forgets: every entry of it (version 2 answers one entry per arm).
+    holding = next(
+        e for e in answer["outcomes"] if any(p["value"] == 238 for f, p in e.items() if f.startswith("events"))
+    )
+    name = holding.get("outcome_name", {}).get("value")
+    kept = [e for e in answer["outcomes"] if e is not holding and (name is None or e["outcome_name"]["value"] != name)]
+    assert len(answer["outcomes"]) - len(kept) == (2 if version == 2 else 1)  # version 2: both arms' entries
+    forgetful = {**answer, "outcomes": kept}
+    fields = ground_output(template, parse_answer(json.dumps(forgetful), template), paper)
     items = possibly_missed(paper, fields)
     [listed] = [i for i in items if {"238", "241"} <= set(i.numbers)]
     assert listed.kind == MissedKind.OUTCOME and listed.page == 13 and "Any complications" in listed.label
     assert "238" in _shown(paper, listed) and len(items) <= 10
-    everything = ground_output(RCT_TEMPLATE, parse_answer(json.dumps(answer), RCT_TEMPLATE), paper)
+    everything = ground_output(template, parse_answer(json.dumps(answer), template), paper)
     assert not [i for i in possibly_missed(paper, everything) if "238" in i.numbers]  # extracted: not listed

@@ -57,12 +57,19 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
-from functools import cached_property
 from typing import Any
 
 from extraction_pipeline.core.evaluation.matching import NAME_ENOUGH, name_score, normalize_name
 from extraction_pipeline.core.extraction.grounded import GroundedValue
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
+from extraction_pipeline.core.verification.recall_answer import (
+    SIZE_KINDS,
+    Answer,
+    ExtractedEntry,
+    Number,
+    Span,
+    read_answer,
+)
 
 DEFAULT_LIMIT = 10  # items per document: a list a reviewer reads to the end
 LABEL_SEPARATOR = "; "  # an item found at one place for several outcomes names each of them
@@ -141,13 +148,13 @@ def possibly_missed(
     """What ``document`` reports that none of ``fields`` (a result's grounded fields, path ->
     GroundedValue, as ``fields_of`` reads them) covers: at most ``limit`` items, the most likely
     misses kept, in reading order (page, then place on the page), or likeliest first."""
-    extracted = _extracted(fields)
-    sizes = frozenset(value for e in extracted for name, value in e.numbers.items() if name in SIZE_FIELDS)
+    answer = read_answer(fields)
+    extracted, sizes = answer.entries, answer.sizes
     layout = _layout(document, sizes)
     layout.used_tables = {c.table for c in layout.candidates if c.table and _read(c, extracted)}
-    listed = [j for c in layout.candidates if (j := _judge(c, extracted, layout, sizes)) is not None]
-    listed += _missing_sizes(document, extracted, [c for c in layout.candidates if not c.prose])
-    listed += _incomplete(document, extracted, layout)
+    listed = [j for c in layout.candidates if (j := _judge(c, answer, layout)) is not None]
+    listed += _missing_sizes(document, answer, [c for c in layout.candidates if not c.prose])
+    listed += _incomplete(document, answer, layout)
     # A sentence that only repeats the numbers of a listed row adds nothing for the reviewer.
     in_rows = {n for entry in listed if not entry.prose for n in entry.values}
     listed = [e for e in listed if not (e.prose and e.values and e.values <= in_rows)]
@@ -754,59 +761,10 @@ def _mentioned(label: str, words: frozenset[str], acronyms: Mapping[str, str]) -
 
 # --- what the extraction read -------------------------------------------------------------------
 
-ARMS = ("treatment", "control")
-SIZE_FIELDS = tuple(f"{size}_{arm}" for size in ("total", "n") for arm in ARMS)
 MAX_ROW_STATISTICS = 10  # more statistics than this: a table read column by column, not a row
-Span = tuple[int, str, int, int]  # page, source, start, end
 
 
-@dataclass(frozen=True)
-class _Extracted:
-    """One extracted outcome (or a single module): its name, its numbers by field, where its
-    quotes are."""
-
-    key: str  # "outcomes.2", "baseline"
-    name: str
-    numbers: Mapping[str, Decimal]  # field -> value, the numeric fields only
-    where: Mapping[str, Span]  # field -> where its quote is, for the located quotes
-    spans: tuple[Span, ...]
-
-    @cached_property
-    def values(self) -> frozenset[Decimal]:
-        return frozenset(self.numbers.values())
-
-
-def _extracted(fields: Mapping[str, GroundedValue]) -> list[_Extracted]:
-    by_entry: dict[str, tuple[list[str], dict[str, Decimal], dict[str, Span], list[Span]]] = {}
-    for path, value in fields.items():
-        names, numbers, where, spans = by_entry.setdefault(path.rsplit(".", 1)[0], ([], {}, {}, []))
-        name = value.field.rsplit(".", 1)[-1]  # an entry stored before templates is named by its path
-        located = list(_spans(value))
-        if name == "outcome_name" and value.value:
-            names.append(str(value.value))
-        elif isinstance(value.value, int | float) and not isinstance(value.value, bool):
-            number = _decimal(str(value.value))
-            if number is not None:
-                numbers[name] = number.normalize()
-                if located:
-                    where[name] = located[0]
-        spans.extend(located)
-    return [
-        _Extracted(key, names[0] if names else "", numbers, where, tuple(spans))
-        for key, (names, numbers, where, spans) in by_entry.items()
-    ]
-
-
-def _spans(value: GroundedValue) -> Iterator[Span]:
-    if value.page is not None and value.start is not None and value.end is not None:
-        yield value.page, value.source or "text", value.start, value.end
-    continued = value.continued or {}
-    if continued.get("page") is not None and continued.get("start") is not None:
-        start = int(continued["start"])
-        yield int(continued["page"]), str(continued.get("source") or "text"), start, int(continued.get("end") or start)
-
-
-def _read(candidate: _Candidate, extracted: list[_Extracted]) -> dict[str, set[int]]:
+def _read(candidate: _Candidate, extracted: list[ExtractedEntry]) -> dict[str, set[int]]:
     """Which of the candidate's numbers (by position) each extracted entry read."""
     numbers = candidate.numbers
     read: dict[str, set[int]] = {}
@@ -841,6 +799,9 @@ def _read(candidate: _Candidate, extracted: list[_Extracted]) -> dict[str, set[i
 # no value reads, higher when the extraction used their table or the abstract names them, and
 # sentences no value reads (higher in the abstract): a result printed only in the text.
 RANK_HALF_READ, RANK_OTHER_ARM, RANK_GROUP_SIZE, RANK_THIRD_ARM, RANK_UNREAD = 7.0, 6.5, 6.0, 5.0, 2.0
+# An arm the answer declares with no number for an outcome, where nothing unread is printed beside
+# the other arms' numbers: the answer says it is missing, the page does not show it.
+RANK_ABSENT_ARM = 4.0
 RANK_TEXT_ONLY = 1.5  # added for a sentence (sentences repeating a listed row's numbers are dropped)
 
 
@@ -933,9 +894,8 @@ def _overlap(a: PossiblyMissed, b: PossiblyMissed) -> bool:
     )
 
 
-def _judge(
-    candidate: _Candidate, extracted: list[_Extracted], layout: _Layout, sizes: frozenset[Decimal]
-) -> _Listed | None:
+def _judge(candidate: _Candidate, answer: Answer, layout: _Layout) -> _Listed | None:
+    extracted, sizes = answer.entries, answer.sizes
     by_entry = _read(candidate, extracted)
     numbers = candidate.numbers
     kind = MissedKind.RESULT_TEXT if candidate.prose else MissedKind.TABLE_ROW
@@ -965,9 +925,11 @@ def _judge(
             if len(untouched) == 1 and (missing := sorted(untouched[0] - seen)):
                 why = "an extracted outcome has one arm's numbers here and not the other arm's"
                 return _listed(candidate, kind, [numbers[i] for i in missing], RANK_OTHER_ARM, why)
-    if len(groups) == 3:
-        # Three statistics of one shape ("21 (42%) 11 (22%) 10 (20%)": a three-arm trial), two of
-        # them an outcome's: the third arm's comparison is another outcome, left out.
+    if len(groups) == 3 and answer.study.version == 1:
+        # A two-arm answer (version 1): three statistics of one shape ("21 (42%) 11 (22%) 10 (20%)":
+        # a three-arm trial), two of them an outcome's: the third arm's comparison is another
+        # outcome, left out. A version 2 answer names its arms: ``_incomplete`` lists the arm an
+        # outcome has no numbers for.
         shapes = {len(members) for members in groups.values()}
         anyone = set().union(*by_entry.values())
         for seen in by_entry.values():
@@ -978,7 +940,7 @@ def _judge(
     return None
 
 
-def _unread(candidate: _Candidate, extracted: list[_Extracted], layout: _Layout, kind: MissedKind) -> _Listed:
+def _unread(candidate: _Candidate, extracted: list[ExtractedEntry], layout: _Layout, kind: MissedKind) -> _Listed:
     """A row or sentence none of whose numbers any extracted value has."""
     named = (
         not candidate.prose
@@ -1027,21 +989,22 @@ def _listed(candidate: _Candidate, kind: MissedKind, numbers: Iterable[_Number],
     return _Listed(item, rank, frozenset(n.value for n in chosen), candidate.prose)
 
 
-def _missing_sizes(document: ParsedDocument, extracted: list[_Extracted], rows: list[_Candidate]) -> list[_Listed]:
-    """Outcomes with an arm's numbers but no group size for it, listed where the other outcomes
-    found that arm's size (a paper prints it once, for every outcome of the arm)."""
+def _missing_sizes(document: ParsedDocument, answer: Answer, rows: list[_Candidate]) -> list[_Listed]:
+    """Outcomes with an arm's numbers but no group size for it, listed where the other outcomes (or
+    the arm itself) found that arm's size (a paper prints it once, for every outcome of the arm)."""
+    extracted = answer.entries
     missing: dict[Span, tuple[list[str], Decimal, str]] = {}
     for entry in extracted:
-        for arm in ARMS:
-            has_numbers = any(f"{name}_{arm}" in entry.numbers for name in ("events", "mean", "sd"))
-            if not has_numbers or any(f"{size}_{arm}" in entry.numbers for size in ("total", "n")):
+        for arm in entry.arms():
+            has_numbers = any((name, arm) in entry.numbers for name in ("events", "mean", "sd"))
+            if not has_numbers or any((size, arm) in entry.numbers for size in ("total", "n")):
                 continue
             found = Counter(
-                (other.numbers[name], other.where[name])
+                (other.numbers[number], other.where[number])
                 for other in extracted
                 if other is not entry
-                for name in (f"total_{arm}", f"n_{arm}")
-                if name in other.numbers and name in other.where
+                for number in other.numbers
+                if number[1] == arm and number[0] in SIZE_KINDS and number in other.where
             )
             if found:
                 (value, span), _count = found.most_common(1)[0]
@@ -1050,16 +1013,17 @@ def _missing_sizes(document: ParsedDocument, extracted: list[_Extracted], rows: 
     listed = []
     for (page, source, start, end), (names, value, arm) in missing.items():
         in_row = any(r.page == page and r.source == source and r.start <= start < r.end for r in rows)
+        said = answer.arm_said(arm)
         item = PossiblyMissed(
             kind=MissedKind.TABLE_ROW if in_row or source != "text" else MissedKind.RESULT_TEXT,
-            label=_one_label(f"{', '.join(dict.fromkeys(names))}: group size of the {arm} arm"),
+            label=_one_label(f"{', '.join(dict.fromkeys(names))}: group size of the {said} arm"),
             text=" ".join(_segment_text(document, page, source)[start:end].split()),
             page=page,
             source=source,
             start=start,
             end=end,
             numbers=(f"{value:f}",),
-            why=f"these outcomes have {arm}-arm numbers but no {arm}-arm group size; other outcomes took it here",
+            why=f"these outcomes have {said}-arm numbers but no {said}-arm group size; other outcomes took it here",
         )
         listed.append(_Listed(item, RANK_GROUP_SIZE, frozenset({value}), prose=False))
     return listed
@@ -1083,74 +1047,117 @@ _SAID = {"events": "events", "total": "total", "mean": "mean", "sd": "SD", "n": 
 MAX_EXCERPT = 300  # characters of a quote's lines shown when no row or sentence holds it
 
 
-def _incomplete(document: ParsedDocument, extracted: list[_Extracted], layout: _Layout) -> list[_Listed]:
+@dataclass(frozen=True)
+class _Lack:
+    """A number an extracted outcome lacks, told from one it has."""
+
+    have: Number  # the number it has: where its quote is, the lost one is printed
+    same_statistic: bool  # the other half of that statistic (else another arm's statistic)
+    said: str  # what a reviewer is told
+    absent_arm: str = ""  # a declared arm with no number at all for the outcome (version 2)
+
+
+def _incomplete(document: ParsedDocument, answer: Answer, layout: _Layout) -> list[_Listed]:
     """Extracted outcomes missing a number their other numbers say the paper prints (another
     arm's, or the other half of a statistic), listed where the number they have is quoted, with
     the unread numbers printed beside it: whatever the table's layout, the lost number is there
-    more often than not."""
+    more often than not. A version 2 answer's arm with no number for an outcome its other arms
+    have numbers for is listed so ("no numbers for H2 (haloperidol 2 mg)") even when nothing
+    unread is printed beside them: the answer itself says an arm is missing."""
     listed = []
-    for entry in extracted:
-        if not entry.key.startswith("outcomes."):
-            continue  # the per-arm baseline module: its group sizes are ``_missing_sizes``' business
+    for entry in answer.entries:
+        if not entry.outcome:
+            continue  # the arms' own numbers: their group sizes are ``_missing_sizes``' business
         places: list[_Listed] = []
-        for have, lacks, arm, said in _lacking(entry):
-            span = entry.where.get(have)
+        first_place: dict[str, tuple[_Candidate, _Lack]] = {}  # an absent arm's first located place
+        for lack in _lacking(entry, answer):
+            span = entry.where.get(lack.have)
             if span is None:
                 continue
             place = _place(document, layout, span)
             if place is None:
                 continue
-            numbers = place.numbers
-            at = [i for i, n in enumerate(numbers) if n.value == entry.numbers[have] and span[2] <= n.start < span[3]]
-            at = at or [i for i, n in enumerate(numbers) if n.value == entry.numbers[have]]
-            if not at:
-                continue
-            group = numbers[at[0]].group
-            if lacks.endswith(arm):  # the other half of the statistic: the same group
-                beside = [n for n in numbers if n.group == group]
-            else:  # the other arm's: the statistics printed next to this one
-                arm_groups = sorted({n.group for n in numbers if n.role in (ARM, SIZE) and n.group != group})
-                before = [g for g in arm_groups if g < group][-1:]
-                after = [g for g in arm_groups if g > group][:1]
-                beside = [n for n in numbers if n.group in (*before, *after)]
-            # Both arms may print the same number (326 randomised to each): beside this one, it is
-            # the other arm's even though the outcome has that value.
-            same = entry.numbers[have] if not lacks.endswith(arm) else None
-            unread = [
-                n
-                for n in beside
-                if n.role in (ARM, SIZE) and (n.value.normalize() not in entry.values or n.value.normalize() == same)
-            ]
+            first_place.setdefault(lack.absent_arm, (place, lack))
+            unread = _unread_beside(place, entry, lack, span)
             if not unread:
                 continue  # nothing to show (a total printed only in a column head): no item
-            item = PossiblyMissed(
-                kind=MissedKind.RESULT_TEXT if place.prose else MissedKind.TABLE_ROW,
-                label=_one_label(entry.name or entry.key),
-                text=place.text,
-                page=place.page,
-                source=place.source,
-                start=place.start,
-                end=place.end,
-                numbers=tuple(n.printed for n in unread),
-                why=f"{said}; the one it has is quoted here",
-            )
-            places.append(_Listed(item, RANK_OTHER_ARM, frozenset(n.value for n in unread), prose=place.prose))
+            places.append(_lacked(entry, place, lack, unread, RANK_OTHER_ARM))
+        for arm, (place, lack) in first_place.items():
+            if arm and not any(lack.said in p.item.label for p in places):
+                places.append(_lacked(entry, place, lack, [], RANK_ABSENT_ARM))
         listed.extend(_merged_by_place(places))  # one item per place the outcome's quotes are
     return listed
 
 
-def _lacking(entry: _Extracted) -> Iterator[tuple[str, str, str, str]]:
-    """(the field it has, the field it lacks, the arm of the one it has, what a reviewer is told)."""
+def _unread_beside(place: _Candidate, entry: ExtractedEntry, lack: _Lack, span: Span) -> list[_Number]:
+    """The numbers printed beside the one ``entry`` has (its statistic's other half, or the
+    statistics next to it) that no value of the entry has."""
+    numbers = place.numbers
+    have = entry.numbers[lack.have]
+    at = [i for i, n in enumerate(numbers) if n.value == have and span[2] <= n.start < span[3]]
+    at = at or [i for i, n in enumerate(numbers) if n.value == have]
+    if not at:
+        return []
+    group = numbers[at[0]].group
+    if lack.same_statistic:
+        beside = [n for n in numbers if n.group == group]
+    else:  # another arm's: the statistics printed next to this one
+        arm_groups = sorted({n.group for n in numbers if n.role in (ARM, SIZE) and n.group != group})
+        before = [g for g in arm_groups if g < group][-1:]
+        after = [g for g in arm_groups if g > group][:1]
+        beside = [n for n in numbers if n.group in (*before, *after)]
+    # Arms may print the same number (326 randomised to each): beside this one, it is the other
+    # arm's even though the outcome has that value.
+    same = None if lack.same_statistic else have
+    return [
+        n
+        for n in beside
+        if n.role in (ARM, SIZE) and (n.value.normalize() not in entry.values or n.value.normalize() == same)
+    ]
+
+
+def _lacked(entry: ExtractedEntry, place: _Candidate, lack: _Lack, unread: list[_Number], rank: float) -> _Listed:
+    name = entry.name or entry.key
+    if lack.absent_arm:  # the item is the arm: a follow-up question asks for it by this label
+        label, why = f"{name}: {lack.said}", "the answer has the other arms' numbers for it; they are quoted here"
+    else:
+        label, why = name, f"{lack.said}; the one it has is quoted here"
+    item = PossiblyMissed(
+        kind=MissedKind.RESULT_TEXT if place.prose else MissedKind.TABLE_ROW,
+        label=_one_label(label),
+        text=place.text,
+        page=place.page,
+        source=place.source,
+        start=place.start,
+        end=place.end,
+        numbers=tuple(n.printed for n in unread),
+        why=why,
+    )
+    return _Listed(item, rank, frozenset(n.value for n in unread), prose=place.prose)
+
+
+def _lacking(entry: ExtractedEntry, answer: Answer) -> Iterator[_Lack]:
+    """What ``entry`` lacks, each with a number it has. Version 1 compares its two arms always;
+    version 2 the arms the outcome has numbers for, and lists each declared arm it has none for."""
+    arms = [arm.key for arm in answer.study.arms] if answer.study.version == 1 else entry.arms()
     for kind in PER_ARM:
-        for arm, other in (ARMS, ARMS[::-1]):
-            if f"{kind}_{arm}" in entry.numbers and f"{kind}_{other}" not in entry.numbers:
-                what = _SAID[kind]
-                yield f"{kind}_{arm}", f"{kind}_{other}", arm, f"it has the {arm} arm's {what}, not the {other} arm's"
+        for arm in arms:
+            for other in arms:
+                if other != arm and (kind, arm) in entry.numbers and (kind, other) not in entry.numbers:
+                    said = (
+                        f"it has the {answer.arm_said(arm)} arm's {_SAID[kind]}, not the {answer.arm_said(other)} arm's"
+                    )
+                    yield _Lack((kind, arm), False, said)
     for kind, partner in GOES_WITH.items():
-        for arm in ARMS:
-            if f"{kind}_{arm}" in entry.numbers and f"{partner}_{arm}" not in entry.numbers:
-                said = f"it has the {arm} arm's {_SAID[kind]}, not its {_SAID[partner]}"
-                yield f"{kind}_{arm}", f"{partner}_{arm}", arm, said
+        for arm in arms:
+            if (kind, arm) in entry.numbers and (partner, arm) not in entry.numbers:
+                said = f"it has the {answer.arm_said(arm)} arm's {_SAID[kind]}, not its {_SAID[partner]}"
+                yield _Lack((kind, arm), True, said)
+    for absent in answer.missing_arms(entry):
+        said = f"no numbers for {answer.arm_described(absent)}"
+        for have in entry.numbers:
+            if have[0] in PER_ARM and have[1] in arms:
+                yield _Lack(have, False, said, absent)
 
 
 def _place(document: ParsedDocument, layout: _Layout, span: Span) -> _Candidate | None:
