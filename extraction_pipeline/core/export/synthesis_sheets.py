@@ -1,8 +1,9 @@
 """The workbook's Synthesis and Risk of bias sheets: the batch's evidence as an analyst reads it.
 
-Synthesis: one row per outcome and measure (studies, common effect, DL and REML random effects
-with tau², I², Q, the prediction interval; ratios back-transformed) and, below, the forest plot of
-every outcome with two studies or more, the same figure as the batch page's, as a PNG. Risk of
+Synthesis: one row per outcome, measure and comparison (the rows pooled — a multi-arm study may
+give two, its shared comparator split between them as the notes say —, common effect, DL and REML
+random effects with tau², I², Q, the prediction interval; ratios back-transformed) and, below, the
+forest plot of every outcome with two studies or more, the same figure as the batch page's, as a PNG. Risk of
 bias: the traffic-light table as coloured cells (one row per study, one column per domain) with the
 robvis-style pictures below it. Both use the final values, after review.
 """
@@ -44,6 +45,9 @@ SYNTHESIS_COLUMNS = (
     "I² (%)",
     "Q",
     "prediction interval (REML)",
+    # Appended, so the columns above stay where readers found them.
+    "comparison",
+    "notes",
 )
 SCREEN_DPI = 96  # Excel's pixel; the PNG is drawn at PNG_DPI and shown at the figure's size
 PALETTE_COLOURS = 64  # the pictures use a handful of colours and their anti-aliasing
@@ -105,6 +109,8 @@ def _write_synthesis(sheet: Any, synthesis: BatchSynthesis) -> None:
                 _round(result.i2, 1),
                 _round(result.q, 2),
                 prediction,
+                outcome.comparison,
+                "; ".join(outcome.notes),
             ],
         )
     for index in range(1, len(SYNTHESIS_COLUMNS) + 1):

@@ -4,7 +4,15 @@ Sheets:
 - **Documents**: one row per document: status, cost, a summary of how many values are verified /
   approximate / unverified / flagged, then every single-valued field (study metadata, baseline per
   arm, Risk of Bias, project fields) as value, quote, page, status and check columns.
-- **Outcomes**: one row per reported outcome of each document, same five columns per field.
+- **Outcomes**: one row per outcome entry of each document, same columns per field: with the
+  base template version 2 an entry is one outcome × arm × time point, and ``arm`` names its arm
+  (version 1: one row per outcome with both arms' numbers).
+- **Arms**: one row per study × arm (name, what it received, subgroup, randomized and analysed n,
+  baseline), each field with its quote, page and status (version 1: treatment and control from the
+  baseline fields).
+- **Comparisons**: one row per printed comparison (outcome, time point, the arm and the arm it was
+  compared with, measure, estimate, CI, p), each field with its status (version 1: each outcome's
+  effect, treatment vs control).
 - **Values**: one row per extracted value with its exact location (page, start, end), confidence
   and reason: the list to filter when reviewing. Its decision / corrected value / corrected quote /
   comment columns are for reviewers who work in the spreadsheet (``review import`` reads them
@@ -25,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +41,7 @@ from typing import Any
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.export.cells import as_text_cells, cell_value
+from extraction_pipeline.core.export.meta_csv import final_value, study_label
 from extraction_pipeline.core.extraction.consensus import AGREE, NEEDS_REVIEW, field_of
 from extraction_pipeline.core.extraction.follow_up import found_by_follow_up
 from extraction_pipeline.core.extraction.grounded import GroundedFields, GroundedValue, fields_of, second_fields_of
@@ -56,6 +66,7 @@ from extraction_pipeline.core.review.values import (
     final_status,
     suggestion_of,
 )
+from extraction_pipeline.core.templates.arms import ARM_FIELDS, EFFECT_FIELDS, StudyArms, study_arms
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.verification.grounding import (
     APPROXIMATE,
@@ -101,6 +112,23 @@ DOCUMENT_COLUMNS = [
     "review",
 ]
 OUTCOME_COLUMNS = ["document_id", "filename", "outcome", "found by"]
+ARM_COLUMNS = ["document_id", "filename", "study", "arm id", "arm"]
+COMPARISON_COLUMNS = [
+    "document_id",
+    "filename",
+    "study",
+    "comparison id",
+    "outcome",
+    "time point",
+    "arm compared",
+    "compared with",
+    "arm id",
+    "comparator id",
+]
+# Repeated modules with sheets of their own (base template version 2); any other repeated
+# module's entries are rows of the Outcomes sheet, as before.
+OWN_SHEETS = ("arms", "comparisons")
+COMPARISON_FIELDS = ("outcome_name", "timepoint", "arm", "comparator_arm")
 MISSED_COLUMNS = ["document_id", "filename", "page", "where", "kind", "label", "text", "numbers", "why", "state"]
 NOT_CHECKED = "not checked (extracted before the recall check)"
 VALUE_COLUMNS = [
@@ -211,12 +239,12 @@ def _column_names(template: TemplateDefinition, results: list[GroundedFields]) -
     """Document-level names ("metadata.nct_number") and outcome field names, in template order,
     then any name a stored result has that the template lacks (nothing stored is dropped)."""
     single = [f"{m.name}.{f.name}" for m in template.all_modules() if not m.repeated for f in m.fields]
-    repeated = [f.name for m in template.all_modules() if m.repeated for f in m.fields]
+    repeated = [f.name for m in template.all_modules() if m.repeated and m.name not in OWN_SHEETS for f in m.fields]
     for fields in results:
         for path, entry in fields.items():
             if entry.index is None and _column_of(path, entry) not in single:
                 single.append(_column_of(path, entry))
-            elif entry.index is not None and entry.field not in repeated:
+            elif entry.index is not None and entry.module not in OWN_SHEETS and entry.field not in repeated:
                 repeated.append(entry.field)
     return single, repeated
 
@@ -228,7 +256,8 @@ def _column_of(path: str, entry: GroundedValue) -> str:
 
 
 def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition) -> list[SheetData]:
-    """The Documents, Outcomes and Values sheets as plain data (the workbook writes them)."""
+    """The Documents, Outcomes, Arms, Comparisons and Values sheets as plain data (the workbook
+    writes them)."""
     items = batch_item_rows(ledger, batch_id)
     decided = current_decisions(ledger, batch_id)
     comments = comments_of(ledger, batch_id)
@@ -239,6 +268,8 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
     outcomes: list[dict[str, Any]] = []
     values: list[dict[str, Any]] = []
     missed: list[dict[str, Any]] = []
+    arm_rows: list[dict[str, Any]] = []
+    comparison_rows: list[dict[str, Any]] = []
     missed_reviews = current_missed_reviews(ledger, [int(item["id"]) for item in items])
     for item, result, fields in zip(items, results, typed, strict=True):
         agreements: dict[str, str] = result.get("agreement") or {}
@@ -268,6 +299,8 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
             decision = decided.get((item["id"], path))
             if index is None:
                 row.update(_field_cells(_column_of(path, entry), entry, decision))
+            elif entry.module in OWN_SHEETS:
+                pass  # on the Arms and Comparisons sheets
             else:
                 found_by = "follow-up question" if index in followed_up else "first answer"
                 by_outcome.setdefault(index, {**identity, "outcome": index, "found by": found_by}).update(
@@ -298,14 +331,68 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
             row["error"] = NOTHING_FOUND  # never a silent green "completed"
         documents.append(row)
         outcomes.extend(by_outcome[index] for index in sorted(by_outcome))
+        if fields:
+            mine = {path: d for (item_id, path), d in decided.items() if item_id == item["id"]}
+            view = study_arms(list(fields), lambda path, fields=fields, mine=mine: final_value(fields, mine, path))
+            study = {**identity, "study": study_label(fields, mine, item["filename"])}
+            arm_rows.extend(_arm_sheet_rows(study, fields, mine, view))
+            comparison_rows.extend(_comparison_sheet_rows(study, fields, mine, view))
         if item["status"] == "completed":
             missed.extend(_missed_rows(identity, item["id"], result, missed_reviews))
     return [
         SheetData("Documents", DOCUMENT_COLUMNS + _field_columns(single), documents),
         SheetData("Outcomes", OUTCOME_COLUMNS + _field_columns(repeated), outcomes),
+        SheetData("Arms", ARM_COLUMNS + _field_columns(list(ARM_FIELDS)), arm_rows),
+        SheetData(
+            "Comparisons", COMPARISON_COLUMNS + _field_columns([*COMPARISON_FIELDS, *EFFECT_FIELDS]), comparison_rows
+        ),
         SheetData("Values", VALUE_COLUMNS, values),
         SheetData("Possibly missed", MISSED_COLUMNS, missed),
     ]
+
+
+def _cells(fields: GroundedFields, decided: dict[str, Decision], paths: Mapping[str, str]) -> dict[str, Any]:
+    """Every field the paths name, as value, quote, page, status, check, final and decision."""
+    cells: dict[str, Any] = {}
+    for name, path in paths.items():
+        entry = fields.get(path)
+        if entry is not None:
+            cells.update(_field_cells(name, entry, decided.get(path)))
+    return cells
+
+
+def _arm_sheet_rows(
+    study: dict[str, Any], fields: GroundedFields, decided: dict[str, Decision], view: StudyArms
+) -> list[dict[str, Any]]:
+    """One row per declared arm (version 1: treatment and control, from the baseline fields)."""
+    return [
+        {**study, "arm id": arm.key, "arm": arm.label, **_cells(fields, decided, arm.paths)}
+        for arm in view.arms
+        if view.version == 2 or any(path in fields for path in arm.paths.values())
+    ]
+
+
+def _comparison_sheet_rows(
+    study: dict[str, Any], fields: GroundedFields, decided: dict[str, Decision], view: StudyArms
+) -> list[dict[str, Any]]:
+    """One row per printed comparison, under its outcome's name and time point."""
+    rows = []
+    for outcome in view.outcomes:
+        for comparison in outcome.comparisons:
+            rows.append(
+                {
+                    **study,
+                    "comparison id": comparison.key,
+                    "outcome": outcome.name,
+                    "time point": outcome.timepoint,
+                    "arm compared": view.arm_label(comparison.arm, comparison.arm_name),
+                    "compared with": view.arm_label(comparison.comparator, comparison.comparator_name),
+                    "arm id": comparison.arm,
+                    "comparator id": comparison.comparator,
+                    **_cells(fields, decided, comparison.paths),
+                }
+            )
+    return rows
 
 
 def _missed_rows(

@@ -412,6 +412,25 @@ outcome_labels = Table(
 )
 Index("ix_outcome_labels_batch", outcome_labels.c.batch_id, outcome_labels.c.name_key)
 
+arm_sides = Table(
+    "arm_sides",
+    metadata,
+    # The analyst's comparisons of a batch (core/ledger/arm_sides.py): per comparison, the side of a
+    # study's arm (intervention / comparator / none); an arm without a row keeps the side proposed
+    # from its name. A row without a document declares the comparison itself (side "defined").
+    # Appended, never updated; the latest row per (batch, comparison, document, arm) holds.
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("batch_id", Integer, ForeignKey("batches.id"), nullable=False),
+    Column("comparison", String(200), nullable=False),
+    Column("document_id", Integer, nullable=True),
+    Column("arm", String(100), nullable=False),
+    Column("arm_name", String(500), nullable=False),
+    Column("side", String(20), nullable=False),
+    Column("reviewer", String(100), nullable=False),
+    Column("decided_at", DateTime, nullable=False),
+)
+Index("ix_arm_sides_batch", arm_sides.c.batch_id, arm_sides.c.comparison)
+
 missed_reviews = Table(
     "missed_reviews",
     metadata,

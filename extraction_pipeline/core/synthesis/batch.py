@@ -7,6 +7,10 @@ text and ``parse_meta_csv``, so what the page draws is what ``extraction-pipelin
 for the downloaded file. Outcomes are grouped by name the way ``evaluate`` matches them, and a
 reviewer may pool differently named outcomes as one (``set_outcome_label``); those labels are
 appended to the ledger, the latest per name holds.
+
+Pooling is one comparison at a time (``core.synthesis.comparisons``): the proposed one
+("intervention vs comparator", every arm on the side its name suggests) and each comparison the
+analyst named on the batch page, with the sides assigned there (``core.ledger.arm_sides``).
 """
 
 from __future__ import annotations
@@ -21,10 +25,19 @@ from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.evaluation.matching import normalize_name
 from extraction_pipeline.core.export.meta_csv import meta_analysis_csv
 from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.arm_sides import StoredSide, define_comparison, record_sides, stored_comparisons
 from extraction_pipeline.core.ledger.database import utcnow
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.schema import outcome_labels
-from extraction_pipeline.core.synthesis.csv_input import OutcomeGroup, parse_meta_csv
+from extraction_pipeline.core.synthesis.comparisons import (
+    DEFAULT_COMPARISON,
+    Assignment,
+    ComparisonSides,
+    comparison_name,
+    proposed_side,
+    side_of,
+)
+from extraction_pipeline.core.synthesis.csv_input import OutcomeGroup, StudyArmsSeen, parse_meta_csv, study_arms_of
 from extraction_pipeline.core.synthesis.effects import StudyEffect
 from extraction_pipeline.core.synthesis.pooling import PooledResult, pool
 
@@ -48,6 +61,8 @@ class OutcomeSynthesis:
     names: tuple[str, ...]  # the outcome names of its studies, as extracted
     result: PooledResult
     rows: tuple[StudyRow, ...]
+    comparison: str = DEFAULT_COMPARISON
+    notes: tuple[str, ...] = ()  # what the plot must say below it (a comparator split between rows)
 
     @property
     def pooled(self) -> bool:
@@ -55,9 +70,37 @@ class OutcomeSynthesis:
 
 
 @dataclass(frozen=True)
+class ArmSide:
+    """One arm of one study in one comparison: its side, and the side proposed from its name."""
+
+    arm: str
+    name: str
+    subgroup: str
+    side: str
+    proposed: str
+
+
+@dataclass(frozen=True)
+class StudySides:
+    study: str
+    document_id: int | None
+    item_id: int | None
+    arms: tuple[ArmSide, ...]
+
+
+@dataclass(frozen=True)
+class ComparisonView:
+    """A comparison with every study's arms on their sides: what the batch page lets one edit."""
+
+    name: str
+    studies: tuple[StudySides, ...]
+
+
+@dataclass(frozen=True)
 class BatchSynthesis:
     outcomes: tuple[OutcomeSynthesis, ...]
     left_out: tuple[str, ...]
+    comparisons: tuple[ComparisonView, ...] = ()
 
     @property
     def pooled(self) -> tuple[OutcomeSynthesis, ...]:
@@ -99,14 +142,80 @@ def set_outcome_label(ledger: Ledger, batch_id: int, name: str, label: str, revi
     return key
 
 
+def batch_comparisons(ledger: Ledger, batch_id: int) -> tuple[ComparisonSides, ...]:
+    """The proposed comparison, then each the analyst named, with the sides assigned."""
+    stored = stored_comparisons(ledger, batch_id)
+    names = (DEFAULT_COMPARISON, *(name for name in stored.names if name != DEFAULT_COMPARISON))
+    return tuple(
+        ComparisonSides(
+            name,
+            tuple(
+                Assignment(str(side.document_id), side.arm, side.side, f"comparison {name!r}")
+                for side in stored.sides
+                if side.comparison == name
+            ),
+        )
+        for name in names
+    )
+
+
+def add_comparison(ledger: Ledger, batch_id: int, name: str, reviewer: str) -> str:
+    """Name a new comparison of the batch (its sides start as proposed); returns the name."""
+    name = comparison_name(name, "the comparison")
+    if name in {c.name for c in batch_comparisons(ledger, batch_id)}:
+        raise ConfigError(f"the batch already has a comparison {name!r}")
+    define_comparison(ledger, batch_id, name, reviewer)
+    return name
+
+
+def set_sides(ledger: Ledger, batch_id: int, comparison: str, sides: dict[tuple[int, str], str], reviewer: str) -> int:
+    """Assign arms (``(document id, arm id)`` → side) to sides in ``comparison``; an arm the batch's
+    CSV does not have is refused. Returns how many sides changed."""
+    if comparison not in {c.name for c in batch_comparisons(ledger, batch_id)}:
+        raise ConfigError(f"no comparison {comparison!r} in this batch")
+    known = {
+        (study.document_id, arm): name
+        for study in study_arms_of(meta_analysis_csv(ledger, batch_id))
+        for arm, name, _subgroup in study.arms
+    }
+    stored = []
+    for (document_id, arm), side in sides.items():
+        if (document_id, arm) not in known:
+            raise ConfigError(f"document {document_id} has no arm {arm!r} in this batch")
+        stored.append(StoredSide(comparison, document_id, arm, known[document_id, arm], side_of(side, arm)))
+    return record_sides(ledger, batch_id, stored, reviewer)
+
+
 def batch_synthesis(ledger: Ledger, batch_id: int) -> BatchSynthesis:
-    """Every outcome of the batch with data to pool, in the order the CSV first names it."""
+    """Every outcome of the batch with data to pool, per comparison, in the order the CSV first
+    names it."""
     labels = current_labels(ledger, batch_id)
     text = meta_analysis_csv(ledger, batch_id)
-    data = parse_meta_csv(text, labels=labels, strict=False)
     item_of = {int(item["document_id"]): int(item["id"]) for item in batch_item_rows(ledger, batch_id)}
     names = _names_by_line(text)
-    return BatchSynthesis(tuple(_outcome(group, item_of, names) for group in data.groups), data.left_out)
+    outcomes: list[OutcomeSynthesis] = []
+    left_out: dict[str, None] = {}
+    comparisons = batch_comparisons(ledger, batch_id)
+    for comparison in comparisons:
+        data = parse_meta_csv(text, labels=labels, strict=False, comparison=comparison)
+        outcomes.extend(_outcome(group, item_of, names) for group in data.groups)
+        left_out.update(dict.fromkeys(data.left_out))
+    seen = study_arms_of(text)
+    views = tuple(ComparisonView(c.name, tuple(_study_sides(study, c, item_of) for study in seen)) for c in comparisons)
+    return BatchSynthesis(tuple(outcomes), tuple(left_out), views)
+
+
+def _study_sides(study: StudyArmsSeen, comparison: ComparisonSides, item_of: dict[int, int]) -> StudySides:
+    keys = [str(study.document_id)] if study.document_id is not None else []
+    return StudySides(
+        study.study,
+        study.document_id,
+        item_of.get(study.document_id) if study.document_id is not None else None,
+        tuple(
+            ArmSide(arm, name, subgroup, comparison.side([*keys, study.study], arm, name), proposed_side(arm, name))
+            for arm, name, subgroup in study.arms
+        ),
+    )
 
 
 def _names_by_line(text: str) -> dict[int, str]:
@@ -125,4 +234,6 @@ def _outcome(group: OutcomeGroup, item_of: dict[int, int], names: dict[int, str]
         for effect, source in zip(group.effects, sources, strict=True)
     )
     extracted = tuple(dict.fromkeys(names.get(source.lines[0], "") for source in sources if source.lines))
-    return OutcomeSynthesis(tuple(name for name in extracted if name), pool(group.effects), rows)
+    return OutcomeSynthesis(
+        tuple(name for name in extracted if name), pool(group.effects), rows, group.comparison, group.notes
+    )

@@ -5,13 +5,25 @@ tolerates what a spreadsheet does to a CSV (a byte-order mark, ``;`` as separato
 spaces around numbers, empty trailing rows) and refuses, naming the line, a number it cannot read:
 guessing there would change a pooled result silently.
 
-The file has one row per outcome × arm (``group`` treatment / control), or one ``overall`` row for
-an outcome reported only as an effect. A study's outcome is the rows sharing ``study``, ``outcome``
-(the outcome's number in its document) and ``outcome_name``. Its effect comes from, in order:
+The file has one row per outcome × arm and one per printed comparison (``comparison`` set, naming
+its two arms by ``arm`` and ``comparator_arm``); a file of a version-1 batch has ``group`` treatment /
+control, or one ``overall`` row for an outcome reported only as an effect. A study's outcome is the
+rows sharing ``study``, ``outcome`` (the outcome's number in its document) and ``outcome_name``.
 
-1. events/total in both arms (``xi``/``ni``) → RR, OR or RD;
-2. mean/SD/n in both arms (``mi``/``sdi``/``ni``) → MD or SMD;
-3. the reported ``estimate`` with ``ci.lb``/``ci.ub`` in its ``measure`` (HR, OR, RR, RD, MD, SMD).
+Pooling is by comparison (``core.synthesis.comparisons``): each arm is on the intervention side,
+the comparator side, or not in the comparison (proposed from its name, or as the analyst assigned
+it). Within each subgroup of the study, every intervention arm is compared with the comparator side
+(several comparator arms are combined into one, Cochrane Handbook §6.5.2.10). When two or more
+intervention arms share the comparator, its participants (and events) are split evenly between
+them, so no participant counts twice (Handbook §23.3.4); the group's ``notes`` say so. Each
+comparison's effect comes from, in order:
+
+1. events/total in both sides (``xi``/``ni``) → RR, OR or RD;
+2. mean/SD/n in both sides (``mi``/``sdi``/``ni``) → MD or SMD;
+3. the reported ``estimate`` with ``ci.lb``/``ci.ub`` in its ``measure`` (HR, OR, RR, RD, MD, SMD),
+   of a printed comparison of an intervention arm against a comparator arm (one printed the other
+   way round is turned round); a second printed effect against the same comparator is left out,
+   named: the two share their comparator's participants and there are no numbers to split.
 
 Arm data come first, as in Cochrane reviews: they give every study the same measure, computed the
 same way. Which measure arm data give: the one asked for (``--measure``), else the row's
@@ -34,6 +46,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -42,23 +55,32 @@ from pathlib import Path
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.evaluation.matching import normalize_name
 from extraction_pipeline.core.export.meta_csv import REVIEWED  # the numbers ``decision_*`` columns record
+from extraction_pipeline.core.synthesis.comparisons import (
+    COMPARATOR,
+    DEFAULT_COMPARISON,
+    INTERVENTION,
+    ComparisonSides,
+    check_assignments,
+)
 from extraction_pipeline.core.synthesis.effects import (
     BINARY_MEASURES,
     CONTINUOUS_MEASURES,
     MEASURES,
-    SOURCE_REPORTED,
     StudyEffect,
     binary_effect,
     continuous_effect,
+    is_ratio,
     reported_effect,
 )
 
 REQUIRED = ("study", "outcome_name", "group", "xi", "ni", "mi", "sdi", "measure", "estimate", "ci.lb", "ci.ub")
 NUMBERS = ("xi", "ni", "mi", "sdi", "estimate", "ci.lb", "ci.ub")
 GROUPS = ("treatment", "control", "overall")
+OVERALL = "overall"
 # A plain decimal number; float() would also take "nan", "inf" and "1_000", none of which is data.
 NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 MAX_BYTES = 50 * 1024 * 1024
+HANDBOOK_SPLIT = "Cochrane Handbook §23.3.4"
 
 
 @dataclass(frozen=True)
@@ -76,13 +98,16 @@ class StudySource:
 class OutcomeGroup:
     """The studies of one outcome (as first named, or as the reviewer labelled it) in one measure,
     in file order; ``sources`` is parallel to ``effects``. ``key`` is the normalized name that
-    grouped them."""
+    grouped them; ``comparison`` the comparison pooled; ``notes`` what a reader of the forest plot
+    must know (a comparator shared by several rows and split between them)."""
 
     name: str
     measure: str
     effects: tuple[StudyEffect, ...]
     sources: tuple[StudySource, ...] = ()
     key: str = ""
+    comparison: str = DEFAULT_COMPARISON
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,22 +129,48 @@ class _Row:
     values: dict[str, float | None]
     document_id: int | None = None
     decided: frozenset[str] = frozenset()  # the number columns with a reviewer's decision
+    arm: str = ""  # the arm's id (version 1: treatment / control / overall)
+    arm_name: str = ""
+    subgroup: str = ""
+    comparator: str = ""  # a printed comparison's comparator arm id
+    comparator_name: str = ""
+
+    @property
+    def arm_label(self) -> str:
+        return f"{self.arm_name} ({self.subgroup})" if self.subgroup else self.arm_name
 
 
 @dataclass
 class _Unit:
-    """One study's one outcome: its arm rows and its overall row."""
+    """One study's one outcome: its arm rows and its printed comparisons (version 1: the
+    treatment, control and overall rows, each possibly carrying the effect)."""
 
     arms: dict[str, _Row] = field(default_factory=dict)
+    printed: dict[str, _Row] = field(default_factory=dict)
+    version_1: bool = False
 
     @property
     def rows(self) -> list[_Row]:
-        return sorted(self.arms.values(), key=lambda row: row.line)
+        return sorted([*self.arms.values(), *self.printed.values()], key=lambda row: row.line)
 
     @property
     def lines(self) -> str:
-        numbers = [str(row.line) for row in self.rows]
-        return f"line{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}"
+        return _lines(self.rows)
+
+
+def _lines(rows: list[_Row]) -> str:
+    numbers = [str(row.line) for row in sorted(rows, key=lambda row: row.line)]
+    return f"line{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}"
+
+
+@dataclass(frozen=True)
+class _Contribution:
+    """One row of a forest plot: an effect, the rows whose numbers it uses (and which columns)."""
+
+    effect: StudyEffect
+    rows: tuple[_Row, ...]
+    columns: tuple[str, ...]
+    note: str | None = None
 
 
 def _number(text: str | None, column: str, line: int) -> float | None:
@@ -135,21 +186,27 @@ def _measure(text: str | None) -> str:
     return (text or "").strip().upper()
 
 
-def read_meta_csv(path: Path, measure: str | None = None) -> MetaCsv:
+def read_meta_csv(path: Path, measure: str | None = None, *, comparison: ComparisonSides | None = None) -> MetaCsv:
     """Read the CSV at ``path``; ``measure`` (RR, OR, RD, MD or SMD) is what arm data are turned
-    into, and only groups of that measure are returned."""
+    into, and only groups of that measure are returned; ``comparison`` the sides pooled (default:
+    as proposed from the arm names)."""
+    text = read_csv_text(path)
+    try:
+        return parse_meta_csv(text, measure, comparison=comparison)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def read_csv_text(path: Path) -> str:
+    """The text of the CSV at ``path``, refused with the reason when it cannot be one."""
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
     if path.stat().st_size > MAX_BYTES:
         raise ConfigError(f"{path}: larger than {MAX_BYTES // (1024 * 1024)} MB, not a batch's CSV")
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        return path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a UTF-8 text (CSV) file") from None
-    try:
-        return parse_meta_csv(text, measure)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
 
 
 def _delimiter(header: str) -> str:
@@ -158,17 +215,76 @@ def _delimiter(header: str) -> str:
     return max(counts, key=lambda sep: counts[sep]) if any(counts.values()) else ","
 
 
+@dataclass(frozen=True)
+class StudyArmsSeen:
+    """A study's arms as the CSV names them: what a mapping of sides is checked against and what
+    the batch page and ``--write-arms`` list."""
+
+    study: str
+    document_id: int | None
+    arms: tuple[tuple[str, str, str], ...]  # (arm id, name, subgroup), in file order
+
+
 def parse_meta_csv(
-    text: str, measure: str | None = None, *, labels: Mapping[str, str] | None = None, strict: bool = True
+    text: str,
+    measure: str | None = None,
+    *,
+    labels: Mapping[str, str] | None = None,
+    strict: bool = True,
+    comparison: ComparisonSides | None = None,
 ) -> MetaCsv:
     """The CSV's text (see ``read_meta_csv``); ``labels`` maps a normalized outcome name to the
     label a reviewer pools it under; ``strict=False`` lists a study's repeated outcome as left out
-    instead of refusing the file."""
+    instead of refusing the file; ``comparison`` says which arms are pooled against which
+    (default: the proposal from the arm names; its assignments must name the file's studies and
+    arms)."""
     if measure is not None and measure not in BINARY_MEASURES + CONTINUOUS_MEASURES:
         raise ConfigError(f"measure {measure!r}: one of {', '.join(BINARY_MEASURES + CONTINUOUS_MEASURES)}")
+    left_out: list[str] = []
+    units = _read_units(text, labels or {}, strict, left_out)
+    sides = comparison or ComparisonSides(DEFAULT_COMPARISON)
+    check_assignments([sides], _arms_by_study(units))
+    return _group(units, measure, left_out, labels or {}, strict, sides)
+
+
+def study_arms_of(text: str) -> tuple[StudyArmsSeen, ...]:
+    """Each study's arms in the CSV, in file order (a study is its document where the CSV says)."""
+    seen: dict[str, StudyArmsSeen] = {}
+    for (study_key, _outcome, _name), unit in _read_units(text, {}, False, []).items():
+        first = unit.rows[0]
+        known = seen.get(study_key) or StudyArmsSeen(first.study, first.document_id, ())
+        arms = list(known.arms)
+        for row in sorted(unit.arms.values(), key=lambda row: row.line):
+            if row.arm != OVERALL and all(row.arm != arm for arm, _n, _s in arms):
+                arms.append((row.arm, row.arm_name, row.subgroup))
+        seen[study_key] = StudyArmsSeen(known.study, known.document_id, tuple(arms))
+    return tuple(seen.values())
+
+
+def _arms_by_study(units: dict[tuple[str, str, str], _Unit]) -> dict[str, dict[str, str]]:
+    """Per study (its document key and its label, casefolded): its arms' id → name."""
+    arms: dict[str, dict[str, str]] = {}
+    for unit in units.values():
+        for row in unit.rows:
+            named = {row.arm: row.arm_name} if row.arm != OVERALL else {}
+            if row.comparator:
+                named[row.comparator] = row.comparator_name
+            for key in (_study_key_of(row), row.study.casefold()):
+                arms.setdefault(key, {}).update(named)
+    return arms
+
+
+def _study_key_of(row: _Row) -> str:
+    return f"document {row.document_id}" if row.document_id is not None else row.study
+
+
+def _read_units(
+    text: str, labels: Mapping[str, str], strict: bool, left_out: list[str]
+) -> dict[tuple[str, str, str], _Unit]:
     if "\x00" in text:
         raise ConfigError("not a CSV text file (it holds NUL bytes)")
     reader = csv.reader(io.StringIO(text), delimiter=_delimiter(text.split("\n", 1)[0]))
+    units: dict[tuple[str, str, str], _Unit] = {}
     try:
         columns = [name.strip() for name in next(reader, [])]
         missing = [name for name in REQUIRED if name not in columns]
@@ -177,27 +293,38 @@ def parse_meta_csv(
                 f"not the project's meta-analysis CSV: no column {', '.join(missing)} "
                 "(a batch's meta-analysis.csv download from the web UI)"
             )
-        units: dict[tuple[str, str, str], _Unit] = {}
-        left_out: list[str] = []
         for cells in reader:
             if not any(cell.strip() for cell in cells):
                 continue  # an empty row, as spreadsheets leave at the end
             line = reader.line_num
             row = dict(zip(columns, cells, strict=False))
-            group = (row.get("group") or "").strip().lower()
-            if group not in GROUPS:
-                raise ConfigError(f"line {line}: group {group!r} is not one of {', '.join(GROUPS)}")
-            document = (row.get("document_id") or "").strip()
+
+            def cell(name: str, row: dict[str, str] = row) -> str:
+                return (row.get(name) or "").strip()
+
+            group, arm, comparison = cell("group"), cell("arm"), cell("comparison")
+            # Version 1 rows name their role in ``group`` (and repeat it, or nothing, in ``arm``).
+            version_1 = group.lower() in GROUPS and arm.lower() in ("", group.lower())
+            if version_1:
+                group = group.lower()
+            elif not group and not arm:
+                raise ConfigError(f"line {line}: no group (the arm's name) and no arm id")
+            document = cell("document_id")
             parsed = _Row(
                 line,
-                (row.get("study") or "").strip(),
-                (row.get("outcome") or "").strip(),
-                (row.get("outcome_name") or "").strip(),
-                (row.get("outcome_type") or "").strip().lower(),
+                cell("study"),
+                cell("outcome"),
+                cell("outcome_name"),
+                cell("outcome_type").lower(),
                 _measure(row.get("measure")),
                 {column: _number(row.get(column), column, line) for column in NUMBERS},
                 int(document) if document.isdigit() else None,
                 frozenset(name for name in REVIEWED if (row.get(f"decision_{name}") or "").strip()),
+                group if version_1 else (arm or group),
+                group,
+                "" if version_1 else cell("subgroup"),
+                "" if version_1 else cell("comparator_arm") or cell("comparator"),
+                "" if version_1 else cell("comparator") or cell("comparator_arm"),
             )
             key = normalize_name(parsed.name)
             if labels and key in labels:
@@ -206,33 +333,38 @@ def parse_meta_csv(
                 left_out.append(f"line {line}: no study or no outcome name, so nothing to pool it with")
                 continue
             # A study is its document where the CSV says which (two papers may share a label).
-            study_key = f"document {parsed.document_id}" if parsed.document_id is not None else parsed.study
-            unit = units.setdefault((study_key, parsed.outcome, key), _Unit())
-            if group in unit.arms:
+            unit = units.setdefault((_study_key_of(parsed), parsed.outcome, key), _Unit())
+            unit.version_1 = unit.version_1 or version_1
+            printed = bool(comparison) and not version_1
+            place, name = (unit.printed, comparison) if printed else (unit.arms, parsed.arm)
+            if name in place:
+                what = group if version_1 else f"{'comparison' if printed else 'arm'} {name!r}"
                 twice = (
-                    f"lines {unit.arms[group].line} and {line}: two {group} rows for study {parsed.study!r}, "
+                    f"lines {place[name].line} and {line}: two {what} rows for study {parsed.study!r}, "
                     f"outcome {parsed.name!r}"
                 )
                 if strict:
                     raise ConfigError(twice)
                 left_out.append(f"{twice}: line {line} left out")
                 continue
-            unit.arms[group] = parsed
+            place[name] = parsed
     except csv.Error as exc:
         raise ConfigError(f"line {reader.line_num}: not readable as CSV ({exc})") from None
-    return _group(units, measure, left_out, labels or {}, strict)
+    return units
 
 
-def _usable_effect(unit: _Unit, measure: str | None, left_out: list[str], strict: bool) -> StudyEffect | None:
-    """The unit's effect; without ``strict`` a value the effect cannot use (events above the
-    total, a reversed CI) leaves that study out, named, instead of refusing the whole file."""
+def _usable(
+    unit: _Unit, measure: str | None, left_out: list[str], strict: bool, sides: ComparisonSides
+) -> list[_Contribution]:
+    """The unit's rows of the forest plot; without ``strict`` a value an effect cannot use (events
+    above the total, a reversed CI) leaves that study out, named, instead of refusing the file."""
     try:
-        return _effect(unit, measure, left_out)
+        return _contributions(unit, measure, left_out, sides)
     except ConfigError as exc:
         if strict:
             raise
         left_out.append(f"{exc}: left out")
-        return None
+        return []
 
 
 def _wanted_kind(unit: _Unit, events: bool, means: bool, measure: str | None) -> str | None:
@@ -242,86 +374,187 @@ def _wanted_kind(unit: _Unit, events: bool, means: bool, measure: str | None) ->
         return wanted if (events if wanted == "events" else means) else None
     if events and means:
         first = unit.rows[0]
-        if first.outcome_type == "continuous" or first.measure in CONTINUOUS_MEASURES:
+        printed = next((row.measure for row in unit.rows if row.measure), "")
+        if first.outcome_type == "continuous" or printed in CONTINUOUS_MEASURES:
             return "means"
         return "events"
     return "events" if events else "means" if means else None
 
 
-def _effect(unit: _Unit, measure: str | None, left_out: list[str]) -> StudyEffect | None:
-    first = unit.rows[0]
-    treatment, control = unit.arms.get("treatment"), unit.arms.get("control")
-    arms = (treatment.values, control.values) if treatment and control else None
+def _value(row: _Row, name: str) -> float:
+    value = row.values[name]
+    assert value is not None  # the caller checked every value it reads
+    return value
 
-    def has(*names: str) -> bool:
-        return arms is not None and all(values[name] is not None for values in arms for name in names)
 
-    def number(values: dict[str, float | None], name: str) -> float:
-        value = values[name]
-        assert value is not None  # checked by has()
-        return value
-
-    kind = _wanted_kind(unit, has("xi", "ni"), has("mi", "sdi", "ni"), measure)
-    try:
-        if kind is not None and arms is not None:
-            t, c = arms
-            if kind == "events":
-                chosen = measure or (first.measure if first.measure in BINARY_MEASURES else "RR")
-                return binary_effect(
-                    first.study, first.name, chosen, number(t, "xi"), number(t, "ni"), number(c, "xi"), number(c, "ni")
-                )
-            chosen = measure or (first.measure if first.measure in CONTINUOUS_MEASURES else "MD")
-            return continuous_effect(
-                first.study,
-                first.name,
-                chosen,
-                *(number(t, name) for name in ("mi", "sdi", "ni")),
-                *(number(c, name) for name in ("mi", "sdi", "ni")),
-            )
-        reported = next(
-            (row for row in unit.rows if all(row.values[n] is not None for n in ("estimate", "ci.lb", "ci.ub"))), None
+def _combined(rows: list[_Row], kind: str) -> dict[str, float]:
+    """Several comparator arms as one (Cochrane Handbook §6.5.2.10): events and totals added;
+    means and SDs combined by the Handbook's formula."""
+    if kind == "events":
+        return {"xi": sum(_value(r, "xi") for r in rows), "ni": sum(_value(r, "ni") for r in rows)}
+    n, mean, sd = _value(rows[0], "ni"), _value(rows[0], "mi"), _value(rows[0], "sdi")
+    for row in rows[1:]:
+        n2, m2, sd2 = _value(row, "ni"), _value(row, "mi"), _value(row, "sdi")
+        total = n + n2
+        pooled = ((n - 1) * sd**2 + (n2 - 1) * sd2**2 + n * n2 / total * (mean**2 + m2**2 - 2 * mean * m2)) / (
+            total - 1
         )
-        if reported is None:
-            left_out.append(
-                f"{unit.lines}: study {first.study!r}, {first.name!r}: "
-                + (
-                    f"no arm data or reported estimate for {measure}"
-                    if measure
-                    else "neither events/totals nor means/SDs for both arms, nor an estimate with its CI"
-                )
-            )
-            return None
-        if reported.measure not in MEASURES:
-            left_out.append(
-                f"line {reported.line}: study {first.study!r}, {first.name!r}: "
-                f"estimate without a known measure ({reported.measure or 'blank'}; one of {', '.join(MEASURES)})"
-            )
-            return None
-        if measure is not None and reported.measure != measure:
-            return None  # another measure than the one asked for: not this analysis
-        estimate, lower, upper = (reported.values[n] for n in ("estimate", "ci.lb", "ci.ub"))
-        assert estimate is not None and lower is not None and upper is not None
-        return reported_effect(first.study, first.name, reported.measure, estimate, lower, upper)
+        n, mean, sd = total, (n * mean + n2 * m2) / total, math.sqrt(pooled)
+    return {"ni": n, "mi": mean, "sdi": sd}
+
+
+def _side(unit: _Unit, sides: ComparisonSides, arm: str, name: str) -> str:
+    first = unit.rows[0]
+    studies = [str(first.document_id)] if first.document_id is not None else []
+    return sides.side([*studies, first.study], arm, name)
+
+
+def _contributions(
+    unit: _Unit, measure: str | None, left_out: list[str], sides: ComparisonSides
+) -> list[_Contribution]:
+    arm_rows = sorted((row for arm, row in unit.arms.items() if arm != OVERALL), key=lambda row: row.line)
+    side = {row.arm: _side(unit, sides, row.arm, row.arm_name) for row in arm_rows}
+    subgroups = list(dict.fromkeys(row.subgroup for row in arm_rows))
+    pairs = []  # (intervention arms, comparator arms) per subgroup
+    for subgroup in subgroups:
+        members = [row for row in arm_rows if row.subgroup == subgroup]
+        wanted = [row for row in members if side[row.arm] == INTERVENTION]
+        against = [row for row in members if side[row.arm] == COMPARATOR]
+        if wanted and against:
+            pairs.append((wanted, against))
+
+    def has(rows: list[_Row], *names: str) -> bool:
+        return all(row.values[name] is not None for row in rows for name in names)
+
+    everything = [row for wanted, against in pairs for row in (*wanted, *against)]
+    kind = _wanted_kind(
+        unit, bool(pairs) and has(everything, "xi", "ni"), bool(pairs) and has(everything, "mi", "sdi", "ni"), measure
+    )
+    try:
+        if kind is not None:
+            return _from_arms(unit, pairs, kind, measure)
+        return _from_printed(unit, measure, left_out, sides, side)
     except ConfigError as exc:
         raise ConfigError(f"{unit.lines}: {exc}") from None
 
 
-def _study_key(unit: _Unit) -> str:
+def _from_arms(
+    unit: _Unit, pairs: list[tuple[list[_Row], list[_Row]]], kind: str, measure: str | None
+) -> list[_Contribution]:
     first = unit.rows[0]
-    return f"document {first.document_id}" if first.document_id is not None else first.study
+    several = sum(len(wanted) for wanted, _against in pairs) > 1
+    contributions = []
+    for wanted, against in pairs:
+        comparator = _combined(against, kind)
+        share = len(wanted)  # intervention arms sharing this comparator
+        names = " + ".join(row.arm_name for row in against)
+        note = None
+        if share > 1:
+            n = comparator["ni"]
+            what = f"n {n:g}" + (f", {comparator['xi']:g} events" if kind == "events" else "")
+            note = (
+                f"{first.study}: {names} ({what}) is the comparator of {share} arms "
+                f"({', '.join(row.arm_label for row in wanted)}); its participants"
+                + (" and events are" if kind == "events" else " are")
+                + f" split evenly between them ({HANDBOOK_SPLIT})"
+            )
+            comparator = {**comparator, "ni": comparator["ni"] / share}
+            if kind == "events":
+                comparator["xi"] = comparator["xi"] / share
+        for row in wanted:
+            label = f"{first.study}: {row.arm_label}" if several and not unit.version_1 else first.study
+            if kind == "events":
+                chosen = measure or next((r.measure for r in unit.rows if r.measure in BINARY_MEASURES), "RR")
+                effect = binary_effect(
+                    label, first.name, chosen, _value(row, "xi"), _value(row, "ni"), comparator["xi"], comparator["ni"]
+                )
+                columns: tuple[str, ...] = ("xi", "ni")
+            else:
+                chosen = measure or next((r.measure for r in unit.rows if r.measure in CONTINUOUS_MEASURES), "MD")
+                effect = continuous_effect(
+                    label,
+                    first.name,
+                    chosen,
+                    *(_value(row, name) for name in ("mi", "sdi", "ni")),
+                    comparator["mi"],
+                    comparator["sdi"],
+                    comparator["ni"],
+                )
+                columns = ("mi", "sdi", "ni")
+            contributions.append(_Contribution(effect, (row, *against), columns, note))
+    return contributions
 
 
-def _source(unit: _Unit, effect: StudyEffect) -> StudySource:
-    """The study's document and lines, and whether a reviewer decided every number it uses."""
-    rows = unit.rows
-    if effect.source == SOURCE_REPORTED:
-        columns: tuple[str, ...] = ("estimate", "ci.lb", "ci.ub")
-        used = [row for row in rows if row.values["estimate"] is not None][:1]
+def _reversed(measure: str, estimate: float, lower: float, upper: float) -> tuple[float, float, float]:
+    """An effect of A vs B as B vs A: a ratio inverted, a difference negated."""
+    if is_ratio(measure):
+        return 1 / estimate, 1 / upper, 1 / lower
+    return -estimate, -upper, -lower
+
+
+def _from_printed(
+    unit: _Unit, measure: str | None, left_out: list[str], sides: ComparisonSides, side: dict[str, str]
+) -> list[_Contribution]:
+    """The printed effects of the unit's comparisons of an intervention arm with a comparator arm
+    (version 1: the outcome's one effect)."""
+    first = unit.rows[0]
+    complete = ("estimate", "ci.lb", "ci.ub")
+    candidates: list[tuple[_Row, bool]] = []  # (row, turned round)
+    if unit.version_1:
+        reported = next((row for row in unit.rows if all(row.values[n] is not None for n in complete)), None)
+        if reported is not None:
+            candidates.append((reported, False))
     else:
-        columns = ("xi", "ni") if effect.measure in BINARY_MEASURES else ("mi", "sdi", "ni")
-        used = [row for group, row in unit.arms.items() if group != "overall"]
-    reviewed = bool(used) and all(column in row.decided for row in used for column in columns)
-    return StudySource(rows[0].document_id, tuple(row.line for row in rows), reviewed)
+        for row in sorted(unit.printed.values(), key=lambda row: row.line):
+            if not all(row.values[n] is not None for n in complete):
+                continue
+            mine = _side(unit, sides, row.arm, row.arm_name)
+            theirs = _side(unit, sides, row.comparator, row.comparator_name)
+            if (mine, theirs) == (INTERVENTION, COMPARATOR):
+                candidates.append((row, False))
+            elif (mine, theirs) == (COMPARATOR, INTERVENTION):
+                candidates.append((row, True))
+    if not candidates:
+        if unit.version_1 or any(s == INTERVENTION for s in side.values()) or unit.printed:
+            wanted = (
+                f"no arm data or reported estimate for {measure}"
+                if measure
+                else "neither events/totals nor means/SDs for both arms, nor an estimate with its CI"
+            )
+            if not unit.version_1:
+                shown = ", ".join(f"{row.arm_label}: {side[row.arm]}" for row in unit.arms.values() if row.arm in side)
+                wanted += f" in {sides.name!r} (arms: {shown or 'none with numbers'})"
+            left_out.append(f"{unit.lines}: study {first.study!r}, {first.name!r}: {wanted}")
+        return []
+    contributions = []
+    used_comparators: dict[str, _Row] = {}
+    for row, turned in candidates:
+        if row.measure not in MEASURES:
+            left_out.append(
+                f"line {row.line}: study {first.study!r}, {first.name!r}: "
+                f"estimate without a known measure ({row.measure or 'blank'}; one of {', '.join(MEASURES)})"
+            )
+            continue
+        if measure is not None and row.measure != measure:
+            continue  # another measure than the one asked for: not this analysis
+        comparator = row.arm if turned else row.comparator
+        if comparator and comparator in used_comparators:
+            left_out.append(
+                f"line {row.line}: study {first.study!r}, {first.name!r}: a second printed effect against "
+                f"{row.arm_name if turned else row.comparator_name} (the first is line "
+                f"{used_comparators[comparator].line}); the two share the comparator's participants and "
+                f"without its numbers they cannot be split ({HANDBOOK_SPLIT}): left out"
+            )
+            continue
+        used_comparators[comparator] = row
+        estimate, lower, upper = (_value(row, n) for n in complete)
+        if turned:
+            estimate, lower, upper = _reversed(row.measure, estimate, lower, upper)
+        arm = row.comparator_name if turned else row.arm_name
+        label = first.study if unit.version_1 or len(candidates) == 1 else f"{first.study}: {arm}"
+        effect = reported_effect(label, first.name, row.measure, estimate, lower, upper)
+        contributions.append(_Contribution(effect, (row,), complete))
+    return contributions
 
 
 def _group(
@@ -330,27 +563,31 @@ def _group(
     left_out: list[str],
     labels: Mapping[str, str],
     strict: bool,
+    sides: ComparisonSides,
 ) -> MetaCsv:
-    groups: dict[tuple[str, str], list[tuple[_Unit, StudyEffect]]] = {}
+    groups: dict[tuple[str, str], list[tuple[_Unit, _Contribution]]] = {}
     for (study_key, _number_in_document, name), unit in units.items():
-        effect = _usable_effect(unit, measure, left_out, strict)
-        if effect is None:
-            continue
-        members = groups.setdefault((name, effect.measure), [])
-        twice = next(((other, e) for other, e in members if _study_key(other) == study_key), None)
-        if twice is not None:
-            repeated = (
-                f"{twice[0].lines} and {unit.lines}: study {effect.study!r} reports {twice[1].outcome!r} and "
-                f"{effect.outcome!r}, one outcome once timepoints are dropped, both in {effect.measure}"
+        for contribution in _usable(unit, measure, left_out, strict, sides):
+            effect = contribution.effect
+            members = groups.setdefault((name, effect.measure), [])
+            twice = next(
+                ((other, c) for other, c in members if _study_key_of(other.rows[0]) == study_key and other is not unit),
+                None,
             )
-            if strict:
-                raise ConfigError(f"{repeated}: keep one row set per study and outcome")
-            left_out.append(f"{repeated}: the first is pooled, {unit.lines} left out")
-            continue
-        members.append((unit, effect))
+            if twice is not None:
+                repeated = (
+                    f"{twice[0].lines} and {unit.lines}: study {unit.rows[0].study!r} reports "
+                    f"{twice[1].effect.outcome!r} and {effect.outcome!r}, one outcome once timepoints are dropped, "
+                    f"both in {effect.measure}"
+                )
+                if strict:
+                    raise ConfigError(f"{repeated}: keep one row set per study and outcome")
+                left_out.append(f"{repeated}: the first is pooled, {unit.lines} left out")
+                break
+            members.append((unit, contribution))
     result = []
     for (name, chosen), members in groups.items():
-        effects = tuple(effect for _unit, effect in members)
+        effects = tuple(contribution.effect for _unit, contribution in members)
         # The outcome as the reviewer labelled it, else as first named, so the study effects of
         # one group share one outcome label.
         label = next((given for given in labels.values() if normalize_name(given) == name), effects[0].outcome)
@@ -359,8 +596,19 @@ def _group(
                 label,
                 chosen,
                 tuple(replace(e, outcome=label) for e in effects),
-                tuple(_source(unit, effect) for unit, effect in members),
+                tuple(_source(unit, contribution) for unit, contribution in members),
                 name,
+                sides.name,
+                tuple(dict.fromkeys(c.note for _unit, c in members if c.note)),
             )
         )
     return MetaCsv(tuple(result), tuple(left_out))
+
+
+def _source(unit: _Unit, contribution: _Contribution) -> StudySource:
+    """The study's document and lines (the rows it uses; version 1: the outcome's rows), and
+    whether a reviewer decided every number it uses."""
+    rows = contribution.rows
+    reviewed = bool(rows) and all(column in row.decided for row in rows for column in contribution.columns)
+    lines = unit.rows if unit.version_1 else sorted(rows, key=lambda row: row.line)
+    return StudySource(rows[0].document_id, tuple(row.line for row in lines), reviewed)

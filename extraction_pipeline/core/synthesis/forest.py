@@ -9,6 +9,11 @@ labelled in ratios.
 A study whose numbers a reviewer has not all decided is drawn hollow: its values are the machine's,
 and the picture must not look more certain than the review is.
 
+The plot pools one comparison: its title names it (unless it is the proposed "intervention vs
+comparator"), a study contributing several rows (several intervention arms) shows each row's arm,
+and a footnote says where a shared comparator's participants were split between rows (Cochrane
+Handbook §23.3.4).
+
 The same figure is shown as SVG on the batch page, offered there as SVG, PNG and PDF, and put as a
 PNG on the workbook's Synthesis sheet (``figures.render``).
 """
@@ -16,10 +21,12 @@ PNG on the workbook's Synthesis sheet (``figures.render``).
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from extraction_pipeline.core.synthesis.batch import OutcomeSynthesis
+from extraction_pipeline.core.synthesis.comparisons import DEFAULT_COMPARISON
 from extraction_pipeline.core.synthesis.figures import FONT_SIZE, clean, mark, new_figure
 from extraction_pipeline.core.synthesis.pooling import Estimate
 
@@ -40,6 +47,8 @@ POOLED_FILL = "#444444"
 MUTED = "#555555"
 LINK = "#1d4ed8"
 MAX_LABEL = 34
+NOTE_LINE = 0.2  # inches per footnote line
+NOTE_WIDTH = 110  # characters per footnote line
 
 
 def _number(value: float) -> str:
@@ -139,10 +148,12 @@ def forest_figure(outcome: OutcomeSynthesis, link: Callable[[int], str] | None =
     interval_y = pooled_y[-1] + 1 if result.prediction_interval is not None else None
     last = interval_y if interval_y is not None else pooled_y[-1]
     rows_height = (last + 1.2) * ROW
-    height = HEADER + rows_height + FOOTER
+    notes = [line for note in outcome.notes for line in textwrap.wrap(clean(note), NOTE_WIDTH)]
+    footer = FOOTER + NOTE_LINE * len(notes)
+    height = HEADER + rows_height + footer
     figure = new_figure(WIDTH, height)
     mark(figure, "forest-plot", f"Forest plot: {result.outcome}, {result.measure}")
-    axes = figure.add_axes((PLOT_LEFT / WIDTH, FOOTER / height, PLOT_WIDTH / WIDTH, rows_height / height))
+    axes = figure.add_axes((PLOT_LEFT / WIDTH, footer / height, PLOT_WIDTH / WIDTH, rows_height / height))
     axes.set_xlim(low, high)
     axes.set_ylim(last + 0.7, -0.5)
     # Text columns: x in inches from the figure's left edge, y in rows, beside the plot.
@@ -155,7 +166,8 @@ def forest_figure(outcome: OutcomeSynthesis, link: Callable[[int], str] | None =
     weights = [1 / (row.effect.variance + tau2) for row in outcome.rows]
     total_weight = sum(weights)
     top = figure.dpi_scale_trans
-    title = f"{_truncate(clean(result.outcome), 80)} — {clean(result.measure)}, k = {result.k}"
+    compared = "" if outcome.comparison == DEFAULT_COMPARISON else f", {_truncate(clean(outcome.comparison), 60)}"
+    title = f"{_truncate(clean(result.outcome), 80)}{compared} — {clean(result.measure)}, k = {result.k}"
     figure.text(LABEL_X, height - 0.22, title, transform=top, weight="bold", parse_math=False)
     if result.k >= 2 and result.q is not None and result.i2 is not None:
         heterogeneity = f"τ² (REML) {tau2:.4f} · I² {result.i2:.1f}% · Q {result.q:.2f} (df {result.q_df})"
@@ -210,5 +222,8 @@ def forest_figure(outcome: OutcomeSynthesis, link: Callable[[int], str] | None =
     for side in ("top", "right", "left"):
         axes.spines[side].set_visible(False)
     legend = "filled: every number reviewed · hollow: not yet reviewed"
-    figure.text(LABEL_X, 0.12, legend, transform=top, color=MUTED, parse_math=False)
+    figure.text(LABEL_X, 0.12 + NOTE_LINE * len(notes), legend, transform=top, color=MUTED, parse_math=False)
+    for index, line in enumerate(notes):
+        note = figure.text(LABEL_X, 0.12 + NOTE_LINE * (len(notes) - 1 - index), line, transform=top, parse_math=False)
+        mark(note, "footnote")
     return figure
