@@ -1,4 +1,4 @@
-"""`evaluate`: a batch against a gold table, per field, to choose a model with evidence."""
+"""`evaluate`: a batch against a gold table, per arm number, to choose a model with evidence."""
 
 from __future__ import annotations
 
@@ -33,35 +33,47 @@ def cmd_evaluate(args: argparse.Namespace, settings: Settings) -> int:
             else ""
         )
     )
-    print(f"{'field':18s} {'gold':>6s} {'found':>6s} {'right':>6s} {'wrong':>6s} {'missing':>8s}")
+    print("arm numbers (one of events/total/mean/sd/n of one arm of one outcome):")
+    print(
+        f"{'field':18s} {'gold':>6s} {'found':>6s} {'right':>6s} {'wrong':>6s} {'missing':>8s} "
+        f"{'precision':>9s} {'recall':>6s}"
+    )
     rows = [(name, score) for name, score in result.fields.items() if score.gold] + [("total", result.total())]
     for name, score in rows:
-        print(f"{name:18s} {score.gold:6d} {score.found:6d} {score.right:6d} {score.wrong:6d} {score.missing:8d}")
+        print(
+            f"{name:18s} {score.gold:6d} {score.found:6d} {score.right:6d} {score.wrong:6d} {score.missing:8d} "
+            f"{_percent(score.precision):>9s} {_percent(score.recall):>6s}"
+        )
     print(f"{'field group':18s} {'gold':>6s} {'extracted':>9s} {'right':>6s} {'precision':>9s} {'recall':>6s}")
     for name, group in result.groups().items():
         if not group.gold:
             print(f"{name:18s} no gold values ({group.extracted} extracted)")
             continue
-        precision = "—" if group.precision is None else f"{group.precision:.0%}"
-        recall = "—" if group.recall is None else f"{group.recall:.0%}"
+        precision, recall = _percent(group.precision), _percent(group.recall)
         print(f"{name:18s} {group.gold:6d} {group.extracted:9d} {group.right:6d} {precision:>9s} {recall:>6s}")
-    print("outcomes matched (gold -> extracted):")
+    print("comparisons matched (gold outcome: intervention vs comparator -> extracted):")
     for document, match in result.matches:
-        print(f"  {document}: {match.gold.outcome!r} -> {match.why}")
+        arms = f" {match.gold.intervention!r} vs {match.gold.comparator!r}" if match.gold.intervention else ""
+        print(f"  {document}: {match.gold.outcome!r}{arms} -> {match.why}")
     if result.wrong:
         print("wrong values:")
         for wrong in result.wrong:
             print(
-                f"  {wrong['document']}: {wrong['outcome']!r} {wrong['field']}: gold {wrong['gold']:g}, "
-                f"extracted {wrong['extracted']:g} - quote: {wrong['quote'][:120]!r}"
+                f"  {wrong['document']}: {wrong['outcome']!r} {wrong['arm']!r} {wrong['field']}: "
+                f"gold {wrong['gold']:g}, extracted {wrong['extracted']:g} under {wrong['extracted_arm']!r}"
+                f" - quote: {wrong['quote'][:120]!r}"
             )
     for study in result.studies_not_in_batch:
         print(f"  study {study}: no document of the batch (matched by file name, study id or NCT number)")
     return 0
 
 
+def _percent(share: float | None) -> str:
+    return "—" if share is None else f"{share:.0%}"
+
+
 def register(add: AddCommand) -> None:
-    command = add("evaluate", cmd_evaluate, "Score a batch against gold values, per field.")
+    command = add("evaluate", cmd_evaluate, "Score a batch against gold values, per arm number.")
     command.add_argument("batch", type=positive_int)
     command.add_argument("--gold", required=True, help="gold table: the corpus JSON format, or a CSV")
     command.add_argument("--mapping", help="JSON mapping of your CSV's column names (see docs/guide.md: Evaluating)")

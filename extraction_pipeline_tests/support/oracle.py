@@ -2,22 +2,37 @@
 (the corpus's ``gold_outcomes.json``), each value paired with a quote copied from the PDF.
 
 Served through the fake OpenAI-compatible server, it lets a test run real PDFs through the whole
-pipeline and check that every printed gold value arrives in the workbook with a verified quote.
+pipeline and check that every printed gold value arrives in the workbook, the meta-analysis CSV
+and ``evaluate`` under its arm and outcome, with a verified quote.
+
+``build_answer`` answers in the RCT template's arms (version 2): the arms are declared from the
+gold rows' intervention and comparator names (quoted where the PDF prints the name, else where it
+describes the arm best), one outcome entry per outcome and arm with the gold's numbers, each quoted
+from the PDF. An arm number two gold rows share (saline in "1 mg vs saline" and "2 mg vs saline")
+is one entry's number. Where two rows give one arm name different numbers for the same outcome
+(the corpus's "baseline" of smokers and of nonsmokers), they are two arms: each is named with the
+arm it was compared with. ``build_answer_v1`` answers in version 1's two arms (treatment and
+control), for the batches that froze it.
+
 Gold values that are not printed in the paper (derived by the annotators, or only in a figure)
 are left out of the answer and listed, so a test can say how many it checked.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from extraction_pipeline.core.evaluation.gold import SIDES, GoldOutcome, read_gold
+from extraction_pipeline.core.evaluation.matching import arm_words, normalize_name
 from extraction_pipeline_tests.support import pdf_samples
 
 CORPUS = pdf_samples.CORPUS
-# Small papers whose gold values are printed in the text (checked against the PDFs).
+# Small papers whose gold values are printed in the text (checked against the PDFs): the daemon's
+# end-to-end test runs these; the in-process corpus test runs every paper of the gold.
 ORACLE_PAPERS = ("3321528", "3929816", "4493951", "4830045", "4928400", "5571493")
 _GOLD_TO_FIELD = {
     "binary": {
@@ -42,8 +57,26 @@ MIN_QUOTE_CHARS = 30
 @dataclass(frozen=True)
 class GoldValue:
     outcome: int  # 1-based index of the outcome entry in the answer
-    field: str
+    field: str  # version 2: events/total/mean/sd/n; version 1: events_treatment, ...
     value: int | float
+    outcome_name: str = ""  # the gold outcome (version 2)
+    arm: str = ""  # the name of the arm it belongs to, as the answer declares it (version 2)
+
+    @property
+    def path(self) -> str:
+        return f"outcomes.{self.outcome}.{self.field}"
+
+
+@dataclass(frozen=True)
+class GoldComparison:
+    """A gold row the answer carries numbers for: its outcome, its two arms as the gold names them
+    and as the answer declares them."""
+
+    outcome_name: str
+    gold_intervention: str
+    gold_comparator: str
+    arm: str
+    comparator: str
 
 
 @dataclass
@@ -53,6 +86,9 @@ class OracleAnswer:
     gold: list[GoldValue] = field(default_factory=list)
     not_printed: list[str] = field(default_factory=list)
     fingerprint: str = ""  # a quote that identifies the paper inside a prompt
+    comparisons: list[GoldComparison] = field(default_factory=list)
+    gold_numbers: int = 0  # distinct gold arm numbers of the paper, printed or not (version 2)
+    in_figures: int = 0  # of those, the ones only in a figure
 
     def as_json(self) -> str:
         return json.dumps(self.answer)
@@ -104,7 +140,8 @@ def find_quote(lines: list[str], value: int | float, companions: list[int | floa
     return best[1] if best else None
 
 
-def build_answer(pmcid: str) -> OracleAnswer:
+def build_answer_v1(pmcid: str) -> OracleAnswer:
+    """The answer in version 1's two arms (``*_treatment`` / ``*_control``)."""
     lines = pdf_lines(pmcid)
     oracle = OracleAnswer(pmcid, {"outcomes": []})
     for row in gold_rows(pmcid):
@@ -128,6 +165,108 @@ def build_answer(pmcid: str) -> OracleAnswer:
         entry["outcome_type"] = {"value": _TEMPLATE_TYPE[row["outcome_type"]], "quote": first_quote}
         oracle.answer["outcomes"].append(entry)
         oracle.fingerprint = oracle.fingerprint or first_quote
+    return oracle
+
+
+@functools.cache
+def _gold() -> tuple[GoldOutcome, ...]:
+    return tuple(read_gold(CORPUS / "gold_outcomes.json"))
+
+
+def corpus_papers() -> tuple[str, ...]:
+    """Every paper the gold has rows for."""
+    return tuple(sorted({row.study for row in _gold()}))
+
+
+def _printed(value: float) -> int | float:
+    """The gold number as the paper prints it (24, not 24.0)."""
+    return int(value) if value.is_integer() else value
+
+
+def find_text_quote(lines: list[str], text: str) -> str:
+    """The passage that prints ``text`` (spacing and punctuation aside), else the line sharing
+    most of its words: where the paper describes it."""
+    wanted = skeleton(text)
+    for index in range(len(lines)):
+        for width in (1, 2, 3):
+            window = " ".join(lines[index : index + width])
+            if wanted and wanted in skeleton(window):
+                return window if len(window) >= MIN_QUOTE_CHARS else _windows(lines, index)
+    words = arm_words(text)
+    best = max(range(len(lines)), key=lambda i: (len(words & arm_words(lines[i])), -i))
+    return _windows(lines, best)
+
+
+def _arm_names(rows: list[GoldOutcome]) -> dict[tuple[int, str], str]:
+    """Each row side's arm as the answer declares it. One arm is one set of words (so "Dw 5% +
+    quinine" is "Dw 5% with quinine"), named as first printed; an arm name that carries two
+    different numbers for one field of one outcome is two arms, each named with its partner."""
+    first_name: dict[frozenset[str], str] = {}
+    seen: dict[tuple[str, frozenset[str], str], set[float]] = {}
+    for row in rows:
+        for side in SIDES:
+            words = frozenset(arm_words(row.arm_name(side)))
+            first_name.setdefault(words, row.arm_name(side) or side)
+            for name, value in row.arm_values(side).items():
+                seen.setdefault((normalize_name(row.outcome), words, name), set()).add(value)
+    split = {(outcome, words) for (outcome, words, _name), values in seen.items() if len(values) > 1}
+    names = {}
+    for number, row in enumerate(rows):
+        for side, partner in (SIDES, SIDES[::-1]):
+            words = frozenset(arm_words(row.arm_name(side)))
+            name = first_name[words]
+            if (normalize_name(row.outcome), words) in split:
+                name = f"{name} ({first_name[frozenset(arm_words(row.arm_name(partner)))]})"
+            names[(number, side)] = name
+    return names
+
+
+def build_answer(pmcid: str) -> OracleAnswer:
+    """The answer in the template's arms (version 2), from every gold row of the paper."""
+    lines = pdf_lines(pmcid)
+    rows = [row for row in _gold() if row.study == pmcid]
+    names = _arm_names(rows)
+    oracle = OracleAnswer(pmcid, {"arms": [], "outcomes": []})
+    entries: dict[tuple[str, str], int] = {}  # (outcome, arm) -> 1-based entry number
+    numbers: set[tuple[str, str, str]] = set()
+    for number, row in enumerate(rows):
+        companions = [_printed(v) for v in row.values.values()]
+        quoted_sides = []
+        for side in SIDES:
+            arm = names[(number, side)]
+            for name, raw in row.arm_values(side).items():
+                key = (normalize_name(row.outcome), arm, name)
+                if key in numbers:
+                    continue  # the same arm's number in another row: one number
+                numbers.add(key)
+                oracle.in_figures += row.in_figure
+                value = _printed(raw)
+                quote = None if row.in_figure else find_quote(lines, value, [c for c in companions if c != value])
+                if quote is None:
+                    oracle.not_printed.append(f"{row.outcome}: {arm}: {name}={value}")
+                    continue
+                entry_key = (row.outcome, arm)
+                if entry_key not in entries:
+                    oracle.answer["outcomes"].append(
+                        {
+                            "outcome_name": {"value": row.outcome, "quote": find_text_quote(lines, row.outcome)},
+                            "outcome_type": {"value": row.outcome_type, "quote": quote},
+                            "arm": {"value": arm, "quote": quote},
+                        }
+                    )
+                    entries[entry_key] = len(oracle.answer["outcomes"])
+                index = entries[entry_key]
+                oracle.answer["outcomes"][index - 1][name] = {"value": value, "quote": quote}
+                oracle.gold.append(GoldValue(index, name, value, row.outcome, arm))
+                oracle.fingerprint = oracle.fingerprint or quote
+            if (row.outcome, arm) in entries:
+                quoted_sides.append(arm)
+        if len(quoted_sides) == 2:
+            oracle.comparisons.append(GoldComparison(row.outcome, row.intervention, row.comparator, *quoted_sides))
+    oracle.gold_numbers = len(numbers)
+    declared = dict.fromkeys(arm for _outcome, arm in entries)
+    for arm in declared:
+        oracle.answer["arms"].append({"arm_name": {"value": arm, "quote": find_text_quote(lines, arm)}})
     return oracle
 
 

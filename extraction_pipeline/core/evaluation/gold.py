@@ -1,22 +1,26 @@
 """Gold tables: the corpus's JSON format, or a CSV (the user's own double-extraction sheet) with a
 column mapping.
 
-The corpus format (Yun et al. 2024) has one row per outcome comparison: ``pmcid``, ``outcome``,
-``outcome_type`` (binary / continuous), ``intervention_events``, ``intervention_group_size``,
-``intervention_mean``, ``intervention_standard_deviation`` and the same four for ``comparator``.
-A mapping file renames columns for another sheet::
+The corpus format (Yun et al. 2024) has one row per comparison of an outcome: ``pmcid``,
+``outcome``, ``intervention`` and ``comparator`` (the two arms' names), ``outcome_type`` (binary /
+continuous), ``intervention_events``, ``intervention_group_size``, ``intervention_mean``,
+``intervention_standard_deviation`` and the same four for ``comparator``. A mapping file renames
+columns for another sheet (the two arm-name columns are optional)::
 
     {"study": "Study ID", "outcome": "Outcome", "outcome_type": "Type",
+     "intervention": "Arm (I)", "comparator": "Arm (C)",
      "columns": {"events_treatment": "Events (I)", "total_treatment": "N (I)", ...}}
 
-Fields are the template's: events_/total_ (dichotomous), mean_/sd_/n_ (continuous), each
-``_treatment`` and ``_control``. Empty cells and "x" / "NR" / "NA" mean "no gold value".
+Fields are events_/total_ (dichotomous), mean_/sd_/n_ (continuous), each ``_treatment`` (the
+row's intervention arm) and ``_control`` (its comparator arm). Empty cells and "x" / "NR" / "NA"
+mean "no gold value".
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +28,12 @@ from typing import Any
 from extraction_pipeline.core.errors import ConfigError
 
 ARMS = {"intervention": "treatment", "comparator": "control"}
-FIELDS = tuple(f"{name}_{arm}" for name in ("events", "total", "mean", "sd", "n") for arm in ("treatment", "control"))
+SIDES = tuple(ARMS)  # a gold row's two arms: its intervention, then its comparator
+NUMBERS = ("events", "total", "mean", "sd", "n")  # an arm's numbers for one outcome
+FIELDS = tuple(f"{name}_{arm}" for name in NUMBERS for arm in ("treatment", "control"))
+# Annotators copy arm names out of lists ("H0, H1 and H2"): a conjunction before the name and
+# punctuation after it are not part of it.
+_LIST_LEFTOVERS = re.compile(r"^(?:and|or|vs\.?|versus)\s+|[\s,;:.]+$", re.IGNORECASE)
 MISSING = {"", "x", "nr", "na", "n/a", "-", "none", "null"}
 MAX_GOLD_BYTES = 50 * 1024 * 1024
 
@@ -36,6 +45,27 @@ class GoldOutcome:
     outcome_type: str  # "dichotomous" | "continuous" | ""
     values: dict[str, float] = field(default_factory=dict)
     in_figure: bool = False  # the corpus marks values only shown in a figure
+    # The two arms compared, as the gold names them ("" where the sheet has no arm names).
+    intervention: str = ""
+    comparator: str = ""
+
+    def arm_name(self, side: str) -> str:
+        """The name of the row's ``side`` ("intervention" or "comparator")."""
+        return self.intervention if side == "intervention" else self.comparator
+
+    def arm_values(self, side: str) -> dict[str, float]:
+        """One side's numbers by their name in an arm (events, total, mean, sd, n)."""
+        suffix = f"_{ARMS[side]}"
+        return {name.removesuffix(suffix): value for name, value in self.values.items() if name.endswith(suffix)}
+
+
+def clean_arm_name(raw: Any) -> str:
+    """A gold arm name without the list's leftovers ("and H2 (haloperidol 2 mg)" -> "H2 (...)")."""
+    text = " ".join(str(raw or "").split())
+    previous = None
+    while previous != text:
+        previous, text = text, _LIST_LEFTOVERS.sub("", text)
+    return text
 
 
 def _number(raw: Any, where: str) -> float | None:
@@ -65,6 +95,8 @@ def _corpus_row(row: dict[str, Any], number: int) -> GoldOutcome:
         outcome=str(row.get("outcome", "")).strip(),
         outcome_type=kind,
         in_figure=str(row.get("is_data_in_figure_graphics", "")).strip().upper() == "TRUE",
+        intervention=clean_arm_name(row.get("intervention")),
+        comparator=clean_arm_name(row.get("comparator")),
     )
     for prefix, arm in ARMS.items():
         size = "total" if kind == "dichotomous" else "n"
@@ -87,6 +119,8 @@ def _mapped_row(row: dict[str, Any], number: int, mapping: dict[str, Any]) -> Go
         study=str(row.get(mapping["study"], "")).strip(),
         outcome=str(row.get(mapping["outcome"], "")).strip(),
         outcome_type=_type_of(row.get(mapping.get("outcome_type", ""), "")),
+        intervention=clean_arm_name(row.get(mapping["intervention"])) if mapping.get("intervention") else "",
+        comparator=clean_arm_name(row.get(mapping["comparator"])) if mapping.get("comparator") else "",
     )
     for name, column in mapping["columns"].items():
         value = _number(row.get(column), f"{where}, {column}")
@@ -105,6 +139,9 @@ def read_mapping(path: Path) -> dict[str, Any]:
     for key in ("study", "outcome"):
         if not isinstance(mapping.get(key), str):
             raise ConfigError(f"{path}: the mapping needs the column name of {key!r}")
+    for key in ("outcome_type", "intervention", "comparator"):
+        if key in mapping and not isinstance(mapping[key], str):
+            raise ConfigError(f"{path}: {key!r} must name a column of the sheet")
     unknown = sorted(set(mapping["columns"]) - set(FIELDS))
     if unknown:
         raise ConfigError(f"{path}: unknown field(s) {', '.join(unknown)}; fields are {', '.join(FIELDS)}")

@@ -1,16 +1,25 @@
-"""Which extracted outcome is which gold outcome, and why.
+"""Which extracted comparison is which gold row, and why.
 
-Names differ between a gold sheet and a paper ("HbA1c at 12 weeks" / "glycated haemoglobin"), so a
-pair is scored on two kinds of evidence:
+A gold row is one comparison: an outcome, an intervention arm and a comparator arm, with numbers
+for both arms. An extracted comparison is an extracted outcome with two of its arms' results. A
+pair is scored on three kinds of evidence:
 
-- the names, after normalizing spelling (haemoglobin/hemoglobin), expanding common abbreviations
-  (HbA1c, BMI, SBP, ...) and dropping timepoints ("at 12 weeks"): rapidfuzz's token-set ratio,
-  0-100, or 100 when one name is the other's acronym;
-- the numbers: how many gold values the extracted outcome carries in the same field.
+- the outcome names, after normalizing spelling (haemoglobin/hemoglobin), expanding common
+  abbreviations (HbA1c, BMI, SBP, ...) and dropping timepoints ("at 12 weeks"): rapidfuzz's
+  token-set ratio, 0-100, or 100 when one name is the other's acronym;
+- the arm names, word by word (0-100): arms of one trial differ by a word or a number ("1 mg" /
+  "2 mg", "smokers" / "nonsmokers", "left" / "right"), which a fuzzy ratio would call equal; two
+  names printing different numbers (doses, durations, pressures) are different arms (0);
+- the numbers: how many gold values the extracted arms carry in the same field.
 
-score = name + 25 per equal value. A pair is accepted with a name score of at least 70, or two
-equal values, or one equal value and a name score of at least 50; pairs are taken best first, each
-outcome at most once. Every match says which evidence carried it.
+score = outcome name + 10 x both arm names + 25 per equal value: an arm is the one its name says
+(a model that put the 2 mg numbers under the 1 mg arm is scored wrong there, not matched by its
+numbers), and the numbers decide between arms the names cannot tell apart. A pair is accepted with an outcome name
+score of at least 70, or two equal values, or one equal value and a name score of at least 50;
+and each arm with an arm name score of at least 50 or one equal value of its own (a gold sheet
+without arm names: by the values, or by position when the outcome has just two arms; a version-1
+document's arms are its treatment and control). Pairs are taken best first, each extracted
+comparison at most once. Every match says which evidence carried it.
 """
 
 from __future__ import annotations
@@ -18,10 +27,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from extraction_pipeline.core.evaluation.gold import GoldOutcome
+from extraction_pipeline.core.evaluation.gold import SIDES, GoldOutcome
 
 VALUE_WEIGHT = 25
+ARM_WEIGHT = 10
 NAME_ENOUGH, NAME_WITH_ONE_VALUE, VALUES_ENOUGH = 70, 50, 2
+ARM_ENOUGH = 50
+# Words that do not tell one arm from another ("control group" is "control"; "+" is "with").
+ARM_FILLER = {"a", "an", "the", "of", "and", "with", "group", "groups", "arm", "arms"}
 ABBREVIATIONS = {
     "hba1c": "glycated hemoglobin",
     "a1c": "glycated hemoglobin",
@@ -48,32 +61,56 @@ TIMEPOINT = re.compile(
 
 
 @dataclass
+class ExtractedArm:
+    """One arm's numbers for one extracted outcome: ``key`` identifies the arm in its document
+    (``arms.2``; ``treatment`` / ``control`` in version 1), ``name`` is what a reviewer reads."""
+
+    key: str
+    name: str
+    values: dict[str, float] = field(default_factory=dict)  # events/total/mean/sd/n
+    quotes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class ExtractedOutcome:
     document_id: int
     filename: str
-    index: int
+    index: int  # the number of its first entry (``outcomes.N``)
     name: str
-    values: dict[str, float] = field(default_factory=dict)
-    quotes: dict[str, str] = field(default_factory=dict)
+    arms: list[ExtractedArm] = field(default_factory=list)
+    version: int = 2
 
 
 @dataclass(frozen=True)
 class Match:
+    """A gold row and the extracted comparison it was matched to (``extracted`` None: nothing
+    qualifies). ``arms``: the extracted arm of each side, intervention then comparator."""
+
     gold: GoldOutcome
     extracted: ExtractedOutcome | None
     name_score: int
     equal_values: int
+    arms: tuple[ExtractedArm, ExtractedArm] | None = None
+    arm_scores: tuple[int, int] = (0, 0)
+
+    def arm(self, side: str) -> ExtractedArm | None:
+        return self.arms[SIDES.index(side)] if self.arms else None
 
     @property
     def why(self) -> str:
-        if self.extracted is None:
-            return "no extracted outcome matches (name or numbers)"
+        if self.extracted is None or self.arms is None:
+            return "no extracted comparison matches (outcome, arms or numbers)"
         shown = (
             f"extracted #{self.extracted.index} {self.extracted.name!r}"
             if self.extracted.name
             else (f"extracted #{self.extracted.index} (unnamed)")
         )
-        return f"{shown}: name {self.name_score}/100, {self.equal_values} equal value(s)"
+        arms = f"{self.arms[0].name!r} vs {self.arms[1].name!r}"
+        if self.extracted.version == 1:
+            arms += " (by role)"
+        elif self.gold.intervention or self.gold.comparator:
+            arms += f" (arm names {self.arm_scores[0]}/100, {self.arm_scores[1]}/100)"
+        return f"{shown}, {arms}: name {self.name_score}/100, {self.equal_values} equal value(s)"
 
 
 def normalize_name(name: str) -> str:
@@ -104,27 +141,66 @@ def equal(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
 
 
-def _equal_values(gold: GoldOutcome, extracted: ExtractedOutcome) -> int:
+def arm_words(name: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", name.casefold())) - ARM_FILLER
+
+
+def arm_score(gold: str, extracted: str) -> int:
+    """How surely two arm names name the same arm, 0-100: the mean of the words they share out of
+    the shorter name's (a gold "control" is the paper's "control group, standard care") and out of
+    all their words (the word that tells "smokers" from "nonsmokers" counts); 0 when both print
+    numbers and they differ ("1 mg" / "2 mg")."""
+    a, b = arm_words(gold), arm_words(extracted)
+    numbers_a, numbers_b = {w for w in a if w.isdigit()}, {w for w in b if w.isdigit()}
+    if not a or not b or (numbers_a and numbers_b and numbers_a != numbers_b):
+        return 0
+    shared = len(a & b)
+    return round(100 * (shared / min(len(a), len(b)) + shared / len(a | b)) / 2)
+
+
+def _equal_side(gold: GoldOutcome, side: str, arm: ExtractedArm) -> int:
     return sum(
-        1 for name, value in gold.values.items() if name in extracted.values and equal(value, extracted.values[name])
+        1 for name, value in gold.arm_values(side).items() if name in arm.values and equal(value, arm.values[name])
     )
 
 
-def match_outcomes(gold: list[GoldOutcome], extracted: list[ExtractedOutcome]) -> list[Match]:
-    """One Match per gold outcome (``extracted`` None when nothing qualifies), in gold order."""
+def _arm_pairs(gold: GoldOutcome, outcome: ExtractedOutcome) -> list[tuple[ExtractedArm, ExtractedArm, bool]]:
+    """The outcome's ordered arm pairs a gold row may be, each with whether the pair stands by
+    position alone (no arm names to compare)."""
+    if outcome.version == 1:
+        by_key = {arm.key: arm for arm in outcome.arms}
+        pair = (by_key.get("treatment"), by_key.get("control"))
+        return [(pair[0], pair[1], True)] if pair[0] and pair[1] else []
+    by_position = not (gold.intervention or gold.comparator) and len(outcome.arms) == 2
+    return [(a, b, by_position) for a in outcome.arms for b in outcome.arms if a is not b]
+
+
+def match_comparisons(gold: list[GoldOutcome], extracted: list[ExtractedOutcome]) -> list[Match]:
+    """One Match per gold row (``extracted`` None when nothing qualifies), in gold order."""
     candidates = []
-    for g, gold_outcome in enumerate(gold):
+    for g, row in enumerate(gold):
         for e, outcome in enumerate(extracted):
-            names = name_score(gold_outcome.outcome, outcome.name)
-            values = _equal_values(gold_outcome, outcome)
-            accepted = names >= NAME_ENOUGH or values >= VALUES_ENOUGH or (values >= 1 and names >= NAME_WITH_ONE_VALUE)
-            if accepted:
-                candidates.append((names + VALUE_WEIGHT * values, g, e, names, values))
+            names = name_score(row.outcome, outcome.name)
+            for p, (arm, comparator, by_position) in enumerate(_arm_pairs(row, outcome)):
+                sides = (arm, comparator)
+                by_side = list(zip(SIDES, sides, strict=True))
+                values = [_equal_side(row, side, extracted_arm) for side, extracted_arm in by_side]
+                scores = [arm_score(row.arm_name(side), extracted_arm.name) for side, extracted_arm in by_side]
+                arms_hold = by_position or all(s >= ARM_ENOUGH or v >= 1 for s, v in zip(scores, values, strict=True))
+                equal_values = sum(values)
+                outcome_holds = (
+                    names >= NAME_ENOUGH
+                    or equal_values >= VALUES_ENOUGH
+                    or (equal_values >= 1 and names >= NAME_WITH_ONE_VALUE)
+                )
+                if arms_hold and outcome_holds:
+                    score = names + ARM_WEIGHT * sum(scores) + VALUE_WEIGHT * equal_values
+                    candidates.append((score, g, e, p, names, equal_values, sides, (scores[0], scores[1])))
     chosen: dict[int, Match] = {}
-    taken: set[int] = set()
-    for _score, g, e, names, values in sorted(candidates, key=lambda c: (-c[0], c[1], c[2])):
-        if g in chosen or e in taken:
+    taken: set[tuple[int, int]] = set()
+    for _score, g, e, p, names, values, sides, scores in sorted(candidates, key=lambda c: (-c[0], c[1], c[2], c[3])):
+        if g in chosen or (e, p) in taken:
             continue
-        chosen[g] = Match(gold[g], extracted[e], names, values)
-        taken.add(e)
-    return [chosen.get(g, Match(gold_outcome, None, 0, 0)) for g, gold_outcome in enumerate(gold)]
+        chosen[g] = Match(gold[g], extracted[e], names, values, sides, scores)
+        taken.add((e, p))
+    return [chosen.get(g, Match(row, None, 0, 0)) for g, row in enumerate(gold)]

@@ -1,11 +1,17 @@
-"""A batch against a gold table: per field, how many gold values were found, exactly right,
-wrong or missing, with every wrong one listed (document, outcome, gold, extracted, quote); and
-per field group (study, baseline, outcome numbers, Risk of Bias) its precision and recall.
+"""A batch against a gold table, per arm number (one of events/total/mean/sd/n of one arm of one
+outcome): per field, how many gold arm numbers were found, exactly right, wrong or missing, with
+their precision and recall and every wrong one listed (document, outcome, arm, gold, extracted,
+quote); and per field group (study, baseline, outcome numbers, Risk of Bias) its precision and
+recall.
 
-Documents are matched to gold studies by file name (stem), study id or NCT number; outcomes by
-``matching.match_outcomes``. By default the machine's values are scored (that is how models are
-compared); ``final`` scores the values after review. Gold values only shown in figures are left
-out unless asked for (no text-based extractor can read them).
+Documents are matched to gold studies by file name (stem), study id or NCT number; each gold row
+(an outcome, an intervention and a comparator arm) to an extracted outcome and two of its arms by
+``matching.match_comparisons``. A number two gold rows share (the comparator of "1 mg vs saline"
+and of "2 mg vs saline") is one arm number, scored once. Documents are read through
+``core.templates.arms``, so a batch of either template version is scored the same way. By
+default the machine's values are scored (that is how models are compared); ``final`` scores the
+values after review. Gold values only shown in figures are left out unless asked for (no
+text-based extractor can read them).
 """
 
 from __future__ import annotations
@@ -15,13 +21,22 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-from extraction_pipeline.core.evaluation.gold import FIELDS, GoldOutcome
-from extraction_pipeline.core.evaluation.matching import ExtractedOutcome, Match, equal, match_outcomes
+from extraction_pipeline.core.evaluation.gold import NUMBERS, SIDES, GoldOutcome
+from extraction_pipeline.core.evaluation.matching import (
+    ExtractedArm,
+    ExtractedOutcome,
+    Match,
+    arm_words,
+    equal,
+    match_comparisons,
+    normalize_name,
+)
 from extraction_pipeline.core.extraction.grounded import GroundedFields, fields_of
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.review.decisions import current_decisions
+from extraction_pipeline.core.templates.arms import arm_key_of, study_arms
 
 
 @dataclass
@@ -34,6 +49,14 @@ class FieldScore:
     @property
     def missing(self) -> int:
         return self.gold - self.found
+
+    @property
+    def precision(self) -> float | None:
+        return self.right / self.found if self.found else None  # None: nothing extracted to judge
+
+    @property
+    def recall(self) -> float | None:
+        return self.right / self.gold if self.gold else None
 
 
 # The template's modules, as reviewers name them. A gold table carries values of some groups only
@@ -68,7 +91,8 @@ class GroupScore:
 
 @dataclass
 class Evaluation:
-    fields: dict[str, FieldScore] = field(default_factory=lambda: {name: FieldScore() for name in FIELDS})
+    # per arm-number field: events, total, mean, sd, n
+    fields: dict[str, FieldScore] = field(default_factory=lambda: {name: FieldScore() for name in NUMBERS})
     wrong: list[dict[str, Any]] = field(default_factory=list)
     matches: list[tuple[str, Match]] = field(default_factory=list)  # (document filename, match)
     studies_not_in_batch: list[str] = field(default_factory=list)
@@ -96,13 +120,15 @@ class Evaluation:
         return scores
 
     def as_dict(self) -> dict[str, Any]:
-        def row(score: FieldScore) -> dict[str, int]:
+        def row(score: FieldScore) -> dict[str, Any]:
             return {
                 "gold": score.gold,
                 "found": score.found,
                 "right": score.right,
                 "wrong": score.wrong,
                 "missing": score.missing,
+                "precision": score.precision,
+                "recall": score.recall,
             }
 
         return {
@@ -111,7 +137,14 @@ class Evaluation:
             "groups": {name: score.as_dict() for name, score in self.groups().items()},
             "wrong": self.wrong,
             "matches": [
-                {"document": document, "gold_outcome": m.gold.outcome, "matched": m.why} for document, m in self.matches
+                {
+                    "document": document,
+                    "gold_outcome": m.gold.outcome,
+                    "gold_intervention": m.gold.intervention,
+                    "gold_comparator": m.gold.comparator,
+                    "matched": m.why,
+                }
+                for document, m in self.matches
             ],
             "studies_not_in_batch": self.studies_not_in_batch,
             "left_out_in_figures": self.left_out_in_figures,
@@ -130,22 +163,37 @@ def _study_keys(item: ItemListing, fields: GroundedFields) -> set[str]:
 def extracted_outcomes(
     item: ItemListing, fields: GroundedFields, decided: dict[tuple[int, str], Any]
 ) -> list[ExtractedOutcome]:
-    """The item's outcomes with their numeric values (the reviewers' where ``decided`` has them)."""
-    by_index: dict[int, ExtractedOutcome] = {}
-    for path, entry in fields.items():
-        if entry.index is None:
-            continue
-        index = entry.index
-        outcome = by_index.setdefault(index, ExtractedOutcome(item["document_id"], item["filename"], index, ""))
+    """The item's outcomes with their arms' numbers (the reviewers' where ``decided`` has them),
+    read through the arms view: a reviewer who reassigned a number to another arm moved it."""
+
+    def value(path: str) -> Any:
         decision = decided.get((item["id"], path))
-        value = decision.value if decision is not None else entry.value
-        name = entry.field.rsplit(".", 1)[-1]  # an entry stored before templates is named by its path
-        if name == "outcome_name" and value:
-            outcome.name = str(value)
-        elif name in FIELDS and isinstance(value, int | float) and not isinstance(value, bool):
-            outcome.values[name] = float(value)
-            outcome.quotes[name] = entry.quote or ""
-    return [by_index[index] for index in sorted(by_index)]
+        if decision is not None:
+            return decision.value
+        entry = fields.get(path)
+        return entry.value if entry is not None else None
+
+    study = study_arms(fields.keys(), value)
+    found = []
+    for outcome in study.outcomes:
+        if not outcome.results:
+            continue  # a comparison printed for an outcome without arm numbers: nothing to score
+        arms = []
+        for result in outcome.results:
+            # an entry naming no declared arm is still that name's numbers
+            key = result.arm or f"{result.entry}:{arm_key_of(result.arm_name)}"
+            arm = ExtractedArm(key, study.arm_label(result.arm, result.arm_name))
+            for name, path in result.paths.items():
+                number = value(path)
+                if name in NUMBERS and isinstance(number, int | float) and not isinstance(number, bool):
+                    arm.values[name] = float(number)
+                    arm.quotes[name] = fields[path].quote or "" if path in fields else ""
+            arms.append(arm)
+        index = int(outcome.entries[0].split(".")[1])
+        found.append(
+            ExtractedOutcome(item["document_id"], item["filename"], index, outcome.name or "", arms, study.version)
+        )
+    return found
 
 
 def evaluate(
@@ -168,9 +216,9 @@ def evaluate(
             result.studies_not_in_batch.append(study)
             continue
         item, _keys, outcomes = document
-        for match in match_outcomes(rows, outcomes):
-            result.matches.append((item["filename"], match))
-            _score(result, item, match)
+        matches = match_comparisons(rows, outcomes)
+        result.matches.extend((item["filename"], match) for match in matches)
+        _score(result, item, matches)
     return result
 
 
@@ -187,26 +235,49 @@ def _count_groups(
             result.extracted_by_group[group] += 1  # of the outcomes, their numbers only
 
 
-def _score(result: Evaluation, item: ItemListing, match: Match) -> None:
-    for name, gold_value in match.gold.values.items():
+def _arm_identity(gold: GoldOutcome, side: str, row: int) -> str:
+    """Which arm a gold number belongs to, across the study's rows: its name's words, as arms are
+    matched ("Dw 5% + quinine" is "Dw 5% with quinine"); a sheet without arm names: the row's
+    side, so nothing is shared."""
+    words = " ".join(sorted(arm_words(gold.arm_name(side))))
+    return words if words else f"row {row}: {side}"
+
+
+def _score(result: Evaluation, item: ItemListing, matches: list[Match]) -> None:
+    """Each distinct gold arm number once: scored where the first matched row holding it was
+    matched (or missing when no row holding it was)."""
+    numbers: dict[tuple[str, str, str, float], tuple[Match, str, float] | None] = {}
+    for row, match in enumerate(matches):
+        gold = match.gold
+        for side in SIDES:
+            for name, gold_value in gold.arm_values(side).items():
+                key = (normalize_name(gold.outcome), _arm_identity(gold, side, row), name, gold_value)
+                if numbers.get(key) is None:
+                    numbers[key] = (match, side, gold_value) if match.arms is not None else None
+    for (_outcome, _arm, name, gold_value), scored in numbers.items():
         score = result.fields[name]
         score.gold += 1
-        extracted = match.extracted.values.get(name) if match.extracted else None
-        if extracted is None:
+        if scored is None:
+            continue
+        match, side, _value = scored
+        arm = match.arm(side)
+        extracted = arm.values.get(name) if arm else None
+        if arm is None or extracted is None:
             continue
         score.found += 1
         if equal(gold_value, extracted):
             score.right += 1
             continue
         score.wrong += 1
-        assert match.extracted is not None
         result.wrong.append(
             {
                 "document": item["filename"],
                 "outcome": match.gold.outcome,
+                "arm": match.gold.arm_name(side) or side,
+                "extracted_arm": arm.name,
                 "field": name,
                 "gold": gold_value,
                 "extracted": extracted,
-                "quote": match.extracted.quotes.get(name, ""),
+                "quote": arm.quotes.get(name, ""),
             }
         )
