@@ -7,6 +7,7 @@ the first answer."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from extraction_pipeline.core.verification.grounding import NOT_REPORTED, VERIFI
 from extraction_pipeline.core.verification.recall import MissedKind
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
 from extraction_pipeline_tests.support.review_case import OUTCOME_QUOTE, results_sentence
+from extraction_pipeline_tests.support.templates import freeze_version_1
 
 RESULTS_TABLE = (
     "Table 2. Secondary outcomes at 12 months\nOutcome\nDrug (n=600)\nPlacebo (n=600)\n"
@@ -65,7 +67,37 @@ def _paper(ledger_url: str, tmp_path: Path, *, follow_up: bool) -> Paper:
 
 
 def _forgetful_answer(trial: SyntheticTrial) -> str:
-    """The primary outcome and the table's first row; the second row (myocardial infarction) left out."""
+    """The arms, the primary outcome's comparison and the table's first row per arm; the second row
+    (myocardial infarction) left out."""
+    results = results_sentence(trial)
+    return extraction_json(
+        {
+            "metadata.nct_number": (trial.nct_number, f"registered at ClinicalTrials.gov ({trial.nct_number})"),
+            "arms.1.arm_name": ("Drug", "Drug (n=600)"),
+            "arms.1.randomized_n": (600, "Drug (n=600)"),
+            "arms.2.arm_name": ("Placebo", "Placebo (n=600)"),
+            "arms.2.randomized_n": (600, "Placebo (n=600)"),
+            "comparisons.1.outcome_name": ("hospitalization or death", OUTCOME_QUOTE),
+            "comparisons.1.arm": ("Drug", results),
+            "comparisons.1.comparator_arm": ("Placebo", results),
+            "comparisons.1.effect_measure": ("HR", results),
+            "comparisons.1.effect_estimate": (trial.hazard_ratio, results),
+            "comparisons.1.ci_lower": (trial.ci_lower, results),
+            "comparisons.1.ci_upper": (trial.ci_upper, results),
+            "outcomes.1.outcome_name": ("Stroke", "Stroke"),
+            "outcomes.1.arm": ("Drug", "Drug (n=600)"),
+            "outcomes.1.events": (12, "12/600"),
+            "outcomes.1.total": (600, "Drug (n=600)"),
+            "outcomes.2.outcome_name": ("Stroke", "Stroke"),
+            "outcomes.2.arm": ("Placebo", "Placebo (n=600)"),
+            "outcomes.2.events": (25, "25/600"),
+            "outcomes.2.total": (600, "Placebo (n=600)"),
+        }
+    )
+
+
+def _forgetful_answer_v1(trial: SyntheticTrial) -> str:
+    """The same in the two-arm template (version 1): both arms' numbers in one outcome entry."""
     results = results_sentence(trial)
     return extraction_json(
         {
@@ -84,7 +116,24 @@ def _forgetful_answer(trial: SyntheticTrial) -> str:
     )
 
 
+# The follow-up's answer declares the arms again (it names them) and gives the missed outcome per arm.
 FOLLOW_UP_ANSWER = extraction_json(
+    {
+        "arms.1.arm_name": ("Placebo", "Placebo (n=600)"),
+        "arms.2.arm_name": ("Drug", "Drug (n=600)"),
+        "outcomes.1.outcome_name": (MISSED_NAME, MISSED_NAME),
+        "outcomes.1.outcome_type": ("dichotomous", None),
+        "outcomes.1.arm": ("Drug", "Drug (n=600)"),
+        "outcomes.1.events": (30, "30/600"),
+        "outcomes.1.total": (600, "Drug (n=600)"),
+        "outcomes.2.outcome_name": (MISSED_NAME, MISSED_NAME),
+        "outcomes.2.outcome_type": ("dichotomous", None),
+        "outcomes.2.arm": ("Placebo", "Placebo (n=600)"),
+        "outcomes.2.events": (41, "41/600"),
+        "outcomes.2.total": (600, "Placebo (n=600)"),
+    }
+)
+FOLLOW_UP_ANSWER_V1 = extraction_json(
     {
         "outcomes.1.outcome_name": (MISSED_NAME, MISSED_NAME),
         "outcomes.1.outcome_type": ("dichotomous", None),
@@ -152,18 +201,47 @@ def test_the_follow_up_asks_for_exactly_the_missed_outcome_and_merges_it(
     assert len(fake_llm.requests) == 2
     asked = fake_llm.requests[1]["messages"][-1]["content"]
     assert MISSED_OPEN in asked and f"- {MISSED_NAME}" in asked and "Stroke\n" not in asked.split(MISSED_OPEN)[1]
+    # Asked in arms: the arms (so the answer can name them), the results per arm, the comparisons.
+    assert _asked_modules(fake_llm.requests[1]["messages"]) == ["arms", "outcomes", "comparisons"]
     follow = result["follow_up"]
     assert isinstance(follow, dict)
-    assert follow["asked"] == [MISSED_NAME] and follow["found"] == [3]
+    assert follow["asked"] == [MISSED_NAME] and follow["found"] == [3, 4]
     assert (follow["tokens_in"], follow["tokens_out"]) == (900, 80)
     fields = fields_of(result)
-    assert fields["outcomes.3.outcome_name"].value == MISSED_NAME
-    assert fields["outcomes.3.events_control"].value == 41 and fields["outcomes.3.events_control"].status == VERIFIED
+    assert [(fields[f"outcomes.{n}.outcome_name"].value, fields[f"outcomes.{n}.arm"].value) for n in (3, 4)] == [
+        (MISSED_NAME, "Drug"),
+        (MISSED_NAME, "Placebo"),
+    ]
+    assert fields["outcomes.4.events"].value == 41 and fields["outcomes.4.events"].status == VERIFIED
     assert fields["outcomes.2.outcome_name"].value == "Stroke"  # the first answer's outcomes stay as they were
+    assert "arms.3.arm_name" not in fields  # the arms it declared again are the first answer's two
+    assert not any(entry.flags for entry in fields.values())  # every arm named is declared
     missed = missed_of(json.dumps(result)) or []
     assert not any(m.label == MISSED_NAME for m in missed)  # checked again: nothing left of it
     item = get_item(paper.ledger, paper.item_id)
     assert item is not None and (item["tokens_in"], item["tokens_out"]) == (1900, 280)  # both calls paid
+
+
+def test_a_batch_frozen_on_the_two_arm_template_asks_and_merges_in_its_fields(
+    ledger_url: str, tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    paper = _paper(ledger_url, tmp_path, follow_up=True)
+    freeze_version_1(paper.ledger, 1)
+    fake_llm.push(Reply(_forgetful_answer_v1(paper.trial), tokens_in=1000, tokens_out=200))
+    fake_llm.push(Reply(FOLLOW_UP_ANSWER_V1, tokens_in=900, tokens_out=80))
+    result = _extract(paper, fake_llm)
+    assert _asked_modules(fake_llm.requests[1]["messages"]) == ["outcomes"]
+    follow = result["follow_up"]
+    assert isinstance(follow, dict) and follow["asked"] == [MISSED_NAME] and follow["found"] == [3]
+    fields = fields_of(result)
+    assert fields["outcomes.3.outcome_name"].value == MISSED_NAME
+    assert fields["outcomes.3.events_control"].value == 41 and fields["outcomes.3.events_control"].status == VERIFIED
+    assert fields["outcomes.2.outcome_name"].value == "Stroke"
+
+
+def _asked_modules(messages: list[dict[str, str]]) -> list[str]:
+    """The modules the prompt's field list asks for, in order."""
+    return re.findall(r"^(metadata|baseline|arms|risk_of_bias|outcomes|comparisons) \(", messages[-1]["content"], re.M)
 
 
 def test_a_follow_up_that_is_cut_keeps_the_first_answer_and_its_cost(
@@ -244,6 +322,81 @@ def test_the_follow_up_also_asks_for_extracted_outcomes_missing_a_number_their_o
         **_outcome(4, outcome_name="HR only", effect_estimate=0.8),  # nothing per arm: complete as it is
     }
     assert incomplete_outcomes(fields) == ["stroke", "pain score"]  # pain score: means without their SDs
+
+
+def _entry(module: str, index: int, **values: Scalar) -> dict[str, GroundedValue]:
+    return {
+        f"{module}.{index}.{name}": GroundedValue(
+            module, index, name, value, f"quote {value}", GroundingStatus(VERIFIED), 1.0, ""
+        )
+        for name, value in values.items()
+    }
+
+
+def _arms(*names: str, subgroup: str | None = None, start: int = 1) -> dict[str, GroundedValue]:
+    return {
+        path: value
+        for n, name in enumerate(names, start=start)
+        for path, value in _entry("arms", n, arm_name=name, subgroup=subgroup).items()
+    }
+
+
+def test_in_arms_an_arm_without_the_numbers_other_arms_have_makes_the_outcome_incomplete() -> None:
+    from extraction_pipeline.core.extraction.follow_up import incomplete_outcomes
+
+    fields = {
+        **_arms("haloperidol 1 mg", "haloperidol 2 mg", "placebo"),
+        # nausea: no entry for the 2 mg arm, which the other arms have numbers for
+        **_entry("outcomes", 1, outcome_name="nausea", arm="haloperidol 1 mg", events=5, total=40),
+        **_entry("outcomes", 2, outcome_name="nausea", arm="placebo", events=4, total=39),
+        # sedation: events without the arm's total in one arm
+        **_entry("outcomes", 3, outcome_name="sedation", arm="haloperidol 1 mg", events=2, total=40),
+        **_entry("outcomes", 4, outcome_name="sedation", arm="haloperidol 2 mg", events=3),
+        **_entry("outcomes", 5, outcome_name="sedation", arm="placebo", events=1, total=39),
+        # pain: complete in every arm
+        **{
+            path: value
+            for n, arm in enumerate(("haloperidol 1 mg", "haloperidol 2 mg", "placebo"), start=6)
+            for path, value in _entry("outcomes", n, outcome_name="pain", arm=arm, mean=4.0, sd=1.0, n=40).items()
+        },
+        **_entry("comparisons", 1, outcome_name="mortality", arm="haloperidol 1 mg", comparator_arm="placebo"),
+    }
+    assert incomplete_outcomes(fields) == ["nausea", "sedation"]
+    # Results by subgroup: an outcome reported for the men's arms does not ask for the women's.
+    by_sex = {
+        **_arms("drug", "placebo", subgroup="men"),
+        **_arms("drug", "placebo", subgroup="women", start=3),
+        **_entry("outcomes", 1, outcome_name="fracture", arm="drug (men)", events=3, total=50),
+        **_entry("outcomes", 2, outcome_name="fracture", arm="placebo (men)", events=6, total=50),
+    }
+    assert incomplete_outcomes(by_sex) == []
+    del by_sex["outcomes.2.events"]
+    assert incomplete_outcomes(by_sex) == ["fracture"]
+
+
+def test_in_arms_the_follow_ups_entries_complete_their_own_arm_and_declare_no_arm_twice() -> None:
+    first = {
+        **_arms("drug", "placebo"),
+        **_entry("outcomes", 1, outcome_name="nausea", arm="drug", events=5),
+        **_entry("outcomes", 2, outcome_name="nausea", arm="placebo", events=7, total=50),
+    }
+    answered = {
+        **_arms("Placebo", "Drug", "drug 20 mg"),  # the same two arms in another order, and one it missed
+        **_entry("outcomes", 1, outcome_name="nausea", arm="placebo", events=7, total=50),
+        **_entry("outcomes", 2, outcome_name="nausea", arm="drug", events=5, total=48),  # completes entry 1
+        **_entry("outcomes", 3, outcome_name="nausea", arm="drug 20 mg", events=9, total=49),  # new
+        **_entry("outcomes", 4, outcome_name="vomiting", arm="drug", events=1, total=48),  # new
+        **_entry("comparisons", 1, outcome_name="nausea", arm="drug", comparator_arm="placebo", effect_estimate=0.7),
+    }
+    merged, found = merge_answered(first, answered)
+    assert found == [3, 4]
+    assert merged["outcomes.1.total"].value == 48 and merged["outcomes.1.arm"].value == "drug"  # its own arm's
+    assert merged["outcomes.2.total"] is first["outcomes.2.total"]  # equal, not replaced
+    assert [merged[f"arms.{n}.arm_name"].value for n in (1, 2, 3)] == ["drug", "placebo", "drug 20 mg"]
+    assert "arms.4.arm_name" not in merged
+    assert (merged["outcomes.3.arm"].value, merged["outcomes.3.events"].value) == ("drug 20 mg", 9)
+    assert merged["outcomes.4.outcome_name"].value == "vomiting"
+    assert merged["comparisons.1.effect_estimate"].value == 0.7 and merged["comparisons.1.arm"].value == "drug"
 
 
 def test_a_missed_name_from_the_paper_cannot_close_its_own_list() -> None:

@@ -15,6 +15,7 @@ import pytest
 from extraction_pipeline.core.errors import AnswerCutError, PermanentError
 from extraction_pipeline.core.export.workbook import answer_label
 from extraction_pipeline.core.extraction.extract import extract_item
+from extraction_pipeline.core.extraction.narrowing import with_arms
 from extraction_pipeline.core.extraction.prompts import build_messages, document_from_messages
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
@@ -22,12 +23,13 @@ from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction, output_limit
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
 from extraction_pipeline.core.templates.rct import BASE_TEMPLATES, RCT_BASE
-from extraction_pipeline.core.verification.grounding import VERIFIED
+from extraction_pipeline.core.verification.grounding import JUDGEMENT_SUPPORTED, VERIFIED
 from extraction_pipeline_tests.support.extraction_cases import GOOD, PARSED
 from extraction_pipeline_tests.support.fake_llm import CHARS_PER_TOKEN, FakeLLMServer, Reply, extraction_json
 from extraction_pipeline_tests.support.ledgers import add_documents
 
 TEMPLATE = BASE_TEMPLATES[RCT_BASE]
+OUTCOMES = with_arms(TEMPLATE, ("outcomes",))  # how a cut answer's outcomes are asked again
 NCT = "The trial was registered at ClinicalTrials.gov (NCT04412345) and enrolled 480 participants."
 OUTCOMES_PER_PAGE = 4
 
@@ -47,7 +49,8 @@ def _document(pages: int) -> ParsedDocument:
 
 def _asked_modules(messages: list[dict[str, str]]) -> set[str]:
     """The modules the prompt's field list asks for (each starts a line: "outcomes (a list, ...")."""
-    return set(re.findall(r"^(metadata|baseline|risk_of_bias|outcomes) \(", messages[-1]["content"], re.M))
+    modules = "metadata|baseline|arms|risk_of_bias|outcomes|comparisons"
+    return set(re.findall(rf"^({modules}) \(", messages[-1]["content"], re.M))
 
 
 def _answer(messages: list[dict[str, str]]) -> Reply:
@@ -62,12 +65,17 @@ def _answer(messages: list[dict[str, str]]) -> Reply:
     for page in map(int, re.findall(r"\[page (\d+)\]", text)):
         for k in range(1, OUTCOMES_PER_PAGE + 1):
             sentence = _sentence(page, k)
-            if "outcomes" not in modules or sentence not in text:
+            if sentence not in text:
+                continue
+            if "arms" in modules and "arms.1.arm_name" not in values:  # the arm it names, declared
+                values["arms.1.arm_name"] = ("drug", sentence)
+            if "outcomes" not in modules:
                 continue
             number += 1
             values[f"outcomes.{number}.outcome_name"] = (f"Outcome {page}-{k}", sentence)
-            values[f"outcomes.{number}.events_treatment"] = (10 + 7 * page + k, sentence)
-            values[f"outcomes.{number}.total_treatment"] = (120 + page, sentence)
+            values[f"outcomes.{number}.arm"] = ("drug", sentence)
+            values[f"outcomes.{number}.events"] = (10 + 7 * page + k, sentence)
+            values[f"outcomes.{number}.total"] = (120 + page, sentence)
     return Reply(extraction_json(values), tokens_in=2000)
 
 
@@ -123,10 +131,10 @@ def test_a_paper_whose_answer_is_too_long_completes_in_smaller_questions(
 ) -> None:
     parsed = _document(pages=4)
     whole = _tokens(build_messages(TEMPLATE, parsed.pages_text))
-    outcomes_only = _tokens(build_messages(TEMPLATE.only("outcomes"), parsed.pages_text))
+    outcomes_only = _tokens(build_messages(OUTCOMES, parsed.pages_text))
     half = max(
-        _tokens(build_messages(TEMPLATE.only("outcomes"), parsed.pages_text[:2])),
-        _tokens(build_messages(TEMPLATE.only("outcomes"), parsed.pages_text[2:], first_page=3)),
+        _tokens(build_messages(OUTCOMES, parsed.pages_text[:2])),
+        _tokens(build_messages(OUTCOMES, parsed.pages_text[2:], first_page=3)),
     )
     limit = (half + outcomes_only) // 2
     assert half < limit < outcomes_only < whole  # the whole answer and the outcomes alone are cut
@@ -138,27 +146,45 @@ def test_a_paper_whose_answer_is_too_long_completes_in_smaller_questions(
     expected = 4 * OUTCOMES_PER_PAGE
     assert outcome.outcomes == expected  # every outcome of every page, none twice
     assert fields["metadata.nct_number"]["value"] == "NCT04412345"
-    assert outcome.fields_found == 2 + 3 * expected and outcome.quotes_verified == outcome.fields_found
+    # the NCT and the total, each outcome's name, arm and two numbers, and the one arm (declared by
+    # each of the four answers that name it: merged by name)
+    assert outcome.fields_found == 2 + 4 * expected + 1
+    assert outcome.quotes_verified == outcome.fields_found - expected  # an entry's arm is a judgement
     assert {fields[f"outcomes.{n}.outcome_name"]["value"] for n in range(1, expected + 1)} == {
         f"Outcome {page}-{k}" for page in range(1, 5) for k in range(1, OUTCOMES_PER_PAGE + 1)
     }
-    assert all(entry["status"] == VERIFIED for entry in fields.values() if entry["value"] is not None)
-    # whole paper (cut), 4 modules one by one (outcomes cut), outcomes of pages 1-2 and of 3-4
+    assert fields["arms.1.arm_name"]["value"] == "drug" and "arms.2.arm_name" not in fields
+    assert {fields[f"outcomes.{n}.arm"]["value"] for n in range(1, expected + 1)} == {"drug"}
+    assert all(
+        entry["status"] == (JUDGEMENT_SUPPORTED if entry["field"] == "arm" else VERIFIED)
+        for entry in fields.values()
+        if entry["value"] is not None
+    )
+    assert not any(entry["flags"] for entry in fields.values())  # every entry's arm is declared
+    # whole paper (cut); metadata, Risk of Bias, and the modules naming arms each with the arms
+    # (outcomes cut); outcomes with the arms of pages 1-2 and of 3-4
     assert len(fake_llm.requests) == 1 + 4 + 2
     cuts = [note["cut"] for note in outcome.result["parts"] if "cut" in note]
     assert cuts == [
         f"answer cut at {limit} output tokens (openai/fake-model stopped at its output limit) for the whole "
         "paper: asked again in 4 smaller questions",
-        f"answer cut at {limit} output tokens (openai/fake-model stopped at its output limit) for outcomes on "
-        "the whole paper: asked again in 2 smaller questions",
+        f"answer cut at {limit} output tokens (openai/fake-model stopped at its output limit) for outcomes with "
+        "arms on the whole paper: asked again in 2 smaller questions",
     ]
     asked = [(note.get("module"), note["pages"]) for note in outcome.result["parts"] if "cut" not in note]
     assert asked == [
         ("metadata", "all"),
-        ("baseline", "all"),
         ("risk_of_bias", "all"),
-        ("outcomes", "1-2"),
-        ("outcomes", "3-4"),
+        ("outcomes with arms", "1-2"),
+        ("outcomes with arms", "3-4"),
+        ("comparisons with arms", "all"),
+    ]
+    asked_modules = [_asked_modules(r["messages"]) for r in fake_llm.requests[1:]]
+    assert asked_modules == [
+        {"metadata"},
+        {"risk_of_bias"},
+        *[{"arms", "outcomes"}] * 3,  # the cut one, then its halves
+        {"arms", "comparisons"},
     ]
     assert answer_label(outcome.result) == f"new call; asked in 5 smaller calls after the {cuts[0]}"  # Documents sheet
     row = states.get_item(ledger, item)
@@ -172,7 +198,7 @@ def test_one_page_whose_outcomes_alone_are_too_long_fails_with_that_reason(
     ledger: Ledger, fake_llm: FakeLLMServer
 ) -> None:
     parsed = _document(pages=1)
-    limit = _tokens(build_messages(TEMPLATE.only("outcomes"), parsed.pages_text)) - 5
+    limit = _tokens(build_messages(OUTCOMES, parsed.pages_text)) - 5
     fake_llm.output_limit = limit
     fake_llm.answer = _answer
     item = _item(ledger)
@@ -184,6 +210,22 @@ def test_one_page_whose_outcomes_alone_are_too_long_fails_with_that_reason(
         row["message"] or ""
     )
     assert "invalid JSON" not in (row["message"] or "")
-    # the whole answer (cut), the modules one by one: the outcomes cut again, with nothing smaller to ask
-    assert len(fake_llm.requests) == 1 + 4 and fake_llm.completion_tokens.count(limit) == 2
+    # the whole answer (cut), then module by module (metadata, Risk of Bias): the outcomes with the
+    # arms cut again, with nothing smaller to ask
+    assert len(fake_llm.requests) == 1 + 3 and fake_llm.completion_tokens.count(limit) == 2
     assert row["tokens_out"] == sum(fake_llm.completion_tokens)  # every answer paid for is counted
+
+
+def test_a_two_arm_template_is_asked_module_by_module_as_before() -> None:
+    from extraction_pipeline.core.extraction.narrowing import module_questions
+    from extraction_pipeline.core.templates.rct import RCT_TEMPLATE_V1
+
+    v1 = [(q.label, [m.name for m in q.template.modules]) for q in module_questions(RCT_TEMPLATE_V1)]
+    assert v1 == [(name, [name]) for name in ("metadata", "baseline", "risk_of_bias", "outcomes")]
+    v2 = [(q.label, [m.name for m in q.template.modules]) for q in module_questions(TEMPLATE)]
+    assert v2 == [
+        ("metadata", ["metadata"]),
+        ("risk_of_bias", ["risk_of_bias"]),
+        ("outcomes with arms", ["arms", "outcomes"]),
+        ("comparisons with arms", ["arms", "comparisons"]),
+    ]

@@ -52,24 +52,28 @@ def _report(path: Path) -> Path:
 
 
 def _answer(messages: list[dict[str, str]]) -> Reply:
-    """What a model reading only this part would answer: the values its pages hold."""
+    """What a model reading only this part would answer: the values its pages hold, in arms (each
+    part that reports results declares the arms it names)."""
     text = " ".join(document_from_messages(messages).split())
     values: dict[str, tuple[object, str]] = {}
     if NCT in text:
         values["metadata.nct_number"] = ("NCT04412345", NCT)
-    outcome = 0
+    entries: list[dict[str, tuple[object, str]]] = []
     for sentence in (MORTALITY, MORTALITY_AGAIN):
         if sentence in text:
-            outcome += 1
-            values[f"outcomes.{outcome}.outcome_name"] = ("All-cause mortality", sentence)
-            values[f"outcomes.{outcome}.timepoint"] = ("52 weeks", sentence)
-            values[f"outcomes.{outcome}.events_treatment"] = (41, sentence)
-            values[f"outcomes.{outcome}.total_control"] = (598, sentence)
+            described = {"outcome_name": ("All-cause mortality", sentence), "timepoint": ("52 weeks", sentence)}
+            entries.append({**described, "arm": ("drug", sentence), "events": (41, sentence)})
+            entries.append({**described, "arm": ("placebo", sentence), "total": (598, sentence)})
     if WEIGHT in text:
-        outcome += 1
-        values[f"outcomes.{outcome}.outcome_name"] = ("Body weight change", WEIGHT)
-        values[f"outcomes.{outcome}.timepoint"] = ("26 weeks", WEIGHT)
-        values[f"outcomes.{outcome}.mean_treatment"] = (3.1, WEIGHT)
+        described = {"outcome_name": ("Body weight change", WEIGHT), "timepoint": ("26 weeks", WEIGHT)}
+        entries.append({**described, "arm": ("drug", WEIGHT), "mean": (3.1, WEIGHT)})
+        entries.append({**described, "arm": ("placebo", WEIGHT), "mean": (0.4, WEIGHT)})
+    if entries:
+        quote = next(value[1] for value in entries[0].values())
+        values["arms.1.arm_name"] = ("drug", quote)
+        values["arms.2.arm_name"] = ("placebo", quote)
+    for number, entry in enumerate(entries, start=1):
+        values.update({f"outcomes.{number}.{name}": pair for name, pair in entry.items()})
     pages = re.findall(r"\[page (\d+)\]", document_from_messages(messages))
     return Reply(extraction_json(values), tokens_in=1000 + len(pages), tokens_out=50)
 
@@ -105,13 +109,27 @@ def test_a_300_page_report_is_extracted_in_parts_and_merged(
     assert [(int(m[1]), int(m[2])) for m in told if m] == [(k, len(parts)) for k in range(1, len(parts) + 1)]
     fields = outcome.result["fields"]
     assert fields["metadata.nct_number"]["value"] == "NCT04412345" and fields["metadata.nct_number"]["page"] == 1
-    outcomes = {fields[f"outcomes.{n}.outcome_name"]["value"] for n in (1, 2)}
-    assert outcomes == {"All-cause mortality", "Body weight change"} and "outcomes.3.outcome_name" not in fields
-    mortality = next(n for n in (1, 2) if fields[f"outcomes.{n}.outcome_name"]["value"] == "All-cause mortality")
-    assert fields[f"outcomes.{mortality}.events_treatment"]["status"] == "verified"
-    assert fields[f"outcomes.{mortality}.events_treatment"]["page"] in (120, 280)
-    weight = 3 - mortality
-    assert fields[f"outcomes.{weight}.mean_treatment"]["page"] == 251
+    # Three parts report results and declare the two arms: merged by name, two arms.
+    assert [fields[f"arms.{n}.arm_name"]["value"] for n in (1, 2)] == ["drug", "placebo"]
+    assert "arms.3.arm_name" not in fields
+    # One entry per outcome and arm: mortality reported twice is merged per arm, never across arms.
+    entries = {
+        (fields[f"outcomes.{n}.outcome_name"]["value"], fields[f"outcomes.{n}.arm"]["value"]): n for n in range(1, 5)
+    }
+    assert set(entries) == {
+        ("All-cause mortality", "drug"),
+        ("All-cause mortality", "placebo"),
+        ("Body weight change", "drug"),
+        ("Body weight change", "placebo"),
+    }
+    assert "outcomes.5.outcome_name" not in fields and outcome.outcomes == 2
+    mortality_drug = entries["All-cause mortality", "drug"]
+    assert fields[f"outcomes.{mortality_drug}.events"]["status"] == "verified"
+    assert fields[f"outcomes.{mortality_drug}.events"]["page"] in (120, 280)
+    assert fields[f"outcomes.{mortality_drug}.total"]["value"] is None  # the placebo arm's total stays its own
+    assert fields[f"outcomes.{entries['All-cause mortality', 'placebo']}.total"]["value"] == 598
+    assert fields[f"outcomes.{entries['Body weight change', 'placebo']}.mean"]["page"] == 251
+    assert not any(entry["flags"] for entry in fields.values())  # every arm named is declared
     assert [p["pages"] for p in outcome.result["parts"]] == [p.label for p in parts]
     row = states.get_item(ledger, item)
     assert row is not None and row["tokens_in"] == sum(1000 + (p.last_page - p.first_page + 1) for p in parts)
@@ -160,3 +178,36 @@ def test_merging_keeps_the_best_answer_and_joins_the_same_outcome() -> None:
     assert merged["outcomes.1.events_treatment"].value == 41 and merged["outcomes.1.events_treatment"].index == 1
     assert merged["outcomes.2.timepoint"].value == "12 weeks"  # another timepoint: another outcome
     assert "outcomes.3.outcome_name" not in merged
+
+
+def test_merging_parts_in_arms_joins_an_arm_by_name_and_keeps_arms_and_comparisons_apart() -> None:
+    def entry(module: str, index: int, field: str, value: str | int | None, status: str = "verified") -> GroundedValue:
+        return GroundedValue(module, index, field, value, "q", GroundingStatus(status), 1.0, "")
+
+    def fields(module: str, index: int, **values: str | int | None) -> dict[str, GroundedValue]:
+        return {f"{module}.{index}.{name}": entry(module, index, name, value) for name, value in values.items()}
+
+    first = {
+        **fields("arms", 1, arm_name="Haloperidol 1 mg", randomized_n=None),
+        **fields("arms", 2, arm_name="Placebo"),
+        **fields("outcomes", 1, outcome_name="Nausea", arm="Haloperidol 1 mg", events=5),
+        **fields("comparisons", 1, outcome_name="Nausea", arm="Haloperidol 1 mg", comparator_arm="Placebo"),
+    }
+    second = {
+        **fields("arms", 1, arm_name="placebo"),
+        **fields("arms", 2, arm_name="haloperidol 1 mg", randomized_n=40),
+        **fields("arms", 3, arm_name="Haloperidol 2 mg", randomized_n=41),
+        **fields("outcomes", 1, outcome_name="nausea", arm="haloperidol 1 mg", total=40),
+        **fields("outcomes", 2, outcome_name="Nausea", arm="Haloperidol 2 mg", events=9, total=41),
+        **fields("comparisons", 1, outcome_name="Nausea", arm="Haloperidol 2 mg", comparator_arm="Placebo"),
+    }
+    merged = merge_parts([first, second])
+    assert [merged[f"arms.{n}.arm_name"].value for n in (1, 2, 3)] == [
+        "Haloperidol 1 mg",
+        "Placebo",
+        "Haloperidol 2 mg",
+    ]
+    assert merged["arms.1.randomized_n"].value == 40 and "arms.4.arm_name" not in merged
+    assert (merged["outcomes.1.events"].value, merged["outcomes.1.total"].value) == (5, 40)  # one arm, joined
+    assert (merged["outcomes.2.arm"].value, merged["outcomes.2.events"].value) == ("Haloperidol 2 mg", 9)
+    assert [merged[f"comparisons.{n}.arm"].value for n in (1, 2)] == ["Haloperidol 1 mg", "Haloperidol 2 mg"]
