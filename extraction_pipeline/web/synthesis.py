@@ -1,7 +1,9 @@
 """The batch's evidence as an analyst reads it, on the batch page: a forest plot per outcome
 (each study linking to its review page) and the Risk-of-Bias traffic lights with their summary
-bars; the same pictures as SVG, PNG and PDF files; and the form with which a reviewer pools
-differently named outcomes as one.
+bars; the same pictures as SVG, PNG and PDF files; the form with which a reviewer pools
+differently named outcomes as one; and the comparisons: per comparison, each study's arms on the
+intervention side, the comparator side or not in it (proposed from the arm names, changed here,
+recorded in the ledger), a forest plot per outcome of each comparison.
 
 The pictures are matplotlib figures drawn by ``core/synthesis`` (the workbook embeds the same
 drawings) and written as SVG there, every text escaped by matplotlib's writer, so the page
@@ -29,10 +31,14 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.synthesis.batch import (
     BatchSynthesis,
+    ComparisonView,
     OutcomeSynthesis,
+    add_comparison,
     batch_synthesis,
     set_outcome_label,
+    set_sides,
 )
+from extraction_pipeline.core.synthesis.comparisons import DEFAULT_COMPARISON, SIDES
 from extraction_pipeline.core.synthesis.figures import MEDIA_TYPES, Format, render, svg_text
 from extraction_pipeline.core.synthesis.forest import forest_figure, shown
 from extraction_pipeline.core.synthesis.risk_of_bias import (
@@ -76,10 +82,17 @@ class SynthesisView:
     summary: Markup | None
     traffic_light_downloads: tuple[tuple[str, str], ...] = ()
     summary_downloads: tuple[tuple[str, str], ...] = ()
+    comparisons: tuple[ComparisonView, ...] = ()
+    sides: tuple[str, ...] = SIDES
+
+    def pooled_in(self, comparison: str) -> list[OutcomeView]:
+        return [view for view in self.pooled if view.outcome.comparison == comparison]
 
 
 def forest_url(batch_id: int, outcome: OutcomeSynthesis, fmt: str) -> str:
     query = urlencode({"outcome": outcome.result.outcome, "measure": outcome.result.measure})
+    if outcome.comparison != DEFAULT_COMPARISON:
+        query += "&" + urlencode({"comparison": outcome.comparison})
     return f"{PREFIX}/batches/{batch_id}/forest.{fmt}?{query}"
 
 
@@ -118,6 +131,7 @@ def synthesis_view(ledger: Ledger, batch_id: int) -> SynthesisView:
         summary=Markup(svg_text(summary_figure(rob))) if rob is not None and drawn else None,  # noqa: S704
         traffic_light_downloads=tuple((f.upper(), risk_of_bias_url(batch_id, "traffic-lights", f)) for f in FORMATS),
         summary_downloads=tuple((f.upper(), risk_of_bias_url(batch_id, "summary", f)) for f in FORMATS),
+        comparisons=synthesis.comparisons,
     )
 
 
@@ -148,6 +162,39 @@ async def label_outcome(request: Request) -> Response:
     return response
 
 
+async def save_comparison(request: Request) -> Response:
+    """Name a new comparison (``new``), or save the sides of ``comparison``'s arms (fields
+    ``side:DOCUMENT:ARM``)."""
+    ledger = ledger_of(request)
+    batch_id = request.path_params["batch_id"]
+    form = await read_form(request)
+    if get_batch(ledger, batch_id) is None:
+        return message_page("Batch", error=f"unknown batch {batch_id}", status_code=404)
+    reviewer = signed_in(request)
+    if isinstance(reviewer, Response):
+        return reviewer
+    response = RedirectResponse(f"{PREFIX}/batches/{batch_id}#comparisons", status_code=303)
+    try:
+        new = text_field(form, "new", 1000)
+        if new.strip():
+            name = await run_in_threadpool(add_comparison, ledger, batch_id, new, reviewer.name)
+            set_flash(response, f"comparison {name!r} added: its arms start on their proposed sides")
+            return response
+        comparison = text_field(form, "comparison", 1000)
+        sides: dict[tuple[int, str], str] = {}
+        for key, value in form.multi_items():
+            prefix, _sep, rest = key.partition(":")
+            document, _sep, arm = rest.partition(":")
+            if prefix == "side" and document.isdigit() and arm and isinstance(value, str):
+                sides[(int(document), arm[:100])] = value
+        changed = await run_in_threadpool(set_sides, ledger, batch_id, comparison, sides, reviewer.name)
+    except ConfigError as exc:
+        set_flash(response, str(exc), error=True)
+        return response
+    set_flash(response, f"{comparison!r}: {changed} arm(s) moved to another side")
+    return response
+
+
 def _format(request: Request) -> Format | None:
     fmt = request.path_params["fmt"]
     return next((known for known in FORMATS if known == fmt), None)
@@ -163,20 +210,27 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "outcome"
 
 
-def _forest_file(ledger: Ledger, batch_id: int, outcome: str, measure: str, fmt: Format) -> bytes | None:
+def _forest_file(
+    ledger: Ledger, batch_id: int, outcome: str, measure: str, comparison: str, fmt: Format
+) -> bytes | None:
     try:
         synthesis = batch_synthesis(ledger, batch_id)
     except ConfigError:
         return None  # the page says why nothing is pooled
     found = next(
-        (o for o in synthesis.pooled if o.result.outcome == outcome and o.result.measure == measure),
+        (
+            o
+            for o in synthesis.pooled
+            if o.result.outcome == outcome and o.result.measure == measure and o.comparison == comparison
+        ),
         None,
     )
     return render(forest_figure(found), fmt) if found is not None else None
 
 
 async def forest_download(request: Request) -> Response:
-    """One outcome's forest plot as a file (``?outcome=…&measure=…``)."""
+    """One outcome's forest plot as a file (``?outcome=…&measure=…``, and ``&comparison=…`` for a
+    comparison the analyst named)."""
     ledger = ledger_of(request)
     batch_id = request.path_params["batch_id"]
     fmt = _format(request)
@@ -185,10 +239,12 @@ async def forest_download(request: Request) -> Response:
     if get_batch(ledger, batch_id) is None:
         return PlainTextResponse(f"unknown batch {batch_id}\n", status_code=404)
     outcome, measure = request.query_params.get("outcome", ""), request.query_params.get("measure", "")
-    picture = await run_in_threadpool(_forest_file, ledger, batch_id, outcome, measure, fmt)
+    comparison = request.query_params.get("comparison", DEFAULT_COMPARISON)
+    picture = await run_in_threadpool(_forest_file, ledger, batch_id, outcome, measure, comparison, fmt)
     if picture is None:
         return PlainTextResponse("no forest plot of that outcome and measure in this batch\n", status_code=404)
-    return _file(picture, fmt, f"batch-{batch_id}-forest-{_slug(outcome)}-{_slug(measure)}")
+    named = "" if comparison == DEFAULT_COMPARISON else f"-{_slug(comparison)}"
+    return _file(picture, fmt, f"batch-{batch_id}-forest-{_slug(outcome)}{named}-{_slug(measure)}")
 
 
 def _risk_of_bias_file(ledger: Ledger, batch_id: int, picture: str, fmt: Format) -> bytes | None:
@@ -215,6 +271,7 @@ async def risk_of_bias_download(request: Request) -> Response:
 
 ROUTES = [
     Route(f"{PREFIX}/batches/{{batch_id:id}}/outcome-labels", label_outcome, methods=["POST"]),
+    Route(f"{PREFIX}/batches/{{batch_id:id}}/comparisons", save_comparison, methods=["POST"]),
     Route(f"{PREFIX}/batches/{{batch_id:id}}/forest.{{fmt}}", forest_download, methods=["GET"]),
     Route(f"{PREFIX}/batches/{{batch_id:id}}/risk-of-bias/{{picture}}.{{fmt}}", risk_of_bias_download, methods=["GET"]),
 ]

@@ -39,8 +39,8 @@ from extraction_pipeline_tests.support.fake_llm import FakeLLMServer
 from extraction_pipeline_tests.support.review_case import ReviewCase, make_batch, results_sentence, synthesis_answer
 from extraction_pipeline_tests.support.svg import classed, parse, study_links, texts, titles
 
-ESTIMATE = "outcomes.1.effect_estimate"
-BOUNDS = ("outcomes.1.ci_lower", "outcomes.1.ci_upper")
+ESTIMATE = "comparisons.1.effect_estimate"
+BOUNDS = ("comparisons.1.ci_lower", "comparisons.1.ci_upper")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 REVIEWED_RGB = (0x1F, 0x4E, 0x79)  # forest.REVIEWED_FILL
 

@@ -303,7 +303,8 @@ def test_csv_as_a_spreadsheet_saves_it(tmp_path: Path) -> None:
             ],
             "lines 2, 3 and lines 4, 5: study 'A' reports 'death at 30 days' and 'death at 90 days', one outcome",
         ),
-        ([{"study": "A", "outcome_name": "death", "group": "placebo"}], "line 2: group 'placebo'"),
+        # A group that is no version-1 role is an arm's name (version 2); a row must name its arm.
+        ([{"study": "A", "outcome_name": "death", "group": " "}], "line 2: no group"),
     ],
 )
 def test_csv_refuses_what_it_cannot_read_with_the_line(rows: list[dict[str, object]], reason: str) -> None:
