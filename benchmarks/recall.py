@@ -3,7 +3,10 @@ what the extraction left out, in few enough items for a reviewer to read?
 
 The "model" is the oracle (the gold outcomes' printed values, each with a quote copied from the
 PDF; see extraction_pipeline_tests/support/oracle.py), named with the gold outcome names, made to
-forget: a share of its outcomes, chosen reproducibly (--seed), is dropped whole, then a share of
+forget; it answers in the template's arms (version 2): the paper's arms declared (every gold
+row's intervention and comparator, forgotten or not), one outcome entry per outcome and arm. The
+unit forgotten and counted is a gold row (an outcome compared between two arms; an arm's numbers
+two rows share are given once): a share of its outcomes, chosen reproducibly (--seed), is dropped whole, then a share of
 the remaining arm numbers (events, totals, means, SDs, group sizes). The answer is grounded
 against the parsed PDF as the pipeline grounds a model's answer, and the check runs on the
 grounded fields.
@@ -23,7 +26,7 @@ dropped" shows how many items list outcomes the gold set leaves out (not misses 
 
 Gold recall and the follow-up. "Gold recall" is the share of the printed gold values (arm numbers,
 group sizes included) found in the grounded fields, under an entry named like their gold outcome
-and in the field the oracle answers them in. "Before" is the forgetful answer's fields; "after" is
+and naming their arm, in the field the oracle answers them in. "Before" is the forgetful answer's fields; "after" is
 what ``check_recall`` (core/extraction/follow_up.py) returns with the follow-up asked, the paper
 asked whole. The follow-up "model" is the same oracle answering what it is asked: for each label
 between the MISSED_OUTCOMES markers of the prompt, the outcomes it forgot — dropped whole, or kept
@@ -62,6 +65,7 @@ from extraction_pipeline.core.llm.gateway import LLMResult, parse_answer
 from extraction_pipeline.core.pdf.engine import EngineOptions
 from extraction_pipeline.core.pdf.isolation import run_isolated
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
+from extraction_pipeline.core.templates.arms import arm_key_of
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 from extraction_pipeline.core.usage import Usage
@@ -75,17 +79,23 @@ from extraction_pipeline.core.verification.recall import (
 from extraction_pipeline_tests.support import oracle
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+# The oracle's numbers are named as version 1 names them (the unit dropped and counted: one gold
+# row, two arms); the answer sent is version 2's (``answer_json``).
 SIZE_FIELDS = ("total_treatment", "total_control", "n_treatment", "n_control")
 ARM_FIELDS = ("events", "total", "mean", "sd", "n")
+SIDES = ("_treatment", "_control")
 UNCAPPED = 1_000_000  # the whole list, to show what the cap costs
 
 
 @dataclass
 class Outcome:
-    """One outcome of the oracle's answer with the gold row it came from."""
+    """One outcome of the oracle's answer with the gold row it came from: its numbers named as
+    version 1 names them (``events_treatment``: the row's intervention arm; ``_control``: its
+    comparator), the two arms as the gold names them."""
 
     name: str
     entry: dict[str, Any]  # field -> {"value", "quote"}
+    arms: tuple[str, str] = ("treatment", "control")  # the row's intervention and comparator
 
     @property
     def printed(self) -> dict[str, Decimal]:
@@ -181,8 +191,8 @@ def parse(pdf: Path) -> ParsedDocument:
 
 
 def oracle_outcomes(pmcid: str) -> list[Outcome]:
-    """The oracle's outcomes, each named by the gold row it answers."""
-    answer = oracle.build_answer(pmcid)
+    """The oracle's outcomes, each named by the gold row it answers, with that row's arms."""
+    answer = oracle.build_answer_v1(pmcid)  # one entry per gold row: the unit dropped and counted
     rows = [row for row in oracle.gold_rows(pmcid) if row["is_data_in_figure_graphics"] != "TRUE"]
     outcomes: list[Outcome] = []
     for entry in answer.answer["outcomes"]:
@@ -191,22 +201,54 @@ def oracle_outcomes(pmcid: str) -> list[Outcome]:
             row = rows.pop(0)
             printed = {str(v) for k, v in row.items() if k.startswith(("intervention_", "comparator_")) and v != ""}
             if {str(v) for v in values.values()} <= printed:
-                outcomes.append(Outcome(str(row["outcome"]).strip(), entry))
+                arms = (str(row["intervention"]).strip() or "treatment", str(row["comparator"]).strip() or "control")
+                outcomes.append(Outcome(str(row["outcome"]).strip(), entry, arms))
                 break
     return outcomes
 
 
-def answer_json(outcomes: list[Outcome]) -> str:
-    entries = []
+def answer_json(outcomes: list[Outcome], arms: list[str] | None = None) -> str:
+    """The answer in the template's arms (version 2): ``arms`` declared (the paper's, whatever the
+    model forgot; None: no arms module, as the follow-up answers), one outcome entry per outcome
+    and arm with that arm's numbers. Rows sharing an arm (saline in "1 mg vs saline" and "2 mg vs
+    saline") give its numbers once."""
+    entries: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, frozenset[tuple[str, str]]]] = set()
     for outcome in outcomes:
         quote = next(iter(outcome.entry.values()))["quote"]
-        entries.append({"outcome_name": {"value": outcome.name, "quote": quote}, **outcome.entry})
-    return json.dumps({"outcomes": entries})
+        for suffix, arm in zip(SIDES, outcome.arms, strict=True):
+            numbers = {name.removesuffix(suffix): pair for name, pair in outcome.entry.items() if name.endswith(suffix)}
+            key = (outcome.name, arm_key_of(arm), frozenset((n, str(p["value"])) for n, p in numbers.items()))
+            if not numbers or key in seen:
+                continue
+            seen.add(key)
+            described = {name: pair for name, pair in outcome.entry.items() if name.split("_")[0] not in ARM_FIELDS}
+            entries.append(
+                {
+                    "outcome_name": {"value": outcome.name, "quote": quote},
+                    **described,
+                    "arm": {"value": arm, "quote": quote},
+                    **numbers,
+                }
+            )
+    answer: dict[str, Any] = {"outcomes": entries}
+    if arms is not None:
+        answer["arms"] = [{"arm_name": {"value": arm, "quote": arm}} for arm in arms]
+    return json.dumps(answer)
 
 
-def ground(parsed: ParsedDocument, outcomes: list[Outcome]) -> GroundedFields:
+def paper_arms(outcomes: list[Outcome]) -> list[str]:
+    """The arms the paper's gold rows name, each once (spelling aside)."""
+    named: dict[str, str] = {}
+    for outcome in outcomes:
+        for arm in outcome.arms:
+            named.setdefault(arm_key_of(arm), arm)
+    return list(named.values())
+
+
+def ground(parsed: ParsedDocument, outcomes: list[Outcome], arms: list[str]) -> GroundedFields:
     """The answer grounded as the pipeline grounds a model's answer."""
-    return ground_output(RCT_TEMPLATE, parse_answer(answer_json(outcomes), RCT_TEMPLATE), parsed)
+    return ground_output(RCT_TEMPLATE, parse_answer(answer_json(outcomes, arms), RCT_TEMPLATE), parsed)
 
 
 def forget(
@@ -224,7 +266,7 @@ def forget(
         entry = {name: pair for name, pair in outcome.entry.items() if (i, name) not in lost}
         lost_numbers.extend((outcome, name, outcome.printed[name]) for name in outcome.entry if (i, name) in lost)
         if any(name.split("_")[0] in ARM_FIELDS for name in entry):
-            answered.append(Outcome(outcome.name, entry))
+            answered.append(Outcome(outcome.name, entry, outcome.arms))
     return answered, [o for i, o in enumerate(outcomes) if i in dropped], lost_numbers
 
 
@@ -268,34 +310,25 @@ def number_listed(outcome: Outcome, value: Decimal, items: list[PossiblyMissed])
 
 def gold_found(outcomes: list[Outcome], fields: GroundedFields) -> int:
     """How many of the outcomes' printed values ``fields`` has: under an entry named like the gold
-    outcome (each entry counted for one outcome, paired to find the most), in the same field, with
-    the same value."""
-    entries: dict[str, tuple[str, dict[str, Decimal]]] = {}
+    outcome and naming the value's arm, in the same field, with the same value."""
+    entries: dict[str, dict[str, Any]] = {}
     for path, entry in fields.items():
-        if entry.index is None or not path.startswith("outcomes."):
-            continue
-        _name, values = entries.setdefault(path.rsplit(".", 1)[0], ("", {}))
-        if entry.field == "outcome_name" and entry.value is not None:
-            entries[path.rsplit(".", 1)[0]] = (" ".join(str(entry.value).split()).lower(), values)
-        elif isinstance(entry.value, int | float) and not isinstance(entry.value, bool):
-            values[entry.field] = _decimal(entry.value)
-    # Outcomes printed under one name (two comparisons, two subgroups): the pairing that finds most.
-    pairs = sorted(
-        (
-            (sum(1 for f, v in outcome.printed.items() if values.get(f) == v), o, e)
-            for o, outcome in enumerate(outcomes)
-            for e, (name, values) in enumerate(entries.values())
-            if name == " ".join(outcome.name.split()).lower()
-        ),
-        reverse=True,
-    )
-    found, paired, claimed = 0, set(), set()
-    for hits, o, e in pairs:
-        if o not in paired and e not in claimed:
-            found += hits
-            paired.add(o)
-            claimed.add(e)
-    return found
+        if entry.index is not None and path.startswith("outcomes."):
+            entries.setdefault(path.rsplit(".", 1)[0], {})[entry.field] = entry.value
+    found: dict[tuple[str, str], set[tuple[str, Decimal]]] = {}  # (outcome, arm) -> (field, value)
+    for values in entries.values():
+        key = (" ".join(str(values.get("outcome_name") or "").split()).lower(), arm_key_of(values.get("arm")))
+        for name, value in values.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                found.setdefault(key, set()).add((name, _decimal(value)))
+    count = 0
+    for outcome in outcomes:
+        name = " ".join(outcome.name.split()).lower()
+        for field_name, value in outcome.printed.items():
+            kind, side = field_name.rsplit("_", 1)
+            arm = outcome.arms[SIDES.index(f"_{side}")]
+            count += (kind, value) in found.get((name, arm_key_of(arm)), set())
+    return count
 
 
 def _asked_labels(messages: list[dict[str, str]]) -> list[str]:
@@ -342,7 +375,7 @@ def follow_up_oracle(
             if led:
                 record.answering.append(label)
         record.answered = [o.name for o in answer if o in dropped_whole]
-        text = answer_json(answer)
+        text = answer_json(answer)  # outcome entries only: the follow-up asks the outcomes module
         reply = LLMResult(parse_answer(text, template), Usage("oracle"), repaired=False, content=text)
         return reply, None
 
@@ -363,14 +396,15 @@ def run_paper(
     if not outcomes:
         return None
     answered, dropped, lost = forget(outcomes, drop_outcomes, drop_numbers, seed)
-    fields = ground(parsed, answered)
+    arms = paper_arms(outcomes)  # a model that forgets an outcome still declares the paper's arms
+    fields = ground(parsed, answered, arms)
     started = time.perf_counter()
     items = possibly_missed(parsed, fields, limit=limit)
     seconds = time.perf_counter() - started
     result = PaperResult(pmcid, len(outcomes), items=items, seconds=seconds)
     result.dropped_outcomes = [(o, outcome_listed(o, items)) for o in dropped]
     result.dropped_numbers = [(o, name, value, number_listed(o, value, items)) for o, name, value in lost]
-    result.items_nothing_dropped = len(possibly_missed(parsed, ground(parsed, outcomes), limit=limit))
+    result.items_nothing_dropped = len(possibly_missed(parsed, ground(parsed, outcomes, arms), limit=limit))
     uncapped = possibly_missed(parsed, fields, limit=UNCAPPED)
     result.uncapped_items = len(uncapped)
     result.uncapped_listed = sum(1 for o in dropped if outcome_listed(o, uncapped)) + sum(

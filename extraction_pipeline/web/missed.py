@@ -32,6 +32,9 @@ from extraction_pipeline.web.forms import read_form, set_flash, text_field
 from extraction_pipeline.web.urls import PREFIX
 
 MISSED_PREFIX = "missed:"  # a missed item's cell is addressed as "missed:<key>" on the page
+# The fields that say which outcome and arm an entry is (version 2 outcome entries name their arm;
+# an arm entry its name), in the template's order.
+NAMING_FIELDS = ("outcome_name", "arm", "arm_name")
 
 
 @dataclass(frozen=True)
@@ -95,22 +98,21 @@ def missed_list(
 def _fillable(item: ItemListing | ItemRow, numbers: set[tuple[str, str]], decided: set[str]) -> list[tuple[str, str]]:
     """The numeric fields of the document's entries (outcomes, arms) the model left empty and no
     reviewer has decided yet (a correction is never overwritten from here), each labelled with its
-    outcome's name."""
+    outcome's name and its arm ("outcomes 3 (PONV · H2) · events"; an arm entry by its name)."""
     if not item["result_json"]:
         return []
     fields = fields_of(json.loads(item["result_json"]))
-    names = {
-        (entry.module, entry.index): str(entry.value)
-        for entry in fields.values()
-        if entry.field == "outcome_name" and entry.value is not None
-    }
+    names: dict[tuple[str | None, int | None], list[str]] = {}
+    for entry in fields.values():
+        if entry.field in NAMING_FIELDS and entry.value is not None:
+            names.setdefault((entry.module, entry.index), []).append(str(entry.value)[:40])
     found = []
     for path, entry in fields.items():
         module = entry.module or path.split(".")[0]
         if entry.value is not None or entry.index is None or (module, entry.field) not in numbers or path in decided:
             continue
-        name = names.get((entry.module, entry.index), f"#{entry.index}")
-        found.append((path, f"{module} {entry.index} ({name[:40]}) · {entry.field.replace('_', ' ')}"))
+        name = " · ".join(names.get((entry.module, entry.index), [])) or f"#{entry.index}"
+        found.append((path, f"{module} {entry.index} ({name}) · {entry.field.replace('_', ' ')}"))
     return found
 
 

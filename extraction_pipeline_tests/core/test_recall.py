@@ -329,6 +329,25 @@ def test_arms_of_subgroups_are_expected_only_for_outcomes_reported_by_subgroup()
     assert not [i for i in possibly_missed(paper, _ground(paper, answer)) if "no numbers" in i.label]
 
 
+def test_arms_reported_apart_from_an_outcomes_arms_are_not_expected_for_it() -> None:
+    # Treatment arms for the outcomes, patients with and without a diagnosis for one more: each
+    # outcome is reported in one partition's arms.
+    sentence = "Grip strength was 21.4 (6.6) with the diagnosis and 29.0 (4.4) without it."
+    paper = _paper(ABSTRACT, "3. Results\n" + sentence + "\n" + RESULTS.split("\n", 1)[1])
+    answer = as_arms([PAIN, NAUSEA])
+    answer["arms"] += [{"arm_name": (arm, arm)} for arm in ("diagnosed", "not diagnosed")]
+    answer["outcomes"] += [
+        {
+            "outcome_name": ("grip strength", "Grip strength"),
+            "arm": (arm, arm),
+            "mean": (m, sentence),
+            "sd": (sd, sentence),
+        }
+        for arm, m, sd in (("diagnosed", 21.4, 6.6), ("not diagnosed", 29.0, 4.4))
+    ]
+    assert not [i for i in possibly_missed(paper, _ground(paper, answer)) if "no numbers" in i.label]
+
+
 def test_a_two_arm_answer_reading_two_arms_of_a_three_arm_row_lists_the_third() -> None:
     # Version 1 cannot name a third arm: the row's third statistic that no value has is listed.
     paper = _paper(ABSTRACT, THREE_ARMS)

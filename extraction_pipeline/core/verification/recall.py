@@ -17,7 +17,16 @@ offsets in that page's text or table text), so the review page can highlight it:
   outcome whose numbers were taken from nowhere, or the group size an outcome lacks;
 - ``RESULT_TEXT``: the same for a sentence of the abstract or the results section.
 
-An extracted outcome missing a number its other numbers imply (one arm's SD and not the other's,
+The answer is read in arms (``recall_answer``: version 1's two arms, or version 2's declared
+arms with one outcome entry per arm), each outcome with its numbers per arm. An arm a version 2
+answer declares with no number for an outcome its other arms have numbers for is listed by name,
+"<outcome>: no numbers for H2 (haloperidol 2 mg)" (the arm's label, and what it received where
+the label does not say it), where the other arms' numbers are quoted, with the unread statistics
+printed beside them. Only arms reported together with the outcome's arms count (a paper may
+compare treatments in its outcomes and, apart, patients with and without a diagnosis), and arms
+of subgroups and arms of the whole trial are apart.
+
+An extracted outcome missing a number its other numbers imply (one arm's SD and not another's,
 events without their total, a mean without its SD) is also listed where the number it has is
 quoted — a results row, a baseline-table row, a methods sentence — with the unread numbers printed
 beside that one (the other arm's statistic, or the other half of its own): whatever the layout,
@@ -42,7 +51,9 @@ interquartile ranges) are shown but never asked for.
 
 Precision matters as much as recall, so a row an extraction used is listed only for the specific
 arm numbers above, and the list is capped, most likely misses first: half-read statistics, then a
-missing arm, missing group sizes, a three-arm row's third arm, then unread results: rows of
+missing arm, missing group sizes, a three-arm row's third arm (for a version 1 answer, which
+cannot name it), an arm without numbers where none are printed beside the others', then unread
+results: rows of
 tables the extraction used or that the abstract names, and sentences of the abstract and the
 results section no table repeats (a result printed only in the text is one a model easily
 skips), then the rest. The list is returned in reading order.
@@ -818,7 +829,9 @@ class _Listed:
         """Two findings at the same place: one item, with both labels and numbers."""
         item = self.item
         label = item.label or other.item.label
-        if item.label and other.item.label and _said(other.item.label) not in _said(item.label):
+        if item.label and _said(item.label) in _said(other.item.label) != _said(item.label):
+            label = other.item.label  # "PONV" and "PONV: no numbers for H1": the one that says more
+        elif item.label and other.item.label and _said(other.item.label) not in _said(item.label):
             label = f"{item.label}{LABEL_SEPARATOR}{other.item.label}"
         numbers = tuple(dict.fromkeys((*item.numbers, *other.item.numbers)))
         why = item.why if other.item.why == item.why else f"{item.why}; {other.item.why}"

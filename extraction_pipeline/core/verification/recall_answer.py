@@ -85,14 +85,49 @@ class Answer:
 
     def missing_arms(self, entry: ExtractedEntry) -> list[str]:
         """The declared arms (version 2) with no number for an outcome other arms have numbers
-        for. Arms of subgroups (by sex, by smoking status) and arms of the whole trial are apart:
-        an outcome reported for the whole trial only lacks nothing in the subgroups' arms, and one
-        reported by subgroup lacks nothing in the whole trial's."""
+        for: the arms reported together with those (``arm_families``), and (for the first outcome
+        only) the arms with no number for any outcome. Arms of subgroups (by sex, by smoking
+        status) and arms of the whole trial are apart: an outcome reported for the whole trial
+        only lacks nothing in the subgroups' arms, and one reported by subgroup lacks nothing in
+        the whole trial's."""
         if self.study.version < 2 or not entry.outcome:
             return []
         having = set(entry.arms())
-        kinds = {bool(arm.subgroup) for arm in self.study.arms if arm.key in having}
-        return [arm.key for arm in self.study.arms if arm.key not in having and bool(arm.subgroup) in kinds]
+        families = self.arm_families
+        expected = {arm for key in having for arm in families.get(key, ())}
+        subgrouped = {arm.key: bool(arm.subgroup) for arm in self.study.arms}
+        kinds = {subgrouped[key] for key in having if key in subgrouped}
+        # An arm with no number for any outcome belongs to no family: it is listed once, for the
+        # first outcome with numbers (listed for each, it would fill the list on its own).
+        first = next((e.key for e in self.entries if e.outcome and e.arms()), None)
+        return [
+            arm.key
+            for arm in self.study.arms
+            if arm.key not in having
+            and subgrouped[arm.key] in kinds
+            and (arm.key in expected or (arm.key not in families and entry.key == first))
+        ]
+
+    @cached_property
+    def arm_families(self) -> Mapping[str, frozenset[str]]:
+        """Each declared arm with numbers -> the arms reported with it: arms with numbers for one
+        outcome, or compared with each other, and so on. A paper comparing treatments in one
+        partition of its patients and, say, patients with and without a diagnosis in another
+        reports each outcome in one partition's arms only."""
+        declared = {arm.key for arm in self.study.arms}
+        linked: list[set[str]] = [set(e.arms()) & declared for e in self.entries if e.outcome]
+        linked += [
+            {c.arm, c.comparator}
+            for outcome in self.study.outcomes
+            for c in outcome.comparisons
+            if c.arm and c.comparator
+        ]
+        families: dict[str, frozenset[str]] = {}
+        for group in linked:
+            merged = frozenset(group).union(*(families.get(arm, frozenset()) for arm in group))
+            for arm in merged:
+                families[arm] = merged
+        return families
 
 
 def decimal_of(printed: str) -> Decimal | None:
