@@ -388,6 +388,7 @@ def test_the_oracle_batch_of_the_corpus_scores_every_printed_gold_value_right(
     total = result.total()
     assert total.right == quoted and total.wrong == 0 and total.found == quoted
     assert total.gold == sum(o.gold_numbers - o.in_figures for o in oracles.values())
+    assert result.left_out_in_figures == sum(o.in_figures for o in oracles.values())
     assert result.studies_not_in_batch == []
     matched = {(document, m.gold.outcome, m.gold.intervention, m.gold.comparator): m for document, m in result.matches}
     for pmcid, oracle in oracles.items():

@@ -20,6 +20,7 @@ import dagster as dg
 import openpyxl
 import pytest
 
+from extraction_pipeline.core.export.meta_csv import meta_analysis_rows
 from extraction_pipeline.core.extraction.prompts import document_from_messages
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, find_batch_by_key, get_batch
@@ -448,6 +449,9 @@ def _sheet_rows(path: str, name: str) -> list[dict[str, Any]]:
     return [dict(zip(header, (c.value for c in row), strict=True)) for row in sheet.iter_rows(min_row=2)]
 
 
+CSV_COLUMN = {"events": "xi", "total": "ni", "n": "ni", "mean": "mi", "sd": "sdi"}
+
+
 def _tamper_value(oracle: OracleAnswer) -> tuple[int, str]:
     """A model that reports a wrong number next to a correct quote."""
     gold = oracle.gold[0]
@@ -489,14 +493,20 @@ def test_oracle_gold_values_reach_the_workbook_verified_and_wrong_numbers_do_not
     assert {i["status"] for i in batch_item_rows(stack.ledger, batch_id)} == {"completed"}
 
     outcomes = {(row["filename"], row["outcome"]): row for row in _sheet_rows(str(batch["export_path"]), "Outcomes")}
+    # the meta-analysis CSV's rows: one per outcome and arm, the arm by its name
+    csv_rows = {(r["filename"], r["outcome_name"], r["group"]): r for r in meta_analysis_rows(stack.ledger, batch_id)}
     checked = 0
     for oracle in oracles:
         for gold in oracle.gold:
             row = outcomes[(f"{oracle.pmcid}.pdf", gold.outcome)]
             where = (oracle.pmcid, gold.outcome, gold.field)
+            # every number under its gold outcome and arm (three-arm and four-arm papers among them)
+            assert (row["outcome_name"], row["arm"]) == (gold.outcome_name, gold.arm), where
+            arm_row = csv_rows[(f"{oracle.pmcid}.pdf", gold.outcome_name, gold.arm)]
             if where in (wrong_value, wrong_quote):
                 assert row[f"{gold.field} status"] == "unverified", where
                 continue
+            assert arm_row[CSV_COLUMN[gold.field]] == gold.value, where
             assert row[gold.field] == gold.value, where
             assert row[f"{gold.field} status"] == "verified", (where, row[f"{gold.field} quote"])
             assert isinstance(row[f"{gold.field} page"], int)

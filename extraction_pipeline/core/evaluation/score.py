@@ -61,7 +61,17 @@ class FieldScore:
 
 # The template's modules, as reviewers name them. A gold table carries values of some groups only
 # (the corpus format: outcome numbers); the others are reported as having no gold values.
-FIELD_GROUPS = {"metadata": "study", "baseline": "baseline", "outcomes": "outcome numbers", "risk_of_bias": "RoB"}
+# Version 2's arms carry what version 1's baseline did (n, age, sex per arm); its comparisons carry
+# the effects version 1 kept in the outcome entry.
+FIELD_GROUPS = {
+    "metadata": "study",
+    "baseline": "baseline",
+    "arms": "baseline",
+    "outcomes": "outcome numbers",
+    "comparisons": "outcome numbers",
+    "risk_of_bias": "RoB",
+}
+NUMBERS_ONLY = {"outcomes", "comparisons"}  # of these, the numbers count (not names and arm references)
 
 
 @dataclass
@@ -99,7 +109,9 @@ class Evaluation:
     left_out_in_figures: int = 0
     # values the batch extracted per field group, over all its documents (what a group without
     # gold values reports)
-    extracted_by_group: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FIELD_GROUPS.values(), 0))
+    extracted_by_group: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(dict.fromkeys(FIELD_GROUPS.values()), 0)
+    )
 
     def total(self) -> FieldScore:
         total = FieldScore()
@@ -207,7 +219,8 @@ def evaluate(
         documents.append((item, _study_keys(item, fields), extracted_outcomes(item, fields, decided)))
         _count_groups(result, item, fields, decided)
     scored = [g for g in gold if include_figures or not g.in_figure]
-    result.left_out_in_figures = sum(len(g.values) for g in gold if g.in_figure and not include_figures)
+    if not include_figures:
+        result.left_out_in_figures = len(_arm_numbers([g for g in gold if g.in_figure]))
     for study in dict.fromkeys(g.study for g in scored):
         rows = [g for g in scored if g.study == study]
         key = study.lower()
@@ -231,7 +244,7 @@ def _count_groups(
         decision = decided.get((item["id"], path))
         value = decision.value if decision is not None else entry.value
         numeric = isinstance(value, int | float) and not isinstance(value, bool)
-        if group is not None and value is not None and (numeric or module != "outcomes"):
+        if group is not None and value is not None and (numeric or module not in NUMBERS_ONLY):
             result.extracted_by_group[group] += 1  # of the outcomes, their numbers only
 
 
@@ -243,18 +256,28 @@ def _arm_identity(gold: GoldOutcome, side: str, row: int) -> str:
     return words if words else f"row {row}: {side}"
 
 
+ArmNumber = tuple[str, str, str, str, float]  # study, outcome, arm, field, value
+
+
+def _arm_numbers(rows: list[GoldOutcome]) -> dict[ArmNumber, list[tuple[int, str]]]:
+    """The distinct gold arm numbers of ``rows``, each with the (row, side) places holding it."""
+    numbers: dict[ArmNumber, list[tuple[int, str]]] = {}
+    for row, gold in enumerate(rows):
+        for side in SIDES:
+            arm = _arm_identity(gold, side, row)
+            for name, value in gold.arm_values(side).items():
+                numbers.setdefault((gold.study, normalize_name(gold.outcome), arm, name, value), []).append((row, side))
+    return numbers
+
+
 def _score(result: Evaluation, item: ItemListing, matches: list[Match]) -> None:
     """Each distinct gold arm number once: scored where the first matched row holding it was
     matched (or missing when no row holding it was)."""
-    numbers: dict[tuple[str, str, str, float], tuple[Match, str, float] | None] = {}
-    for row, match in enumerate(matches):
-        gold = match.gold
-        for side in SIDES:
-            for name, gold_value in gold.arm_values(side).items():
-                key = (normalize_name(gold.outcome), _arm_identity(gold, side, row), name, gold_value)
-                if numbers.get(key) is None:
-                    numbers[key] = (match, side, gold_value) if match.arms is not None else None
-    for (_outcome, _arm, name, gold_value), scored in numbers.items():
+    numbers: dict[ArmNumber, tuple[Match, str, float] | None] = {}
+    for key, places in _arm_numbers([match.gold for match in matches]).items():
+        held = [(matches[row], side) for row, side in places if matches[row].arms is not None]
+        numbers[key] = (held[0][0], held[0][1], key[-1]) if held else None
+    for (_study, _outcome, _arm, name, gold_value), scored in numbers.items():
         score = result.fields[name]
         score.gold += 1
         if scored is None:
