@@ -378,10 +378,12 @@ def test_workbook_never_turns_document_text_into_formulas(tmp_path: Path) -> Non
     from extraction_pipeline.core.ledger import items as states
     from extraction_pipeline.core.ledger.batches import create_batch
     from extraction_pipeline_tests.support.ledgers import add_documents
+    from extraction_pipeline_tests.support.templates import freeze_version_1
 
     ledger = Ledger.connect(f"sqlite:///{tmp_path / 'l.db'}")
     [doc] = add_documents(ledger, 1)
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
+    freeze_version_1(ledger, batch)  # the fields below are the two-arm template's
     evil = '=HYPERLINK("http://evil.example","click")'
     states.claim(ledger, 1, run_id="r", worker="w")
     entry = {"module": "metadata", "index": None, "field": "nct_number", "value": evil, "quote": "+cmd|' /C calc'!A0"}
@@ -460,10 +462,12 @@ def test_workbook_shows_tiers_flags_and_a_summary_per_document(tmp_path: Path) -
     from extraction_pipeline.core.ledger import items as states
     from extraction_pipeline.core.ledger.batches import create_batch
     from extraction_pipeline_tests.support.ledgers import add_documents
+    from extraction_pipeline_tests.support.templates import freeze_version_1
 
     ledger = Ledger.connect(f"sqlite:///{tmp_path / 'l.db'}")
     [doc] = add_documents(ledger, 1)
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
+    freeze_version_1(ledger, batch)  # the fields below are the two-arm template's
 
     def entry(path: str, value: object, page: int, status: str, flags: list[str] | None = None) -> dict[str, object]:
         module, *index, field = path.split(".")
@@ -488,6 +492,8 @@ def test_workbook_shows_tiers_flags_and_a_summary_per_document(tmp_path: Path) -
     assert workbook.sheetnames == [
         "Documents",
         "Outcomes",
+        "Arms",
+        "Comparisons",
         "Values",
         "Possibly missed",
         "Batch",
@@ -522,7 +528,7 @@ def test_workbook_shows_tiers_flags_and_a_summary_per_document(tmp_path: Path) -
     assert [located[k].value for k in ("page", "source", "start", "end")] == [4, "text", 40, 45]
     assert workbook["Values"].auto_filter.ref == workbook["Values"].dimensions  # ready to filter
     batch_sheet = {row[0].value: row[1].value for row in workbook["Batch"].iter_rows()}
-    assert batch_sheet["template"] == "p v1 (rct base v1)"
+    assert batch_sheet["template"] == "p v2 (rct base v1)"  # the project saved v2 first, then v1 was frozen
     assert {"verified", "approximate", "unverified", "not reported", "check"} <= set(batch_sheet)  # the legend
     assert len(batch_sheet["created_at (UTC)"]) == len("2026-11-30 10:00:00")
 
@@ -534,12 +540,12 @@ def test_template_set_show_versions_and_batches_freeze_theirs(home: Path, pdfs: 
     first = json.loads(
         run_cli(home, "batch", "create", "tpl", "--user", "u", "--idempotency-key", "t1", "--json", check=True).stdout
     )
-    assert first["template"] == "tpl v1 (rct base v1)"
+    assert first["template"] == "tpl v1 (rct base v2)"
     project_file = tmp_path / "template.json"
     custom = [{"name": "dose_mg", "type": "number", "instruction": "daily dose in mg"}]
     project_file.write_text(json.dumps({"base": "rct", "custom_fields": custom}))
     assert (
-        "tpl v2 (rct base v1) saved with 1 custom field"
+        "tpl v2 (rct base v2) saved with 1 custom field"
         in run_cli(home, "template", "set", "tpl", str(project_file), check=True).stdout
     )
     assert "template unchanged" in run_cli(home, "template", "set", "tpl", str(project_file), check=True).stdout
@@ -548,7 +554,7 @@ def test_template_set_show_versions_and_batches_freeze_theirs(home: Path, pdfs: 
     second = json.loads(
         run_cli(home, "batch", "create", "tpl", "--user", "u", "--idempotency-key", "t2", "--json", check=True).stdout
     )
-    assert second["template"] == "tpl v2 (rct base v1)"
+    assert second["template"] == "tpl v2 (rct base v2)"
     schema = json.loads(run_cli(home, "template", "show", "tpl", "--schema", check=True).stdout)
     assert "custom" in schema["properties"]
     old = json.loads(run_cli(home, "template", "show", "tpl", "--version", "1", "--json", check=True).stdout)
@@ -573,10 +579,12 @@ def test_workbook_survives_control_characters_and_results_from_before_templates(
     from extraction_pipeline.core.ledger import items as states
     from extraction_pipeline.core.ledger.batches import create_batch
     from extraction_pipeline_tests.support.ledgers import add_documents
+    from extraction_pipeline_tests.support.templates import freeze_version_1
 
     ledger = Ledger.connect(f"sqlite:///{tmp_path / 'l.db'}")
     [doc] = add_documents(ledger, 1)
     batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
+    freeze_version_1(ledger, batch)  # the fields below are the two-arm template's
     # Stored by the first release: bare field names chosen by the model, one of them a formula.
     evil_key = '=HYPERLINK("http://evil.example","x")'
     fields = {

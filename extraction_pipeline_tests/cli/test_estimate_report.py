@@ -31,7 +31,7 @@ def test_the_lines_say_what_was_assumed_and_what_cannot_be_sent(home: Home, tmp_
     llm = LLMConfig(MODEL, api_key="sk-test-not-a-secret")
     estimate = home.estimate([*ids, missing], llm, second_model=SECOND)
     text = "\n".join(describe(estimate))
-    assert text.startswith(f"estimate for 4 document(s) of project {PROJECT}, template {PROJECT} v1 (rct base v1")
+    assert text.startswith(f"estimate for 4 document(s) of project {PROJECT}, template {PROJECT} v1 (rct base v2")
     assert "text: 3 parsed now" in text
     assert f"first model {MODEL}:" in text and f"second model {SECOND}:" in text
     assert "default 1,057 tokens per call (the corpus median answer" in text
@@ -49,4 +49,4 @@ def test_the_lines_say_what_was_assumed_and_what_cannot_be_sent(home: Home, tmp_
     assert data["sources"] == {"parsed now": 3} and [u["document_id"] for u in data["unreadable"]] == [missing]
     assert data["cost_usd"] == pytest.approx(first["cost_usd"] + second["cost_usd"])
     assert first["tokens"] == first["prompt_tokens"] + first["answer_tokens"]
-    assert data["template"] == f"{PROJECT} v1 (rct base v1; saved when the batch starts)"
+    assert data["template"] == f"{PROJECT} v1 (rct base v2; saved when the batch starts)"

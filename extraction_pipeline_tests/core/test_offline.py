@@ -9,6 +9,7 @@ from extraction_pipeline.core.llm.offline import OFFLINE_MODEL, pattern_extract
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
 from extraction_pipeline.core.synthetic import make_trial, report_pages
 from extraction_pipeline.core.templates import RCT_TEMPLATE
+from extraction_pipeline.core.templates.rct import RCT_TEMPLATE_V1
 from extraction_pipeline.core.templates.schema import output_model
 
 
@@ -44,6 +45,24 @@ def test_offline_model_runs_through_litellm_and_is_labelled() -> None:
     grounded = ground_output(RCT_TEMPLATE, result.output, ParsedDocument("s", pages))
     assert grounded["metadata.nct_number"].value == trial.nct_number
     assert grounded["metadata.randomized_n"].value == trial.randomized_n
+    # In arms, the effect is a comparison; the patterns cannot tell its arms, so it names none.
+    assert grounded["comparisons.1.effect_estimate"].value == trial.hazard_ratio
+    assert (grounded["comparisons.1.ci_lower"].value, grounded["comparisons.1.ci_upper"].value) == (
+        trial.ci_lower,
+        trial.ci_upper,
+    )
+    assert grounded["comparisons.1.arm"].value is None and not any(path.startswith("outcomes.") for path in grounded)
+    found = [f for f in grounded.values() if f.found]
+    assert len(found) == 6 and all(f.status == "verified" and not f.flags for f in found)
+    # Quotes never include the prompt's page markers.
+    assert not any("[page" in (f.quote or "") for f in grounded.values())
+
+
+def test_offline_model_answers_a_two_arm_template_in_its_fields() -> None:
+    trial = make_trial(7)
+    pages = report_pages(trial)
+    result = complete_extraction(LLMConfig(model=None), build_messages(RCT_TEMPLATE_V1, pages), RCT_TEMPLATE_V1)
+    grounded = ground_output(RCT_TEMPLATE_V1, result.output, ParsedDocument("s", pages))
     assert grounded["outcomes.1.effect_estimate"].value == trial.hazard_ratio
     found = [f for f in grounded.values() if f.found]
     assert len(found) == 7
@@ -51,5 +70,4 @@ def test_offline_model_runs_through_litellm_and_is_labelled() -> None:
     assert {f.field: f.status for f in found if f.status != "verified"} == {
         "outcome_type": "judgement: supported by a verified quote"
     }
-    # Quotes never include the prompt's page markers.
     assert not any("[page" in (f.quote or "") for f in grounded.values())
