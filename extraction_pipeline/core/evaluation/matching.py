@@ -198,9 +198,11 @@ def match_comparisons(gold: list[GoldOutcome], extracted: list[ExtractedOutcome]
                     candidates.append((score, g, e, p, names, equal_values, sides, (scores[0], scores[1])))
     chosen: dict[int, Match] = {}
     taken: set[tuple[int, int]] = set()
-    for _score, g, e, p, names, values, sides, scores in sorted(candidates, key=lambda c: (-c[0], c[1], c[2], c[3])):
+    for _score, g, e, p, names, equal_values, sides, arm_scores in sorted(
+        candidates, key=lambda c: (-c[0], c[1], c[2], c[3])
+    ):
         if g in chosen or (e, p) in taken:
             continue
-        chosen[g] = Match(gold[g], extracted[e], names, values, sides, scores)
+        chosen[g] = Match(gold[g], extracted[e], names, equal_values, sides, arm_scores)
         taken.add((e, p))
     return [chosen.get(g, Match(row, None, 0, 0)) for g, row in enumerate(gold)]
