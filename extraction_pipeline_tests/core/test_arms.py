@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from extraction_pipeline.core.templates.arms import arm_key_of, study_arms
+from extraction_pipeline.core.templates.arms import StudyArms, arm_key_of, study_arms
 
 
-def _view(values: dict[str, object], decided: dict[str, object] | None = None):  # type: ignore[no-untyped-def]
+def _view(values: dict[str, object], decided: dict[str, object] | None = None) -> StudyArms:
     final = {**values, **(decided or {})}
     return study_arms(values, final.get)
 

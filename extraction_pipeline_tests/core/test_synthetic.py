@@ -33,7 +33,7 @@ def test_a_right_answer_for_a_three_arm_report_is_verified_and_reads_as_arms(
     settings = Settings(home=tmp_path / "home", database_url=ledger_url)
     batch_id, _item = extract_three_arm_report(settings, ledger, fake_llm, trial)
     [row] = batch_item_rows(ledger, batch_id)
-    fields = json.loads(row["result_json"])["fields"]
+    fields = json.loads(row["result_json"] or "{}")["fields"]
     answered = {path: entry for path, entry in fields.items() if entry["value"] is not None}
     assert len(answered) == 2 + 3 * 2 + 3 * 5 + 2 * 7
     judged = {path: entry["status"] for path, entry in answered.items() if path.endswith(("arm", "outcome_type"))}

@@ -186,9 +186,9 @@ def _version_2(paths: list[str], value: Value) -> StudyArms:
 
     outcomes: list[dict[str, Any]] = []
     for number, fields in _entries(paths, "outcomes").items():
-        arm, arm_name = resolve(fields.get("arm"))
+        arm_key, arm_name = resolve(fields.get("arm"))
         result = ArmResult(
-            arm, arm_name, f"outcomes.{number}", {k: v for k, v in fields.items() if k in (*RESULT_FIELDS, "arm")}
+            arm_key, arm_name, f"outcomes.{number}", {k: v for k, v in fields.items() if k in (*RESULT_FIELDS, "arm")}
         )
         described = {name: _text(value, fields.get(name)) for name in DESCRIPTION_FIELDS}
         group_key = (
@@ -202,7 +202,7 @@ def _version_2(paths: list[str], value: Value) -> StudyArms:
                 for group in outcomes
                 if group["key"] == group_key
                 and described["outcome_name"]
-                and not any(r.arm == arm and r.arm_name == arm_name for r in group["results"])
+                and not any(r.arm == arm_key and r.arm_name == arm_name for r in group["results"])
             ),
             None,
         )
@@ -219,9 +219,9 @@ def _version_2(paths: list[str], value: Value) -> StudyArms:
         home["results"].append(result)
 
     for number, fields in _entries(paths, "comparisons").items():
-        arm, arm_name = resolve(fields.get("arm"))
+        arm_key, arm_name = resolve(fields.get("arm"))
         comparator, comparator_name = resolve(fields.get("comparator_arm"))
-        comparison = Comparison(f"comparisons.{number}", arm, comparator, arm_name, comparator_name, fields)
+        comparison = Comparison(f"comparisons.{number}", arm_key, comparator, arm_name, comparator_name, fields)
         name, timepoint = _text(value, fields.get("outcome_name")), _text(value, fields.get("timepoint"))
         home = next(
             (g for g in outcomes if name and g["key"][:2] == (arm_key_of(name), arm_key_of(timepoint))),
