@@ -150,3 +150,61 @@ def test_errors_are_one_line_with_exit_2(tmp_path: Path) -> None:
     one_line_error(run_cli(tmp_path, "synthesis", str(bad)), 2, "line 2: xi '12 0' is not a number")
     usage = run_cli(tmp_path, "synthesis", str(bad), "--measure", "HR")
     one_line_error(usage, 2, "argument --measure: invalid choice")
+
+
+def _three_arm_csv(path: Path) -> Path:
+    """A version-2 export: one three-arm study (two doses and saline) and one two-arm study."""
+    arms = [
+        ("Lee 2020", 1, "arms.1", "Haloperidol 1 mg", 10, 50),
+        ("Lee 2020", 1, "arms.2", "Haloperidol 2 mg", 8, 48),
+        ("Lee 2020", 1, "arms.3", "Saline", 20, 52),
+        ("Kim 2021", 2, "arms.1", "Haloperidol", 12, 60),
+        ("Kim 2021", 2, "arms.2", "Placebo", 22, 61),
+    ]
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        for study, document, arm, name, events, total in arms:
+            row = {"study": study, "document_id": document, "outcome": 1, "outcome_name": "delirium"}
+            writer.writerow({**row, "group": name, "arm": arm, "xi": events, "ni": total})
+    return path
+
+
+def test_comparisons_are_proposed_written_edited_and_pooled_one_at_a_time(tmp_path: Path) -> None:
+    data = _three_arm_csv(tmp_path / "batch-9-meta-analysis.csv")
+    proposed = run_cli(tmp_path, "synthesis", str(data), "--json", check=True).stdout
+    [result] = json.loads(proposed)["results"]
+    assert result["k"] == 3 and result["comparison"] == "intervention vs comparator"
+    assert "split evenly" in result["notes"][0]
+    # Saline (20/52) split between the two doses: 10/26 each.
+    first = result["studies"][0]
+    assert first["study"] == "Lee 2020: Haloperidol 1 mg"
+    assert first["estimate"] == pytest.approx(math.log((10 / 50) / (10 / 26)))
+
+    mapping = tmp_path / "arms.csv"
+    written = run_cli(tmp_path, "synthesis", str(data), "--write-arms", str(mapping), check=True).stdout
+    assert "wrote 5 arm(s) of 1 comparison(s)" in written
+    lines = mapping.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "comparison,study,arm,side,study_label,arm_name"
+    assert "intervention vs comparator,1,arms.3,comparator,Lee 2020,Saline" in lines
+    # The analyst's comparison: the 2 mg dose against saline, the 1 mg dose left out.
+    edited = [line.replace("intervention vs comparator", "2 mg vs saline") for line in lines[1:]]
+    edited = [line.replace("arms.1,intervention,Lee", "arms.1,none,Lee") for line in edited]
+    mapping.write_text("\n".join([lines[0], *edited]) + "\n", encoding="utf-8")
+    pooled = run_cli(tmp_path, "synthesis", str(data), "--arms", str(mapping), check=True).stdout
+    assert pooled.splitlines()[0] == "delirium [2 mg vs saline] - RR, k=2 (2 from arm data, 0 from reported estimates)"
+    assert "note:" not in pooled  # nothing shared, nothing split
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"2 mg vs saline": {"Lee 2020": {"Haloperidol 3 mg": "comparator"}}}), encoding="utf-8")
+    one_line_error(
+        run_cli(tmp_path, "synthesis", str(data), "--arms", str(bad)),
+        2,
+        "bad.json: '2 mg vs saline' > 'Lee 2020' > 'Haloperidol 3 mg': study 'Lee 2020' has no arm",
+    )
+    mapping.write_text("comparison,study,arm,side\nA vs B,1,arms.1,placebo\n", encoding="utf-8")
+    one_line_error(
+        run_cli(tmp_path, "synthesis", str(data), "--arms", str(mapping)),
+        2,
+        "arms.csv line 2: side 'placebo' is not one of intervention, comparator, none",
+    )
