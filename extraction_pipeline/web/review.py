@@ -1,8 +1,10 @@
 """The review workbench: a batch's documents with their review progress, and each document as an
-extraction form — study fields, baseline per arm, Risk of Bias as a row of domains, outcomes as
-a table — beside its PDF page with the selected value's quote highlighted. Decisions per value
-and per outcome go to the append-only ``review_decisions`` table (core/review/decisions.py),
-under the signed-in reviewer.
+extraction form — study fields, the arms as columns, Risk of Bias as a row of domains, outcomes as
+rows with a column group per arm and their comparisons under them (core/review/form.py) — beside
+its PDF page with the selected value's quote highlighted. Decisions per value and per outcome go
+to the append-only ``review_decisions`` table (core/review/decisions.py), under the signed-in
+reviewer; reassigning an outcome entry to another arm is a correction of its arm reference,
+offered as a choice of the study's declared arms and checked again on the server.
 """
 
 from __future__ import annotations

@@ -194,7 +194,7 @@ def test_workbook_and_csv_carry_final_value_decision_and_reviewer(case: ReviewCa
     doc_header = [cell.value for cell in documents[1]]
     assert documents.cell(row=2, column=doc_header.index("review") + 1).value.startswith("not yet reviewed (2 of")
     assert documents.cell(row=2, column=doc_header.index("metadata.nct_number final") + 1).value == trial.nct_number
-    outcome_sheet = book["Outcomes"]
+    outcome_sheet = book["Comparisons"]  # the hazard ratio is a printed comparison
     out_header = [cell.value for cell in outcome_sheet[1]]
     assert outcome_sheet.cell(row=2, column=out_header.index("ci_lower final") + 1).value == pytest.approx(
         trial.ci_lower
@@ -540,7 +540,7 @@ def test_a_corrected_number_without_a_grounded_quote_is_never_shown_as_verified(
         for r in range(2, sheet.max_row + 1)
     }
     assert str(fills[REVIEWER_UNGROUNDED]).endswith("E4DFEC")  # its own colour
-    outcomes = book["Outcomes"]
+    outcomes = book["Comparisons"]
     o_header = [c.value for c in outcomes[1]]
     [first] = list(outcomes.iter_rows(min_row=2, max_row=2, values_only=True))
     assert first[o_header.index("effect_estimate final")] == 0.5

@@ -41,6 +41,7 @@ from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.core.usage import Usage
 from extraction_pipeline.web.server import build_app, check_binding
 from extraction_pipeline_tests.support.ledgers import add_documents
+from extraction_pipeline_tests.support.templates import freeze_version_1
 from extraction_pipeline_tests.support.web import free_port
 
 TOKEN = "s3cret-token-for-tests"
@@ -80,6 +81,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Ledger, int, Path]]:
     ledger = Ledger.connect(settings.ledger_url)
     [doc] = add_documents(ledger, 1)
     batch = create_batch(ledger, idempotency_key="k", project="p", user="ann", document_ids=[doc]).id
+    freeze_version_1(ledger, batch)  # RESULT is in the two-arm template's fields, as earlier batches hold them
     states.claim(ledger, 1, run_id="r", worker="w")
     states.complete(ledger, 1, run_id="r", result=RESULT, usage=Usage("openai/x"))
     assert close_if_done(ledger, batch)

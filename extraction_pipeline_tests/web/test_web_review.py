@@ -38,6 +38,7 @@ from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.core.usage import Usage
 from extraction_pipeline.web.server import build_app
 from extraction_pipeline_tests.support import pdf_samples
+from extraction_pipeline_tests.support.arms_case import make_arms_batch, three_arm_trial
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer
 from extraction_pipeline_tests.support.review_case import ReviewCase, make_case
 from extraction_pipeline_tests.support.web import serving
@@ -323,8 +324,8 @@ def test_review_pages_record_decisions_and_show_the_highlighted_page(site: Site)
         page = anonymous.get(document_page).text
         cells = re.findall(r'<a class="cell ([^"]*)"[^>]*data-path="([^"]+)"', page)
         assert len(cells) == 6  # every value the model gave, each a cell of the form
-        assert [path for css, path in cells if "current" in css] == ["outcomes.1.ci_lower"]  # the forged one first
-        assert "unverified" in dict((path, css) for css, path in cells)["outcomes.1.ci_lower"]
+        assert [path for css, path in cells if "current" in css] == ["comparisons.1.ci_lower"]  # the forged one first
+        assert "unverified" in dict((path, css) for css, path in cells)["comparisons.1.ci_lower"]
         no_name = anonymous.post(
             f"/extraction/items/{case.item_id}/decisions",
             data={"path": "metadata.nct_number", "action": "approve", "seen_seq": "0"},
@@ -343,7 +344,9 @@ def test_review_pages_record_decisions_and_show_the_highlighted_page(site: Site)
         )
         followed = client.get(stale.headers["location"])
         assert "Rita decided 'approve'" in html.unescape(followed.text) and "not overwritten" in followed.text
-        image = client.get(f"/extraction/items/{case.item_id}/page.png", params={"path": "outcomes.1.effect_estimate"})
+        image = client.get(
+            f"/extraction/items/{case.item_id}/page.png", params={"path": "comparisons.1.effect_estimate"}
+        )
         assert image.status_code == 200 and image.content.startswith(b"\x89PNG")
         assert len(json.loads(image.headers["x-highlight-rects"])) == 2
         odd = client.get(f"/extraction/items/{case.item_id}/page.png", params={"path": "../../etc/passwd"})
@@ -360,7 +363,7 @@ def test_the_workbook_download_carries_the_decisions_and_stays_the_same_file(sit
     decisions.record(
         case.ledger,
         item_id=case.item_id,
-        path="outcomes.1.ci_lower",
+        path="comparisons.1.ci_lower",
         action="not reported",
         reviewer="Rita",
         seen_seq=0,
@@ -374,6 +377,132 @@ def test_the_workbook_download_carries_the_decisions_and_stays_the_same_file(sit
     decided = [r for r in sheet.iter_rows(min_row=2, values_only=True) if r[header.index("decided by")] == "Rita"]
     assert len(decided) == 1 and decided[0][header.index("decision")] == "not reported"
     assert default_export_path(case.settings.exports_dir, case.batch_id).read_bytes() == original
+
+
+@contextlib.contextmanager
+def _signed_in(base: str, ledger: Ledger, name: str) -> Iterator[httpx.Client]:
+    _user, personal = add_user(ledger, name, Role.REVIEWER)
+    headers = {"Authorization": f"Bearer {TOKEN}", "Origin": base}
+    with httpx.Client(base_url=base, headers=headers, timeout=60) as client:
+        assert client.post("/extraction/signin", data={"token": personal}).status_code == 303
+        yield client
+
+
+def _arm_columns(page: str, table: str) -> list[str]:
+    head = re.search(rf'<table class="{table}"[^>]*>\s*<thead>(.*?)</thead>', page, re.S)
+    assert head is not None, table
+    return [html.unescape(label) for label in re.findall(r'<th[^>]*data-arm="[^"]+"[^>]*>([^<]*)</th>', head.group(1))]
+
+
+def _numbers_under(page: str, outcome: str) -> dict[str, list[str]]:
+    """Arm column -> the value paths shown in it, for one outcome's row group."""
+    group = re.search(rf'<tbody class="outcome" data-outcome="{re.escape(outcome)}">(.*?)</tbody>', page, re.S)
+    assert group is not None, outcome
+    found: dict[str, list[str]] = {}
+    for arm, cell in re.findall(r'<td class="arm-numbers" data-arm="([^"]+)">(.*?)</td>', group.group(1), re.S):
+        paths = re.findall(r'data-path="([^"]+)"', cell)
+        if paths:  # an arm without numbers for the outcome shows a dash
+            found[arm] = paths
+    return found
+
+
+def test_a_three_arm_paper_is_reviewed_arm_by_arm_and_numbers_reassigned(
+    tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    settings = Settings(home=tmp_path / "home")
+    settings.home_dir.mkdir(parents=True)
+    ledger = Ledger.connect(settings.ledger_url)
+    [case] = make_arms_batch(settings, ledger, fake_llm, [three_arm_trial()])
+    document = f"/extraction/batches/{case.batch_id}/documents/{case.item_id}"
+    with _serving(settings) as base, _signed_in(base, ledger, "Rita") as client:
+        page = client.get(document).text
+        arms = ["Haloperidol 1 mg", "Haloperidol 2 mg", "Saline"]
+        assert _arm_columns(page, "arms") == arms and _arm_columns(page, "outcomes") == arms
+        # One row group per outcome, one column group per arm, the comparisons under it.
+        assert _numbers_under(page, "outcomes.1") == {
+            "arms.1": ["outcomes.1.events", "outcomes.1.total", "outcomes.1.arm"],
+            "arms.2": ["outcomes.2.events", "outcomes.2.total", "outcomes.2.arm", *_own(2)],
+            "arms.3": ["outcomes.3.events", "outcomes.3.total", "outcomes.3.arm", *_own(3)],
+        }
+        comparisons = re.findall(r'<tr class="comparison" data-comparison="([^"]+)">', page)
+        assert comparisons == ["comparisons.1", "comparisons.2"]
+        cells = re.findall(r'<a class="cell [^"]*"[^>]*data-path="([^"]+)"', page)
+        values = [path for path in cells if path]
+        assert len(values) == len(set(values)) == len(re.findall(r'<div class="detail" data-path=', page))
+        # The arm reference's panel offers the study's arms, the one it names now selected.
+        panel = re.search(r'<div class="detail" data-path="outcomes.2.arm".*?</select>', page, re.S)
+        assert panel is not None
+        options = re.findall(r'<option value="([^"]+)"( selected)?>', panel.group(0))
+        assert options == [("Haloperidol 1 mg", ""), ("Haloperidol 2 mg", " selected"), ("Saline", "")]
+        moved = client.post(
+            f"/extraction/items/{case.item_id}/decisions",
+            data={"path": "outcomes.2.arm", "action": "correct", "seen_seq": "0", "value": "Haloperidol 1 mg"},
+        )
+        assert moved.status_code == 303
+        after = client.get(moved.headers["location"]).text
+        assert "outcomes.2.arm: correct recorded" in html.unescape(after)
+        # The 2 mg arm's numbers now stand under the 1 mg arm: a row of their own (1 mg has its numbers already).
+        assert list(_numbers_under(after, "outcomes.1")) == ["arms.1", "arms.3"]
+        assert list(_numbers_under(after, "outcomes.2")) == ["arms.1"]
+        refused = client.post(
+            f"/extraction/items/{case.item_id}/decisions",
+            data={"path": "outcomes.2.arm", "action": "correct", "seen_seq": "1", "value": "Haloperidol 5 mg"},
+        )
+        shown = html.unescape(client.get(refused.headers["location"]).text)
+        assert "'Haloperidol 5 mg' is not an arm of this study" in shown
+        back = client.post(
+            f"/extraction/items/{case.item_id}/decisions",
+            data={"path": "outcomes.2.arm", "action": "correct", "seen_seq": "1", "value": "Haloperidol 2 mg"},
+        )
+        assert back.status_code == 303
+        assert list(_numbers_under(client.get(document).text, "outcomes.1")) == ["arms.1", "arms.2", "arms.3"]
+        # "Approve the outcome" approves its arms' numbers and its comparisons, each its own decision.
+        group = re.search(r'<tbody class="outcome" data-outcome="outcomes.1">(.*?)</tbody>', page, re.S)
+        assert group is not None
+        paths = re.findall(r'<input type="hidden" name="path" value="([^"]+)">', group.group(1))
+        assert {"outcomes.3.events", "comparisons.2.ci_upper"} <= set(paths)
+        approved = client.post(
+            f"/extraction/items/{case.item_id}/decisions", data={"action": "approve-row", "path": paths}
+        )
+        assert approved.status_code == 303
+    current = decisions.current_decisions(ledger, case.batch_id)
+    assert current[(case.item_id, "comparisons.2.ci_upper")].action == "approve"
+    assert [(d.reviewer, d.value) for (_, path), d in current.items() if path == "outcomes.2.arm"] == [
+        ("Rita", "Haloperidol 2 mg")
+    ]
+    ledger.dispose()
+
+
+def _own(entry: int) -> list[str]:
+    """An entry's own name and time point, shown beside its numbers when not the row's first entry."""
+    return [f"outcomes.{entry}.{name}" for name in ("outcome_name", "outcome_type", "timepoint")]
+
+
+def test_a_version_1_document_keeps_its_two_arm_form(tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+    settings = Settings(home=tmp_path / "home")
+    settings.home_dir.mkdir(parents=True)
+    ledger = Ledger.connect(settings.ledger_url)
+    case = make_case(settings, ledger, fake_llm, version=1)
+    with _serving(settings) as base, _signed_in(base, ledger, "Rita") as client:
+        page = client.get(f"/extraction/batches/{case.batch_id}/documents/{case.item_id}").text
+        cells = re.findall(r'<a class="cell ([^"]*)"[^>]*data-path="([^"]+)"', page)
+        assert len(cells) == 6 and [path for css, path in cells if "current" in css] == ["outcomes.1.ci_lower"]
+        assert _arm_columns(page, "outcomes") == ["treatment", "control"]
+        assert re.findall(r'<tr class="comparison" data-comparison="([^"]+)">', page) == ["outcomes.1"]
+        assert "<select" not in page  # nothing to reassign: version 1 names no arms per entry
+        fixed = client.post(
+            f"/extraction/items/{case.item_id}/decisions",
+            data={
+                "path": "outcomes.1.ci_lower",
+                "action": "correct",
+                "seen_seq": "0",
+                "value": str(case.trial.ci_lower),
+            },
+        )
+        assert fixed.status_code == 303
+    [decided] = decisions.current_decisions(ledger, case.batch_id).values()
+    assert (decided.path, decided.value) == ("outcomes.1.ci_lower", case.trial.ci_lower)
+    ledger.dispose()
 
 
 def test_every_project_page_needs_the_token(site: Site) -> None:

@@ -446,7 +446,7 @@ def _outcomes_section(
             own = tuple(
                 cell(path, name)
                 for name, path in entries.get(result.entry, {}).items()
-                if name in DESCRIPTION_FIELDS and path not in placed
+                if name in DESCRIPTION_FIELDS and path not in placed and path in values
             )
             placed.update(c.path for c in (*shown.values(), *own))
             if reference is not None:
@@ -462,7 +462,7 @@ def _outcomes_section(
             own = tuple(
                 cell(paths[name], name)
                 for name in ("outcome_name", "timepoint")
-                if name in paths and paths[name] not in placed
+                if name in paths and paths[name] not in placed and paths[name] in values
             )
             placed.update(c.path for c in (*effect.values(), *own, *(s for s in sides if s)))
             label = (

@@ -75,9 +75,10 @@
     // A possibly-missed item has no approve / not reported / correct forms: these keys skip it.
     else if (event.key === "a" && panelNow) panelNow.querySelector("form.approve button")?.click();
     else if (event.key === "x" && panelNow) panelNow.querySelector("form.not-reported button")?.click();
-    else if (event.key === "c" && panelNow) { event.preventDefault(); panelNow.querySelector("form.correct input[name=value]")?.focus(); }
+    else if (event.key === "c" && panelNow) { event.preventDefault(); panelNow.querySelector("form.correct [name=value]")?.focus(); }
     else if (event.key === "r") {
-      const row = cells[at] && cells[at].closest("tr[data-outcome]");
+      // An outcome is a group of rows (its numbers, then its comparisons): any cell of it will do.
+      const row = cells[at] && cells[at].closest("[data-outcome]");
       const button = row && row.querySelector("form.approve-row button");
       if (button) button.click();
     } else if (event.key === "n") { const next = document.getElementById("next-document"); if (next) location.href = next.href; }
