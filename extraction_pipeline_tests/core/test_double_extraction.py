@@ -23,6 +23,7 @@ from extraction_pipeline.core.review.values import in_review_order, reviewable_v
 from extraction_pipeline_tests.support.extraction_cases import DEATHS, PARSED
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
 from extraction_pipeline_tests.support.ledgers import add_documents
+from extraction_pipeline_tests.support.templates import freeze_version_1
 
 FIRST, SECOND = "openai/model-a", "openai/model-b"
 REGISTERED = "Trial registered as NCT01234567."
@@ -272,6 +273,31 @@ def test_a_number_given_under_another_arm_is_a_disagreement_on_that_arm(
     values = reviewable_values(item["result_json"])
     first_dose = values["outcomes.1.events"]
     assert first_dose.machine.value == 5 and first_dose.second is not None and first_dose.second.value == 9
+
+
+def test_a_two_arm_batchs_outcomes_are_aligned_by_name_and_time_point(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+    [doc] = add_documents(ledger, 1)
+    batch = create_batch(ledger, idempotency_key="v1", project="p", user="u", document_ids=[doc], second_model=SECOND)
+    freeze_version_1(ledger, batch.id)
+    outcomes = {
+        "Nausea": {"events_treatment": 5, "total_treatment": 40, "events_control": 4, "total_control": 39},
+        "Sedation": {"events_treatment": 9, "total_treatment": 41},
+    }
+
+    def answer(order: list[str]) -> str:
+        values: dict[str, tuple[object, str | None]] = {}
+        for n, name in enumerate(order, start=1):
+            values[f"outcomes.{n}.outcome_name"] = (name, RESULTS)
+            values.update({f"outcomes.{n}.{field}": (v, RESULTS) for field, v in outcomes[name].items()})
+        return extraction_json(values)
+
+    first, second = answer(["Nausea", "Sedation"]), answer(["Sedation", "Nausea"])
+    fake_llm.answer_by_model = lambda model, messages: Reply(first if model.endswith("model-a") else second)
+    llm = LLMConfig(model=FIRST, api_base=fake_llm.api_base, api_key="sk-test-not-a-secret")
+    outcome = extract_item(ledger, item_id=1, run_id="r", worker="w", parsed=THREE_ARMS, llm=llm)
+    assert outcome.status == "completed", outcome.reason
+    assert set(outcome.result["agreement"].values()) == {"agree"} and len(outcome.result["agreement"]) == 8
+    assert outcome.result["second"]["fields"]["outcomes.2.outcome_name"]["value"] == "Sedation"
 
 
 def test_the_review_page_shows_both_answers_and_records_the_pick(

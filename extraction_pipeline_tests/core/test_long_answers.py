@@ -192,6 +192,14 @@ def test_a_paper_whose_answer_is_too_long_completes_in_smaller_questions(
     assert all(r["max_tokens"] == limit for r in fake_llm.requests)
     assert fake_llm.completion_tokens.count(limit) == 2  # the two cut answers ...
     assert row["tokens_out"] == sum(fake_llm.completion_tokens)  # ... are counted in the cost with the rest
+    # Paid once: another batch over the paper reuses the five answers, each parsed with the modules
+    # it asked (the arms with the outcomes); only the cut questions, of which nothing was usable,
+    # are asked again.
+    create_batch(ledger, idempotency_key="again", project="p", user="u", document_ids=[1])
+    again = extract_item(ledger, item_id=2, run_id="r2", worker="w", parsed=parsed, llm=_config(fake_llm, limit))
+    assert len(fake_llm.requests) == 7 + 2
+    assert [note["reused"] for note in again.result["parts"] if "cut" not in note] == [True] * 5
+    assert again.result["fields"] == fields
 
 
 def test_one_page_whose_outcomes_alone_are_too_long_fails_with_that_reason(
