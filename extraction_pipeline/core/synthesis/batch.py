@@ -171,7 +171,8 @@ def add_comparison(ledger: Ledger, batch_id: int, name: str, reviewer: str) -> s
 def set_sides(ledger: Ledger, batch_id: int, comparison: str, sides: dict[tuple[int, str], str], reviewer: str) -> int:
     """Assign arms (``(document id, arm id)`` → side) to sides in ``comparison``; an arm the batch's
     CSV does not have is refused. Returns how many sides changed."""
-    if comparison not in {c.name for c in batch_comparisons(ledger, batch_id)}:
+    named = next((c for c in batch_comparisons(ledger, batch_id) if c.name == comparison), None)
+    if named is None:
         raise ConfigError(f"no comparison {comparison!r} in this batch")
     known = {
         (study.document_id, arm): name
@@ -182,7 +183,9 @@ def set_sides(ledger: Ledger, batch_id: int, comparison: str, sides: dict[tuple[
     for (document_id, arm), side in sides.items():
         if (document_id, arm) not in known:
             raise ConfigError(f"document {document_id} has no arm {arm!r} in this batch")
-        stored.append(StoredSide(comparison, document_id, arm, known[document_id, arm], side_of(side, arm)))
+        chosen = side_of(side, arm)
+        if chosen != named.side([str(document_id)], arm, known[document_id, arm]):  # a form sends every arm
+            stored.append(StoredSide(comparison, document_id, arm, known[document_id, arm], chosen))
     return record_sides(ledger, batch_id, stored, reviewer)
 
 
