@@ -120,7 +120,9 @@ def two_arm_trial(index: int, drug: tuple[int, int], placebo: tuple[int, int]) -
     )
 
 
-def make_arms_batch(settings: Settings, ledger: Ledger, fake: FakeLLMServer, trials: list[ArmsTrial]) -> list[ReviewCase]:
+def make_arms_batch(
+    settings: Settings, ledger: Ledger, fake: FakeLLMServer, trials: list[ArmsTrial]
+) -> list[ReviewCase]:
     """One batch (frozen on the current base template) of the trials, each really parsed and
     extracted with its own answer."""
     synthetic = [make_trial(trial.index) for trial in trials]

@@ -216,9 +216,7 @@ def test_the_review_page_lists_what_may_be_missed_and_a_reviewer_turns_it_into_a
     settings = Settings(home=tmp_path / "home")
     settings.home_dir.mkdir(parents=True)
     ledger = Ledger.connect(settings.ledger_url)
-    [case] = make_batch(
-        settings, ledger, fake_llm, [3], answer=_half_read_answer, extra_text=RESULTS_TABLE, version=1
-    )
+    [case] = make_batch(settings, ledger, fake_llm, [3], answer=_half_read_answer, extra_text=RESULTS_TABLE, version=1)
     _user, token = add_user(ledger, "Rita", Role.REVIEWER)
 
     async def dagster_ui(request: object) -> PlainTextResponse:

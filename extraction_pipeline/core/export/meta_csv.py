@@ -30,6 +30,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from extraction_pipeline.core.extraction.grounded import GroundedFields, Scalar, fields_of
@@ -156,13 +158,13 @@ def meta_analysis_rows(ledger: Ledger, batch_id: int) -> list[dict[str, Any]]:
             "filename": item["filename"],
         }
         review = review_of(item, decided).label
-        view = study_arms(list(fields), lambda path, fields=fields, mine=mine: final_value(fields, mine, path))
+        view = study_arms(list(fields), partial(final_value, fields, mine))
         document_rows = _version_1_rows(fields, mine, view) if view.version == 1 else _arm_rows(fields, mine, view)
         rows.extend({**identity, **row, "review": review} for row in document_rows)
     return rows
 
 
-def _numbers(fields: GroundedFields, decided: dict[str, Decision], paths: dict[str, str | None]) -> dict[str, Any]:
+def _numbers(fields: GroundedFields, decided: dict[str, Decision], paths: Mapping[str, str | None]) -> dict[str, Any]:
     """The number columns (final values), their statuses and what machine and reviewer said, for
     the paths each column reads (None: the row has no such number)."""
     row: dict[str, Any] = {}

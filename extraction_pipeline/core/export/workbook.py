@@ -36,6 +36,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -333,7 +334,7 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
         outcomes.extend(by_outcome[index] for index in sorted(by_outcome))
         if fields:
             mine = {path: d for (item_id, path), d in decided.items() if item_id == item["id"]}
-            view = study_arms(list(fields), lambda path, fields=fields, mine=mine: final_value(fields, mine, path))
+            view = study_arms(list(fields), partial(final_value, fields, mine))
             study = {**identity, "study": study_label(fields, mine, item["filename"])}
             arm_rows.extend(_arm_sheet_rows(study, fields, mine, view))
             comparison_rows.extend(_comparison_sheet_rows(study, fields, mine, view))

@@ -223,7 +223,8 @@ def forest_figure(outcome: OutcomeSynthesis, link: Callable[[int], str] | None =
         axes.spines[side].set_visible(False)
     legend = "filled: every number reviewed · hollow: not yet reviewed"
     figure.text(LABEL_X, 0.12 + NOTE_LINE * len(notes), legend, transform=top, color=MUTED, parse_math=False)
-    for index, line in enumerate(notes):
-        note = figure.text(LABEL_X, 0.12 + NOTE_LINE * (len(notes) - 1 - index), line, transform=top, parse_math=False)
+    for index, wrapped in enumerate(notes):
+        at = 0.12 + NOTE_LINE * (len(notes) - 1 - index)
+        note = figure.text(LABEL_X, at, wrapped, transform=top, parse_math=False)
         mark(note, "footnote")
     return figure
