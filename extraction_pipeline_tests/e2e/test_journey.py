@@ -3,11 +3,14 @@ real `extraction-pipeline ui` (one server: our pages and the Dagster UI, plus it
 model served by the loopback fake over real HTTP:
 
 an admin adds a user on the command line -> she signs in with her personal token -> create project
--> upload 3 PDFs (one broken: its reason shown) -> start a batch (recorded under her name) -> see it
-complete -> open a document: its extraction form, the forged bound first, its quote highlighted on
-the page -> correct that bound, approve the outcome row and the study fields from the form -> the
-second paper with the keyboard -> the batch's forest plot, a study row followed to its review
-page -> download the workbook (its Synthesis sheet) and CSV and open them -> the
+-> upload 5 PDFs (two two-arm trials, two three-arm trials, one broken: its reason shown) -> start a
+batch (recorded under her name) -> see it complete -> open a document: its extraction form, the
+forged bound first, its quote highlighted on the page -> correct that bound, approve the outcome row
+and the study fields from the form -> the second paper with the keyboard -> a three-arm paper: its
+arms as columns, one arm's numbers reassigned to another arm and back, reviewed -> the batch's
+forest plots, a study row followed to its review page; the three-arm trials pooled with their
+shared placebo split, then one comparison defined (the high dose vs placebo) and pooled -> download
+the workbook (its Arms, Comparisons and Synthesis sheets) and CSV and open them -> the
 `batch_workbook` materialization's URL in the Dagster UI downloads the same file.
 
 Screenshots of every step go to test-output/journey/ (or $EXTRACTION_TEST_ARTIFACTS).
@@ -36,10 +39,16 @@ import openpyxl
 import pytest
 
 from extraction_pipeline.core.extraction.prompts import document_from_messages
-from extraction_pipeline.core.synthetic import make_trial, write_report
+from extraction_pipeline.core.synthetic import make_three_arm_trial, make_trial, write_report, write_three_arm_report
 from extraction_pipeline_tests.support import pdf_samples
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply
-from extraction_pipeline_tests.support.review_case import OUTCOME_QUOTE, answer_for
+from extraction_pipeline_tests.support.review_case import (
+    OUTCOME_QUOTE,
+    answer_for,
+    arms_sentence,
+    results_sentence,
+    three_arm_answer,
+)
 from extraction_pipeline_tests.support.web import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
@@ -47,6 +56,7 @@ CHROMIUM = os.environ.get("EXTRACTION_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(os.environ.get("EXTRACTION_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-output"))
 BATCH_TIMEOUT_MS = 420_000
 TRIALS = (21, 22)
+THREE_ARM_TRIALS = (make_three_arm_trial(1), make_three_arm_trial(2))
 REVIEWER = "Rita Reviewer"
 OUTCOME = "hospitalization or death"
 
@@ -69,11 +79,20 @@ class Journey:
 
 def _answer(messages: list[dict[str, str]]) -> Reply:
     text = document_from_messages(messages)
+    for three_arm in THREE_ARM_TRIALS:
+        if three_arm.nct_number in text:
+            return Reply(three_arm_answer(three_arm), tokens_in=2500, tokens_out=900)
     trial = next(make_trial(i) for i in TRIALS if make_trial(i).nct_number in text)
-    # The review case's answer (one forged CI bound) with the outcome named, so the batch's
-    # forest plot has its two studies to pool.
+    # The review case's answer (one forged CI bound) with the outcome and both arms named, so the
+    # batch's forest plot has its two studies to pool, drug against placebo.
     answer = json.loads(answer_for(trial))
-    answer["outcomes"][0]["outcome_name"] = {"value": OUTCOME, "quote": OUTCOME_QUOTE}
+    arms, results = arms_sentence(trial), results_sentence(trial)
+    answer["arms"] = [{"arm_name": {"value": name, "quote": arms}} for name in (trial.drug, "placebo")]
+    answer["comparisons"][0].update(
+        outcome_name={"value": OUTCOME, "quote": OUTCOME_QUOTE},
+        arm={"value": trial.drug, "quote": results},
+        comparator_arm={"value": "placebo", "quote": arms},
+    )
     return Reply(json.dumps(answer), tokens_in=1500, tokens_out=120)
 
 
@@ -177,8 +196,9 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     page.wait_for_load_state("load")
     expect(page.locator("h1")).to_have_text("Project journey")
 
-    # 2. Upload three PDFs at once, one of them broken.
+    # 2. Upload five PDFs at once, one of them broken.
     pdfs = [write_report(make_trial(i), tmp_path / "pdfs") for i in TRIALS]
+    pdfs += [write_three_arm_report(trial, tmp_path / "pdfs") for trial in THREE_ARM_TRIALS]
     broken = pdf_samples.write(tmp_path / "pdfs", "broken.pdf", b"%PDF-1.7\n1 0 obj\n<<")
     page.set_input_files("input[name=pdfs]", [str(p) for p in (*pdfs, broken)])
     page.get_by_role("button", name="Upload", exact=True).click()
@@ -187,12 +207,12 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     expect(results.locator("tr", has_text="broken.pdf")).to_contain_text("truncated or damaged")
     for pdf in pdfs:
         expect(results.locator("tr", has_text=pdf.name)).to_contain_text("registered as document")
-    expect(page.locator(".flash")).to_contain_text("2 of 3 file(s) registered")
+    expect(page.locator(".flash")).to_contain_text("4 of 5 file(s) registered")
     journey.shot("uploaded")
 
     # 3. Start a batch for the registered documents: it is the signed-in user's.
     page.get_by_role("button", name="Start batch with the selected documents").click()
-    expect(page.locator(".flash")).to_contain_text(f"started by {REVIEWER} with 2 document(s)")
+    expect(page.locator(".flash")).to_contain_text(f"started by {REVIEWER} with 4 document(s)")
     journey.shot("batch-started")
 
     # 4. Watch it complete (the page refreshes itself while the batch is open).
@@ -208,17 +228,17 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
 
     # 5. Open the first document: an extraction form; the forged bound is selected first, in the
     # outcome row, coloured unverified; a click on a number shows its quote highlighted on the page.
-    page.locator("#documents a", has_text="review").first.click()
-    outcome = page.locator("#outcomes tr[data-outcome='1']")
-    forged_cell = outcome.locator(".cell[data-path='outcomes.1.ci_lower']")
+    page.locator("#documents tr", has_text=make_trial(TRIALS[0]).filename).locator("a", has_text="review").click()
+    outcome = page.locator("#outcomes tbody[data-outcome='comparisons.1']")
+    forged_cell = outcome.locator(".cell[data-path='comparisons.1.ci_lower']")
     expect(forged_cell).to_have_class(re.compile(r"\bcurrent\b"))
     expect(forged_cell).to_have_class(re.compile(r"\bunverified\b"))
     expect(page.locator(".detail:visible")).to_contain_text("unverified")
-    estimate = outcome.locator(".cell[data-path='outcomes.1.effect_estimate']")
+    estimate = outcome.locator(".cell[data-path='comparisons.1.effect_estimate']")
     expect(estimate).to_have_class(re.compile(r"\bverified\b"))
     estimate.click()
     expect(page.locator(".detail:visible")).to_contain_text("effect_estimate")
-    expect(page.locator("#page-caption")).to_contain_text("outcomes.1.effect_estimate")
+    expect(page.locator("#page-caption")).to_contain_text("comparisons.1.effect_estimate")
     # The page is fetched at the screen's resolution, then the highlighted quote is scrolled into view.
     page.wait_for_function(
         "() => { const i = document.getElementById('page-image'); "
@@ -243,12 +263,14 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     forged.locator("form.correct input[name=value]").fill(f"{trial.ci_lower:.2f}")
     forged.locator("form.correct button").click()
     expect(page.locator(".flash")).to_contain_text("correct recorded")
-    expect(page.locator(".cell[data-path='outcomes.1.ci_lower']")).to_have_class(re.compile(r"\bdecided\b"))
+    expect(page.locator(".cell[data-path='comparisons.1.ci_lower']")).to_have_class(re.compile(r"\bdecided\b"))
     journey.shot("corrected")
-    page.locator("#outcomes tr[data-outcome='1']").get_by_role("button", name="Approve the outcome").click()
+    page.locator("#outcomes tbody[data-outcome='comparisons.1']").get_by_role(
+        "button", name="Approve the outcome"
+    ).click()
     expect(page.locator(".flash")).to_contain_text("outcome approved")
-    expect(page.locator("#outcomes tr[data-outcome='1']")).to_contain_text("decided")
-    for path in ("metadata.nct_number", "metadata.randomized_n"):
+    expect(page.locator("#outcomes tbody[data-outcome='comparisons.1']")).to_contain_text("decided")
+    for path in ("metadata.nct_number", "metadata.randomized_n", "arms.1.arm_name", "arms.2.arm_name"):
         page.locator(f".cell[data-path='{path}']").click()
         page.locator(".detail:visible").get_by_role("button", name="Approve").click()
         page.wait_for_load_state("load")
@@ -258,21 +280,37 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     # The second document: everything with the keyboard (r approves the outcome, a the value).
     page.goto(batch_url)
     page.locator("#documents tr", has_text=make_trial(TRIALS[1]).filename).locator("a", has_text="review").click()
-    page.locator("body").press("r")
-    page.wait_for_load_state("load")
-    expect(page.locator(".flash")).to_contain_text("outcome approved")
-    for _ in range(10):
-        if "not yet reviewed" not in page.locator("#review-state").inner_text():
-            break
-        page.locator("body").press("a")
-        page.wait_for_load_state("load")
+    _review_with_the_keyboard(page)
+
+    # A three-arm paper: its arms as columns; the low dose's numbers reassigned to the high dose
+    # (they move to that arm's column, in a row of their own as that arm has numbers already), then
+    # back; then reviewed with the keyboard.
+    low, high, placebo = (arm.name for arm in THREE_ARM_TRIALS[0].arms)
     page.goto(batch_url)
-    expect(page.locator("#reviewed-count")).to_have_text("2/2")
+    page.locator("#documents tr", has_text=THREE_ARM_TRIALS[0].filename).locator("a", has_text="review").click()
+    expect(page.locator("#outcomes th.arm-head")).to_have_text([low, high, placebo])
+    expect(page.locator("#section-arms")).to_contain_text(str(THREE_ARM_TRIALS[0].arms[0].randomized_n))
+    expect(page.locator("#outcomes tbody.outcome")).to_have_count(1)
+    expect(page.locator("#outcomes tr.comparison")).to_have_count(2)
+    journey.shot("three-arm-form")
+    _reassign(page, "outcomes.1.arm", high)
+    expect(page.locator("#outcomes tbody.outcome")).to_have_count(2)
+    moved = f"{THREE_ARM_TRIALS[0].arms[0].events}/{THREE_ARM_TRIALS[0].arms[0].randomized_n}"
+    expect(page.locator("#outcomes td.arm-numbers[data-arm='arms.2']", has_text=moved)).to_have_count(1)
+    expect(page.locator("#outcomes td.arm-numbers[data-arm='arms.1']", has_text=moved)).to_have_count(0)
+    journey.shot("three-arm-reassigned")
+    _reassign(page, "outcomes.1.arm", low)
+    expect(page.locator("#outcomes tbody.outcome")).to_have_count(1)
+    _review_with_the_keyboard(page)
+    page.goto(batch_url)
+    page.locator("#documents tr", has_text=THREE_ARM_TRIALS[1].filename).locator("a", has_text="review").click()
+    _review_with_the_keyboard(page)
+    page.goto(batch_url)
+    expect(page.locator("#reviewed-count")).to_have_text("4/4")
     journey.shot("batch-reviewed")
 
-    # The batch's forest plot: both studies reviewed (filled), pooled; a study row opens its review page.
-    forest = page.locator("#forest-1")
-    expect(forest).to_contain_text(f"{OUTCOME} — HR, k = 2")
+    # The batch's forest plots: both studies reviewed (filled), pooled; a study row opens its review page.
+    forest = page.locator("figure.forest", has_text=f"{OUTCOME} — HR, k = 2")
     expect(forest.locator("g.study.reviewed")).to_have_count(2)
     forest.scroll_into_view_if_needed()
     journey.shot("forest-plot")
@@ -290,6 +328,30 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     journey.shot("forest-plot-study-opened")
     page.goto(batch_url)
 
+    # The three-arm trials: each dose against its study's placebo, the shared placebo split between
+    # the two doses (four rows from two studies); then a comparison of the high dose alone.
+    three_arm_outcome = THREE_ARM_TRIALS[0].outcome
+    split = page.locator("figure.forest", has_text=f"{three_arm_outcome} — RR, k = 4")
+    expect(split).to_contain_text("Cochrane Handbook")
+    split.scroll_into_view_if_needed()
+    journey.shot("forest-plot-three-arm-split")
+    page.fill("input[name=new]", "high dose vs placebo")
+    page.get_by_role("button", name="Add").click()
+    page.wait_for_load_state("load")
+    sides = page.locator("form.comparison-sides[data-comparison='high dose vs placebo']")
+    for three_arm in THREE_ARM_TRIALS:
+        label = f"{three_arm.nct_number}, {three_arm.arms[0].name}: side in high dose vs placebo"
+        sides.get_by_label(label).select_option("none")
+    sides.get_by_role("button", name="Save the sides").click()
+    page.wait_for_load_state("load")
+    high_dose = page.locator(
+        ".comparison-plots[data-comparison='high dose vs placebo'] figure.forest", has_text=three_arm_outcome
+    )
+    expect(high_dose).to_contain_text(f"{three_arm_outcome}, high dose vs placebo — RR, k = 2")
+    expect(high_dose).not_to_contain_text("Cochrane Handbook")  # one dose per study: nothing shared
+    high_dose.scroll_into_view_if_needed()
+    journey.shot("forest-plot-one-comparison")
+
     # 7. Download the workbook and the CSV; open them.
     with page.expect_download() as download_info:
         page.click("#workbook-link")
@@ -298,15 +360,24 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     values = openpyxl.load_workbook(workbook_path)["Values"]
     header = [c.value for c in values[1]]
     rows = [dict(zip(header, r, strict=True)) for r in values.iter_rows(min_row=2, values_only=True)]
-    corrected = [r for r in rows if r["decision"] == "correct"]
+    corrected = [r for r in rows if r["decision"] == "correct" and r["field"] != "arm"]
     assert len(corrected) == 1 and corrected[0]["field"] == "ci_lower"
+    # The reassignment there and back: a decision on the entry's arm, its final value the arm it began with.
+    [reassigned] = [r for r in rows if r["decision"] == "correct" and r["field"] == "arm"]
+    assert (reassigned["filename"], reassigned["final value"]) == (THREE_ARM_TRIALS[0].filename, low)
     assert corrected[0]["final value"] == pytest.approx(trial.ci_lower) and corrected[0]["value"] == pytest.approx(0.11)
     assert {r["decided by"] for r in rows} == {REVIEWER}
     batch_sheet = {r[0]: r[1] for r in openpyxl.load_workbook(workbook_path)["Batch"].iter_rows(values_only=True) if r}
-    assert batch_sheet["reviewed documents"] == "2 of 2" and batch_sheet["model"] == "openai/fake-model"
-    synthesis = openpyxl.load_workbook(workbook_path)["Synthesis"]
-    pooled = dict(zip([c.value for c in synthesis[1]], [c.value for c in synthesis[2]], strict=False))
-    assert (pooled["outcome"], pooled["studies"], pooled["reviewed studies"]) == (OUTCOME, 2, 2)
+    assert batch_sheet["reviewed documents"] == "4 of 4" and batch_sheet["model"] == "openai/fake-model"
+    book = openpyxl.load_workbook(workbook_path)
+    arms_sheet = _rows(book["Arms"])
+    assert {(r["study"], r["arm"]) for r in arms_sheet} >= {
+        (trial.nct_number, arm.name) for trial in THREE_ARM_TRIALS for arm in trial.arms
+    }
+    compared = _rows(book["Comparisons"])
+    assert sum(1 for r in compared if r["study"] == THREE_ARM_TRIALS[0].nct_number) == 2
+    pooled = {r["outcome"]: r for r in _rows(book["Synthesis"])}
+    assert (pooled[OUTCOME]["studies"], pooled[OUTCOME]["reviewed studies"]) == (2, 2)
     with page.expect_download() as csv_info:
         page.get_by_role("link", name="meta-analysis CSV").click()
     csv_path = tmp_path / "downloaded.csv"
@@ -315,6 +386,16 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     by_study = {r["study"]: r for r in csv_rows}
     assert float(by_study[trial.nct_number]["ci.lb"]) == pytest.approx(trial.ci_lower)
     assert all(r["review"] == f"reviewed by {REVIEWER}" for r in csv_rows)
+    # A three-arm trial: one row per arm with its name and numbers, one per printed comparison.
+    first = THREE_ARM_TRIALS[0]
+    per_arm = {r["group"]: r for r in csv_rows if r["study"] == first.nct_number and not r["comparison"]}
+    assert {name: (int(r["xi"]), int(r["ni"])) for name, r in per_arm.items()} == {
+        arm.name: (arm.events, arm.randomized_n) for arm in first.arms
+    }
+    printed = [r for r in csv_rows if r["study"] == first.nct_number and r["comparison"]]
+    assert sorted((r["group"], r["comparator"], float(r["estimate"])) for r in printed) == sorted(
+        (first.arms[dose].name, "placebo", first.risk_ratio(dose)[0]) for dose in (0, 1)
+    )
 
     # 8. The batch_workbook materialization in the Dagster UI links to the same file.
     with _instance(journey.home) as instance:
@@ -337,6 +418,39 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     from_dagster = tmp_path / "from-dagster.xlsx"
     dagster_info.value.save_as(from_dagster)
     assert from_dagster.read_bytes() == workbook_path.read_bytes()
+
+
+def _review_with_the_keyboard(page: Any) -> None:
+    """r approves the outcome row the page opened on, then a approves one value at a time until the
+    document is reviewed."""
+    from playwright.sync_api import expect
+
+    page.locator("body").press("r")
+    page.wait_for_load_state("load")
+    expect(page.locator(".flash")).to_contain_text("outcome approved")
+    for _ in range(60):
+        if "not yet reviewed" not in page.locator("#review-state").inner_text():
+            break
+        page.locator("body").press("a")
+        page.wait_for_load_state("load")
+    expect(page.locator("#review-state")).to_have_text(f"reviewed by {REVIEWER}")
+
+
+def _reassign(page: Any, path: str, arm: str) -> None:
+    """Reassign an outcome entry's numbers to another declared arm from its arm cell's panel."""
+    from playwright.sync_api import expect
+
+    page.locator(f".cell[data-path='{path}']").click()
+    panel = page.locator(f".detail[data-path='{path}']")
+    panel.locator("form.reassign select[name=value]").select_option(arm)
+    panel.locator("form.reassign").get_by_role("button", name="Reassign").click()
+    page.wait_for_load_state("load")
+    expect(page.locator(".flash")).to_contain_text("correct recorded")
+
+
+def _rows(sheet: Any) -> list[dict[str, Any]]:
+    header = [c.value for c in sheet[1]]
+    return [dict(zip(header, row, strict=False)) for row in sheet.iter_rows(min_row=2, values_only=True) if any(row)]
 
 
 def _instance(home: Path) -> Any:
