@@ -35,6 +35,7 @@ from extraction_pipeline.core.synthesis.batch import (
     OutcomeSynthesis,
     add_comparison,
     batch_synthesis,
+    drop_comparison,
     set_outcome_label,
     set_sides,
 )
@@ -84,6 +85,7 @@ class SynthesisView:
     summary_downloads: tuple[tuple[str, str], ...] = ()
     comparisons: tuple[ComparisonView, ...] = ()
     sides: tuple[str, ...] = SIDES
+    default_comparison: str = DEFAULT_COMPARISON  # always pooled: it has no Remove button
 
     def pooled_in(self, comparison: str) -> list[OutcomeView]:
         return [view for view in self.pooled if view.outcome.comparison == comparison]
@@ -163,8 +165,8 @@ async def label_outcome(request: Request) -> Response:
 
 
 async def save_comparison(request: Request) -> Response:
-    """Name a new comparison (``new``), or save the sides of ``comparison``'s arms (fields
-    ``side:DOCUMENT:ARM``)."""
+    """Name a new comparison (``new``), remove one (``remove``), or save the sides of
+    ``comparison``'s arms (fields ``side:DOCUMENT:ARM``)."""
     ledger = ledger_of(request)
     batch_id = request.path_params["batch_id"]
     form = await read_form(request)
@@ -179,6 +181,11 @@ async def save_comparison(request: Request) -> Response:
         if new.strip():
             name = await run_in_threadpool(add_comparison, ledger, batch_id, new, reviewer.name)
             set_flash(response, f"comparison {name!r} added: its arms start on their proposed sides")
+            return response
+        removed = text_field(form, "remove", 1000)
+        if removed.strip():
+            await run_in_threadpool(drop_comparison, ledger, batch_id, removed, reviewer.name)
+            set_flash(response, f"comparison {removed!r} removed")
             return response
         comparison = text_field(form, "comparison", 1000)
         sides: dict[tuple[int, str], str] = {}

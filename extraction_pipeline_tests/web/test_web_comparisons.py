@@ -117,3 +117,43 @@ def test_arms_are_proposed_moved_by_a_reviewer_and_the_plot_follows(site: tuple[
         'filename="batch-' in svg.headers["content-disposition"]
         and "2-mg-vs-saline" in (svg.headers["content-disposition"])
     )
+
+
+def test_a_named_comparison_is_removed_and_named_again_from_its_proposal(
+    site: tuple[str, list[ReviewCase], str],
+) -> None:
+    base, cases, token = site
+    batch_id, ledger = cases[0].batch_id, cases[0].ledger
+    document = next(int(r["document_id"]) for r in batch_item_rows(ledger, batch_id) if r["id"] == cases[0].item_id)
+    url = f"/extraction/batches/{batch_id}/comparisons"
+    with _client(base) as anonymous:
+        assert anonymous.post(url, data={"remove": "2 mg vs saline"}).status_code == 401
+    with _client(base) as client:
+        assert client.post("/extraction/signin", data={"token": token}).status_code == 303
+        client.headers["Origin"] = base
+        name = "low dose out"
+        client.post(url, data={"new": name})
+        client.post(url, data={"comparison": name, f"side:{document}:arms.1": "none"})
+        page = html.unescape(client.get(f"/extraction/batches/{batch_id}").text)
+        assert _selected(page, name)[f"side:{document}:arms.1"] == "none"
+        assert f'name="remove" value="{name}"' in page
+        assert 'name="remove" value="intervention vs comparator"' not in page  # always pooled
+
+        removed = client.post(url, data={"remove": name})
+        page = html.unescape(client.get(removed.headers["location"]).text)
+        assert f"comparison '{name}' removed" in page
+        assert f'data-comparison="{name}"' not in page
+        assert name not in stored_comparisons(ledger, batch_id).names
+        refused = client.post(url, data={"remove": "intervention vs comparator"})
+        assert "is the proposed comparison and is always pooled" in html.unescape(
+            client.get(refused.headers["location"]).text
+        )
+        unknown = client.post(url, data={"remove": "never named"})
+        assert "no comparison 'never named' in this batch" in html.unescape(
+            client.get(unknown.headers["location"]).text
+        )
+
+        # Named again, it starts from the proposed sides, not from the sides it had.
+        client.post(url, data={"new": name})
+        page = html.unescape(client.get(f"/extraction/batches/{batch_id}").text)
+    assert _selected(page, name)[f"side:{document}:arms.1"] == "intervention"

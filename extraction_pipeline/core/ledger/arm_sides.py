@@ -14,6 +14,7 @@ from extraction_pipeline.core.ledger.database import utcnow
 from extraction_pipeline.core.ledger.schema import arm_sides
 
 DEFINED = "defined"  # the side of a row that declares a comparison (no document, no arm)
+REMOVED = "removed"  # the side of a row that takes a comparison back (its sides go with it)
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,24 @@ def define_comparison(ledger: Ledger, batch_id: int, name: str, reviewer: str) -
         )
 
 
+def remove_comparison(ledger: Ledger, batch_id: int, name: str, reviewer: str) -> None:
+    """Take a comparison back: appended like the rest, so who removed it and when stays on record;
+    naming it again later starts from the proposed sides."""
+    with ledger.engine.begin() as conn:
+        conn.execute(
+            insert(arm_sides).values(
+                batch_id=batch_id,
+                comparison=name,
+                document_id=None,
+                arm="",
+                arm_name="",
+                side=REMOVED,
+                reviewer=reviewer,
+                decided_at=utcnow(),
+            )
+        )
+
+
 def record_sides(ledger: Ledger, batch_id: int, sides: Iterable[StoredSide], reviewer: str) -> int:
     """Append the sides that differ from the ones in force; returns how many were recorded."""
     current = {(s.comparison, s.document_id, s.arm): s.side for s in stored_comparisons(ledger, batch_id).sides}
@@ -78,6 +97,10 @@ def stored_comparisons(ledger: Ledger, batch_id: int) -> StoredComparisons:
     latest: dict[tuple[str, int, str], StoredSide] = {}
     with ledger.engine.connect() as conn:
         for row in conn.execute(statement).mappings():
+            if row["side"] == REMOVED:
+                names.pop(row["comparison"], None)
+                latest = {key: side for key, side in latest.items() if key[0] != row["comparison"]}
+                continue
             names.setdefault(row["comparison"], None)
             if row["document_id"] is None:
                 continue

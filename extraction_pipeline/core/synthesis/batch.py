@@ -25,7 +25,13 @@ from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.evaluation.matching import normalize_name
 from extraction_pipeline.core.export.meta_csv import meta_analysis_csv
 from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline.core.ledger.arm_sides import StoredSide, define_comparison, record_sides, stored_comparisons
+from extraction_pipeline.core.ledger.arm_sides import (
+    StoredSide,
+    define_comparison,
+    record_sides,
+    remove_comparison,
+    stored_comparisons,
+)
 from extraction_pipeline.core.ledger.database import utcnow
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.schema import outcome_labels
@@ -166,6 +172,18 @@ def add_comparison(ledger: Ledger, batch_id: int, name: str, reviewer: str) -> s
         raise ConfigError(f"the batch already has a comparison {name!r}")
     define_comparison(ledger, batch_id, name, reviewer)
     return name
+
+
+def drop_comparison(ledger: Ledger, batch_id: int, name: str, reviewer: str) -> None:
+    """Remove a comparison the analyst named; the proposed one is always pooled (its arms can be
+    left out of it instead)."""
+    if name == DEFAULT_COMPARISON:
+        raise ConfigError(
+            f"{name!r} is the proposed comparison and is always pooled: set an arm to 'none' to leave it out"
+        )
+    if name not in {c.name for c in batch_comparisons(ledger, batch_id)}:
+        raise ConfigError(f"no comparison {name!r} in this batch")
+    remove_comparison(ledger, batch_id, name, reviewer)
 
 
 def set_sides(ledger: Ledger, batch_id: int, comparison: str, sides: dict[tuple[int, str], str], reviewer: str) -> int:
