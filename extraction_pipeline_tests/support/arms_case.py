@@ -76,7 +76,7 @@ class ArmsTrial:
             if arm.subgroup:
                 values[f"arms.{number}.subgroup"] = (arm.subgroup, arm.header)
             values[f"outcomes.{number}.outcome_name"] = (OUTCOME, "Delirium")
-            values[f"outcomes.{number}.outcome_type"] = ("binary", "Delirium")
+            values[f"outcomes.{number}.outcome_type"] = ("dichotomous", "Delirium")
             values[f"outcomes.{number}.timepoint"] = ("day 7", "Table 3. Delirium by day 7")
             values[f"outcomes.{number}.arm"] = (arm.name, arm.header)
             values[f"outcomes.{number}.events"] = (arm.events, f"{arm.events}/{arm.n}")
