@@ -24,7 +24,7 @@ from extraction_pipeline.core.synthesis.figures import svg_text
 from extraction_pipeline.core.synthesis.forest import forest_figure
 from extraction_pipeline_tests.support.arms_case import make_arms_batch, three_arm_trial, two_arm_trial
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer
-from extraction_pipeline_tests.support.review_case import ReviewCase, make_batch, synthesis_answer_v1
+from extraction_pipeline_tests.support.review_case import ReviewCase, make_batch, synthesis_answer, synthesis_answer_v1
 from extraction_pipeline_tests.support.svg import classed, parse, texts
 
 
@@ -190,3 +190,27 @@ def test_a_batch_of_the_two_arm_template_pools_as_before(
     first = dict(zip(header, comparisons[1], strict=True))
     assert (first["comparison id"], first["arm id"], first["comparator id"]) == ("outcomes.1", "treatment", "control")
     assert first["effect_estimate"] == cases[0].trial.hazard_ratio
+
+
+def test_studies_reporting_only_an_effect_have_their_arms_on_sides_too(
+    ledger_url: str, tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    # Two trials that print only a hazard ratio (drug vs placebo): no per-arm numbers, the arms
+    # named by the comparison. The analyst must be able to move them like any study's arms.
+    settings = Settings(home=tmp_path / "home", database_url=ledger_url)
+    settings.home_dir.mkdir(parents=True)
+    ledger = Ledger.connect(ledger_url)
+    first, second = make_batch(settings, ledger, fake_llm, [21, 22], synthesis_answer)
+    batch_id = first.batch_id
+    [proposed] = batch_synthesis(ledger, batch_id).comparisons
+    listed = {study.document_id: [(arm.name, arm.side) for arm in study.arms] for study in proposed.studies}
+    assert listed == {
+        _document(case): [(case.trial.drug, "intervention"), ("placebo", "comparator")] for case in (first, second)
+    }
+    pooled = next(o for o in batch_synthesis(ledger, batch_id).outcomes if o.result.measure == "HR")
+    assert pooled.result.k == 2
+    add_comparison(ledger, batch_id, "without the second trial", "rita")
+    moved = {(_document(second), arm): "none" for arm in ("arms.1", "arms.2")}
+    assert set_sides(ledger, batch_id, "without the second trial", moved, "rita") == 2
+    named = [o for o in batch_synthesis(ledger, batch_id).outcomes if o.comparison == "without the second trial"]
+    assert [(o.result.k, [row.effect.study for row in o.rows]) for o in named] == [(1, [first.trial.nct_number])]

@@ -254,9 +254,15 @@ def study_arms_of(text: str) -> tuple[StudyArmsSeen, ...]:
         first = unit.rows[0]
         known = seen.get(study_key) or StudyArmsSeen(first.study, first.document_id, ())
         arms = list(known.arms)
-        for row in sorted(unit.arms.values(), key=lambda row: row.line):
-            if row.arm != OVERALL and all(row.arm != arm for arm, _n, _s in arms):
-                arms.append((row.arm, row.arm_name, row.subgroup))
+        # A printed comparison names arms too: a study that reports only an effect (a hazard
+        # ratio) has its arms on sides like any other.
+        for row in unit.rows:
+            named = [(row.arm, row.arm_name)] if row.arm != OVERALL else []
+            if row.comparator:
+                named.append((row.comparator, row.comparator_name))
+            for arm, name in named:
+                if arm and all(arm != known_arm for known_arm, _n, _s in arms):
+                    arms.append((arm, name, row.subgroup))
         seen[study_key] = StudyArmsSeen(known.study, known.document_id, tuple(arms))
     return tuple(seen.values())
 
