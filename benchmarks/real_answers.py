@@ -270,7 +270,8 @@ def replay_row(model: str, row: dict[str, Any], paper: Paper) -> tuple[list[Repl
             if kind not in numbers:
                 continue
             value = numbers[kind]
-            others = [n for s, found in given.items() for k, n in found.items() if (s, k) != (side, kind)]
+            # The model's other numbers for the row, not the same digits again (the other arm's equal n).
+            others = [n for found in given.values() for n in found.values() if n != value]
             quote = paper.quote(kind, value, numbers.get(PARTNER[kind] or ""), others, row["outcome"])
             gold = as_decimal(row[f"{side}_{key}"])
             replayed.append(Replayed(model, str(row["pmcid"]), int(row["id"]), side, kind, value, gold, quote))
@@ -343,6 +344,8 @@ def main() -> None:
         "--list-passing-wrong", action="store_true", help="also list every wrong number that passes, with its quote"
     )
     args = parser.parse_args()
+    if not (args.corpus / "model_answers").is_dir():
+        parser.error(f"no model_answers/ in {args.corpus} (the trial corpus: --corpus or EXTRACTION_CORPUS)")
     started = time.perf_counter()
     rows = {
         model: [
@@ -378,7 +381,15 @@ def main() -> None:
             for first, second in pairs:
                 if model == first and (second, row_id) in replayed:
                     by_pair[f"{first}+{second}"] += verdicts(numbers, fields, replayed[second, row_id][1])
-    report: dict[str, Any] = {"papers": papers, "halves": {k: sorted(v) for k, v in halves.items()}, "figures": {}}
+    report: dict[str, Any] = {
+        "corpus": str(args.corpus),
+        "models": args.models,
+        "pairs": ["+".join(pair) for pair in pairs],
+        "cores": os.cpu_count(),
+        "split": "halves of the papers by sorted PMCID",
+        "halves": {k: sorted(v) for k, v in halves.items()},
+        "figures": {},
+    }
     for label, listed in [*by_model.items(), *by_pair.items()]:
         report["figures"][label] = {
             **{
