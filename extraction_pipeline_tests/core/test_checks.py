@@ -144,3 +144,22 @@ def test_per_arm_numbers_are_checked_in_each_entry_and_arms_against_the_total() 
         "outcomes.1.sd": ["cannot be negative, got -1"],
         "comparisons.1.comparator_arm": ["compares the arm 'Saline' with itself"],
     }
+
+
+def test_numbers_that_name_no_arm_are_flagged_when_the_study_declares_its_arms() -> None:
+    values = {
+        **_three_arms(),
+        **_outcome(1, outcome_name="PONV", events=5, total=30),  # no arm
+        **_outcome(2, outcome_name="PONV", arm="Saline", events=9, total=30),
+        "comparisons.1.arm": "Haloperidol 1 mg",
+        "comparisons.1.effect_estimate": 0.5,
+    }
+    declared = "declared: 'Haloperidol 1 mg', 'Haloperidol 2 mg', 'Saline'"
+    assert check_values(values) == {
+        "outcomes.1.events": [f"these numbers name no arm ({declared})"],
+        "outcomes.1.total": [f"these numbers name no arm ({declared})"],
+        "comparisons.1.effect_estimate": [f"the comparison does not name its comparator arm ({declared})"],
+    }
+    # An answer that declares no arms (a model, or a template, that does not speak in arms) is not
+    # held to references it never made.
+    assert check_values({**_outcome(1, events=5, total=30), "comparisons.1.effect_estimate": 0.5}) == {}

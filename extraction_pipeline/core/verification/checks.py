@@ -14,10 +14,11 @@ not declare is flagged there: its numbers cannot be placed.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from extraction_pipeline.core.templates.arms import study_arms
+from extraction_pipeline.core.templates.arms import EFFECT_FIELDS, RESULT_FIELDS, study_arms
 
 RATIO_MEASURES = {"HR", "OR", "RR", "IRR"}
 # Version 1 names each number's arm in a suffix; version 2 entries hold one arm's numbers ("").
@@ -84,6 +85,31 @@ def _check_arm_references(values: dict[str, Any], flags: Flags) -> None:
         named = str(values.get(path)).strip()
         where = f"declared: {declared}" if declared else "the answer declares no arms"
         flags.setdefault(path, []).append(f"names the arm '{named}', which is not one of the study's arms ({where})")
+    if view.arms:
+        # Numbers that name no arm cannot be placed in a study that declares its arms: said on the
+        # numbers themselves, as the reference they lack has no value to carry a flag.
+        for result in (r for outcome in view.outcomes for r in outcome.results):
+            if not result.arm_name:
+                _flag_answered(
+                    values, flags, result.paths, RESULT_FIELDS, f"these numbers name no arm (declared: {declared})"
+                )
+        for comparison in (c for outcome in view.outcomes for c in outcome.comparisons):
+            missing = [
+                side
+                for side, name in (("arm", comparison.arm_name), ("comparator_arm", comparison.comparator_name))
+                if not name
+            ]
+            if missing:
+                sides = " and ".join(
+                    "its intervention arm" if side == "arm" else "its comparator arm" for side in missing
+                )
+                _flag_answered(
+                    values,
+                    flags,
+                    comparison.paths,
+                    EFFECT_FIELDS,
+                    f"the comparison does not name {sides} (declared: {declared})",
+                )
     for comparison in (c for outcome in view.outcomes for c in outcome.comparisons):
         if comparison.arm and comparison.arm == comparison.comparator:
             flags.setdefault(comparison.paths["comparator_arm"], []).append(
@@ -155,3 +181,12 @@ def _check_arm_sizes(numbers: dict[str, Decimal | None], flag: Any) -> None:
         flag("randomized_n", f"arm sizes add up to {arms_total}, more than the {randomized} randomized")
     elif arms_total < randomized:
         flag("randomized_n", f"arm sizes add up to {arms_total}, not the {randomized} randomized")
+
+
+def _flag_answered(
+    values: dict[str, Any], flags: Flags, paths: Mapping[str, str], names: tuple[str, ...], reason: str
+) -> None:
+    for name in names:
+        path = paths.get(name)
+        if path is not None and values.get(path) is not None:
+            flags.setdefault(path, []).append(reason)
