@@ -21,8 +21,9 @@ question — its outcome — and the paper's text, never the gold). Spans: each 
 text, widened with the lines after it (then before) until it holds at least 30 characters (a lone
 table cell "24" carries its neighbours, often the other arms' cells). A candidate span prints the
 number's digits and either prints it as that kind of value, or prints another of the model's
-numbers for the row, or shares a word with the outcome (the digits alone, in a DOI or a reference
-list, do not make a quote). Of the candidates, the quote is the one ranked highest by, in order:
+numbers for the row (another number: the other arm's equal group size does not count), or shares a
+word with the outcome (the digits alone, in a running header, a DOI or a reference list, do not
+make a quote). Of the candidates, the quote is the one ranked highest by, in order:
 (1) it prints the number as that kind of value beside the model's partner number — a mean before
 the model's SD for that arm ("4.6 ± 2.1", "4.6 (2.1)"), an SD after the model's mean, events over
 the model's group size ("11/49", "11 of 49"), a group size under the model's events; (2) it prints
@@ -40,7 +41,8 @@ pair (the first model's numbers, the second model's answer to the same row besid
 the pipeline's ``align`` and ``compare``) the same with a disagreement — or a number only the first
 model gave — counted as a flag. Figures for the corpus papers split into halves by sorted PMCID
 (first and second half of the papers with answers) and in total; "what stops" counts, for the
-wrong numbers that do not pass, the first reason (a flag, else the grounding reason).
+wrong numbers that do not pass, the first reason (a flag, else the grounding reason, else the
+disagreement).
 
     .venv/bin/python -m benchmarks.real_answers [--corpus DIR] [--models gpt4 gpt35 mistral7B]
         [--json] [--list-passing-wrong]
