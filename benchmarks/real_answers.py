@@ -70,8 +70,8 @@ from extraction_pipeline.core.pdf.isolation import run_isolated
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 from extraction_pipeline.core.verification.grounding import EXACT, VERIFIED, Grounder, normalize, value_match
+from extraction_pipeline_tests.support.pdf_samples import CORPUS  # the trial corpus (EXTRACTION_CORPUS)
 
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 MODELS = ("gpt4", "gpt35", "mistral7B")
 PAIRS = (("gpt4", "gpt35"), ("gpt4", "mistral7B"))
 SIDES = ("intervention", "comparator")
@@ -339,7 +339,7 @@ def pct(part: int, whole: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=Path(os.environ.get("EXTRACTION_CORPUS", DEFAULT_CORPUS)))
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="the trial corpus (default: EXTRACTION_CORPUS)")
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS), help="the models to replay")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     parser.add_argument(
