@@ -71,6 +71,20 @@ _DAGSTER_DAEMON_DB_OUTAGE = re.compile(
     r"Traceback \(most recent call last\):\n  File \"[^\"]*/dagster/_daemon/[^\n]*\n(?:[ \t].*\n)*\S.*\n"
 )
 
+# Dagster's own shutdown race: once a stopped dagster-daemon logs "Daemon threads shut down.", a
+# sensor tick already under way asks for the code location the daemon has just disposed of and logs
+# that it is gone. The daemon is exiting and no code of ours ran; any other traceback still counts.
+_DAGSTER_THREADS_SHUT_DOWN = "Daemon threads shut down."
+_DAGSTER_SHUTDOWN_RACE = re.compile(
+    r"Traceback \(most recent call last\):\n  File \"[^\"]*/dagster/_daemon/sensor\.py\"[^\n]*\n(?:[ \t].*\n)*"
+    r"dagster\._core\.errors\.DagsterCodeLocationNotFoundError: Location \S+ does not exist in workspace\n"
+)
+
+
+def _without_dagster_shutdown_race(text: str) -> str:
+    before, marker, after = text.partition(_DAGSTER_THREADS_SHUT_DOWN)
+    return before + marker + _DAGSTER_SHUTDOWN_RACE.sub("", after) if marker else text
+
 
 class DrillLLM:
     """The fake provider with knobs: latency, a share of 429s, and an outage (port closed)."""
@@ -171,6 +185,7 @@ class Drill:
             text = log.read_text() if log.exists() else ""
             if dagster_db_outage:
                 text = _DAGSTER_DAEMON_DB_OUTAGE.sub("", text)
+            text = _without_dagster_shutdown_race(text)
             if "Traceback" in text:
                 start = text.index("Traceback")
                 found.append(f"{log.name}: {text[start : start + 3000]}")  # the first one, where it starts
