@@ -55,6 +55,9 @@ from extraction_pipeline.web.urls import PREFIX
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from starlette.datastructures import FormData
+
+    from extraction_pipeline.core.ledger.users import User
 
 MAX_NAMES = 50
 FORMATS: tuple[Format, ...] = ("svg", "png", "pdf")
@@ -137,8 +140,9 @@ def synthesis_view(ledger: Ledger, batch_id: int) -> SynthesisView:
     )
 
 
-async def label_outcome(request: Request) -> Response:
-    """Pool the outcome(s) named in the form under the label typed (empty: their own names)."""
+async def _batch_form(request: Request) -> tuple[Ledger, int, FormData, User] | Response:
+    """A batch page's form post: the ledger, the batch, the form and who sent it, or the page to
+    answer with (an unknown batch, a visitor not signed in)."""
     ledger = ledger_of(request)
     batch_id = request.path_params["batch_id"]
     form = await read_form(request)
@@ -147,6 +151,15 @@ async def label_outcome(request: Request) -> Response:
     reviewer = signed_in(request)
     if isinstance(reviewer, Response):
         return reviewer
+    return ledger, batch_id, form, reviewer
+
+
+async def label_outcome(request: Request) -> Response:
+    """Pool the outcome(s) named in the form under the label typed (empty: their own names)."""
+    asked = await _batch_form(request)
+    if isinstance(asked, Response):
+        return asked
+    ledger, batch_id, form, reviewer = asked
     response = RedirectResponse(f"{PREFIX}/batches/{batch_id}#synthesis", status_code=303)
     names = [name[:500] for name in form.getlist("name") if isinstance(name, str) and name.strip()][:MAX_NAMES]
     label = text_field(form, "label", 1000)
@@ -167,14 +180,10 @@ async def label_outcome(request: Request) -> Response:
 async def save_comparison(request: Request) -> Response:
     """Name a new comparison (``new``), remove one (``remove``), or save the sides of
     ``comparison``'s arms (fields ``side:DOCUMENT:ARM``)."""
-    ledger = ledger_of(request)
-    batch_id = request.path_params["batch_id"]
-    form = await read_form(request)
-    if get_batch(ledger, batch_id) is None:
-        return message_page("Batch", error=f"unknown batch {batch_id}", status_code=404)
-    reviewer = signed_in(request)
-    if isinstance(reviewer, Response):
-        return reviewer
+    asked = await _batch_form(request)
+    if isinstance(asked, Response):
+        return asked
+    ledger, batch_id, form, reviewer = asked
     response = RedirectResponse(f"{PREFIX}/batches/{batch_id}#comparisons", status_code=303)
     try:
         new = text_field(form, "new", 1000)

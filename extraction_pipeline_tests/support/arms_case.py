@@ -7,17 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from extraction_pipeline.core.extraction.extract import extract_item
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows
-from extraction_pipeline.core.llm.gateway import LLMConfig
-from extraction_pipeline.core.pdf.parsing import parse_document
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import SyntheticTrial, make_trial, write_report
-from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
-from extraction_pipeline_tests.support.review_case import ReviewCase
+from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, extraction_json
+from extraction_pipeline_tests.support.review_case import ReviewCase, extract_answered
 
 OUTCOME = "delirium"
 
@@ -141,18 +138,6 @@ def make_arms_batch(
     items = {row["document_id"]: row["id"] for row in batch_item_rows(ledger, batch_id)}
     cases = []
     for made, trial, pdf, document in zip(synthetic, trials, pdfs, documents, strict=True):
-        parsed = parse_document(
-            ledger, sha256=document.sha256, stored_path=str(settings.documents_dir / f"{document.sha256}.pdf")
-        )
-        fake.push(Reply(trial.answer(made)))
-        outcome = extract_item(
-            ledger,
-            item_id=items[document.id],
-            run_id="run-1",
-            worker="w",
-            parsed=parsed,
-            llm=LLMConfig(model="openai/fake", api_base=fake.api_base, api_key="sk-test-not-a-secret"),
-        )
-        assert outcome.status == "completed", outcome.reason
+        extract_answered(settings, ledger, fake, document.sha256, items[document.id], trial.answer(made))
         cases.append(ReviewCase(settings, ledger, batch_id, items[document.id], made, pdf))
     return cases

@@ -126,6 +126,24 @@ def synthesis_answer_v1(trial: SyntheticTrial, randomization: str = "low") -> st
     )
 
 
+def extract_answered(
+    settings: Settings, ledger: Ledger, fake: FakeLLMServer, sha256: str, item_id: int, answer: str
+) -> None:
+    """Parse a registered document in the isolated child and extract its item through litellm,
+    the fake model answering ``answer``; the item must complete."""
+    parsed = parse_document(ledger, sha256=sha256, stored_path=str(settings.documents_dir / f"{sha256}.pdf"))
+    fake.push(Reply(answer))
+    outcome = extract_item(
+        ledger,
+        item_id=item_id,
+        run_id="run-1",
+        worker="w",
+        parsed=parsed,
+        llm=LLMConfig(model="openai/fake", api_base=fake.api_base, api_key="sk-test-not-a-secret"),
+    )
+    assert outcome.status == "completed", outcome.reason
+
+
 def make_batch(
     settings: Settings,
     ledger: Ledger,
@@ -155,19 +173,7 @@ def make_batch(
     items = {row["document_id"]: row["id"] for row in batch_item_rows(ledger, batch_id)}
     cases = []
     for trial, pdf, document in zip(trials, pdfs, documents, strict=True):
-        parsed = parse_document(
-            ledger, sha256=document.sha256, stored_path=str(settings.documents_dir / f"{document.sha256}.pdf")
-        )
-        fake.push(Reply(answer(trial)))
-        outcome = extract_item(
-            ledger,
-            item_id=items[document.id],
-            run_id="run-1",
-            worker="w",
-            parsed=parsed,
-            llm=LLMConfig(model="openai/fake", api_base=fake.api_base, api_key="sk-test-not-a-secret"),
-        )
-        assert outcome.status == "completed", outcome.reason
+        extract_answered(settings, ledger, fake, document.sha256, items[document.id], answer(trial))
         cases.append(ReviewCase(settings, ledger, batch_id, items[document.id], trial, pdf))
     return cases
 
@@ -187,19 +193,7 @@ def extract_three_arm_report(
         document_ids=[document.id],
     ).id
     [item] = batch_item_rows(ledger, batch_id)
-    parsed = parse_document(
-        ledger, sha256=document.sha256, stored_path=str(settings.documents_dir / f"{document.sha256}.pdf")
-    )
-    fake.push(Reply(three_arm_answer(trial)))
-    outcome = extract_item(
-        ledger,
-        item_id=item["id"],
-        run_id="run-1",
-        worker="w",
-        parsed=parsed,
-        llm=LLMConfig(model="openai/fake", api_base=fake.api_base, api_key="sk-test-not-a-secret"),
-    )
-    assert outcome.status == "completed", outcome.reason
+    extract_answered(settings, ledger, fake, document.sha256, item["id"], three_arm_answer(trial))
     return batch_id, item["id"]
 
 

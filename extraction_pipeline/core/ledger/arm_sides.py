@@ -35,24 +35,17 @@ class StoredComparisons:
 
 
 def define_comparison(ledger: Ledger, batch_id: int, name: str, reviewer: str) -> None:
-    with ledger.engine.begin() as conn:
-        conn.execute(
-            insert(arm_sides).values(
-                batch_id=batch_id,
-                comparison=name,
-                document_id=None,
-                arm="",
-                arm_name="",
-                side=DEFINED,
-                reviewer=reviewer,
-                decided_at=utcnow(),
-            )
-        )
+    _mark(ledger, batch_id, name, DEFINED, reviewer)
 
 
 def remove_comparison(ledger: Ledger, batch_id: int, name: str, reviewer: str) -> None:
     """Take a comparison back: appended like the rest, so who removed it and when stays on record;
     naming it again later starts from the proposed sides."""
+    _mark(ledger, batch_id, name, REMOVED, reviewer)
+
+
+def _mark(ledger: Ledger, batch_id: int, name: str, side: str, reviewer: str) -> None:
+    """A row about the comparison itself (no document, no arm)."""
     with ledger.engine.begin() as conn:
         conn.execute(
             insert(arm_sides).values(
@@ -61,7 +54,7 @@ def remove_comparison(ledger: Ledger, batch_id: int, name: str, reviewer: str) -
                 document_id=None,
                 arm="",
                 arm_name="",
-                side=REMOVED,
+                side=side,
                 reviewer=reviewer,
                 decided_at=utcnow(),
             )

@@ -76,24 +76,32 @@ RISK_OF_BIAS = ModuleDef(
     ),
 )
 
+# Fields both versions ask in the same words (an outcome's description; a between-arm effect).
+OUTCOME_DESCRIPTION = (
+    FieldDef("outcome_name", TEXT, "the outcome (endpoint) as named in the paper"),
+    FieldDef(
+        "outcome_type",
+        CHOICE,
+        "survival (time-to-event, HR), dichotomous (events per arm) or continuous (mean/SD per arm)",
+        OUTCOME_TYPES,
+        judgement=True,
+    ),
+    FieldDef("timepoint", TEXT, "when the outcome was measured, as printed"),
+)
+EFFECT = (
+    FieldDef("effect_measure", CHOICE, "the between-arm effect measure reported", EFFECT_MEASURES),
+    FieldDef("effect_estimate", NUMBER, "point estimate of that effect measure"),
+    FieldDef("ci_lower", NUMBER, "lower bound of its 95% confidence interval"),
+    FieldDef("ci_upper", NUMBER, "upper bound of its 95% confidence interval"),
+    FieldDef("p_value", NUMBER, "p-value of the comparison (a number; for 'p<0.001' give 0.001)"),
+)
+
 OUTCOMES_V1 = ModuleDef(
     "outcomes",
     "Outcomes",
     (
-        FieldDef("outcome_name", TEXT, "the outcome (endpoint) as named in the paper"),
-        FieldDef(
-            "outcome_type",
-            CHOICE,
-            "survival (time-to-event, HR), dichotomous (events per arm) or continuous (mean/SD per arm)",
-            OUTCOME_TYPES,
-            judgement=True,
-        ),
-        FieldDef("timepoint", TEXT, "when the outcome was measured, as printed"),
-        FieldDef("effect_measure", CHOICE, "the between-arm effect measure reported", EFFECT_MEASURES),
-        FieldDef("effect_estimate", NUMBER, "point estimate of that effect measure"),
-        FieldDef("ci_lower", NUMBER, "lower bound of its 95% confidence interval"),
-        FieldDef("ci_upper", NUMBER, "upper bound of its 95% confidence interval"),
-        FieldDef("p_value", NUMBER, "p-value of the comparison (a number; for 'p<0.001' give 0.001)"),
+        *OUTCOME_DESCRIPTION,
+        *EFFECT,
         FieldDef("events_treatment", INTEGER, "dichotomous: participants with the event in the treatment arm"),
         FieldDef("total_treatment", INTEGER, "dichotomous: participants analysed in the treatment arm"),
         FieldDef("events_control", INTEGER, "dichotomous: participants with the event in the control arm"),
@@ -142,15 +150,7 @@ OUTCOMES = ModuleDef(
     "outcomes",
     "Outcome results per arm",
     (
-        FieldDef("outcome_name", TEXT, "the outcome (endpoint) as named in the paper"),
-        FieldDef(
-            "outcome_type",
-            CHOICE,
-            "survival (time-to-event, HR), dichotomous (events per arm) or continuous (mean/SD per arm)",
-            OUTCOME_TYPES,
-            judgement=True,
-        ),
-        FieldDef("timepoint", TEXT, "when the outcome was measured, as printed"),
+        *OUTCOME_DESCRIPTION,
         FieldDef("population", TEXT, "the analysis population as printed (e.g. intention-to-treat, per protocol)"),
         FieldDef("arm", TEXT, ARM_INSTRUCTION, judgement=True),
         FieldDef("events", INTEGER, "dichotomous: participants with the event in this arm"),
@@ -176,11 +176,7 @@ COMPARISONS = ModuleDef(
         FieldDef(
             "comparator_arm", TEXT, "the arm_name of the comparator side, exactly as declared in arms", judgement=True
         ),
-        FieldDef("effect_measure", CHOICE, "the between-arm effect measure reported", EFFECT_MEASURES),
-        FieldDef("effect_estimate", NUMBER, "point estimate of that effect measure"),
-        FieldDef("ci_lower", NUMBER, "lower bound of its 95% confidence interval"),
-        FieldDef("ci_upper", NUMBER, "upper bound of its 95% confidence interval"),
-        FieldDef("p_value", NUMBER, "p-value of the comparison (a number; for 'p<0.001' give 0.001)"),
+        *EFFECT,
     ),
     repeated=True,
     instruction="one entry per between-arm effect the paper prints (estimate, CI or p-value)",
