@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from extraction_pipeline.core.extraction.prompts import speaks_in_arms
+from extraction_pipeline.core.templates.arms import ARMS_MODULE, has_arms
 from extraction_pipeline.core.templates.definition import ModuleDef, TemplateDefinition
 
-ARMS_MODULE = "arms"
 OUTCOMES_MODULE = "outcomes"
 
 
@@ -38,7 +37,7 @@ def with_arms(template: TemplateDefinition, names: tuple[str, ...]) -> TemplateD
     the template declares arms and one of those modules names them."""
     wanted = set(names)
     chosen = [module for module in template.modules if module.name in wanted]
-    if speaks_in_arms(template) and any(names_arms(module) for module in chosen):
+    if has_arms(template) and any(names_arms(module) for module in chosen):
         wanted.add(ARMS_MODULE)
     return replace(template, modules=tuple(m for m in template.modules if m.name in wanted), custom_fields=())
 
@@ -46,12 +45,12 @@ def with_arms(template: TemplateDefinition, names: tuple[str, ...]) -> TemplateD
 def module_questions(template: TemplateDefinition) -> list[Narrowed]:
     """The template module by module (the project's fields as one more question), each module
     that names arms asked with the arms; the arms alone only when no module names them."""
-    arms_asked_with_others = speaks_in_arms(template) and any(names_arms(m) for m in template.modules)
+    arms_asked_with_others = has_arms(template) and any(names_arms(m) for m in template.modules)
     questions = []
     for module in template.all_modules():
         if module.name == ARMS_MODULE and arms_asked_with_others:
             continue
-        if speaks_in_arms(template) and names_arms(module) and module in template.modules:
+        if has_arms(template) and names_arms(module) and module in template.modules:
             questions.append(Narrowed(f"{module.name} with {ARMS_MODULE}", with_arms(template, (module.name,))))
         else:
             questions.append(Narrowed(module.name, template.only(module.name)))
@@ -62,6 +61,6 @@ def outcomes_question(template: TemplateDefinition) -> TemplateDefinition:
     """What the follow-up question asks for: the outcomes; in a template with arms, the outcome
     results with the arms they name and the comparisons between them (version 1's outcome entries
     held the between-arm effect themselves)."""
-    if not speaks_in_arms(template):
+    if not has_arms(template):
         return template.only(OUTCOMES_MODULE)
     return with_arms(template, tuple(m.name for m in template.modules if names_arms(m)))

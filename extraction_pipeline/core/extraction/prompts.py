@@ -27,6 +27,7 @@ from extraction_pipeline.core.extraction.markers import (
     defuse,
 )
 from extraction_pipeline.core.pdf.model import ParsedTable
+from extraction_pipeline.core.templates.arms import has_arms
 from extraction_pipeline.core.templates.definition import CUSTOM_MODULE, FieldDef, ModuleDef, TemplateDefinition
 from extraction_pipeline.core.templates.schema import output_json_schema
 
@@ -75,18 +76,13 @@ ARMS_RULE = (
 )
 
 
-def speaks_in_arms(template: TemplateDefinition) -> bool:
-    """Does the template declare arms (the RCT base from version 2 on)?"""
-    return any(module.name == "arms" and module.repeated for module in template.modules)
-
-
 def describe_template(template: TemplateDefinition) -> str:
     """The base template's fields, module by module, as the model reads them."""
     blocks = []
     for module in template.modules:
         shape = f"a list, {module.instruction}" if module.repeated else module.title
         blocks.append("\n".join([f"{module.name} ({shape}):", *_field_lines(module, "")]))
-    if speaks_in_arms(template):
+    if has_arms(template):
         blocks.append(ARMS_RULE)
     return "\n\n".join(blocks)
 
@@ -139,7 +135,7 @@ def build_messages(
         listed = "\n".join(f"- {defuse(' '.join(name.split()))}" for name in missed)
         entries = (
             "its entries in the outcomes list (one per arm, naming the arms declared in arms)"
-            if speaks_in_arms(template)
+            if has_arms(template)
             else "its own entry in the outcomes list"
         )
         asked.append(

@@ -19,17 +19,11 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.items import get_item
 from extraction_pipeline.core.review.decisions import current_decisions
 from extraction_pipeline.core.review.values import Decision, final_value
-from extraction_pipeline.core.templates.arms import Arm, arm_key_of, study_arms
+from extraction_pipeline.core.templates.arms import Arm, arm_key_of, has_arms, study_arms
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 
-ARMS_MODULE = "arms"
 # (module, field) of the fields that name a declared arm.
 ARM_REFERENCES = frozenset({("outcomes", "arm"), ("comparisons", "arm"), ("comparisons", "comparator_arm")})
-
-
-def has_arms(definition: TemplateDefinition) -> bool:
-    """A template that declares arms once (RCT version 2 and later)."""
-    return any(module.name == ARMS_MODULE and module.repeated for module in definition.all_modules())
 
 
 def is_arm_reference(definition: TemplateDefinition, path: str) -> bool:

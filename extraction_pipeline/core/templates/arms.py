@@ -22,7 +22,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from extraction_pipeline.core.templates.definition import TemplateDefinition
 
 ARM_FIELDS = ("arm_name", "intervention", "subgroup", "randomized_n", "analysed_n", "age", "male_percent")
 RESULT_FIELDS = ("events", "total", "mean", "sd", "n")
@@ -38,6 +41,12 @@ _V1_BASELINE = {
 }
 
 Value = Callable[[str], Any]
+ARMS_MODULE = "arms"
+
+
+def has_arms(template: TemplateDefinition) -> bool:
+    """Does the template declare arms once (the RCT base from version 2 on)?"""
+    return any(module.name == ARMS_MODULE and module.repeated for module in template.modules)
 
 
 def arm_key_of(name: Any) -> str:
