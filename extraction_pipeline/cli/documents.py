@@ -1,4 +1,4 @@
-"""Commands on PDFs: register and list them, parse one, verify quotes against one."""
+"""Commands on PDFs: register and list them, parse one, verify quotes or check claims against one."""
 
 from __future__ import annotations
 
@@ -120,6 +120,8 @@ def _read_quotes(path: Path) -> list[dict[str, Any]]:
 
 
 def cmd_ground(args: argparse.Namespace, settings: Settings) -> int:
+    if args.claims is not None:
+        return _ground_claims(args, settings)
     from extraction_pipeline.core.verification.grounding import Grounder
 
     quotes = _read_quotes(Path(args.quotes))
@@ -132,6 +134,35 @@ def cmd_ground(args: argparse.Namespace, settings: Settings) -> int:
         else:
             where = f"p.{verdict['page']}" if verdict["page"] else "-"
             print(f"{verdict['status']:11s} {verdict['confidence']:.3f} {where:6s} {record['quote'][:70]}")
+    return 0
+
+
+def _ground_claims(args: argparse.Namespace, settings: Settings) -> int:
+    """Claims with their context, grounded and checked as a batch does. Every bad line is named
+    (one line on stderr each) and then nothing is checked."""
+    from extraction_pipeline.core.verification.claims import ClaimsError, check_claims, read_claims
+
+    path = Path(args.claims)
+    if not path.is_file():
+        raise CliError(f"{path}: no such file", EXIT_USAGE)
+    try:
+        claims = read_claims(path.read_text(encoding="utf-8", errors="replace").splitlines())
+    except ClaimsError as exc:
+        for number, problem in exc.problems:
+            print(f"error: {path}:{number}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    parsed = _parse_for_cli(Path(args.pdf), settings, args.tables, None)
+    for verdict in check_claims(parsed, claims):
+        if args.json:
+            print(json.dumps(verdict.as_json(), ensure_ascii=False))
+            continue
+        claim = verdict.claim
+        where = f"p.{verdict.page}" if verdict.page else "-"
+        flags = f"  [{len(verdict.flags)} flag(s): {verdict.flags[0]}]" if verdict.flags else ""
+        print(
+            f"line {claim.line:<4d} {verdict.status:11s} {where:6s} {claim.kind} {claim.value} "
+            f"({claim.arm}): {verdict.reason}{flags}"
+        )
     return 0
 
 
@@ -162,9 +193,21 @@ def register(add: AddCommand) -> None:
     ground = add(
         "ground",
         cmd_ground,
-        "Verify quotes against a PDF: one line per quote with status, confidence, reason, page, start, end.",
+        "Verify quotes against a PDF (one line per quote with status, confidence, reason, page, start, end), "
+        "or check claims with their context as a batch does (one line per claim with status, flags, page, reason).",
     )
     ground.add_argument("pdf", metavar="PDF")
-    ground.add_argument("--quotes", required=True, metavar="FILE.jsonl", help="JSON lines with 'quote' (and 'value')")
+    given = ground.add_mutually_exclusive_group(required=True)
+    given.add_argument("--quotes", metavar="FILE.jsonl", help="JSON lines with 'quote' (and 'value')")
+    given.add_argument(
+        "--claims",
+        metavar="FILE.jsonl",
+        help="JSON lines with 'quote', 'value', 'kind' (events, total, mean, sd, n), 'outcome', 'arm', 'versus', "
+        "optional 'timepoint', 'page', 'entry' (claims with the same entry are one outcome comparison)",
+    )
     ground.add_argument("--tables", choices=["lines", "layout", "off"])
-    ground.add_argument("--json", action="store_true", help="one JSON object per quote")
+    ground.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per quote; per claim: line, status, flags, page, reason, field",
+    )
