@@ -3,7 +3,8 @@
 Every value from a PDF, a model or a user is escaped by Jinja2's autoescaping; nothing is marked
 safe that did not come from another template, except the SVG pictures of ``core/synthesis``
 (web/synthesis.py), which escape every text they place. Status words map to CSS classes here, in
-one place, so the page, the workbook's colours and the legend agree.
+one place, so the page, the workbook's colours and the legend agree; a value's status is written
+by ``core/review/status_words.py`` (``verified, flagged`` for a flagged one, orange).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from urllib.parse import quote, urlencode
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.responses import HTMLResponse
 
+from extraction_pipeline.core.review.status_words import FLAGGED, colour_key, shown_status
 from extraction_pipeline.core.review.values import REVIEWER_UNGROUNDED
 from extraction_pipeline.core.verification.grounding import (
     APPROXIMATE,
@@ -38,11 +40,12 @@ STATUS_CLASSES: dict[str, str] = {
     JUDGEMENT_UNSUPPORTED: "unverified",
     REVIEWER_UNGROUNDED: "reviewer-ungrounded",
     NOT_REPORTED: "not-reported",
+    FLAGGED: "flagged",
 }
 
 
 def status_class(status: Any) -> str:
-    return STATUS_CLASSES.get(str(status or ""), "")
+    return STATUS_CLASSES.get(colour_key(str(status or "")), "")
 
 
 def shown(value: Any) -> str:
@@ -67,7 +70,9 @@ environment = Environment(
     lstrip_blocks=True,
 )
 environment.globals.update(PREFIX=PREFIX)
-environment.filters.update(status_class=status_class, shown=shown, url_part=lambda v: quote(str(v), safe=""))
+environment.filters.update(
+    status_class=status_class, status_text=shown_status, shown=shown, url_part=lambda v: quote(str(v), safe="")
+)
 environment.filters["query"] = _query
 
 

@@ -507,14 +507,16 @@ def test_workbook_shows_tiers_flags_and_a_summary_per_document(tmp_path: Path) -
         return [{h: c for h, c in zip(header, row, strict=True)} for row in sheet.iter_rows(min_row=2)]
 
     [document] = rows("Documents")
-    summary = [document[f"values {tier}"].value for tier in ("verified", "approximate", "unverified", "flagged")]
-    assert summary == [3, 1, 1, 1] and document["outcomes"].value == 2
+    tiers = ("verified", "verified but flagged", "approximate", "unverified")
+    summary = [document[f"values {tier}"].value for tier in tiers]
+    assert summary == [2, 1, 1, 1] and document["outcomes"].value == 2  # each value once: flagged is not verified
     assert document["metadata.nct_number page"].value == 1 and document["metadata.nct_number check"].value is None
     fills = {document[f"metadata.{n} status"].fill.start_color.rgb[-6:] for n in ("nct_number", "randomized_n")}
     assert fills == {"C6EFCE", "FFEB9C"}
     first, second = rows("Outcomes")
     assert (first["outcome"].value, second["outcome"].value) == (1, 2)
     assert first["ci_lower check"].value == "lower bound above"
+    assert first["ci_lower status"].value == "verified, flagged"
     assert first["ci_lower check"].fill.start_color.rgb[-6:] == "F4B183"
     assert first["ci_upper status"].fill.start_color.rgb[-6:] == "FFC7CE"  # the three tiers are visibly distinct
     assert second["events_treatment"].value == 12 and second["ci_lower"].value is None

@@ -5,7 +5,9 @@ Column names follow ``metafor::escalc``'s arm-level arguments — ``xi``/``ni`` 
 ``escalc(measure = "PLO", xi = xi, ni = ni)``), ``mi``/``sdi``/``ni`` (mean / SD / n, ``measure =
 "MN"``) — and the effect as printed (``estimate``, ``ci.lb``, ``ci.ub``, ``pval``, as metafor names
 them). RevMan's import wizard maps the same columns (Study ID, Events, Total, Mean, SD, and the
-group's name). Each number carries its verification status, so a filter keeps only verified values.
+group's name). Each number carries its verification status (``status_xi``, ...), so a filter on
+``verified`` keeps only verified values: a value a check flagged reads ``verified, flagged`` (any
+status with a flag: ", flagged"; ``core/review/status_words.py``), never plain ``verified``.
 
 Arms (base template version 2): ``group`` is the arm's name as the paper prints it and ``arm`` its
 stable id within the study (``arms.2``), with its ``subgroup`` (an arm of the men, of the smokers)

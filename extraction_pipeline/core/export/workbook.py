@@ -1,8 +1,9 @@
 """The batch workbook: the reviewer's surface.
 
 Sheets:
-- **Documents**: one row per document: status, cost, a summary of how many values are verified /
-  approximate / unverified / flagged, then every single-valued field (study metadata, baseline per
+- **Documents**: one row per document: status, cost, how many values are verified / verified but
+  flagged / approximate / unverified / judgements (each value counted once,
+  ``core/review/status_words.py``), then every single-valued field (study metadata, baseline per
   arm, Risk of Bias, project fields) as value, quote, page, status and check columns.
 - **Outcomes**: one row per outcome entry of each document, same columns per field: with the
   base template version 2 an entry is one outcome × arm × time point, and ``arm`` names its arm
@@ -13,8 +14,9 @@ Sheets:
 - **Comparisons**: one row per printed comparison (outcome, time point, the arm and the arm it was
   compared with, measure, estimate, CI, p), each field with its status (version 1: each outcome's
   effect, treatment vs control).
-- **Values**: one row per extracted value with its exact location (page, start, end), confidence
-  and reason: the list to filter when reviewing. Its decision / corrected value / corrected quote /
+- **Values**: one row per extracted value with its status and, beside it, the check column (each
+  flag's sentence), its exact location (page, start, end), confidence and reason: the list to
+  filter when reviewing. Its decision / corrected value / corrected quote /
   comment columns are for reviewers who work in the spreadsheet (``review import`` reads them
   back, matched by the hidden, signed row id); the final value, decision and reviewer of every
   value already decided are filled in.
@@ -24,7 +26,9 @@ Sheets:
 - **Synthesis** and **Risk of bias**: the pooled outcomes with their forest plots, and the RoB 2
   traffic lights (``core/export/synthesis_sheets.py``).
 
-Status cells are filled by tier (green / yellow / red) and check cells with a flag in orange.
+Status cells are filled by tier (green / yellow / red) and check cells with a flag in orange. A
+flagged value's status reads "verified, flagged" (any status with a flag: ", flagged"), filled
+orange unless its own status is red: a filter on ``verified`` keeps only values no check flagged.
 Written to a temporary file and renamed (``core/files.py``), so a reader never sees a half-written
 workbook, even from a writer killed mid-save.
 """
@@ -58,6 +62,13 @@ from extraction_pipeline.core.review.decisions import comments_of, current_decis
 from extraction_pipeline.core.review.missed import MissedReview, current_missed_reviews
 from extraction_pipeline.core.review.progress import review_of
 from extraction_pipeline.core.review.row_ids import make_row_id
+from extraction_pipeline.core.review.status_words import (
+    FLAGGED,
+    VERIFIED_BUT_FLAGGED,
+    colour_key,
+    shown_status,
+    status_counts,
+)
 from extraction_pipeline.core.review.values import (
     APPROVE,
     DECISIONS,
@@ -73,7 +84,6 @@ from extraction_pipeline.core.verification.grounding import (
     APPROXIMATE,
     JUDGEMENT_APPROXIMATE,
     JUDGEMENT_NOT_FOUND,
-    JUDGEMENT_STATUSES,
     JUDGEMENT_SUPPORTED,
     JUDGEMENT_UNSUPPORTED,
     NOT_REPORTED,
@@ -103,9 +113,9 @@ DOCUMENT_COLUMNS = [
     "attempts",
     "run_id",
     "values verified",
+    "values verified but flagged",
     "values approximate",
     "values unverified",
-    "values flagged",
     "judgements",
     "outcomes",
     "answer",
@@ -145,9 +155,9 @@ VALUE_COLUMNS = [
     "start",
     "end",
     "status",
+    "check",
     "confidence",
     "reason",
-    "check",
     "second model value",
     "second model quote",
     "second model status",
@@ -174,9 +184,19 @@ STATUS_FILLS: dict[str, str] = {
     REVIEWER_UNGROUNDED: "E4DFEC",  # its own colour: neither the paper's green nor a machine's red
 }
 FLAG_FILL = "F4B183"
+STATUS_FILLS[FLAGGED] = FLAG_FILL  # "verified, flagged", "approximate, flagged", ... (status_words.colour_key)
 NOTHING_FOUND = "completed, but no value was found: check the model (Batch sheet) and the PDF"
 LEGEND = [
-    (VERIFIED, "quote found verbatim (similarity >= 0.95), every number in it is in the source, value in quote"),
+    (
+        VERIFIED,
+        "quote found verbatim (similarity >= 0.95), every number in it is in the source, value in quote, "
+        "and no check raised a flag",
+    ),
+    (
+        VERIFIED_BUT_FLAGGED,
+        "verified as above, but a check raised a flag (the check column says which): never counted as verified; "
+        "any status with a flag reads so (approximate, flagged; unverified, flagged)",
+    ),
     (
         JUDGEMENT_SUPPORTED,
         "a judgement (Risk of Bias, outcome type, study label) whose quote is found verbatim; "
@@ -188,7 +208,11 @@ LEGEND = [
     (APPROXIMATE, "quote found approximately (0.80-0.95) with its numbers intact: check the wording"),
     (UNVERIFIED, "quote not found, a number differs from the source, or the value is not in the quote"),
     (NOT_REPORTED, "no value given: the model found nothing to extract for this field"),
-    ("check", "a plausibility rule failed (e.g. estimate outside its CI, events above totals, a flipped sign)"),
+    (
+        "check",
+        "each flag a check raised, in its sentence: a plausibility rule failed (e.g. estimate outside its CI, "
+        "events above totals, a flipped sign)",
+    ),
     ("start, end", "character offsets of the quote's match in the page text or table text named in source"),
     ("final value", "the value after review: the machine's (approve), the reviewer's (correct), empty (not reported)"),
     ("final status", "the final value's status: the machine's when approved, the corrected quote's when one was given"),
@@ -219,7 +243,7 @@ def _field_cells(name: str, entry: GroundedValue, decision: Decision | None) -> 
         name: entry.value,
         f"{name} quote": entry.quote,
         f"{name} page": entry.page,
-        f"{name} status": str(entry.status),
+        f"{name} status": shown_status(entry),
         f"{name} check": _check_text(entry),
         f"{name} final": _final_value(entry, decision),
         f"{name} final status": final_status(entry, decision),
@@ -288,11 +312,12 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
             "run_id": item["run_id"],
         }
         if fields:
-            statuses = [entry.status for entry in fields.values()]
-            for tier in (VERIFIED, APPROXIMATE, UNVERIFIED):
-                row[f"values {tier}"] = statuses.count(tier)
-            row["values flagged"] = sum(1 for entry in fields.values() if entry.flags)
-            row["judgements"] = sum(1 for status in statuses if status in JUDGEMENT_STATUSES)
+            counts = status_counts(fields.values())
+            row["values verified"] = counts.verified
+            row["values verified but flagged"] = counts.verified_flagged
+            row["values approximate"] = counts.approximate
+            row["values unverified"] = counts.unverified
+            row["judgements"] = counts.judgements
         by_outcome: dict[int, dict[str, Any]] = {}
         followed_up = found_by_follow_up(result)
         for path, entry in fields.items():
@@ -315,7 +340,7 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
                     {
                         "second model value": second.value if second else None,
                         "second model quote": second.quote if second else None,
-                        "second model status": str(second.status) if second else None,
+                        "second model status": shown_status(second) if second else None,
                         "agreement": agreement,
                         "adjudicator suggests": suggestion_of(result, path),
                     }
@@ -434,10 +459,10 @@ def _value_row(identity: dict[str, Any], path: str, entry: GroundedValue) -> dic
         "source": entry.source,
         "start": entry.start,
         "end": entry.end,
-        "status": str(entry.status),
+        "status": shown_status(entry),
+        "check": _check_text(entry),
         "confidence": entry.confidence,
         "reason": entry.reason,
-        "check": _check_text(entry),
     }
 
 
@@ -541,7 +566,7 @@ def _write_sheet(sheet: Any, data: SheetData) -> None:
         cells = [sheet.cell(row=number, column=column) for column in range(1, columns + 1)]
         as_text_cells(cells)
         for index in status_columns:
-            if color := STATUS_FILLS.get(str(cells[index].value)):
+            if color := STATUS_FILLS.get(colour_key(str(cells[index].value))):
                 cells[index].fill = PatternFill("solid", start_color=color, end_color=color)
         for index in check_columns:
             if cells[index].value:
@@ -550,7 +575,7 @@ def _write_sheet(sheet: Any, data: SheetData) -> None:
     if data.rows:
         sheet.auto_filter.ref = sheet.dimensions  # the reviewer filters by status, check, document
     for index, name in enumerate(data.header, start=1):
-        width = 60 if name == "quote" or name.endswith(" quote") or name in ("reason", "error") else 14
+        width = 60 if name == "quote" or name.endswith(" quote") or name in ("reason", "error", "check") else 14
         sheet.column_dimensions[get_column_letter(index)].width = width
     if DECISION_COLUMN in data.header:
         _make_reviewable(sheet, data)
@@ -607,7 +632,7 @@ def _write_batch_sheet(sheet: Any, ledger: Ledger, batch: BatchRow, template: st
     sheet.append(["legend", "meaning"])
     for name, meaning in LEGEND:
         sheet.append([name, meaning])
-        if color := STATUS_FILLS.get(name, FLAG_FILL if name == "check" else None):
+        if color := STATUS_FILLS.get(colour_key(name), FLAG_FILL if name == "check" else None):
             sheet.cell(row=sheet.max_row, column=1).fill = PatternFill("solid", start_color=color, end_color=color)
 
 

@@ -8,8 +8,8 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.review.decisions import current_decisions
+from extraction_pipeline.core.review.status_words import StatusCounts, status_counts
 from extraction_pipeline.core.review.values import Decision, reviewable_values
-from extraction_pipeline.core.verification.grounding import APPROXIMATE, JUDGEMENT_STATUSES, UNVERIFIED, VERIFIED
 
 NOTHING_EXTRACTED = "nothing extracted — check the paper"
 
@@ -21,11 +21,7 @@ class DocumentReview:
     filename: str
     status: str  # the item's extraction status
     message: str | None
-    verified: int = 0
-    approximate: int = 0
-    unverified: int = 0
-    flagged: int = 0
-    judgements: int = 0
+    counts: StatusCounts = field(default_factory=StatusCounts)  # the machine's statuses, one tier each
     values: int = 0
     decided: int = 0
     reviewers: tuple[str, ...] = field(default_factory=tuple)
@@ -46,6 +42,27 @@ class DocumentReview:
             return f"reviewed by {', '.join(self.reviewers)}"
         return f"not yet reviewed ({self.decided} of {self.values} values decided)"
 
+    @property
+    def verified(self) -> int:
+        """Verified with no flag: the only values counted as verified."""
+        return self.counts.verified
+
+    @property
+    def verified_flagged(self) -> int:
+        return self.counts.verified_flagged
+
+    @property
+    def approximate(self) -> int:
+        return self.counts.approximate
+
+    @property
+    def unverified(self) -> int:
+        return self.counts.unverified
+
+    @property
+    def judgements(self) -> int:
+        return self.counts.judgements
+
 
 def batch_review(ledger: Ledger, batch_id: int) -> list[DocumentReview]:
     decided = current_decisions(ledger, batch_id)
@@ -54,7 +71,6 @@ def batch_review(ledger: Ledger, batch_id: int) -> list[DocumentReview]:
 
 def review_of(item: ItemListing, decided: dict[tuple[int, str], Decision]) -> DocumentReview:
     values = reviewable_values(item["result_json"])
-    statuses = [value.machine.status for value in values.values()]
     item_id = int(item["id"])
     mine = [decided[(item_id, path)] for path in values if (item_id, path) in decided]
     return DocumentReview(
@@ -63,11 +79,7 @@ def review_of(item: ItemListing, decided: dict[tuple[int, str], Decision]) -> Do
         filename=str(item["filename"]),
         status=str(item["status"]),
         message=item["message"],
-        verified=statuses.count(VERIFIED),
-        approximate=statuses.count(APPROXIMATE),
-        unverified=statuses.count(UNVERIFIED),
-        flagged=sum(1 for value in values.values() if value.machine.flags),
-        judgements=sum(1 for status in statuses if status in JUDGEMENT_STATUSES),
+        counts=status_counts(value.machine for value in values.values()),
         values=len(values),
         decided=len(mine),
         reviewers=tuple(sorted({d.reviewer for d in mine})),

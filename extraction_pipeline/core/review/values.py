@@ -13,6 +13,7 @@ from typing import Any
 
 from extraction_pipeline.core.extraction.consensus import NEEDS_REVIEW
 from extraction_pipeline.core.extraction.grounded import GroundedValue, fields_of, second_fields_of
+from extraction_pipeline.core.review.status_words import shown_status
 from extraction_pipeline.core.verification.grounding import (
     APPROXIMATE,
     JUDGEMENT_APPROXIMATE,
@@ -146,11 +147,12 @@ REVIEWER_UNGROUNDED = "reviewer's value, not grounded"
 
 
 def final_status(entry: GroundedValue | None, decision: Decision | None) -> str:
-    """The status of the final value: the machine's when approved (or undecided), the corrected
-    quote's grounding when the reviewer gave one, else "reviewer's value, not grounded" (never
-    the machine's "verified" beside a number the machine did not find)."""
+    """The status of the final value: the machine's when approved (or undecided) — "verified,
+    flagged" when a check flagged it, approved or not —, the corrected quote's grounding when the
+    reviewer gave one, else "reviewer's value, not grounded" (never the machine's "verified"
+    beside a number the machine did not find)."""
     if decision is None or decision.action == APPROVE:
-        return str(entry.status) if entry else ""
+        return shown_status(entry) if entry else ""
     if decision.action == MARK_NOT_REPORTED:
         return str(NOT_REPORTED)
     grounding = decision.grounding or {}
