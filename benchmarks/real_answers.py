@@ -45,7 +45,7 @@ wrong numbers that do not pass, the first reason (a flag, else the grounding rea
 disagreement).
 
     .venv/bin/python -m benchmarks.real_answers [--corpus DIR] [--models gpt4 gpt35 mistral7B]
-        [--json] [--list-passing-wrong]
+        [--json] [--list-passing-wrong] [--list-stopped-right]
 """
 
 from __future__ import annotations
@@ -176,6 +176,7 @@ class Paper:
     """A parsed corpus paper: its spans for quoting and its grounder (built once, reused)."""
 
     def __init__(self, parsed: ParsedDocument) -> None:
+        self.parsed = parsed
         self.grounder = Grounder(parsed)
         # Page text only: a parsed table's text is a second rendering of the same cells, where the
         # parser can drop a decimal point ("26/402(65) ."), and grounding matches the page's first.
@@ -283,7 +284,9 @@ def replay_row(model: str, row: dict[str, Any], paper: Paper) -> tuple[list[Repl
         "arms": [{"arm_name": {"value": row[side], "quote": about}} for side in SIDES],
         "outcomes": entries,
     }
-    fields = add_checks(ground_entries(RCT_TEMPLATE, parse_answer(json.dumps(answer), RCT_TEMPLATE), paper.grounder))
+    fields = add_checks(
+        ground_entries(RCT_TEMPLATE, parse_answer(json.dumps(answer), RCT_TEMPLATE), paper.grounder), paper.parsed
+    )
     return replayed, fields
 
 
@@ -345,6 +348,11 @@ def main() -> None:
     parser.add_argument(
         "--list-passing-wrong", action="store_true", help="also list every wrong number that passes, with its quote"
     )
+    parser.add_argument(
+        "--list-stopped-right",
+        action="store_true",
+        help="also list every right number that does not pass, with what stopped it (the checks' false alarms)",
+    )
     args = parser.parse_args()
     if not (args.corpus / "model_answers").is_dir():
         parser.error(f"no model_answers/ in {args.corpus} (the trial corpus: --corpus or EXTRACTION_CORPUS)")
@@ -372,7 +380,9 @@ def main() -> None:
     by_pair: dict[str, list[Verdict]] = {"+".join(pair): [] for pair in pairs}
     for pmcid in papers:
         result = run_isolated(args.corpus / "pdf" / f"{pmcid}.pdf", timeout_seconds=300, limits=EngineOptions())
-        paper = Paper(ParsedDocument(pmcid, result["pages_text"], [ParsedTable(**t) for t in result["tables"]]))
+        paper = Paper(
+            ParsedDocument(pmcid, result["pages_text"], [ParsedTable(**t) for t in result["tables"]], result["layout"])
+        )
         replayed: dict[tuple[str, int], tuple[list[Replayed], GroundedFields]] = {}
         for model, model_rows in rows.items():
             for row in model_rows:
@@ -421,6 +431,12 @@ def main() -> None:
                 if v.passes and not v.number.right:
                     n = v.number
                     print(f"    {n.pmcid} row {n.row} {n.arm} {n.kind}={n.value} (gold {n.gold}): {n.quote[:110]!r}")
+        if args.list_stopped_right:
+            print("  right numbers that do not pass:")
+            for v in listed:
+                if v.number.right and not v.passes:
+                    n = v.number
+                    print(f"    {n.pmcid} row {n.row} {n.arm} {n.kind}={n.value}: {v.stopped_by} | {n.quote[:80]!r}")
     print(f"\n{time.perf_counter() - started:.1f} s")
 
 

@@ -375,10 +375,16 @@ def test_the_oracle_batch_of_the_corpus_scores_every_printed_gold_value_right(
             row = csv_rows.get((f"{pmcid}.pdf", gold.outcome_name, gold.arm))
             assert row is not None, where
             assert row[CSV_COLUMN[gold.field]] == gold.value, where
-            assert row[f"status_{CSV_COLUMN[gold.field]}"] == "verified", where
+            # Right and verified; the context checks may flag a number whose oracle quote is not
+            # the row or sentence that names its outcome and arm (the oracle quotes the first window
+            # printing the number): the reviewer is told, the number is not lost.
+            assert row[f"status_{CSV_COLUMN[gold.field]}"] in ("verified", "verified, flagged"), where
             entry = entries[(f"{pmcid}.pdf", gold.outcome)]
             assert (entry["outcome_name"], entry["arm"], entry[gold.field]) == (gold.outcome_name, gold.arm, gold.value)
-            assert entry[f"{gold.field} status"] == "verified", (where, entry[f"{gold.field} quote"])
+            assert entry[f"{gold.field} status"] in ("verified", "verified, flagged"), (
+                where,
+                entry[f"{gold.field} quote"],
+            )
             landed += 1
         figures[pmcid] = (oracle.gold_numbers, len(oracle.gold), landed)
 

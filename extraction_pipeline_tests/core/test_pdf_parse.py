@@ -190,7 +190,7 @@ def test_table_detection_mode_is_part_of_the_cache_key(sqlite_ledger: Ledger, tm
     lines = _parse(sqlite_ledger, pdf)
     off = _parse(sqlite_ledger, pdf, limits=EngineOptions(table_detection="off"))
     assert (lines.cache_hit, off.cache_hit) == (False, False)
-    assert (lines.parser_version, off.parser_version) == ("pymupdf-text+tables/2:lines", "pymupdf-text+tables/2:off")
+    assert (lines.parser_version, off.parser_version) == ("pymupdf-text+tables/3:lines", "pymupdf-text+tables/3:off")
     with pytest.raises(ValueError, match="table detection must be one of lines, layout, off"):
         EngineOptions(table_detection="magic")
 

@@ -17,12 +17,15 @@ from pydantic import BaseModel
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
 from extraction_pipeline.core.templates.definition import FieldType, TemplateDefinition
 from extraction_pipeline.core.templates.schema import ExtractedValue, extracted_values
+from extraction_pipeline.core.verification.arithmetic import percent_flag
 from extraction_pipeline.core.verification.checks import check_values
+from extraction_pipeline.core.verification.context import Claim, Vocabulary, check_place
 from extraction_pipeline.core.verification.grounding import (
     INSIDE_A_WORD,
     NOT_REPORTED,
     SIGN_DIFFERS,
     UNVERIFIED,
+    VERIFIED,
     Grounder,
     Grounding,
     GroundingStatus,
@@ -30,6 +33,7 @@ from extraction_pipeline.core.verification.grounding import (
     signed_in_quote,
     value_match,
 )
+from extraction_pipeline.core.verification.places import places_of
 
 NUMERIC = (FieldType.INTEGER, FieldType.NUMBER)
 # A value as the model gave it after validation against its field: JSON's scalars.
@@ -141,7 +145,7 @@ def _typed(stored: Mapping[str, Any] | None) -> GroundedFields:
 
 def ground_output(template: TemplateDefinition, answer: BaseModel, parsed: ParsedDocument) -> GroundedFields:
     """Every field of the answer, by path, with its grounding verdict and plausibility flags."""
-    return add_checks(ground_entries(template, answer, Grounder(parsed)))
+    return add_checks(ground_entries(template, answer, Grounder(parsed)), parsed)
 
 
 def ground_entries(template: TemplateDefinition, answer: BaseModel, grounder: Grounder) -> GroundedFields:
@@ -169,12 +173,56 @@ def ground_entries(template: TemplateDefinition, answer: BaseModel, grounder: Gr
     return grounded
 
 
-def add_checks(grounded: GroundedFields) -> GroundedFields:
-    """The plausibility rules over the values together (an estimate outside its CI, ...)."""
+def add_checks(grounded: GroundedFields, parsed: ParsedDocument | None = None) -> GroundedFields:
+    """The plausibility rules over the values together (an estimate outside its CI, ...) and,
+    given the paper, the context rule: each arm's number is printed where the paper says it is
+    that outcome's, that arm's, at that time point (``core.verification.context``)."""
     checked = dict(grounded)
     for path, reasons in check_values({path: entry.value for path, entry in grounded.items()}).items():
         checked[path] = checked[path].with_flags(reasons)
+    if parsed is not None:
+        for path, reasons in context_flags(checked, parsed).items():
+            checked[path] = checked[path].with_flags(reasons)
     return checked
+
+
+# The numbers of an arm's result whose place is checked (the outcomes module of the RCT base).
+PLACED_FIELDS = ("events", "total", "mean", "sd", "n")
+
+
+def context_flags(grounded: GroundedFields, parsed: ParsedDocument) -> dict[str, list[str]]:
+    """path -> what the place of a verified arm number names instead of its claim."""
+    arms = tuple(
+        str(entry.value)
+        for path, entry in sorted(grounded.items())
+        if entry.module == "arms" and entry.field == "arm_name" and entry.value
+    )
+    vocabulary = Vocabulary(parsed)
+    flags: dict[str, list[str]] = {}
+    for path, entry in grounded.items():
+        if entry.module != "outcomes" or entry.field not in PLACED_FIELDS or entry.status != VERIFIED:
+            continue
+        if entry.page is None or entry.source != "text" or entry.start is None or entry.end is None:
+            continue
+
+        def described(name: str, index: int | None = entry.index) -> str:
+            found = grounded.get(f"outcomes.{index}.{name}")
+            return str(found.value) if found is not None and found.value is not None else ""
+
+        outcome = described("outcome_name")
+        if not outcome:
+            continue
+        claim = Claim(outcome, described("arm"), arms, entry.field, described("timepoint"))
+        # The number may be printed twice in its quote (two arms of equal size): one agreeing place suffices.
+        places = places_of(parsed, entry.page, entry.start, entry.end, entry.value)
+        verdicts = [check_place(place, claim, vocabulary) for place in places]
+        if entry.field == "events":
+            total = grounded.get(f"outcomes.{entry.index}.total")
+            sums = [percent_flag(place.printed, entry.value, total.value if total else None) for place in places]
+            verdicts = [[*found, summed] if summed else found for found, summed in zip(verdicts, sums, strict=True)]
+        if verdicts and all(verdicts):
+            flags[path] = verdicts[0]
+    return flags
 
 
 def _value_flag(found: ExtractedValue) -> str | None:

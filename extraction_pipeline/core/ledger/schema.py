@@ -247,6 +247,7 @@ parsed_documents = Table(
     Column("seconds", Float, nullable=False),
     Column("pages_json", Text, nullable=False),
     Column("tables_json", Text, nullable=False),
+    Column("layout_json", Text, nullable=True),  # line boxes per page (added with parser version 3)
     # A permanent parse failure is cached too: the same bytes are never parsed again by the same
     # parser version. For timeouts, ``timeout_seconds`` records the limit that was exceeded, so
     # raising the limit allows a new attempt.

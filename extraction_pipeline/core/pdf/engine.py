@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 ENGINE = "pymupdf-text+tables"
-PARSER_VERSION = "pymupdf-text+tables/2"  # bump when the output of the engine changes
+PARSER_VERSION = "pymupdf-text+tables/3"  # bump when the output of the engine changes (3: line boxes)
 TABLE_DETECTION_MODES = ("lines", "layout", "off")
 TABLE_CAPTION = re.compile(r"^\s*Table\s+[0-9IVX]+\b", re.MULTILINE | re.IGNORECASE)
 
@@ -110,7 +110,29 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first_line[:300]}"
 
 
-def _read_pages(doc: Any, limits: EngineOptions) -> tuple[list[str], list[dict[str, Any]]]:
+def _line_boxes(page: Any, text: str) -> list[list[float]]:
+    """Where each line of ``text`` sits on the page: [x0, y0, x1, y1, start, end] with the line's
+    offsets in ``text``. The context check reads a table's rows and columns from these (a row
+    label is left of its numbers, a column header above them); most trial tables have no ruling
+    lines, so the table finder sees none of them. Lines not found in the text are left out."""
+    boxes: list[list[float]] = []
+    cursor = 0
+    # The flags of plain text extraction, so each line reads exactly as it does in ``text``.
+    for block in page.get_text("dict", flags=import_pymupdf().TEXTFLAGS_TEXT)["blocks"]:
+        for line in block.get("lines", ()):
+            chars = "".join(span["text"] for span in line["spans"])
+            if not chars.strip():
+                continue
+            start = text.find(chars, cursor)
+            if start < 0:
+                continue
+            cursor = start + len(chars)
+            x0, y0, x1, y1 = line["bbox"]
+            boxes.append([round(x0, 1), round(y0, 1), round(x1, 1), round(y1, 1), start, cursor])
+    return boxes
+
+
+def _read_pages(doc: Any, limits: EngineOptions) -> tuple[list[str], list[dict[str, Any]], list[list[list[float]]]]:
     if doc.needs_pass:
         raise ParseFailure("PDF is encrypted (password-protected)")
     if doc.page_count == 0:
@@ -119,6 +141,7 @@ def _read_pages(doc: Any, limits: EngineOptions) -> tuple[list[str], list[dict[s
         raise ParseFailure(f"{doc.page_count} pages exceeds the limit of {limits.max_pages} pages")
     pages_text: list[str] = []
     tables: list[dict[str, Any]] = []
+    layout: list[list[list[float]]] = []
     for number in range(1, doc.page_count + 1):
         try:
             page = doc[number - 1]
@@ -126,16 +149,20 @@ def _read_pages(doc: Any, limits: EngineOptions) -> tuple[list[str], list[dict[s
         except Exception as exc:
             raise ParseFailure(f"page {number} could not be read ({_describe(exc)})") from exc
         pages_text.append(text)
+        try:
+            layout.append(_line_boxes(page, text))
+        except Exception:  # the boxes only refine checks: a page without them keeps its text
+            layout.append([])
         if limits.table_detection != "off" and TABLE_CAPTION.search(text):
             # Tables add numbers on top of the page text; a page whose table cannot be
             # detected keeps its text, so a table failure never costs the document.
             with contextlib.suppress(Exception):
                 tables.extend(_tables(page, number, limits.table_detection))
-    return pages_text, tables
+    return pages_text, tables, layout
 
 
 def parse_pdf(path: Path, limits: EngineOptions) -> dict[str, Any]:
-    """Parse ``path`` into {pages_text, tables, engine, engine_version, parser_version, seconds}."""
+    """Parse ``path`` into {pages_text, tables, layout, engine, engine_version, parser_version, seconds}."""
     pymupdf = import_pymupdf()
 
     started = time.perf_counter()
@@ -150,7 +177,7 @@ def parse_pdf(path: Path, limits: EngineOptions) -> dict[str, Any]:
         raise ParseFailure(f"not a readable PDF ({_describe(exc)})") from exc
     try:
         with doc:
-            pages_text, tables = _read_pages(doc, limits)
+            pages_text, tables, layout = _read_pages(doc, limits)
     except ParseFailure:
         raise
     except Exception as exc:  # MuPDF reports damage from many places (page tree, xref, streams)
@@ -160,6 +187,7 @@ def parse_pdf(path: Path, limits: EngineOptions) -> dict[str, Any]:
     return {
         "pages_text": pages_text,
         "tables": tables,
+        "layout": layout,
         "engine": ENGINE,
         "engine_version": engine_version(),
         "parser_version": limits.parser_version,

@@ -46,6 +46,9 @@ class ParsedDocument:
     sha256: str
     pages_text: list[str]
     tables: list[ParsedTable] = field(default_factory=list)
+    # Per page, each text line's box and offsets: [x0, y0, x1, y1, start, end] (engine._line_boxes).
+    # Empty for a parse cached before boxes were kept: the checks then read the text alone.
+    layout: list[list[list[float]]] = field(default_factory=list)
     engine: str = ""
     engine_version: str = ""
     parser_version: str = ""

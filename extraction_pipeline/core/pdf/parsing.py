@@ -47,6 +47,7 @@ def _from_row(row: Any, sha256: str, started: float, parser_version: str) -> Par
         sha256=sha256,
         pages_text=json.loads(row["pages_json"]),
         tables=[ParsedTable(**t) for t in json.loads(row["tables_json"])],
+        layout=json.loads(row["layout_json"] or "[]"),
         engine=row["engine"],
         engine_version=row["engine_version"],
         parser_version=parser_version,
@@ -149,6 +150,7 @@ def _parse_and_cache(ledger: Ledger, path: Path, sha256: str, options: ParseOpti
         "seconds": 0.0,
         "pages_json": "[]",
         "tables_json": "[]",
+        "layout_json": "[]",
     }
     try:
         result = run_isolated(path, timeout_seconds=options.timeout_seconds, limits=options.limits)
@@ -167,12 +169,14 @@ def _parse_and_cache(ledger: Ledger, path: Path, sha256: str, options: ParseOpti
             "seconds": result["seconds"],
             "pages_json": json.dumps(result["pages_text"], ensure_ascii=False),
             "tables_json": json.dumps(result["tables"], ensure_ascii=False),
+            "layout_json": json.dumps(result.get("layout", [])),
         },
     )
     return ParsedDocument(
         sha256=sha256,
         pages_text=result["pages_text"],
         tables=[ParsedTable(**t) for t in result["tables"]],
+        layout=result.get("layout", []),
         engine=result["engine"],
         engine_version=result["engine_version"],
         parser_version=version,

@@ -1,0 +1,33 @@
+"""The paper's own arithmetic around a number: a percentage printed beside a count.
+
+"23 (46%)" printed for an arm of 50 says 46% of 50, which is 23: a count quoted from the row of
+another arm or population, or a total taken from elsewhere (the randomized instead of the
+analysed n), breaks the sum. Tolerance: the printed percentage's own rounding (half its last
+digit) plus 0.1 point, so "33.3%" for 1 of 3 passes and "46%" for 23 of 49 (46.9%) does not.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+PERCENT_BESIDE = re.compile(r"^[-−–]?\d+(?:\.\d+)?\s*[(\[]\s*(\d+(?:\.\d+)?)\s*%")
+
+
+def percent_flag(printed: str, events: object, total: object) -> str | None:
+    """A flag when ``printed`` (the events as printed, "23 (46 %)") gives a percentage that is not
+    ``events`` of ``total``; None when it agrees or prints none."""
+    match = PERCENT_BESIDE.match(printed.strip())
+    if match is None or not isinstance(events, int | float) or not isinstance(total, int | float) or total <= 0:
+        return None
+    shown = Decimal(match.group(1))
+    exponent = shown.as_tuple().exponent
+    decimals = -exponent if isinstance(exponent, int) else 0
+    tolerance = Decimal(5) / Decimal(10) ** (max(decimals, 0) + 1) + Decimal("0.1")
+    actual = Decimal(str(events)) * 100 / Decimal(str(total))
+    if abs(actual - shown) <= tolerance:
+        return None
+    return (
+        f"the quote prints {events} as {shown}%, but {events} of {total:g} is {actual:.1f}%:"
+        " the count or the total is from another arm, row or population"
+    )

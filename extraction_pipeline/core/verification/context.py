@@ -1,0 +1,462 @@
+"""Does a number's place in the paper say what its claim says? Outcome, arm and time point.
+
+Grounding proves that a number is printed in the paper; models rarely invent numbers, they copy
+one from the wrong row, column, arm or time point. So a number's place (``places.Place``: its
+table row and column headers, or its sentence) must name what the number is claimed for:
+
+- the outcome: a table row's label (or, for a row labelled only by a statistic or a time such as
+  "n (%)" or "Week 8", the heading above it or the caption) or the sentence, or the sentence
+  before it, shares an identifying word with the outcome's name;
+- the arm: the column headers (or a row label that names an arm) or the number's clause do not
+  name another declared arm instead of the claimed one;
+- the time point: where the claim and the place both print a time, they agree.
+
+Words match on their first five letters (word forms: "vomiting"/"vomited"), abbreviations are
+resolved from the paper itself ("PONV" where it prints "postoperative nausea and vomiting
+(PONV)"), and words that name no outcome ("incidence", "mean", "patients") never match alone.
+A check that cannot read a place (no boxes, a number not found) raises nothing: it adds flags,
+it never removes a verdict. Each flag is a sentence saying what the place names instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+from extraction_pipeline.core.pdf.model import ParsedDocument
+from extraction_pipeline.core.verification.places import TABLE, Place
+
+WORD = re.compile(r"[a-zα-ω][a-zα-ω0-9]*|\d+[a-z]+[a-z0-9]*", re.IGNORECASE)
+# Words that say how an outcome is measured or reported, not which outcome it is.
+GENERIC = {
+    "the",
+    "and",
+    "for",
+    "with",
+    "from",
+    "after",
+    "during",
+    "between",
+    "over",
+    "into",
+    "that",
+    "this",
+    "were",
+    "was",
+    "are",
+    "per",
+    "than",
+    "all",
+    "any",
+    "each",
+    "its",
+    "their",
+    "other",
+    "those",
+    "incidence",
+    "rate",
+    "rates",
+    "level",
+    "levels",
+    "number",
+    "numbers",
+    "total",
+    "mean",
+    "means",
+    "change",
+    "changes",
+    "percentage",
+    "percent",
+    "proportion",
+    "patients",
+    "patient",
+    "participants",
+    "subjects",
+    "group",
+    "groups",
+    "overall",
+    "value",
+    "values",
+    "measure",
+    "measured",
+    "outcome",
+    "outcomes",
+    "score",
+    "scores",
+    "scale",
+    "data",
+    "result",
+    "results",
+    "baseline",
+    "study",
+    "trial",
+    "period",
+    "time",
+    "day",
+    "days",
+    "week",
+    "weeks",
+    "month",
+    "months",
+    "year",
+    "years",
+    "hour",
+    "hours",
+    "min",
+    "minutes",
+    "observation",
+    "recorded",
+    "assessed",
+    "reported",
+    "having",
+    "had",
+    "who",
+    "which",
+    "not",
+    "non",
+    "no",
+    "yes",
+    "treatment",
+    "treated",
+    "received",
+    "receive",
+    "versus",
+    "compared",
+    "difference",
+    "significant",
+    "significantly",
+    "statistically",
+    "vs",
+    "intervention",
+    "control",
+    "controls",
+    "arm",
+    "arms",
+    "dose",
+    "mg",
+    "kg",
+    "ml",
+}
+# A row label that names only how a value is given or when, never which outcome.
+STATISTIC_LABEL = re.compile(
+    r"^[\s(]*(?:n|no|mean|median|sd|se|iqr|range|%|n\s*\(%\)|yes|no|total|all|overall|"
+    r"baseline|end(?:point)?|final|change|difference|follow[- ]?up|(?:pre|post)[- ]?\w*|"
+    r"(?:day|week|wk|month|year|visit|hour|h|min)s?\s*[-–]?\s*\d*(?:\s*[-–]\s*\d+)?|\d+\s*(?:h|hr|hours?|days?|weeks?|months?|years?))"
+    r"[\s)]*(?:[(,].*)?$",
+    re.IGNORECASE,
+)
+TIME = re.compile(
+    r"(\d+(?:\.\d+)?)(?:\s*(?:[-–—]|to)\s*(\d+(?:\.\d+)?))?\s*(h|hr|hrs|hours?|d|days?|wk|weeks?|mo|months?|years?)\b",
+    re.IGNORECASE,
+)
+TIME_WORD = re.compile(r"\b(day|week|month|year|visit)\s*(\d+)\b", re.IGNORECASE)
+UNIT = {
+    "h": "h",
+    "hr": "h",
+    "hrs": "h",
+    "hour": "h",
+    "hours": "h",
+    "d": "d",
+    "day": "d",
+    "days": "d",
+    "wk": "w",
+    "week": "w",
+    "weeks": "w",
+    "mo": "m",
+    "month": "m",
+    "months": "m",
+    "year": "y",
+    "years": "y",
+}
+# Words that name no particular arm ("the placebo group", "patients in the intervention arm").
+ARM_GENERIC = {
+    "group",
+    "groups",
+    "arm",
+    "arms",
+    "patients",
+    "patient",
+    "participants",
+    "subjects",
+    "the",
+    "and",
+    "with",
+    "for",
+    "who",
+    "received",
+    "receive",
+    "receiving",
+    "treated",
+    "treatment",
+    "day",
+    "dose",
+    "daily",
+}
+# Arm names that are time points, not arms ("baseline" as the comparator of a before-after row).
+TIME_ARM = re.compile(r"^\s*(?:baseline|pre-?treatment|pre-?intervention|before(?: treatment)?|week 0|day 0)\s*$", re.I)
+ABBREVIATION = re.compile(r"\(([A-Z][A-Za-z0-9\-]{1,9})\)")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a number is claimed to be: of which outcome, arm and time point, among which arms."""
+
+    outcome: str
+    arm: str
+    arms: tuple[str, ...]  # every declared arm (the claim's among them)
+    kind: str  # events, total, mean, sd, n
+    timepoint: str = ""
+
+
+class Vocabulary:
+    """The paper's own abbreviations, read once per document."""
+
+    def __init__(self, parsed: ParsedDocument) -> None:
+        self.parsed = parsed
+
+    @cached_property
+    def expansions(self) -> dict[str, set[str]]:
+        """abbreviation (lower case) -> the stems of its long form, and each long form's stems -> abbreviation."""
+        found: dict[str, set[str]] = {}
+        for text in self.parsed.pages_text:
+            flat = " ".join(text.split())
+            for match in ABBREVIATION.finditer(flat):
+                short = match.group(1)
+                letters = [c for c in short if c.isalpha()]
+                words = re.findall(r"[A-Za-z][A-Za-z\-]*", flat[max(0, match.start() - 120) : match.start()])
+                long_form = _long_form(letters, words)
+                if long_form:
+                    found.setdefault(short.lower(), set()).update(stems(" ".join(long_form)))
+        return found
+
+    def stems_of(self, text: str, generic: set[str] = GENERIC) -> set[str]:
+        """The identifying stems of ``text``, with every abbreviation it uses spelled out and every
+        long form it spells out abbreviated."""
+        found = stems(text, generic)
+        tokens = {token.lower() for token in WORD.findall(text)}
+        for short, long_stems in self.expansions.items():
+            if short in tokens:
+                found |= long_stems
+            elif long_stems and long_stems <= found:
+                found.add(short)
+        return found
+
+
+def _long_form(letters: list[str], words: list[str]) -> list[str]:
+    """The words before "(ABBR)" whose initials spell the abbreviation (Schwartz & Hearst, simplified):
+    the shortest run of trailing words starting with the abbreviation's first letter and holding
+    its letters in order."""
+    if not letters or not words:
+        return []
+    for size in range(1, min(len(words), len(letters) + 3) + 1):
+        run = words[-size:]
+        if run[0][0].lower() != letters[0].lower():
+            continue
+        joined = " ".join(run).lower()
+        position = 0
+        for letter in (c.lower() for c in letters):
+            position = joined.find(letter, position)
+            if position < 0:
+                break
+            position += 1
+        else:
+            return run
+    return []
+
+
+def stems(text: str, generic: set[str] = GENERIC) -> set[str]:
+    """Identifying words on their first five letters (codes such as "H2" or "CD4" kept whole)."""
+    found = set()
+    for token in WORD.findall(text):
+        lower = token.lower()
+        if lower in generic or (len(lower) < 3 and not any(c.isdigit() for c in lower)):
+            continue
+        found.add(lower if any(c.isdigit() for c in lower) else lower[:5])
+    return found
+
+
+def times(text: str) -> set[tuple[str, str]]:
+    """The time points a text prints, as (span, unit): "2–24 h" -> ("2-24", "h"), "week 8" -> ("8", "w")."""
+    found = set()
+    for match in TIME.finditer(text):
+        first, second, unit = match.groups()
+        found.add((f"{first}-{second}" if second else first, UNIT.get(unit.lower(), unit.lower())))
+    for match in TIME_WORD.finditer(text):
+        found.add((match.group(2), UNIT.get(match.group(1).lower() + "s", match.group(1)[0].lower())))
+    return found
+
+
+def check_place(place: Place, claim: Claim, vocabulary: Vocabulary) -> list[str]:
+    """The flags for a number at ``place`` claimed as ``claim``: empty when the place agrees."""
+    flags = []
+    outcome = _outcome_flag(place, claim, vocabulary)
+    if outcome:
+        flags.append(outcome)
+    arm = _arm_flag(place, claim, vocabulary)
+    if arm:
+        flags.append(arm)
+    timepoint = _time_flag(place, claim)
+    if timepoint:
+        flags.append(timepoint)
+    return flags
+
+
+def _names(text: str, target: set[str], vocabulary: Vocabulary) -> bool:
+    """Does ``text`` share an identifying word with ``target``? An abbreviation in ``text`` counts
+    when at least half of its long form's words are in ``target`` ("Total PONV" names
+    "postoperative nausea and vomiting", not "postoperative pain")."""
+    if target & stems(text):
+        return True
+    tokens = {token.lower() for token in WORD.findall(text)}
+    for short, long_stems in vocabulary.expansions.items():
+        if short in tokens and long_stems and 2 * len(long_stems & target) >= len(long_stems):
+            return True
+        if short in target and long_stems and long_stems <= stems(text):
+            return True
+    return False
+
+
+def _outcome_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
+    if claim.kind in ("n", "total"):
+        return None  # an arm's size is printed once for all its outcomes
+    wanted = vocabulary.stems_of(claim.outcome)
+    if not wanted:
+        return None
+    if place.kind == TABLE:
+        label = place.row_label
+        specific = (
+            label and not STATISTIC_LABEL.match(label) and stems(label) and not _names_an_arm(label, claim, vocabulary)
+        )
+        if specific:
+            # A row of its own: its label, the heading it sits under, or (outcomes as columns)
+            # its column must name the outcome; a caption naming it does not make a row about it.
+            if any(_names(text, wanted, vocabulary) for text in (label, *place.headings[:1], " ".join(place.columns))):
+                return None
+            return f"the quoted row is '{label}', not the outcome '{claim.outcome}'"
+        # A row labelled by a statistic, a time or an arm: the outcome is named above it.
+        context = " ".join([label, *place.headings, *place.columns, place.caption])
+        if _names(context, wanted, vocabulary):
+            return None
+        shown = label or (place.headings[0] if place.headings else "no label")
+        return f"the quoted row ('{shown}') does not name the outcome '{claim.outcome}'"
+    if _names(place.sentence, wanted, vocabulary) or _names(place.before, wanted, vocabulary):
+        return None
+    return f"the quoted sentence does not name the outcome '{claim.outcome}'"
+
+
+def _names_an_arm(text: str, claim: Claim, vocabulary: Vocabulary) -> bool:
+    """Does ``text`` name a declared arm, or an arm in words every trial uses?"""
+    return bool(_named_arms(text, claim, vocabulary)) or bool(
+        re.search(r"\b(?:placebo|control|controls|intervention|sham|usual care|standard care)\b", text, re.I)
+    )
+
+
+def _arm_stems(claim: Claim, vocabulary: Vocabulary) -> dict[str, set[str]]:
+    """Each declared arm's distinguishing stems: its words that not every arm shares."""
+    every = {
+        arm: vocabulary.stems_of(NEGATED.sub(" ", arm), ARM_GENERIC) for arm in claim.arms if not TIME_ARM.match(arm)
+    }
+    shared = set.intersection(*every.values()) if every else set()
+    return {arm: words - shared for arm, words in every.items()}
+
+
+NEGATED = re.compile(r"\b(?:no|non|not|without)[\s-]+(?:an?\s+|the\s+)?[\w-]+", re.IGNORECASE)
+ARM_WORD = re.compile(r"\b(?:placebo|control|controls|intervention|sham|usual|standard)\b", re.IGNORECASE)
+
+
+def _named_arms(text: str, claim: Claim, vocabulary: Vocabulary) -> set[str]:
+    """The declared arms ``text`` names by a word of their own ("No intervention" names none)."""
+    found = vocabulary.stems_of(NEGATED.sub(" ", text), ARM_GENERIC)
+    return {arm for arm, words in _arm_stems(claim, vocabulary).items() if words and words & found}
+
+
+def _mentions(text: str, claim: Claim, vocabulary: Vocabulary) -> list[tuple[int, str | None]]:
+    """Where ``text`` speaks of an arm: (offset, the declared arm it names), in order; the arm is
+    None for a word of an arm that does not tell which ("Palmvitee" of two palmvitee arms,
+    "placebo" not declared)."""
+    every = {arm: vocabulary.stems_of(NEGATED.sub(" ", arm), ARM_GENERIC) for arm in claim.arms}
+    words_of_arms = set().union(*every.values()) if every else set()
+    found: list[tuple[int, str | None]] = []
+    plain = NEGATED.sub(lambda m: " " * len(m.group()), text)
+    for match in WORD.finditer(plain):
+        named = _named_arms(match.group(), claim, vocabulary)
+        if len(named) == 1:
+            found.append((match.start(), next(iter(named))))
+        elif named or ARM_WORD.fullmatch(match.group()) or (stems(match.group(), ARM_GENERIC) & words_of_arms):
+            found.append((match.start(), None))
+    return found
+
+
+def _arm_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
+    stems_of_arm = _arm_stems(claim, vocabulary).get(claim.arm)
+    if len(claim.arms) < 2 or not stems_of_arm:
+        return None  # one arm, or an arm whose name is a time point or shares every word
+    if place.kind == TABLE:
+        for where, text in (("column", " ".join(place.columns)), ("row", place.row_label)):
+            named = _named_arms(text, claim, vocabulary)
+            if claim.arm in named:
+                return None
+            if named:
+                return f"the quoted {where} is '{text}', not the arm '{claim.arm}'"
+        return None
+    given_for = _arm_in_sentence(place, claim, vocabulary)
+    if given_for and given_for != claim.arm:
+        return f"the quoted sentence gives this number for '{given_for}', not for '{claim.arm}'"
+    return None
+
+
+def _arm_in_sentence(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
+    """The arm the sentence gives the number for: in "A (12 ± 3) versus B (15 ± 4)" or "B (n = 45)
+    or A (n = 47)", the arm named nearest before the number in its clause; in "A improved more
+    than B (12 vs 15)", the arms in the order named before the bracket. None when it cannot tell."""
+    sentence, at = place.sentence, place.offset
+    bracket = _bracket_around(sentence, at)
+    if bracket is not None:
+        open_at, close_at = bracket
+        groups = re.split(r"\s(?:vs\.?|versus)\s|;|\band\b", sentence[open_at:close_at])
+        if len(groups) >= 2:
+            offset, index = open_at, 0
+            for index, group in enumerate(groups):  # noqa: B007 - the index is the answer
+                if offset + len(group) >= at:
+                    break
+                offset += len(group) + 1
+            order: list[str] = []
+            for _, arm in _mentions(sentence[:open_at], claim, vocabulary):
+                if arm is not None and arm not in order:
+                    order.append(arm)
+            return order[index] if len(order) == len(groups) else None
+    before = [arm for offset, arm in _mentions(sentence, claim, vocabulary) if place.clause_start <= offset < at]
+    if before:
+        return before[-1]  # the nearest word of an arm; None when it does not tell which
+    after = [arm for offset, arm in _mentions(place.clause, claim, vocabulary)]
+    return after[0] if after and len(set(after)) == 1 else None
+
+
+def _bracket_around(text: str, at: int) -> tuple[int, int] | None:
+    """The innermost (...) or [...] holding offset ``at``, as (after the opening, at the closing)."""
+    depth_open = max(text.rfind("(", 0, at), text.rfind("[", 0, at))
+    if depth_open < 0:
+        return None
+    closing = min((i for i in (text.find(")", at), text.find("]", at)) if i >= 0), default=-1)
+    if closing < 0 or max(text.rfind(")", 0, at), text.rfind("]", 0, at)) > depth_open:
+        return None
+    # Widen to the outermost bracket still holding the number ("[2.7 (0.1) vs 3.4 (0.1)]").
+    outer = max(text.rfind("[", 0, depth_open), -1)
+    if outer >= 0 and text.find("]", at) > 0 and text.rfind("]", 0, at) < outer:
+        return outer + 1, text.find("]", at)
+    return depth_open + 1, closing
+
+
+def _time_flag(place: Place, claim: Claim) -> str | None:
+    wanted = times(claim.timepoint) if claim.timepoint else times(claim.outcome)
+    if not wanted:
+        return None
+    table = " ".join([place.row_label, *place.headings[:1], *place.columns])
+    context = table if place.kind == TABLE else place.clause
+    printed = times(context)
+    if printed and not printed & wanted:
+        shown = ", ".join("–".join(span.split("-")) + " " + unit for span, unit in sorted(printed))
+        claimed = claim.timepoint or ", ".join("–".join(span.split("-")) + " " + unit for span, unit in sorted(wanted))
+        return f"printed for {shown}; the claim is at {claimed}"
+    return None

@@ -1,0 +1,247 @@
+"""Where a number sits in the paper: its table cell's row label, column headers and headings, or
+its sentence and clause.
+
+Read from the page's line boxes (``ParsedDocument.layout``): trial tables rarely have ruling
+lines, but every cell is a line of its own on the page, so a row is the lines level with the
+number, its label the nearest words to its left, and its column headers the words above it in
+its column. A page without boxes (a parse cached before they were kept) or a number in running
+text gives its sentence instead. Pure geometry and text: no claim is judged here (see
+``context``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from decimal import Decimal, InvalidOperation
+
+from extraction_pipeline.core.pdf.model import ParsedDocument
+
+TABLE = "table"
+SENTENCE = "sentence"
+
+NUMBER = re.compile(r"(?<![\w.])[-−–]?\d+(?:,\d{3})*(?:\.\d+)?(?![\d])")
+LETTER = re.compile(r"[A-Za-zα-ωΑ-Ω]")
+CAPTION = re.compile(r"^\s*(?:Table|TABLE)\s+[0-9IVX]+\b")
+# A line is running text (not a cell) when it is this long and mostly words.
+PROSE_CHARS = 70
+# Sentence ends: a full stop, question or exclamation mark before a space and a capital, or a
+# blank line; never the point of "vs." or "e.g." (checked by the word before it).
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])|\n\s*\n")
+NOT_AN_END = re.compile(r"(?:\b(?:vs|e\.g|i\.e|al|Fig|Figs|Ref|No|approx|ca)\.)$", re.IGNORECASE)
+CLAUSE_BREAK = re.compile(
+    r";|,\s+(?:but|whereas|while)\s|\s(?:and|versus|vs\.?|compared (?:with|to)|whereas|while)\s", re.I
+)
+
+
+@dataclass(frozen=True)
+class Place:
+    """The context a reader sees around one printed number."""
+
+    kind: str  # TABLE or SENTENCE
+    row_label: str = ""  # the words left of the number in its row ("Vomiting")
+    headings: tuple[str, ...] = ()  # label-only rows above it, nearest first ("Late time (2–24 h)")
+    columns: tuple[str, ...] = ()  # the header lines above it in its column, top first ("Group H0", "(n = 50)")
+    caption: str = ""  # the table's "Table N ..." line
+    sentence: str = ""  # running text: the sentence holding the number
+    clause: str = ""  # the part of the sentence between breaks ("versus", ";", ...)
+    before: str = ""  # running text: the sentence before
+    offset: int = 0  # running text: where the number starts in ``sentence``
+    clause_start: int = 0  # where ``clause`` starts in ``sentence``
+    printed: str = ""  # the number as printed with what follows it on its line ("23 (46 %)")
+
+
+@dataclass(frozen=True)
+class _Line:
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    start: int
+    end: int
+    text: str
+
+    @property
+    def height(self) -> float:
+        return max(self.y1 - self.y0, 1.0)
+
+    def level_with(self, other: _Line) -> bool:
+        overlap = min(self.y1, other.y1) - max(self.y0, other.y0)
+        return overlap >= 0.5 * min(self.height, other.height)
+
+    def above(self, other: _Line) -> bool:
+        return self.y1 <= other.y0 + 0.5 * min(self.height, other.height) and not self.level_with(other)
+
+    def spans_x_of(self, other: _Line) -> bool:
+        return min(self.x1, other.x1) - max(self.x0, other.x0) > 0
+
+
+def as_number(text: str) -> Decimal | None:
+    try:
+        return Decimal(text.replace("−", "-").replace("–", "-").replace(",", ""))
+    except InvalidOperation:
+        return None
+
+
+def numeric(text: str) -> bool:
+    """A cell of numbers ("15 (30 %)", "0.04", "(n = 50)" is a header, not numeric)."""
+    letters = len(LETTER.findall(text))
+    return bool(NUMBER.search(text)) and letters <= 2 and "n =" not in text.replace(" ", " ")
+
+
+def places_of(parsed: ParsedDocument, page: int, start: int, end: int, value: object) -> list[Place]:
+    """The places of ``value`` printed within ``start``–``end`` of ``page``'s text (a quote can print
+    it twice: two arms with the same n); empty when it is not printed there as a number."""
+    if not 1 <= page <= len(parsed.pages_text):
+        return []
+    text = parsed.pages_text[page - 1]
+    return [_place_at(parsed, page, text, at) for at in _numbers_at(text, start, end, value)]
+
+
+def _place_at(parsed: ParsedDocument, page: int, text: str, at: int) -> Place:
+    place = _context_at(parsed, page, text, at)
+    line_end = text.find("\n", at)
+    return replace(place, printed=text[at : line_end if 0 <= line_end < at + 40 else at + 40])
+
+
+def _context_at(parsed: ParsedDocument, page: int, text: str, at: int) -> Place:
+    boxes = parsed.layout[page - 1] if page - 1 < len(parsed.layout) else []
+    lines = [
+        _Line(box[0], box[1], box[2], box[3], int(box[4]), int(box[5]), text[int(box[4]) : int(box[5])])
+        for box in boxes
+    ]
+    line = next((line for line in lines if line.start <= at < line.end), None)
+    if line is not None and _cell_like(line, at):
+        table = _table_place(lines, line, at)
+        if table is not None:
+            return table
+    return _sentence_place(text, at)
+
+
+def _numbers_at(text: str, start: int, end: int, value: object) -> list[int]:
+    wanted = as_number(str(value))
+    if wanted is None:
+        return []
+    found = []
+    for match in NUMBER.finditer(text, max(start - 1, 0), min(end + 1, len(text))):
+        number = as_number(match.group())
+        if number is not None and abs(number) == abs(wanted):
+            found.append(match.start())
+    return found
+
+
+def _cell_like(line: _Line, at: int) -> bool:
+    """A table cell: a line of numbers, or a short label followed by numbers only ("Vomiting 7
+    (14 %) 3 (6 %)"). A line with words after its number is running text."""
+    if numeric(line.text):
+        return True
+    after = line.text[at - line.start :]
+    label = _leading_words(line.text[: at - line.start])
+    return bool(label) and len(label) < 60 and numeric(after) and len(NUMBER.findall(after)) >= 2
+
+
+def _prose(line: _Line) -> bool:
+    return len(line.text) >= PROSE_CHARS and len(LETTER.findall(line.text)) > len(line.text) / 2
+
+
+def _table_place(lines: list[_Line], cell: _Line, at: int) -> Place | None:
+    row = [line for line in lines if line.level_with(cell) and not _prose(line)]
+    left = sorted((line for line in row if line.x1 <= cell.x0 + 1), key=lambda line: -line.x1)
+    label = _leading_words(cell.text[: at - cell.start])
+    if not label:
+        label = next((line.text.strip() for line in left if not numeric(line.text)), "")
+    others = [line for line in row if line is not cell and numeric(line.text)]
+    if not others and not label:
+        return None  # a number alone on its line, with no row: not read as a table
+    if not others and not left and not numeric(cell.text):
+        return None  # a short line of words with a number in it: running text
+    caption_line = _caption_above(lines, cell)
+    top = caption_line.y1 if caption_line is not None else cell.y0 - 400
+    columns = _column_headers(lines, cell, top)
+    label_x = min((line.x0 for line in left), default=cell.x0)
+    headings = _headings(lines, cell, label_x, top)
+    return Place(
+        TABLE,
+        row_label=label,
+        headings=headings,
+        columns=columns,
+        caption=" ".join(caption_line.text.split()) if caption_line is not None else "",
+    )
+
+
+def _leading_words(text: str) -> str:
+    """The row label printed on the number's own line, before its first number ("Vomiting 7 (14 %)")."""
+    first = NUMBER.search(text)
+    head = text[: first.start()] if first else text
+    return " ".join(head.split()) if LETTER.search(head) else ""
+
+
+def _caption_above(lines: list[_Line], cell: _Line) -> _Line | None:
+    captions = [
+        line for line in lines if CAPTION.match(line.text) and line.y1 <= cell.y0 and _same_page_column(line, cell)
+    ]
+    # The lowest caption above; of two side by side (a two-column page), the one starting nearest
+    # left of the number.
+    return max(captions, key=lambda line: (round(line.y0 / 4), line.x0 <= cell.x0 + 1, line.x0), default=None)
+
+
+def _same_page_column(line: _Line, cell: _Line) -> bool:
+    """A caption belongs to the table below it in the same column of a two-column page."""
+    return line.x0 <= cell.x1
+
+
+def _column_headers(lines: list[_Line], cell: _Line, top: float) -> tuple[str, ...]:
+    """The lines of words above the number in its column, below the caption (top first)."""
+    above = sorted(
+        (line for line in lines if line.y0 >= top and line.above(cell) and line.spans_x_of(cell)),
+        key=lambda line: -line.y0,
+    )
+    headers: list[_Line] = []
+    for line in above:
+        if _prose(line) or len(line.text.split()) > 6:
+            break  # running text above the table
+        if headers and headers[-1].y0 - line.y1 > 2.5 * line.height:
+            break  # a gap: the header ended above
+        if numeric(line.text):
+            if headers:
+                break  # the cells of another table above this one's header
+            continue  # a cell of an earlier row in the same column
+        headers.append(line)
+    return tuple(" ".join(line.text.split()) for line in reversed(headers))
+
+
+def _headings(lines: list[_Line], cell: _Line, label_x: float, top: float) -> tuple[str, ...]:
+    """Rows above with a label and no numbers ("Late time (2–24 h)", "Surgical type"), nearest first."""
+    found = []
+    for line in sorted((line for line in lines if line.y0 >= top and line.above(cell)), key=lambda line: -line.y0):
+        if line.x0 > cell.x0 - 1 or abs(line.x0 - label_x) > 40 or numeric(line.text) or _prose(line):
+            continue
+        level = [other for other in lines if other is not line and other.level_with(line)]
+        if any(numeric(other.text) and other.x0 > line.x1 and other.x0 < cell.x1 + 200 for other in level):
+            continue  # a row with numbers of its own: an earlier row, not a heading
+        found.append(" ".join(line.text.split()))
+    return tuple(found)
+
+
+def _sentence_place(text: str, at: int) -> Place:
+    starts = [0] + [m.end() for m in SENTENCE_END.finditer(text) if not NOT_AN_END.search(text[: m.start()][-8:])]
+    begin = max(s for s in starts if s <= at)
+    later = [s for s in starts if s > at]
+    finish = later[0] if later else len(text)
+    previous = max((s for s in starts if s < begin), default=begin)
+    sentence = " ".join(text[begin:at].split())
+    sentence += " " if sentence and text[at - 1 : at].isspace() else ""
+    number_at = len(sentence)
+    sentence += " ".join(text[at:finish].split())
+    # The clause: between the breaks ("versus", "and", ";", ...) around the number.
+    cuts = [0] + [m.start() for m in CLAUSE_BREAK.finditer(sentence)] + [len(sentence)]
+    low = max(c for c in cuts if c <= number_at)
+    high = min((c for c in cuts if c > number_at), default=len(sentence))
+    return Place(
+        SENTENCE,
+        sentence=sentence,
+        clause=sentence[low:high].strip(),
+        clause_start=low,
+        before=" ".join(text[previous:begin].split()),
+        offset=number_at,
+    )
