@@ -140,7 +140,7 @@ def test_a_number_from_another_row_column_time_or_clause_is_flagged_in_words(pap
     )
     flags = {path: " ".join(fields[path].flags) for path in fields if path.endswith(".events")}
     assert all(str(fields[path].status) == "verified" for path in flags)  # grounding alone passes them all
-    assert "the quoted column is 'Placebo (n = 50)', not the arm 'Haloperidol 2 mg'" in flags["outcomes.1.events"]
+    assert "the quoted column is 'Placebo', not the arm 'Haloperidol 2 mg'" in flags["outcomes.1.events"]
     assert "the quoted row is 'Lap. hysterectomy', not the outcome 'vomiting'" in flags["outcomes.2.events"]
     assert "printed for 0\u20132 h; the claim is at 2-24 h" in flags["outcomes.3.events"]
     assert "gives this number for 'Haloperidol 2 mg', not for 'Placebo'" in flags["outcomes.4.events"]
@@ -181,3 +181,32 @@ def test_a_parse_without_line_boxes_still_reads_sentences(paper: ParsedDocument)
     bare = ParsedDocument("bare", paper.pages_text)
     fields = _grounded(bare, [_entry("headache", PLACEBO, events=(4, SENTENCE_TEXT))])
     assert any("not for 'Placebo'" in flag for flag in fields["outcomes.1.events"].flags)
+
+
+def test_the_arms_of_one_outcome_from_different_rows_of_one_table_are_both_flagged(paper: ParsedDocument) -> None:
+    """Each number alone fits (both rows name the outcome); together they are two rows."""
+    outcome = "postoperative nausea and vomiting"
+    fields = _grounded(
+        paper,
+        [
+            _entry(outcome, DRUG, events=(5, "Nausea 15 (30 %) 5 (10 %)")),
+            _entry(outcome, PLACEBO, events=(17, "Total PONV 17 (34 %) 8 (16 %)")),
+        ],
+    )
+    for path in ("outcomes.1.events", "outcomes.2.events"):
+        assert any("different rows of one table" in flag for flag in fields[path].flags), fields[path].flags
+    same_row = _grounded(
+        paper,
+        [
+            _entry(outcome, DRUG, events=(8, "Total PONV 17 (34 %) 8 (16 %)")),
+            _entry(outcome, PLACEBO, events=(17, "Total PONV 17 (34 %) 8 (16 %)")),
+        ],
+    )
+    assert same_row["outcomes.1.events"].flags == () and same_row["outcomes.2.events"].flags == ()
+
+
+def test_a_count_printed_only_as_a_percentage_is_flagged(paper: ParsedDocument) -> None:
+    fields = _grounded(
+        paper, [_entry("postoperative nausea and vomiting", PLACEBO, events=(34, "Total PONV 17 (34 %) 8 (16 %)"))]
+    )
+    assert "the quote prints 34 as a percentage (34%), not as a count" in fields["outcomes.1.events"].flags

@@ -17,9 +17,8 @@ from pydantic import BaseModel
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
 from extraction_pipeline.core.templates.definition import FieldType, TemplateDefinition
 from extraction_pipeline.core.templates.schema import ExtractedValue, extracted_values
-from extraction_pipeline.core.verification.arithmetic import percent_flag
 from extraction_pipeline.core.verification.checks import check_values
-from extraction_pipeline.core.verification.context import Claim, Vocabulary, check_place
+from extraction_pipeline.core.verification.context import PLACED_KINDS, PlacedNumber, placed_flags
 from extraction_pipeline.core.verification.grounding import (
     INSIDE_A_WORD,
     NOT_REPORTED,
@@ -33,7 +32,6 @@ from extraction_pipeline.core.verification.grounding import (
     signed_in_quote,
     value_match,
 )
-from extraction_pipeline.core.verification.places import places_of
 
 NUMERIC = (FieldType.INTEGER, FieldType.NUMBER)
 # A value as the model gave it after validation against its field: JSON's scalars.
@@ -186,43 +184,42 @@ def add_checks(grounded: GroundedFields, parsed: ParsedDocument | None = None) -
     return checked
 
 
-# The numbers of an arm's result whose place is checked (the outcomes module of the RCT base).
-PLACED_FIELDS = ("events", "total", "mean", "sd", "n")
-
-
 def context_flags(grounded: GroundedFields, parsed: ParsedDocument) -> dict[str, list[str]]:
-    """path -> what the place of a verified arm number names instead of its claim."""
+    """path -> what the place of a verified arm number names instead of its claim
+    (``core.verification.context``)."""
     arms = tuple(
         str(entry.value)
         for path, entry in sorted(grounded.items())
         if entry.module == "arms" and entry.field == "arm_name" and entry.value
     )
-    vocabulary = Vocabulary(parsed)
-    flags: dict[str, list[str]] = {}
-    for path, entry in grounded.items():
-        if entry.module != "outcomes" or entry.field not in PLACED_FIELDS or entry.status != VERIFIED:
-            continue
-        if entry.page is None or entry.source != "text" or entry.start is None or entry.end is None:
-            continue
 
-        def described(name: str, index: int | None = entry.index) -> str:
-            found = grounded.get(f"outcomes.{index}.{name}")
-            return str(found.value) if found is not None and found.value is not None else ""
+    def described(index: int | None, name: str) -> Any:
+        found = grounded.get(f"outcomes.{index}.{name}")
+        return found.value if found is not None else None
 
-        outcome = described("outcome_name")
-        if not outcome:
-            continue
-        claim = Claim(outcome, described("arm"), arms, entry.field, described("timepoint"))
-        # The number may be printed twice in its quote (two arms of equal size): one agreeing place suffices.
-        places = places_of(parsed, entry.page, entry.start, entry.end, entry.value)
-        verdicts = [check_place(place, claim, vocabulary) for place in places]
-        if entry.field == "events":
-            total = grounded.get(f"outcomes.{entry.index}.total")
-            sums = [percent_flag(place.printed, entry.value, total.value if total else None) for place in places]
-            verdicts = [[*found, summed] if summed else found for found, summed in zip(verdicts, sums, strict=True)]
-        if verdicts and all(verdicts):
-            flags[path] = verdicts[0]
-    return flags
+    numbers = [
+        PlacedNumber(
+            path=path,
+            kind=entry.field,
+            value=entry.value,
+            page=entry.page,
+            start=entry.start,
+            end=entry.end,
+            outcome=str(described(entry.index, "outcome_name") or ""),
+            arm=str(described(entry.index, "arm") or ""),
+            timepoint=str(described(entry.index, "timepoint") or ""),
+            total=described(entry.index, "total"),
+        )
+        for path, entry in grounded.items()
+        if entry.module == "outcomes"
+        and entry.field in PLACED_KINDS
+        and entry.status == VERIFIED
+        and entry.page is not None
+        and entry.source == "text"
+        and entry.start is not None
+        and entry.end is not None
+    ]
+    return placed_flags(numbers, arms, parsed)
 
 
 def _value_flag(found: ExtractedValue) -> str | None:

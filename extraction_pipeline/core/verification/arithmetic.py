@@ -31,3 +31,13 @@ def percent_flag(printed: str, events: object, total: object) -> str | None:
         f"the quote prints {events} as {shown}%, but {events} of {total:g} is {actual:.1f}%:"
         " the count or the total is from another arm, row or population"
     )
+
+
+ONLY_PERCENT = re.compile(r"^[-−–]?\d+(?:\.\d+)?\s*%")
+
+
+def percentage_only_flag(printed: str, value: object) -> str | None:
+    """A count whose digits are printed as a percentage ("7 (14 %)" quoted for 14 events)."""
+    if ONLY_PERCENT.match(printed.strip()):
+        return f"the quote prints {value} as a percentage ({printed.strip().split('%')[0].strip()}%), not as a count"
+    return None

@@ -19,6 +19,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from extraction_pipeline.core.templates.arms import EFFECT_FIELDS, RESULT_FIELDS, study_arms
+from extraction_pipeline.core.verification.recomputed import effect_flags
 
 RATIO_MEASURES = {"HR", "OR", "RR", "IRR"}
 # Version 1 names each number's arm in a suffix; version 2 entries hold one arm's numbers ("").
@@ -55,7 +56,30 @@ def check_values(values: dict[str, Any]) -> Flags:
         _check_group(fields, flags, randomized, arm_entry=group.startswith("arms."))
     _check_declared_arm_sizes(values, flags, randomized)
     _check_arm_references(values, flags)
+    _check_outcome_sizes(values, flags)
+    for path, reasons in effect_flags(values).items():
+        flags.setdefault(path, []).extend(reasons)
     return flags
+
+
+def _check_outcome_sizes(values: dict[str, Any], flags: Flags) -> None:
+    """An outcome's total or n for an arm above the number randomized to that arm (version 2):
+    the size of another arm, or of the whole trial."""
+    view = study_arms(values.keys(), values.get)
+    if view.version != 2:
+        return
+    for outcome in view.outcomes:
+        for result in outcome.results:
+            arm = view.arm(result.arm)
+            randomized = _number(values.get(arm.paths.get("randomized_n", ""))) if arm else None
+            if arm is None or randomized is None:
+                continue
+            for kind in ("total", "n"):
+                size = _number(values.get(result.paths.get(kind, "")))
+                if size is not None and size > randomized:
+                    flags.setdefault(result.paths[kind], []).append(
+                        f"{size} is more than the {randomized} randomized to '{arm.label}'"
+                    )
 
 
 def _check_declared_arm_sizes(values: dict[str, Any], flags: Flags, randomized: Decimal | None) -> None:

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from extraction_pipeline.core.pdf.model import ParsedDocument
-from extraction_pipeline.core.verification.places import TABLE, Place
+from extraction_pipeline.core.verification.arithmetic import percent_flag, percentage_only_flag
+from extraction_pipeline.core.verification.places import TABLE, Place, places_of
 
 WORD = re.compile(r"[a-zα-ω][a-zα-ω0-9]*|\d+[a-z]+[a-z0-9]*", re.IGNORECASE)
 # Words that say how an outcome is measured or reported, not which outcome it is.
@@ -169,6 +170,8 @@ UNIT = {
     "year": "y",
     "years": "y",
 }
+# Two capitals that name a statistic or a unit, not an outcome.
+STATISTIC_CODES = {"hr", "or", "rr", "rd", "md", "ci", "sd", "se", "na", "nr", "ns", "iq", "vs", "mg", "kg", "ml"}
 # Words that name no particular arm ("the placebo group", "patients in the intervention arm").
 ARM_GENERIC = {
     "group",
@@ -207,6 +210,91 @@ class Claim:
     arms: tuple[str, ...]  # every declared arm (the claim's among them)
     kind: str  # events, total, mean, sd, n
     timepoint: str = ""
+
+
+# The numbers of an arm's result whose place is checked.
+PLACED_KINDS = ("events", "total", "mean", "sd", "n")
+COUNTS = ("events", "total", "n")
+
+
+@dataclass(frozen=True)
+class PlacedNumber:
+    """A verified arm number with where its quote is and what it is claimed to be."""
+
+    path: str
+    kind: str  # events, total, mean, sd, n
+    value: object
+    page: int
+    start: int
+    end: int
+    outcome: str
+    arm: str
+    timepoint: str = ""
+    total: object = None  # the same entry's total (for the percentage beside events)
+
+
+def placed_flags(numbers: list[PlacedNumber], arms: tuple[str, ...], parsed: ParsedDocument) -> dict[str, list[str]]:
+    """path -> flags: each number's place against its claim, the percentage printed beside a
+    count, a count printed only as a percentage, and the arms of one outcome read from different
+    rows of one table."""
+    vocabulary = Vocabulary(parsed)
+    flags: dict[str, list[str]] = {}
+    rows: dict[tuple[str, str, str], dict[str, set[tuple[str, str, str]]]] = {}
+    for number in numbers:
+        if not number.outcome:
+            continue
+        claim = Claim(number.outcome, number.arm, arms, number.kind, number.timepoint)
+        places = places_of(parsed, number.page, number.start, number.end, number.value)
+        if not places:
+            continue
+        verdicts = [check_place(place, claim, vocabulary) for place in places]
+        if number.kind == "events":
+            sums = [percent_flag(place.printed, number.value, number.total) for place in places]
+            verdicts = [[*found, summed] if summed else found for found, summed in zip(verdicts, sums, strict=True)]
+        if number.kind in COUNTS:
+            verdicts = [
+                [*found, only] if (only := percentage_only_flag(place.printed, number.value)) else found
+                for found, place in zip(verdicts, places, strict=True)
+            ]
+        if all(verdicts):
+            flags[number.path] = verdicts[0]
+            continue
+        agreeing = [place for place, found in zip(places, verdicts, strict=True) if not found]
+        if number.kind in ("events", "mean") and number.arm:
+            key = (number.outcome, number.timepoint, number.kind)
+            rows.setdefault(key, {}).setdefault(number.arm, set()).update(
+                _row_of(place, claim, vocabulary) for place in agreeing
+            )
+    for (_outcome, _timepoint, kind), by_arm in rows.items():
+        _same_row(kind, by_arm, numbers, flags)
+    return flags
+
+
+def _row_of(place: Place, claim: Claim, vocabulary: Vocabulary) -> tuple[str, str, str]:
+    """Which row of which table a number is in; a row named by its arm ("Placebo") is the rows of
+    its heading (arms as rows). Running text gives no row."""
+    if place.kind != TABLE:
+        return ("sentence", "", "")
+    label = "" if _names_an_arm(place.row_label, claim, vocabulary) else place.row_label
+    return (place.caption, label, "" if label or not place.headings else place.headings[0])
+
+
+def _same_row(
+    kind: str, by_arm: dict[str, set[tuple[str, str, str]]], numbers: list[PlacedNumber], flags: dict[str, list[str]]
+) -> None:
+    """Both arms' numbers of one outcome from one table row: a row each, and different rows of one
+    table, means one arm's number is from another row (another outcome or time point)."""
+    single = {arm: next(iter(found)) for arm, found in by_arm.items() if len(found) == 1}
+    tables = {arm: row for arm, row in single.items() if row[0] != "sentence"}
+    if len(tables) < 2 or len({row for row in tables.values()}) == 1:
+        return
+    if len({row[0] for row in tables.values()}) != 1:
+        return  # different tables (or a caption not read): no verdict
+    described = "; ".join(f"'{arm}' from the row '{row[1] or row[2]}'" for arm, row in tables.items())
+    sentence = f"the arms' {kind} values are from different rows of one table ({described})"
+    for number in numbers:
+        if number.kind == kind and number.arm in tables and sentence not in flags.get(number.path, []):
+            flags.setdefault(number.path, []).append(sentence)
 
 
 class Vocabulary:
@@ -270,7 +358,8 @@ def stems(text: str, generic: set[str] = GENERIC) -> set[str]:
     found = set()
     for token in WORD.findall(text):
         lower = token.lower()
-        if lower in generic or (len(lower) < 3 and not any(c.isdigit() for c in lower)):
+        code = token.isupper() and len(token) == 2 and lower not in STATISTIC_CODES  # "GT", "GG" genotypes
+        if lower in generic or (len(lower) < 3 and not code and not any(c.isdigit() for c in lower)):
             continue
         found.add(lower if any(c.isdigit() for c in lower) else lower[:5])
     return found
@@ -393,7 +482,9 @@ def _arm_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
     if len(claim.arms) < 2 or not stems_of_arm:
         return None  # one arm, or an arm whose name is a time point or shares every word
     if place.kind == TABLE:
-        for where, text in (("column", " ".join(place.columns)), ("row", place.row_label)):
+        # The header line nearest the number that names an arm decides (a spanning "Smokers" above
+        # "Placebo | Palmvitee" decides only where the line below names no arm of its own).
+        for where, text in [*(("column", line) for line in reversed(place.columns)), ("row", place.row_label)]:
             named = _named_arms(text, claim, vocabulary)
             if claim.arm in named:
                 return None

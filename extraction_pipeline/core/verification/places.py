@@ -200,7 +200,7 @@ def _column_headers(lines: list[_Line], cell: _Line, top: float) -> tuple[str, .
     for line in above:
         if _prose(line) or len(line.text.split()) > 6:
             break  # running text above the table
-        if headers and headers[-1].y0 - line.y1 > 2.5 * line.height:
+        if headers and headers[-1].y0 - line.y1 > 4.5 * line.height:
             break  # a gap: the header ended above
         if numeric(line.text):
             if headers:
