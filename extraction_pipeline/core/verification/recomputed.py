@@ -144,7 +144,8 @@ def _recompute(measure: str, numbers: Mapping[tuple[str, str], Decimal]) -> tupl
 
 def _arm_numbers(measure: str, numbers: Mapping[tuple[str, str], Decimal]) -> str:
     if measure in BINARY:
-        return f"{numbers['arm', 'events']}/{numbers['arm', 'total']} vs {numbers['comparator', 'events']}/{numbers['comparator', 'total']}"
+        arm = f"{numbers['arm', 'events']}/{numbers['arm', 'total']}"
+        return f"{arm} vs {numbers['comparator', 'events']}/{numbers['comparator', 'total']}"
     return (
         f"{numbers['arm', 'mean']} (SD {numbers['arm', 'sd']}, n {numbers['arm', 'n']}) vs "
         f"{numbers['comparator', 'mean']} (SD {numbers['comparator', 'sd']}, n {numbers['comparator', 'n']})"
