@@ -375,22 +375,24 @@ def test_the_oracle_batch_of_the_corpus_scores_every_printed_gold_value_right(
             row = csv_rows.get((f"{pmcid}.pdf", gold.outcome_name, gold.arm))
             assert row is not None, where
             assert row[CSV_COLUMN[gold.field]] == gold.value, where
-            # Right and verified; the context checks may flag a number whose oracle quote is not
-            # the row or sentence that names its outcome and arm (the oracle quotes the first window
-            # printing the number): the reviewer is told, the number is not lost.
-            assert row[f"status_{CSV_COLUMN[gold.field]}"] in ("verified", "verified, flagged"), where
+            # Quoted where the paper prints it as its outcome's and arm's: verified with no flag;
+            # a gold number the paper prints nowhere so (derived by the annotators, another
+            # population) is quoted from elsewhere and comes back flagged.
+            status = "verified" if gold.placed else "verified, flagged"
+            assert row[f"status_{CSV_COLUMN[gold.field]}"] == status, where
             entry = entries[(f"{pmcid}.pdf", gold.outcome)]
             assert (entry["outcome_name"], entry["arm"], entry[gold.field]) == (gold.outcome_name, gold.arm, gold.value)
-            assert entry[f"{gold.field} status"] in ("verified", "verified, flagged"), (
-                where,
-                entry[f"{gold.field} quote"],
-            )
+            assert entry[f"{gold.field} status"] == status, (where, entry[f"{gold.field} quote"])
             landed += 1
         figures[pmcid] = (oracle.gold_numbers, len(oracle.gold), landed)
 
     # evaluate: every quoted gold arm number right, every gold comparison matched to its two arms.
     result = evaluate(ledger, batch, read_gold(CORPUS / "gold_outcomes.json"))
     quoted = sum(len(o.gold) for o in oracles.values())
+    # Gold numbers no place of the paper prints as their outcome's and arm's: a tenth at most
+    # (45 of 453 on 2026-12-05; docs/benchmarks.md lists why) — more means a check lost right numbers.
+    unplaced = [(o.pmcid, g.outcome_name, g.arm, g.field) for o in oracles.values() for g in o.gold if not g.placed]
+    assert len(unplaced) <= quoted // 10, unplaced
     total = result.total()
     assert total.right == quoted and total.wrong == 0 and total.found == quoted
     assert total.gold == sum(o.gold_numbers - o.in_figures for o in oracles.values())

@@ -48,7 +48,7 @@ def test_checks_add_flags_without_changing_the_values_given() -> None:
         "outcomes.1.ci_lower": _value("outcomes.1.ci_lower", 0.6),
         "outcomes.1.ci_upper": _value("outcomes.1.ci_upper", 0.9),
     }
-    checked = add_checks(given)
+    checked = add_checks(given, None)
     assert checked["outcomes.1.effect_estimate"].flags and not given["outcomes.1.effect_estimate"].flags
     assert checked["outcomes.1.ci_lower"].value == 0.6
 

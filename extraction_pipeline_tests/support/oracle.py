@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +62,9 @@ class GoldValue:
     value: int | float
     outcome_name: str = ""  # the gold outcome (version 2)
     arm: str = ""  # the name of the arm it belongs to, as the answer declares it (version 2)
+    # The quote is a place that prints the number as its outcome's and arm's (version 2): False
+    # when the paper prints it nowhere so (a number the annotators derived, another population).
+    placed: bool = True
 
     @property
     def path(self) -> str:
@@ -109,7 +113,9 @@ def pdf_lines(pmcid: str) -> list[str]:
 
 def _token(value: int | float) -> re.Pattern[str]:
     text = str(value)
-    return re.compile(rf"(?<![\d.]){re.escape(text)}(?![\d]|\.\d)")
+    # A whole number is also printed with zero decimals ("9" as "9.0").
+    zeros = r"(?:\.0+)?" if isinstance(value, int) else ""
+    return re.compile(rf"(?<![\d.]){re.escape(text)}{zeros}(?![\d]|\.\d)")
 
 
 def _windows(lines: list[str], index: int) -> str:
@@ -126,18 +132,79 @@ def _windows(lines: list[str], index: int) -> str:
     return quote
 
 
-def find_quote(lines: list[str], value: int | float, companions: list[int | float]) -> str | None:
-    """The verbatim passage holding ``value`` that also holds most of its row's other values."""
+def find_quote(
+    lines: list[str],
+    value: int | float,
+    companions: list[int | float],
+    about: str = "",
+    fits: Callable[[str], bool] | None = None,
+) -> str | None:
+    """The verbatim passage holding ``value`` that also holds most of its row's other values; of
+    equals, the one nearest the words of ``about`` (its outcome: a careful reader quotes the row or
+    sentence about it, not the first place the digits appear, a reference or a DOI). With ``fits``,
+    the best passage it accepts (the paper prints the number there as that outcome's and arm's),
+    else the best passage."""
     pattern = _token(value)
-    best: tuple[int, str] | None = None
+    words = _words(about)
+    ranked: list[tuple[tuple[int, int, int], int, str]] = []
     for index, line in enumerate(lines):
         if not pattern.search(line):
             continue
         quote = _windows(lines, index)
         score = sum(1 for other in companions if _token(other).search(quote))
-        if best is None or score > best[0]:
-            best = (score, quote)
-    return best[1] if best else None
+        shared = len(words & _words(" ".join(lines[max(0, index - 2) : index + 3])))
+        ranked.append(((min(shared, 1), score, shared), -index, quote))
+    ranked.sort(reverse=True)
+    if fits is not None:
+        for _rank, _index, quote in ranked:
+            if fits(quote):
+                return quote
+    return ranked[0][2] if ranked else None
+
+
+class _Reader:
+    """What a careful reader checks before quoting: the paper parsed as a batch parses it, and a
+    passage accepted when the number's place there names its outcome and arm (the pipeline's
+    context check)."""
+
+    def __init__(self, pmcid: str, arms: tuple[str, ...]) -> None:
+        from extraction_pipeline.core.pdf.engine import EngineOptions, parse_pdf
+        from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
+        from extraction_pipeline.core.verification.context import Vocabulary
+        from extraction_pipeline.core.verification.grounding import Grounder
+
+        result = parse_pdf(CORPUS / "pdf" / f"{pmcid}.pdf", EngineOptions())  # as a batch parses it
+        tables = [ParsedTable(**table) for table in result["tables"]]
+        self.parsed = ParsedDocument(pmcid, result["pages_text"], tables, layout=result["layout"])
+        self.grounder = Grounder(self.parsed)
+        self.vocabulary = Vocabulary(self.parsed)
+        self.arms = arms
+
+    def fits(
+        self, value: int | float, kind: str, outcome: str, arm: str, total: float | None = None
+    ) -> Callable[[str], bool]:
+        from extraction_pipeline.core.verification.context import PlacedNumber, placed_flags
+        from extraction_pipeline.core.verification.grounding import EXACT, VERIFIED, normalize, value_match
+
+        def accepted(quote: str) -> bool:
+            verdict = self.grounder.ground(value, quote)
+            if (
+                value_match(value, normalize(quote)) != EXACT
+                or verdict.status != VERIFIED
+                or verdict.page is None
+                or verdict.start is None
+                or verdict.end is None
+            ):
+                return False
+            number = PlacedNumber("n", kind, value, verdict.page, verdict.start, verdict.end, outcome, arm, total=total)
+            return not placed_flags([number], self.arms, self.parsed)
+
+        return accepted
+
+
+def _words(text: str) -> set[str]:
+    """A text's words of four letters or more, on their first five (word forms)."""
+    return {word[:5] for word in re.findall(r"[a-z]{4,}", text.lower())}
 
 
 def build_answer_v1(pmcid: str) -> OracleAnswer:
@@ -226,6 +293,7 @@ def build_answer(pmcid: str) -> OracleAnswer:
     lines = pdf_lines(pmcid)
     rows = [row for row in _gold() if row.study == pmcid]
     names = _arm_names(rows)
+    reader = _Reader(pmcid, tuple(dict.fromkeys(names.values())))
     oracle = OracleAnswer(pmcid, {"arms": [], "outcomes": []})
     entries: dict[tuple[str, str], int] = {}  # (outcome, arm) -> 1-based entry number
     numbers: set[tuple[str, str, str]] = set()
@@ -241,7 +309,10 @@ def build_answer(pmcid: str) -> OracleAnswer:
                 numbers.add(key)
                 oracle.in_figures += row.in_figure
                 value = _printed(raw)
-                quote = None if row.in_figure else find_quote(lines, value, [c for c in companions if c != value])
+                others = [c for c in companions if c != value]
+                total = row.arm_values(side).get("total")
+                fits = reader.fits(value, name, row.outcome, arm, _printed(total) if total is not None else None)
+                quote = None if row.in_figure else find_quote(lines, value, others, row.outcome, fits)
                 if quote is None:
                     oracle.not_printed.append(f"{row.outcome}: {arm}: {name}={value}")
                     continue
@@ -257,7 +328,7 @@ def build_answer(pmcid: str) -> OracleAnswer:
                     entries[entry_key] = len(oracle.answer["outcomes"])
                 index = entries[entry_key]
                 oracle.answer["outcomes"][index - 1][name] = {"value": value, "quote": quote}
-                oracle.gold.append(GoldValue(index, name, value, row.outcome, arm))
+                oracle.gold.append(GoldValue(index, name, value, row.outcome, arm, placed=fits(quote)))
                 oracle.fingerprint = oracle.fingerprint or quote
             if (row.outcome, arm) in entries:
                 quoted_sides.append(arm)

@@ -164,7 +164,7 @@ def grounded_answer(ask: ModelAsk) -> tuple[LLMResult, dict[str, Any] | None, Gr
     ]
     if len(answers) == 1 and not asked.cut:
         [one] = answers
-        return one.reply, one.reused, add_checks(one.fields), []
+        return one.reply, one.reused, add_checks(one.fields, ask.parsed), []
     # The merged fields are the result; the combined reply carries what the calls cost.
     usage = sum((answer.reply.usage for answer in answers), asked.cut_usage or Usage(llm.effective_model))
     combined = LLMResult(answers[-1].reply.output, usage, repaired=any(a.reply.repaired for a in answers))
@@ -177,7 +177,7 @@ def grounded_answer(ask: ModelAsk) -> tuple[LLMResult, dict[str, Any] | None, Gr
         }
     notes = [answer.note for answer in answers]
     notes.extend({"cut": cut} for cut in asked.cut)
-    return combined, reused, add_checks(merge_parts([answer.fields for answer in answers])), notes
+    return combined, reused, add_checks(merge_parts([answer.fields for answer in answers]), ask.parsed), notes
 
 
 def first_questions(template: TemplateDefinition, parsed: ParsedDocument, llm: LLMConfig) -> list[Question]:

@@ -119,7 +119,7 @@ def check_recall(
         spent: Usage | None = exc.usage if isinstance(exc.usage, Usage) else None  # paid for, even if unusable
         return Checked(fields, missed, {"asked": asked, "found": [], "failed": str(exc)}, spent, [note])
     answered = ground_entries(narrowed, reply.output, Grounder(parsed))
-    merged, found = merge_answered(fields, answered)
+    merged, found = merge_answered(fields, answered, parsed)
     usage = reply.usage
     record = {
         "asked": asked,
@@ -176,7 +176,9 @@ def _arm_left_out(study: StudyArms, outcome: Outcome, kinds: list[set[str]]) -> 
     return bool(with_numbers) and any(arm.key not in with_numbers and arm.subgroup in subgroups for arm in study.arms)
 
 
-def merge_answered(fields: GroundedFields, answered: GroundedFields) -> tuple[GroundedFields, list[int]]:
+def merge_answered(
+    fields: GroundedFields, answered: GroundedFields, parsed: ParsedDocument | None = None
+) -> tuple[GroundedFields, list[int]]:
     """The first answer's fields with the follow-up's entries added: the first answer's entries
     are kept exactly as they are (two of its outcomes may share a name: two comparisons, two
     subgroups); an answered entry about the same thing as one of them (``core.extraction.entries``:
@@ -213,7 +215,7 @@ def merge_answered(fields: GroundedFields, answered: GroundedFields) -> tuple[Gr
                 if module == OUTCOMES_MODULE:
                     found.append(target)
                 next_index += 1
-    checked = add_checks(merged)
+    checked = add_checks(merged, parsed)
     return {path: checked[path] if path in changed else entry for path, entry in merged.items()}, found
 
 

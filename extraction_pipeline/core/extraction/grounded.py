@@ -171,7 +171,7 @@ def ground_entries(template: TemplateDefinition, answer: BaseModel, grounder: Gr
     return grounded
 
 
-def add_checks(grounded: GroundedFields, parsed: ParsedDocument | None = None) -> GroundedFields:
+def add_checks(grounded: GroundedFields, parsed: ParsedDocument | None) -> GroundedFields:
     """The plausibility rules over the values together (an estimate outside its CI, ...) and,
     given the paper, the context rule: each arm's number is printed where the paper says it is
     that outcome's, that arm's, at that time point (``core.verification.context``)."""

@@ -271,12 +271,11 @@ def placed_flags(numbers: list[PlacedNumber], arms: tuple[str, ...], parsed: Par
 
 
 def _row_of(place: Place, claim: Claim, vocabulary: Vocabulary) -> tuple[str, str, str]:
-    """Which row of which table a number is in; a row named by its arm ("Placebo") is the rows of
-    its heading (arms as rows). Running text gives no row."""
-    if place.kind != TABLE:
-        return ("sentence", "", "")
-    label = "" if _names_an_arm(place.row_label, claim, vocabulary) else place.row_label
-    return (place.caption, label, "" if label or not place.headings else place.headings[0])
+    """Which row of which table a number is in, for a table whose columns are the arms (its
+    column names the claimed arm); anything else (running text, arms as rows) gives no row."""
+    if place.kind != TABLE or claim.arm not in _named_arms(" ".join(place.columns), claim, vocabulary):
+        return ("", "", "")
+    return (place.caption, place.row_label, place.headings[0] if place.headings else "")
 
 
 def _same_row(
@@ -285,7 +284,7 @@ def _same_row(
     """Both arms' numbers of one outcome from one table row: a row each, and different rows of one
     table, means one arm's number is from another row (another outcome or time point)."""
     single = {arm: next(iter(found)) for arm, found in by_arm.items() if len(found) == 1}
-    tables = {arm: row for arm, row in single.items() if row[0] != "sentence"}
+    tables = {arm: row for arm, row in single.items() if any(row)}
     if len(tables) < 2 or len({row for row in tables.values()}) == 1:
         return
     if len({row[0] for row in tables.values()}) != 1:
@@ -500,7 +499,7 @@ def _arm_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
 def _arm_in_sentence(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
     """The arm the sentence gives the number for: in "A (12 ± 3) versus B (15 ± 4)" or "B (n = 45)
     or A (n = 47)", the arm named nearest before the number in its clause; in "A improved more
-    than B (12 vs 15)", the arms in the order named before the bracket. None when it cannot tell."""
+    than B (12 vs 15)", the arms in the order last named before the bracket. None when it cannot tell."""
     sentence, at = place.sentence, place.offset
     bracket = _bracket_around(sentence, at)
     if bracket is not None:
@@ -512,10 +511,12 @@ def _arm_in_sentence(place: Place, claim: Claim, vocabulary: Vocabulary) -> str 
                 if offset + len(group) >= at:
                     break
                 offset += len(group) + 1
+            # The arms named last before the bracket, in their order ("with ICU-AW ... those
+            # without (6.6 versus 23.4)": an earlier word of either arm does not count).
             order: list[str] = []
-            for _, arm in _mentions(sentence[:open_at], claim, vocabulary):
+            for _, arm in reversed(_mentions(sentence[:open_at], claim, vocabulary)):
                 if arm is not None and arm not in order:
-                    order.append(arm)
+                    order.insert(0, arm)
             return order[index] if len(order) == len(groups) else None
     before = [arm for offset, arm in _mentions(sentence, claim, vocabulary) if place.clause_start <= offset < at]
     if before:
