@@ -198,6 +198,13 @@ ARM_GENERIC = {
 }
 # Arm names that are time points, not arms ("baseline" as the comparator of a before-after row).
 TIME_ARM = re.compile(r"^\s*(?:baseline|pre-?treatment|pre-?intervention|before(?: treatment)?|week 0|day 0)\s*$", re.I)
+# "The primary outcome was X", "Secondary endpoints were X and Y", "The main outcome measure: X".
+OUTCOME_DEFINITION = re.compile(
+    r"\b(primary|secondary|main|co-primary)\s+(?:efficacy\s+)?(?:outcome|endpoint|end point|outcome measure)s?"
+    r"\s*(?:was|were|is|are|included|comprised|:)\s+([^.;]{3,200})",
+    re.IGNORECASE,
+)
+ROLE = re.compile(r"\b(primary|secondary|main|co-primary)\s+(?:efficacy\s+)?(?:outcome|endpoint|end point)", re.I)
 ABBREVIATION = re.compile(r"\(([A-Z][A-Za-z0-9\-]{1,9})\)")
 
 
@@ -317,6 +324,16 @@ class Vocabulary:
                     found.setdefault(short.lower(), set()).update(stems(" ".join(long_form)))
         return found
 
+    @cached_property
+    def defined_outcomes(self) -> dict[str, set[str]]:
+        """ "primary outcome" -> the stems of what the paper says it was ("The primary outcome was
+        nausea or vomiting within 24 hours"): a results sentence often names only the role."""
+        found: dict[str, set[str]] = {}
+        for text in self.parsed.pages_text:
+            for match in OUTCOME_DEFINITION.finditer(" ".join(text.split())):
+                found.setdefault(match.group(1).lower(), set()).update(stems(match.group(2)))
+        return found
+
     def stems_of(self, text: str, generic: set[str] = GENERIC) -> set[str]:
         """The identifying stems of ``text``, with every abbreviation it uses spelled out and every
         long form it spells out abbreviated."""
@@ -396,6 +413,9 @@ def _names(text: str, target: set[str], vocabulary: Vocabulary) -> bool:
     "postoperative nausea and vomiting", not "postoperative pain")."""
     if target & stems(text):
         return True
+    for role in ROLE.finditer(text):  # "the primary outcome occurred in 11 of 68": what the paper defined it as
+        if target & vocabulary.defined_outcomes.get(role.group(1).lower(), set()):
+            return True
     tokens = {token.lower() for token in WORD.findall(text)}
     for short, long_stems in vocabulary.expansions.items():
         if short in tokens and long_stems and 2 * len(long_stems & target) >= len(long_stems):

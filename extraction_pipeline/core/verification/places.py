@@ -28,6 +28,9 @@ PROSE_CHARS = 70
 # Sentence ends: a full stop, question or exclamation mark before a space and a capital, or a
 # blank line; never the point of "vs." or "e.g." (checked by the word before it).
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])|\n\s*\n")
+# A line this short that ends without a hyphen or comma ends its text: a heading, a table cell, a
+# caption (running text wraps at the column's width).
+SHORT_LINE = 40
 NOT_AN_END = re.compile(r"(?:\b(?:vs|e\.g|i\.e|al|Fig|Figs|Ref|No|approx|ca)\.)$", re.IGNORECASE)
 CLAUSE_BREAK = re.compile(
     r";|,\s+(?:but|whereas|while)\s|\s(?:and|versus|vs\.?|compared (?:with|to)|whereas|while)\s", re.I
@@ -223,12 +226,32 @@ def _headings(lines: list[_Line], cell: _Line, label_x: float, top: float) -> tu
     return tuple(found)
 
 
+def _short_line_ends(text: str) -> list[int]:
+    """Where a short line ends: the next line starts a new sentence."""
+    ends, offset = [], 0
+    for line in text.split("\n"):
+        offset += len(line) + 1
+        stripped = line.strip()
+        if stripped and len(stripped) < SHORT_LINE and not stripped.endswith(("-", ",", "–")):
+            ends.append(offset)
+    return ends
+
+
 def _sentence_place(text: str, at: int) -> Place:
     starts = [0] + [m.end() for m in SENTENCE_END.finditer(text) if not NOT_AN_END.search(text[: m.start()][-8:])]
+    starts += _short_line_ends(text)
+    starts = sorted(set(starts))
     begin = max(s for s in starts if s <= at)
     later = [s for s in starts if s > at]
     finish = later[0] if later else len(text)
-    previous = max((s for s in starts if s < begin), default=begin)
+    # The sentence before: skipping lines of numbers only (the cells above in a column of cells).
+    earlier = [s for s in starts if s < begin]
+    previous = earlier[-1] if earlier else begin
+    while earlier and not LETTER.search(text[previous:begin]):
+        earlier.pop()
+        previous = earlier[-1] if earlier else 0
+    if earlier and len(LETTER.findall(text[previous:begin])) < 3 and len(earlier) > 1:
+        previous = earlier[-2]
     sentence = " ".join(text[begin:at].split())
     sentence += " " if sentence and text[at - 1 : at].isspace() else ""
     number_at = len(sentence)
