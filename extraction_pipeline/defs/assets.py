@@ -425,7 +425,7 @@ def _result(
         "filename": document["filename"],
         "model": outcome.model,
         "fields_found": outcome.fields_found,
-        "quotes_verified": outcome.quotes_verified,
+        "values_verified": outcome.values_verified,
         "values_flagged": outcome.values_flagged,
         "outcomes": outcome.outcomes,
         "template": outcome.template,
@@ -462,7 +462,7 @@ def batch_workbook(
     context: dg.AssetExecutionContext, ledger: LedgerResource, settings: PipelineSettingsResource
 ) -> dg.MaterializeResult[None]:
     """The Excel workbook an analyst downloads for one finished batch: per document its status,
-    cost and counts of verified / approximate / unverified / flagged values; per outcome and per
+    cost and counts of verified / verified but flagged / approximate / unverified values; per outcome and per
     value the quote, page, verification status and plausibility checks."""
     batch_id = batch_id_from_partition(context.partition_key)
     db = ledger.ledger()

@@ -149,7 +149,7 @@ def test_a_paper_whose_answer_is_too_long_completes_in_smaller_questions(
     # the NCT and the total, each outcome's name, arm and two numbers, and the one arm (declared by
     # each of the four answers that name it: merged by name)
     assert outcome.fields_found == 2 + 4 * expected + 1
-    assert outcome.quotes_verified == outcome.fields_found - expected  # an entry's arm is a judgement
+    assert outcome.values_verified == outcome.fields_found - expected  # an entry's arm is a judgement
     assert {fields[f"outcomes.{n}.outcome_name"]["value"] for n in range(1, expected + 1)} == {
         f"Outcome {page}-{k}" for page in range(1, 5) for k in range(1, OUTCOMES_PER_PAGE + 1)
     }

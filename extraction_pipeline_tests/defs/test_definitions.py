@@ -140,7 +140,7 @@ def test_materializing_a_dispatched_document_completes_its_item(
     assert row["status"] == "completed" and row["run_id"] == result.run_id and row["tokens_in"] == 900
     assert json.loads(row["result_json"] or "")["fields"]["metadata.nct_number"]["status"] == "verified"
     meta = result.asset_materializations_for_node("extracted_document")[0].metadata
-    assert meta["status"].value == "completed" and meta["quotes_verified"].value == 1 and meta["tokens_in"].value == 900
+    assert meta["status"].value == "completed" and meta["values_verified"].value == 1 and meta["tokens_in"].value == 900
     assert str(meta["template"].value).endswith("v1 (rct base v2)") and meta["outcomes"].value == 0
     parse_meta = result.asset_materializations_for_node("parsed_document")[0].metadata
     assert (parse_meta["pages"].value, parse_meta["cache"].value, parse_meta["tables"].value) == (2, "miss", 0)

@@ -202,6 +202,12 @@ class _Reader:
         return accepted
 
 
+@functools.cache
+def _reader(pmcid: str, arms: tuple[str, ...]) -> _Reader:
+    """One parse per paper and process: several tests build the same paper's answer."""
+    return _Reader(pmcid, arms)
+
+
 def _words(text: str) -> set[str]:
     """A text's words of four letters or more, on their first five (word forms)."""
     return {word[:5] for word in re.findall(r"[a-z]{4,}", text.lower())}
@@ -293,7 +299,7 @@ def build_answer(pmcid: str) -> OracleAnswer:
     lines = pdf_lines(pmcid)
     rows = [row for row in _gold() if row.study == pmcid]
     names = _arm_names(rows)
-    reader = _Reader(pmcid, tuple(dict.fromkeys(names.values())))
+    reader = _reader(pmcid, tuple(dict.fromkeys(names.values())))
     oracle = OracleAnswer(pmcid, {"arms": [], "outcomes": []})
     entries: dict[tuple[str, str], int] = {}  # (outcome, arm) -> 1-based entry number
     numbers: set[tuple[str, str, str]] = set()

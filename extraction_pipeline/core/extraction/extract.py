@@ -41,7 +41,7 @@ class ExtractionOutcome:
     reason: str = ""
     model: str = ""
     fields_found: int = 0
-    quotes_verified: int = 0
+    values_verified: int = 0  # verified and no check flagged them
     values_flagged: int = 0
     outcomes: int = 0
     template: str = ""
@@ -125,7 +125,7 @@ def extract_item(
         OutcomeStatus.COMPLETED,
         model=made.usage.model,
         fields_found=sum(1 for f in grounded.values() if f.found),
-        quotes_verified=sum(1 for f in grounded.values() if f.status == VERIFIED),
+        values_verified=sum(1 for f in grounded.values() if f.status == VERIFIED and not f.flags),
         values_flagged=sum(1 for f in grounded.values() if f.flags),
         outcomes=_outcome_count(grounded),
         template=label_of(frozen),
