@@ -504,7 +504,7 @@ def test_oracle_gold_values_reach_the_workbook_verified_and_wrong_numbers_do_not
             assert (row["outcome_name"], row["arm"]) == (gold.outcome_name, gold.arm), where
             arm_row = csv_rows[(f"{oracle.pmcid}.pdf", gold.outcome_name, gold.arm)]
             if where in (wrong_value, wrong_quote):
-                assert row[f"{gold.field} status"] == "unverified", where
+                assert row[f"{gold.field} status"].startswith("unverified"), where  # a check may flag it too
                 continue
             assert arm_row[CSV_COLUMN[gold.field]] == gold.value, where
             assert row[gold.field] == gold.value, where
