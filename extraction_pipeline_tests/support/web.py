@@ -63,3 +63,20 @@ def serving(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def serving_pages(settings: Any, token: str | None) -> Iterator[str]:
+    """Our pages (a stand-in for Dagster's UI beside them) on a loopback port, in this process."""
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from extraction_pipeline.web.server import build_app
+
+    async def dagster_ui(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("dagster ui")
+
+    app = build_app(settings, Starlette(routes=[Route("/{rest:path}", dagster_ui)]), token=token)
+    with serving(app) as base:
+        yield base

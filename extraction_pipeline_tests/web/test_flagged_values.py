@@ -22,9 +22,6 @@ from typing import Any
 import httpx
 import openpyxl
 import pytest
-from starlette.applications import Starlette
-from starlette.responses import PlainTextResponse
-from starlette.routing import Route
 
 from extraction_pipeline.core.export.workbook import FLAG_FILL, default_export_path, write_workbook
 from extraction_pipeline.core.extraction.grounded import GroundedValue, fields_of
@@ -49,7 +46,6 @@ from extraction_pipeline.core.verification.grounding import (
     UNVERIFIED,
     VERIFIED,
 )
-from extraction_pipeline.web.server import build_app
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, extraction_json
 from extraction_pipeline_tests.support.review_case import (
     OUTCOME_QUOTE,
@@ -58,7 +54,7 @@ from extraction_pipeline_tests.support.review_case import (
     make_batch,
     synthesis_answer,
 )
-from extraction_pipeline_tests.support.web import serving
+from extraction_pipeline_tests.support.web import serving_pages
 
 TOKEN = "flagged-values-token-for-tests"
 EVENTS = "outcomes.1.events"
@@ -98,14 +94,8 @@ class Site:
         return httpx.Client(base_url=self.base, headers=headers, timeout=60)
 
 
-@contextlib.contextmanager
-def _serving(settings: Settings) -> Iterator[str]:
-    async def dagster_ui(request: Any) -> PlainTextResponse:
-        return PlainTextResponse("dagster ui")
-
-    app = build_app(settings, Starlette(routes=[Route("/{rest:path}", dagster_ui)]), token=TOKEN)
-    with serving(app) as base:
-        yield base
+def _serving(settings: Settings) -> contextlib.AbstractContextManager[str]:
+    return serving_pages(settings, TOKEN)
 
 
 @pytest.fixture

@@ -15,14 +15,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import openpyxl
 import pytest
-from starlette.applications import Starlette
-from starlette.responses import PlainTextResponse
-from starlette.routing import Route
 
 from extraction_pipeline.core.export.workbook import default_export_path, write_workbook
 from extraction_pipeline.core.extraction.follow_up import follows_up
@@ -36,12 +32,11 @@ from extraction_pipeline.core.review import decisions
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.core.usage import Usage
-from extraction_pipeline.web.server import build_app
 from extraction_pipeline_tests.support import pdf_samples
 from extraction_pipeline_tests.support.arms_case import make_arms_batch, three_arm_trial
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer
 from extraction_pipeline_tests.support.review_case import ReviewCase, make_case
-from extraction_pipeline_tests.support.web import serving
+from extraction_pipeline_tests.support.web import serving_pages
 
 TOKEN = "review-token-for-tests"
 
@@ -72,16 +67,8 @@ class Site:
         return httpx.Client(base_url=self.base, headers=headers, cookies=cookies, timeout=60)
 
 
-@contextlib.contextmanager
-def _serving(settings: Settings) -> Iterator[str]:
-    """Our pages (a stand-in for Dagster's UI beside them) on a loopback port, in this process."""
-
-    async def dagster_ui(request: Any) -> PlainTextResponse:
-        return PlainTextResponse("dagster ui")
-
-    app = build_app(settings, Starlette(routes=[Route("/{rest:path}", dagster_ui)]), token=TOKEN)
-    with serving(app) as base:
-        yield base
+def _serving(settings: Settings) -> contextlib.AbstractContextManager[str]:
+    return serving_pages(settings, TOKEN)
 
 
 @pytest.fixture
