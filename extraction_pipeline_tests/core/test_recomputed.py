@@ -115,3 +115,16 @@ def test_an_outcome_total_above_the_number_randomized_to_its_arm_is_flagged() ->
 )
 def test_measure_names(printed: str, measure: str | None) -> None:
     assert measure_of(printed) == measure
+
+
+def test_an_outcome_total_that_is_neither_the_randomized_nor_the_analysed_size_is_flagged() -> None:
+    sizes = {"arms.1.analysed_n": 402, "arms.2.analysed_n": 388}
+    analysed = check_values({**_answer({}, {"events": 42, "total": 402}, {"events": 41, "total": 393}), **sizes})
+    assert analysed == {}  # the analysed 402, the randomized 393: both sizes of their arms
+    other = check_values({**_answer({}, {"events": 4, "total": 40}, {"events": 41, "total": 388}), **sizes})
+    assert other == {
+        "outcomes.1.total": [
+            "40 is not a size of 'Progesterone' (406 randomized, 402 analysed): the size of a subgroup, another "
+            "population, or of those with this outcome measured"
+        ]
+    }

@@ -63,23 +63,39 @@ def check_values(values: dict[str, Any]) -> Flags:
 
 
 def _check_outcome_sizes(values: dict[str, Any], flags: Flags) -> None:
-    """An outcome's total or n for an arm above the number randomized to that arm (version 2):
-    the size of another arm, or of the whole trial."""
+    """An outcome's total or n for an arm against the arm's sizes (version 2): above the number
+    randomized to it (another arm's or the whole trial's size), or, where the answer gives the
+    arm's analysed number, neither that nor the randomized one (a subgroup's or another
+    population's size; an outcome with its own missing data also reads so, and says why here)."""
     view = study_arms(values.keys(), values.get)
     if view.version != 2:
         return
     for outcome in view.outcomes:
         for result in outcome.results:
             arm = view.arm(result.arm)
-            randomized = _number(values.get(arm.paths.get("randomized_n", ""))) if arm else None
-            if arm is None or randomized is None:
+            if arm is None:
                 continue
+            randomized = _number(values.get(arm.paths.get("randomized_n", "")))
+            analysed = _number(values.get(arm.paths.get("analysed_n", "")))
             for kind in ("total", "n"):
                 size = _number(values.get(result.paths.get(kind, "")))
-                if size is not None and size > randomized:
-                    flags.setdefault(result.paths[kind], []).append(
-                        f"{size} is more than the {randomized} randomized to '{arm.label}'"
+                if size is None:
+                    continue
+                if randomized is not None and size > randomized:
+                    reason = f"{size} is more than the {randomized} randomized to '{arm.label}'"
+                elif analysed is not None and size not in (analysed, randomized):
+                    sizes = (
+                        f"{randomized} randomized, {analysed} analysed"
+                        if randomized is not None
+                        else f"{analysed} analysed"
                     )
+                    reason = (
+                        f"{size} is not a size of '{arm.label}' ({sizes}): the size of a subgroup, another "
+                        "population, or of those with this outcome measured"
+                    )
+                else:
+                    continue
+                flags.setdefault(result.paths[kind], []).append(reason)
 
 
 def _check_declared_arm_sizes(values: dict[str, Any], flags: Flags, randomized: Decimal | None) -> None:
