@@ -240,11 +240,16 @@ class PlacedNumber:
     total: object = None  # the same entry's total (for the percentage beside events)
 
 
-def placed_flags(numbers: list[PlacedNumber], arms: tuple[str, ...], parsed: ParsedDocument) -> dict[str, list[str]]:
+def placed_flags(
+    numbers: list[PlacedNumber],
+    arms: tuple[str, ...],
+    parsed: ParsedDocument,
+    vocabulary: Vocabulary | None = None,
+) -> dict[str, list[str]]:
     """path -> flags: each number's place against its claim, the percentage printed beside a
     count, a count printed only as a percentage, and the arms of one outcome read from different
     rows of one table."""
-    vocabulary = Vocabulary(parsed)
+    vocabulary = vocabulary or Vocabulary(parsed)  # given when one paper is checked many times
     flags: dict[str, list[str]] = {}
     rows: dict[tuple[str, str, str], dict[str, set[tuple[str, str, str]]]] = {}
     for number in numbers:
