@@ -22,8 +22,9 @@ text, widened with the lines after it (then before) until it holds at least 30 c
 table cell "24" carries its neighbours, often the other arms' cells). A candidate span prints the
 number's digits and either prints it as that kind of value, or prints another of the model's
 numbers for the row (another number: the other arm's equal group size does not count), or shares a
-word with the outcome (the digits alone, in a running header, a DOI or a reference list, do not
-make a quote). Of the candidates, the quote is the one ranked highest by, in order:
+word with the outcome (the digits alone, in a running header or a DOI, do not make a quote); no
+span is taken from the reference list (from a "References" heading to the next table or figure
+caption). Of the candidates, the quote is the one ranked highest by, in order:
 (1) it prints the number as that kind of value beside the model's partner number — a mean before
 the model's SD for that arm ("4.6 ± 2.1", "4.6 (2.1)"), an SD after the model's mean, events over
 the model's group size ("11/49", "11 of 49"), a group size under the model's events; (2) it prints
@@ -45,7 +46,10 @@ wrong numbers that do not pass, the first reason (a flag, else the grounding rea
 disagreement).
 
     .venv/bin/python -m benchmarks.real_answers [--corpus DIR] [--models gpt4 gpt35 mistral7B]
-        [--json] [--list-passing-wrong] [--list-stopped-right]
+        [--json] [--list-passing-wrong] [--list-stopped-right] [--published-gold]
+
+The gold is scored as corrected by ``benchmarks.gold_corrections`` (each correction quotes where
+the paper prints the value; ``--published-gold`` scores against the gold as published).
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from benchmarks.gold_corrections import corrected
 from extraction_pipeline.core.extraction.consensus import AGREE, align, compare
 from extraction_pipeline.core.extraction.grounded import GroundedFields, add_checks, ground_entries
 from extraction_pipeline.core.llm.answer_parsing import parse_answer
@@ -69,6 +74,7 @@ from extraction_pipeline.core.pdf.engine import EngineOptions
 from extraction_pipeline.core.pdf.isolation import run_isolated
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
+from extraction_pipeline.core.verification.context import Vocabulary
 from extraction_pipeline.core.verification.grounding import EXACT, VERIFIED, Grounder, normalize, value_match
 from extraction_pipeline_tests.support.pdf_samples import CORPUS  # the trial corpus (EXTRACTION_CORPUS)
 
@@ -180,7 +186,13 @@ class Paper:
         self.grounder = Grounder(parsed)
         # Page text only: a parsed table's text is a second rendering of the same cells, where the
         # parser can drop a decimal point ("26/402(65) ."), and grounding matches the page's first.
-        self.spans = [span for text in parsed.pages_text for span in widened(lines_of(text))]
+        # The reference list is no quote for a trial's result (a "12" in "2007;37(4):605–12").
+        self.vocabulary = Vocabulary(parsed)
+        self.spans = [
+            span
+            for page, text in enumerate(parsed.pages_text, start=1)
+            for span in widened(self.lines_outside_references(page, text))
+        ]
         self.normalized = [normalize(span) for span in self.spans]
 
     def quote(self, kind: str, value: Decimal, partner: Decimal | None, others: list[Decimal], outcome: str) -> str:
@@ -201,6 +213,14 @@ class Paper:
             if best is None or rank > best[0]:  # strictly better: the first in the document wins ties
                 best = (rank, self.spans[index])
         return best[1] if best is not None else self.about(outcome)
+
+    def lines_outside_references(self, page: int, text: str) -> list[str]:
+        lines, offset = [], 0
+        for line in text.splitlines(keepends=True):
+            if line.strip() and not self.vocabulary.in_references(page, offset):
+                lines.append(line.strip())
+            offset += len(line)
+        return lines
 
     def about(self, outcome: str) -> str:
         """The span sharing most of the outcome's words (the first of equals)."""
@@ -353,6 +373,11 @@ def main() -> None:
         action="store_true",
         help="also list every right number that does not pass, with what stopped it (the checks' false alarms)",
     )
+    parser.add_argument(
+        "--published-gold",
+        action="store_true",
+        help="score against the gold as published, without the corrections of benchmarks/gold_corrections.py",
+    )
     args = parser.parse_args()
     if not (args.corpus / "model_answers").is_dir():
         parser.error(f"no model_answers/ in {args.corpus} (the trial corpus: --corpus or EXTRACTION_CORPUS)")
@@ -365,6 +390,18 @@ def main() -> None:
         ]
         for model in args.models
     }
+    corrected_rows: set[tuple[str, int]] = set()
+    if not args.published_gold:
+        for model_rows in rows.values():
+            for index, row in enumerate(model_rows):
+                model_rows[index], used = corrected(row)
+                if used:
+                    corrected_rows.add((str(row["pmcid"]), int(row["id"])))
+    gold = (
+        "as published"
+        if args.published_gold
+        else (f"corrected where the paper says otherwise ({len(corrected_rows)} rows, benchmarks/gold_corrections.py)")
+    )
     papers = sorted({str(row["pmcid"]) for model_rows in rows.values() for row in model_rows})
     halves = {"first half": set(papers[: (len(papers) + 1) // 2]), "second half": set(papers[(len(papers) + 1) // 2 :])}
     pairs = [pair for pair in PAIRS if all(model in args.models for model in pair)]
@@ -374,7 +411,7 @@ def main() -> None:
             f"{len(papers)} papers from {args.corpus}; template {RCT_TEMPLATE.base} v{RCT_TEMPLATE.base_version}; "
             f"halves by sorted PMCID ({min(halves['first half'])}..{max(halves['first half'])} | "
             f"{min(halves['second half'], default='-')}..{max(halves['second half'], default='-')}); "
-            f"cores={os.cpu_count()}"
+            f"gold {gold}; cores={os.cpu_count()}"
         )
     by_model: dict[str, list[Verdict]] = {model: [] for model in args.models}
     by_pair: dict[str, list[Verdict]] = {"+".join(pair): [] for pair in pairs}
@@ -399,6 +436,7 @@ def main() -> None:
         "pairs": ["+".join(pair) for pair in pairs],
         "cores": os.cpu_count(),
         "split": "halves of the papers by sorted PMCID",
+        "gold": gold,
         "halves": {k: sorted(v) for k, v in halves.items()},
         "figures": {},
     }

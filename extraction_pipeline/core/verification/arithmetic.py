@@ -12,12 +12,17 @@ import re
 from decimal import Decimal
 
 PERCENT_BESIDE = re.compile(r"^[-−–]?\d+(?:\.\d+)?\s*[(\[]\s*(\d+(?:\.\d+)?)\s*%")
+# "524 (78)" in a row or column headed "n (%)": the bracket is the percentage.
+BRACKET_BESIDE = re.compile(r"^[-−–]?\d+(?:\.\d+)?\s*[(\[]\s*(\d+(?:\.\d+)?)\s*[)\]]")
 
 
-def percent_flag(printed: str, events: object, total: object) -> str | None:
+def percent_flag(printed: str, events: object, total: object, bracket_is_percent: bool = False) -> str | None:
     """A flag when ``printed`` (the events as printed, "23 (46 %)") gives a percentage that is not
-    ``events`` of ``total``; None when it agrees or prints none."""
-    match = PERCENT_BESIDE.match(printed.strip())
+    ``events`` of ``total``; None when it agrees or prints none. ``bracket_is_percent``: the
+    table's header says a bare bracket is one ("n (%)")."""
+    match = PERCENT_BESIDE.match(printed.strip()) or (
+        BRACKET_BESIDE.match(printed.strip()) if bracket_is_percent else None
+    )
     if match is None or not isinstance(events, int | float) or not isinstance(total, int | float) or total <= 0:
         return None
     shown = Decimal(match.group(1))

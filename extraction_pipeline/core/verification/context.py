@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import cached_property
+
+from rapidfuzz import fuzz
 
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.verification.arithmetic import percent_flag, percentage_only_flag
@@ -206,6 +209,20 @@ OUTCOME_DEFINITION = re.compile(
 )
 ROLE = re.compile(r"\b(primary|secondary|main|co-primary)\s+(?:efficacy\s+)?(?:outcome|endpoint|end point)", re.I)
 ABBREVIATION = re.compile(r"\(([A-Z][A-Za-z0-9\-]{1,9})\)")
+# An abbreviation with a footnote mark or a plural "s" glued to it: "BMIh", "MCSl", "RBCs".
+FOOTNOTED = re.compile(r"^[A-Z]{2,}[a-z]$")
+NON_PREFIX = re.compile(r"\b(non)-(?=[a-z])", re.IGNORECASE)
+# Words an abbreviation's letters skip ("postoperative nausea and vomiting" is PONV).
+LINKING = {"and", "of", "the", "in", "for", "to", "with", "on", "at", "or"}
+
+
+# A reference list's heading line, or a table's or figure's caption (tables often follow the references).
+SECTION_MARK = re.compile(
+    r"^[ \t]*(?:(?P<references>references|bibliography|literature cited|reference list)[ \t]*$"
+    r"|(?:table|fig\.?|figure)[ \t]+[0-9ivx]+\b)",
+    re.IGNORECASE | re.MULTILINE,
+)
+REFERENCE_FLAG = "the quote is in the reference list, not in the paper's text or tables"
 
 
 @dataclass(frozen=True)
@@ -259,9 +276,15 @@ def placed_flags(
         places = places_of(parsed, number.page, number.start, number.end, number.value)
         if not places:
             continue
-        verdicts = [check_place(place, claim, vocabulary) for place in places]
+        verdicts = [
+            [REFERENCE_FLAG] if place.kind != TABLE and vocabulary.in_references(number.page, number.start) else []
+            for place in places
+        ]
+        verdicts = [
+            found or check_place(place, claim, vocabulary) for found, place in zip(verdicts, places, strict=True)
+        ]
         if number.kind == "events":
-            sums = [percent_flag(place.printed, number.value, number.total) for place in places]
+            sums = [percent_flag(place.printed, number.value, number.total, _says_percent(place)) for place in places]
             verdicts = [[*found, summed] if summed else found for found, summed in zip(verdicts, sums, strict=True)]
         if number.kind in COUNTS:
             verdicts = [
@@ -339,13 +362,28 @@ class Vocabulary:
                 found.setdefault(match.group(1).lower(), set()).update(stems(match.group(2)))
         return found
 
+    @cached_property
+    def marks(self) -> list[tuple[int, int, bool]]:
+        """(page, offset, is the reference list) of each "References" heading and each table or
+        figure caption, in reading order: the latest before a number says where it is."""
+        found = []
+        for page, text in enumerate(self.parsed.pages_text, start=1):
+            for match in SECTION_MARK.finditer(text):
+                found.append((page, match.start(), bool(match.group("references"))))
+        return found
+
+    def in_references(self, page: int, offset: int) -> bool:
+        """Is ``offset`` of ``page`` in the reference list (after its heading, before any later caption)?"""
+        before = [mark for mark in self.marks if (mark[0], mark[1]) <= (page, offset)]
+        return bool(before) and before[-1][2]
+
     def stems_of(self, text: str, generic: set[str] = GENERIC) -> set[str]:
         """The identifying stems of ``text``, with every abbreviation it uses spelled out and every
         long form it spells out abbreviated."""
         found = stems(text, generic)
-        tokens = {token.lower() for token in WORD.findall(text)}
+        words = {token.lower() for token in tokens(text)}
         for short, long_stems in self.expansions.items():
-            if short in tokens:
+            if short in words:
                 found |= long_stems
             elif long_stems and long_stems <= found:
                 found.add(short)
@@ -374,10 +412,17 @@ def _long_form(letters: list[str], words: list[str]) -> list[str]:
     return []
 
 
+def tokens(text: str) -> list[str]:
+    """The words of ``text``, an abbreviation's footnote mark or plural dropped ("BMIh" in a table
+    whose note h gives the unit, "RBCs")."""
+    joined = NON_PREFIX.sub(r"\1", text)  # "Non-smokers" is the word "nonsmokers", not a negation
+    return [token[:-1] if FOOTNOTED.match(token) else token for token in WORD.findall(joined)]
+
+
 def stems(text: str, generic: set[str] = GENERIC) -> set[str]:
     """Identifying words on their first five letters (codes such as "H2" or "CD4" kept whole)."""
     found = set()
-    for token in WORD.findall(text):
+    for token in tokens(text):
         lower = token.lower()
         code = token.isupper() and len(token) == 2 and lower not in STATISTIC_CODES  # "GT", "GG" genotypes
         if lower in generic or (len(lower) < 3 and not code and not any(c.isdigit() for c in lower)):
@@ -409,25 +454,69 @@ def check_place(place: Place, claim: Claim, vocabulary: Vocabulary) -> list[str]
     timepoint = _time_flag(place, claim)
     if timepoint:
         flags.append(timepoint)
+    spread = _spread_flag(place, claim)
+    if spread:
+        flags.append(spread)
+    size = _part_as_size_flag(place, claim)
+    if size:
+        flags.append(size)
     return flags
 
 
-def _names(text: str, target: set[str], vocabulary: Vocabulary) -> bool:
+def _names(text: str, target: set[str], vocabulary: Vocabulary, outcome: str = "") -> bool:
     """Does ``text`` share an identifying word with ``target``? An abbreviation in ``text`` counts
     when at least half of its long form's words are in ``target`` ("Total PONV" names
-    "postoperative nausea and vomiting", not "postoperative pain")."""
+    "postoperative nausea and vomiting", not "postoperative pain"), or when its letters are the
+    initials of ``outcome``'s words ("TNF-α" names "tumor necrosis factor alpha" in a paper that
+    never spells it out)."""
     if target & stems(text):
+        return True
+    if outcome and any(_initials_of(token, outcome) for token in tokens(text)):
         return True
     for role in ROLE.finditer(text):  # "the primary outcome occurred in 11 of 68": what the paper defined it as
         if target & vocabulary.defined_outcomes.get(role.group(1).lower(), set()):
             return True
-    tokens = {token.lower() for token in WORD.findall(text)}
+    words = {token.lower() for token in tokens(text)}
     for short, long_stems in vocabulary.expansions.items():
-        if short in tokens and long_stems and 2 * len(long_stems & target) >= len(long_stems):
+        if short in words and long_stems and 2 * len(long_stems & target) >= len(long_stems):
             return True
         if short in target and long_stems and long_stems <= stems(text):
             return True
     return False
+
+
+def _initials_of(token: str, text: str) -> bool:
+    """Are the capitals of ``token`` (an abbreviation: "TNF", "ABC-J", "DPP") the initials of a run
+    of two or more of ``text``'s words, in order? Each word of the run gives its first letter and
+    may give later ones of its own ("DiPeptidyl Peptidase"); linking words ("and", "of") may be
+    skipped."""
+    letters = [c.lower() for c in token.split("-")[0] if c.isupper()]
+    if len(letters) < 2 or token.lower() in STATISTIC_CODES or "".join(letters) in STATISTIC_CODES:
+        return False
+    words = [word.lower() for word in re.findall(r"[A-Za-z]+", text)]
+
+    def spells(letter: int, word: int, used: int) -> bool:
+        if letter == len(letters):
+            return used >= 2
+        if word == len(words):
+            return False
+        current = words[word]
+        if current[0] != letters[letter]:
+            return current in LINKING and used > 0 and spells(letter, word + 1, used)
+        # This word gives its initial and then ``extra`` more letters from inside it, in order.
+        position, taken = 1, letter + 1
+        if spells(taken, word + 1, used + 1):
+            return True
+        while taken < len(letters):
+            position = current.find(letters[taken], position) + 1
+            if position == 0:
+                return False
+            taken += 1
+            if spells(taken, word + 1, used + 1):
+                return True
+        return False
+
+    return any(spells(0, start, 0) for start in range(len(words)) if words[start][0] == letters[0])
 
 
 def _outcome_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
@@ -444,16 +533,19 @@ def _outcome_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | N
         if specific:
             # A row of its own: its label, the heading it sits under, or (outcomes as columns)
             # its column must name the outcome; a caption naming it does not make a row about it.
-            if any(_names(text, wanted, vocabulary) for text in (label, *place.headings[:1], " ".join(place.columns))):
+            if any(
+                _names(text, wanted, vocabulary, claim.outcome)
+                for text in (label, *place.headings[:1], " ".join(place.columns))
+            ):
                 return None
             return f"the quoted row is '{label}', not the outcome '{claim.outcome}'"
         # A row labelled by a statistic, a time or an arm: the outcome is named above it.
         context = " ".join([label, *place.headings, *place.columns, place.caption])
-        if _names(context, wanted, vocabulary):
+        if _names(context, wanted, vocabulary, claim.outcome):
             return None
         shown = label or (place.headings[0] if place.headings else "no label")
         return f"the quoted row ('{shown}') does not name the outcome '{claim.outcome}'"
-    if _names(place.sentence, wanted, vocabulary) or _names(place.before, wanted, vocabulary):
+    if _names(place.sentence, wanted, vocabulary, claim.outcome) or _names(place.before, wanted, vocabulary):
         return None
     return f"the quoted sentence does not name the outcome '{claim.outcome}'"
 
@@ -474,7 +566,7 @@ def _arm_stems(claim: Claim, vocabulary: Vocabulary) -> dict[str, set[str]]:
     return {arm: words - shared for arm, words in every.items()}
 
 
-NEGATED = re.compile(r"\b(?:no|non|not|without)[\s-]+(?:an?\s+|the\s+)?[\w-]+", re.IGNORECASE)
+NEGATED = re.compile(r"\b(?:no|non|not|without)\s+(?:an?\s+|the\s+)?[\w-]+", re.IGNORECASE)
 ARM_WORD = re.compile(r"\b(?:placebo|control|controls|intervention|sham|usual|standard)\b", re.IGNORECASE)
 
 
@@ -502,23 +594,70 @@ def _mentions(text: str, claim: Claim, vocabulary: Vocabulary) -> list[tuple[int
 
 
 def _arm_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
+    if len(claim.arms) < 2:
+        return None
     stems_of_arm = _arm_stems(claim, vocabulary).get(claim.arm)
-    if len(claim.arms) < 2 or not stems_of_arm:
-        return None  # one arm, or an arm whose name is a time point or shares every word
     if place.kind == TABLE:
         # The header line nearest the number that names an arm decides (a spanning "Smokers" above
         # "Placebo | Palmvitee" decides only where the line below names no arm of its own).
-        for where, text in [*(("column", line) for line in reversed(place.columns)), ("row", place.row_label)]:
+        headers = [
+            *(("column", line) for line in reversed(place.columns)),
+            ("row", place.row_label),
+            # A line alone over its rows speaks of an arm when it says so ("Smokers (placebo, n = 28)",
+            # "Control group"); others are outcomes' labels ("IES-2 total").
+            *(("group", line) for line in _arm_groups(place)[:1]),
+        ]
+        for where, text in headers:
+            undeclared = _undeclared_arm(text, claim)
+            if undeclared:
+                return f"the quoted {where} is '{text}': a {undeclared} arm, which is not among the declared arms"
             named = _named_arms(text, claim, vocabulary)
-            if claim.arm in named:
-                return None
+            if claim.arm in named or (named and not stems_of_arm):
+                return None  # the claimed arm, or (claimed: a time point such as baseline) a declared group
             if named:
                 return f"the quoted {where} is '{text}', not the arm '{claim.arm}'"
         return None
-    given_for = _arm_in_sentence(place, claim, vocabulary)
+    given_for = _arm_in_sentence(place, claim, vocabulary) if stems_of_arm else None
     if given_for and given_for != claim.arm:
         return f"the quoted sentence gives this number for '{given_for}', not for '{claim.arm}'"
+    if given_for is None and not _named_arms(place.clause, claim, vocabulary):
+        undeclared = _undeclared_arm(place.sentence[place.clause_start : place.offset], claim)
+        if undeclared:
+            return f"the quoted sentence gives this number for a {undeclared} arm, which is not among the declared arms"
     return None
+
+
+GROUP_WORDS = 6  # a group's line is a name and its size, not a sentence
+ARM_GROUP = re.compile(r"\b(?:n\s*=|groups?\b|arms?\b)", re.IGNORECASE)
+# Words naming a comparison arm every trial may have ("placebo", "usual care").
+CONTROL_ARM = re.compile(r"\b(placebo|controls?|sham|usual care|standard care|no treatment)\b", re.IGNORECASE)
+
+
+def _arm_groups(place: Place) -> list[str]:
+    """The group lines above a table row that speak of an arm, nearest first (the nearest is the row's)."""
+    return [
+        line
+        for line in place.groups
+        if len(line.split()) <= GROUP_WORDS and (ARM_GROUP.search(line) or CONTROL_ARM.search(line))
+    ]
+
+
+def _undeclared_arm(text: str, claim: Claim) -> str | None:
+    """A comparison arm ``text`` names ("Placebo, n = 28") when no declared arm could be it: no
+    declared arm is a comparison arm by its words ("Control", "Placbeo", "without quinine")."""
+    found = CONTROL_ARM.search(text)
+    if found is None or any(_comparison_arm(arm) for arm in claim.arms):
+        return None
+    return found.group(1).lower()
+
+
+def _comparison_arm(arm: str) -> bool:
+    """Is ``arm`` named as a comparison arm: a control word (allowing a typo), or a negation
+    ("no text message", "without quinine")?"""
+    if NEGATED.search(arm) or CONTROL_ARM.search(arm):
+        return True
+    control_words = ("placebo", "control", "sham", "usual", "standard")
+    return any(fuzz.ratio(word.lower(), known) >= 80 for word in WORD.findall(arm) for known in control_words)
 
 
 def _arm_in_sentence(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
@@ -563,6 +702,76 @@ def _bracket_around(text: str, at: int) -> tuple[int, int] | None:
     if outer >= 0 and text.find("]", at) > 0 and text.rfind("]", 0, at) < outer:
         return outer + 1, text.find("]", at)
     return depth_open + 1, closing
+
+
+STANDARD_ERROR = re.compile(r"\b(?:SEM?|S\.E\.(?:M\.)?|standard errors?)(?![A-Za-z])", re.IGNORECASE)
+STANDARD_DEVIATION = re.compile(r"\b(?:SD|S\.D\.|standard deviations?)(?![A-Za-z])", re.IGNORECASE)
+
+
+def _spread_flag(place: Place, claim: Claim) -> str | None:
+    """An SD quoted where the paper says the spread is a standard error ("Mean (SE)", "data are
+    expressed as mean (standard error)"). The nearest text that names a spread decides: the
+    column headers and row label, then the caption, then the table's legend; in running text the
+    number's clause, then its sentence."""
+    if claim.kind != "sd":
+        return None
+    if place.kind == TABLE:
+        nearest = [" ".join([*place.columns, place.row_label, *place.headings[:1]]), place.caption, place.legend]
+    else:
+        nearest = [place.clause, place.sentence]
+    for text in nearest:
+        error, deviation = STANDARD_ERROR.search(text), STANDARD_DEVIATION.search(text)
+        if error and not deviation:
+            return (
+                f"the place gives a standard error, not a standard deviation ('{error.group()}' in '{_shown(text)}'):"
+                " an SD is the SE times the square root of the arm's n"
+            )
+        if deviation:
+            return None
+    return None
+
+
+# A count printed with its share ("705 (61.9)" in a row of "n (%)"): a part of a group.
+DENOMINATOR = re.compile(r"(?:/|\bof)\s*$")
+COUNT_WITH_SHARE = re.compile(r"^[-−–]?\d+\s*[(\[]\s*(\d+(?:\.\d+)?)\s*(%?)\s*[)\]]")
+
+
+def _part_as_size_flag(place: Place, claim: Claim) -> str | None:
+    """A group's size (total, n) quoted where the paper prints it as a count with its percentage:
+    that is how many of a group had something, not how many the group holds (a group is 100% of
+    itself)."""
+    if claim.kind not in ("total", "n") or place.kind != TABLE or DENOMINATOR.search(place.printed_after):
+        return None  # "83/94 (88.3)": 94 is the group the count is of
+    match = COUNT_WITH_SHARE.match(place.printed.strip())
+    if match is None:
+        return None
+    if _shares_a_word(place.row_label, claim.arm):
+        return None  # "Male (%) 231 (70.9%)" for the arm "control - males": the subgroup's size
+    share = Decimal(match.group(1))
+    says_percent = match.group(2) or _says_percent(place)
+    if not says_percent or share >= 100:
+        return None
+    return (
+        f"the quote prints {match.group().strip()} in the row '{place.row_label}': a count with its percentage"
+        f" ({share}%), a part of a group, not the group's size"
+    )
+
+
+def _shares_a_word(text: str, other: str) -> bool:
+    """Do two texts share a word (one a form of the other: "Male" and "males")?"""
+    ours = {token.lower() for token in tokens(text) if len(token) >= 4}
+    theirs = {token.lower() for token in tokens(other) if len(token) >= 4}
+    return any(a.startswith(b) or b.startswith(a) for a in ours for b in theirs)
+
+
+def _says_percent(place: Place) -> bool:
+    """Does the number's row or column say its bracket is a percentage ("n (%)")?"""
+    return place.kind == TABLE and "%" in " ".join([place.row_label, *place.headings[:1], *place.columns])
+
+
+def _shown(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 80 else flat[:77] + "..."
 
 
 def _time_flag(place: Place, claim: Claim) -> str | None:

@@ -32,6 +32,12 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])|\n\s*\n")
 # caption (running text wraps at the column's width).
 SHORT_LINE = 40
 NOT_AN_END = re.compile(r"(?:\b(?:vs|e\.g|i\.e|al|Fig|Figs|Ref|No|approx|ca)\.)$", re.IGNORECASE)
+# A table's legend says how its values are given ("Data are expressed as mean (standard error)").
+LEGEND = re.compile(
+    r"\b(?:data|values|results|figures|numbers)\s+(?:are|were)\s+(?:expressed|shown|presented|given|reported|displayed)"
+    r"\s+as\b[^.]*",
+    re.IGNORECASE,
+)
 CLAUSE_BREAK = re.compile(
     r";|,\s+(?:but|whereas|while)\s|\s(?:and|versus|vs\.?|compared (?:with|to)|whereas|while)\s", re.I
 )
@@ -46,12 +52,15 @@ class Place:
     headings: tuple[str, ...] = ()  # label-only rows above it, nearest first ("Late time (2–24 h)")
     columns: tuple[str, ...] = ()  # the header lines above it in its column, top first ("Group H0", "(n = 50)")
     caption: str = ""  # the table's "Table N ..." line
+    legend: str = ""  # the page's "values are shown as ..." sentences (how the table's values are given)
     sentence: str = ""  # running text: the sentence holding the number
     clause: str = ""  # the part of the sentence between breaks ("versus", ";", ...)
     before: str = ""  # running text: the sentence before
     offset: int = 0  # running text: where the number starts in ``sentence``
     clause_start: int = 0  # where ``clause`` starts in ``sentence``
     printed: str = ""  # the number as printed with what follows it on its line ("23 (46 %)")
+    printed_after: str = ""  # what precedes the number on its line ("11/" of "11/49")
+    groups: tuple[str, ...] = ()  # table rows that span it alone, nearest first ("Smokers (placebo, n = 28)")
 
 
 @dataclass(frozen=True)
@@ -104,7 +113,12 @@ def places_of(parsed: ParsedDocument, page: int, start: int, end: int, value: ob
 def _place_at(parsed: ParsedDocument, page: int, text: str, at: int) -> Place:
     place = _context_at(parsed, page, text, at)
     line_end = text.find("\n", at)
-    return replace(place, printed=text[at : line_end if 0 <= line_end < at + 40 else at + 40])
+    line_start = text.rfind("\n", 0, at) + 1
+    return replace(
+        place,
+        printed=text[at : line_end if 0 <= line_end < at + 40 else at + 40],
+        printed_after=text[max(line_start, at - 20) : at],
+    )
 
 
 def _context_at(parsed: ParsedDocument, page: int, text: str, at: int) -> Place:
@@ -167,9 +181,18 @@ def _table_place(lines: list[_Line], cell: _Line, at: int) -> Place | None:
         TABLE,
         row_label=label,
         headings=headings,
+        groups=_groups(lines, cell, top),
         columns=columns,
         caption=" ".join(caption_line.text.split()) if caption_line is not None else "",
+        legend=_legend(lines),
     )
+
+
+def _legend(lines: list[_Line]) -> str:
+    """The page's sentences saying how values are given ("Results are shown as mean ± SD"), read
+    across line breaks."""
+    flat = " ".join(" ".join(line.text.split()) for line in lines)
+    return " ".join(match.group() for match in LEGEND.finditer(flat))
 
 
 def _leading_words(text: str) -> str:
@@ -222,6 +245,19 @@ def _headings(lines: list[_Line], cell: _Line, label_x: float, top: float) -> tu
         level = [other for other in lines if other is not line and other.level_with(line)]
         if any(numeric(other.text) and other.x0 > line.x1 and other.x0 < cell.x1 + 200 for other in level):
             continue  # a row with numbers of its own: an earlier row, not a heading
+        found.append(" ".join(line.text.split()))
+    return tuple(found)
+
+
+def _groups(lines: list[_Line], cell: _Line, top: float) -> tuple[str, ...]:
+    """Lines above the number alone on their row, across the table ("Non-smokers (palmvitee,
+    n = 29)" centred over its rows): the groups a table's rows are printed under, nearest first."""
+    found = []
+    for line in sorted((line for line in lines if line.y0 >= top and line.above(cell)), key=lambda line: -line.y0):
+        if numeric(line.text) or _prose(line) or not LETTER.search(line.text) or line.x0 > cell.x1:
+            continue
+        if any(other is not line and other.level_with(line) for other in lines):
+            continue
         found.append(" ".join(line.text.split()))
     return tuple(found)
 
