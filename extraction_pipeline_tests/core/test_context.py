@@ -58,18 +58,17 @@ def paper(tmp_path_factory: pytest.TempPathFactory) -> ParsedDocument:
     return ParsedDocument("ponv", result["pages_text"], layout=result["layout"])
 
 
-def _grounded(paper: ParsedDocument, entries: list[dict[str, Any]]) -> GroundedFields:
+def _grounded(
+    paper: ParsedDocument, entries: list[dict[str, Any]], arms: tuple[str, ...] = (DRUG, PLACEBO)
+) -> GroundedFields:
     answer = {
-        "arms": [
-            {"arm_name": {"value": arm, "quote": "randomized to haloperidol 2 mg or placebo"}}
-            for arm in (DRUG, PLACEBO)
-        ],
+        "arms": [{"arm_name": {"value": arm, "quote": "randomized to"}} for arm in arms],
         "outcomes": entries,
     }
     return ground_output(RCT_TEMPLATE, parse_answer(json.dumps(answer), RCT_TEMPLATE), paper)
 
 
-def _entry(outcome: str, arm: str, timepoint: str = "", **numbers: tuple[int, str]) -> dict[str, Any]:
+def _entry(outcome: str, arm: str, timepoint: str = "", **numbers: tuple[float, str]) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "outcome_name": {"value": outcome, "quote": "PONV outcomes"},
         "outcome_type": {"value": "dichotomous", "quote": "PONV outcomes"},
@@ -210,3 +209,126 @@ def test_a_count_printed_only_as_a_percentage_is_flagged(paper: ParsedDocument) 
         paper, [_entry("postoperative nausea and vomiting", PLACEBO, events=(34, "Total PONV 17 (34 %) 8 (16 %)"))]
     )
     assert "the quote prints 34 as a percentage (34%), not as a count" in fields["outcomes.1.events"].flags
+
+
+# A second paper: two active arms (no placebo declared), a table of means with standard errors
+# whose rows are printed under group lines (a third, placebo group among them), a table of
+# responders, and a reference list.
+ARM_A, ARM_B = "Drug A", "Drug B"
+SECOND_INTRO = "Patients were randomized to drug A or drug B; an open placebo group was observed alongside."
+MARKERS = [
+    [(60, "Table 3  Serum markers")],
+    [(60, "Data are expressed as mean (standard error).")],
+    [(60, "Marker"), (260, "Week 12")],
+    [(200, "Drug A group (n = 40)")],
+    [(70, "TNF-alpha"), (260, "12.1 (1.2)")],
+    [(70, "BMIh"), (260, "27.4 (0.6)")],
+    [(200, "Placebo group (n = 20)")],
+    [(70, "TNF-alpha"), (260, "15.3 (1.9)")],
+    [(70, "BMIh"), (260, "28.8 (0.9)")],
+    [(60, "Table 4  Response")],
+    [(260, "Drug A"), (360, "Drug B")],
+    [(70, "Responders, n (%)"), (260, "30 (75.0)"), (360, "20 (48.8)")],
+    [(70, "Remission"), (260, "12/40 (30.0)"), (360, "9/41 (22.0)")],
+]
+SECOND_SENTENCE = "Body weight fell to 81.2 ± 9.7 kg with drug A versus 84.0 ± 10.1 kg with drug B."
+ROW_A = "TNF-alpha 12.1 (1.2)"
+REFERENCES = ["References", "1. Smith J, Jones K. A trial of drug C. Lancet. 2019;33(4):45-52."]
+
+
+@pytest.fixture(scope="module")
+def second(tmp_path_factory: pytest.TempPathFactory) -> ParsedDocument:
+    import pymupdf
+
+    path: Path = tmp_path_factory.mktemp("context") / "markers.pdf"
+    with pymupdf.open() as doc:
+        page = doc.new_page(width=595, height=842)
+        page.insert_textbox(pymupdf.Rect(56, 56, 539, 100), SECOND_INTRO, fontsize=10, fontname="helv")
+        y = 130.0
+        for row in MARKERS:
+            for x, text in row:
+                page.insert_text((x, y), text, fontsize=9, fontname="helv")
+            y += 14
+        page.insert_textbox(pymupdf.Rect(56, y + 20, 539, y + 60), SECOND_SENTENCE, fontsize=10, fontname="helv")
+        y += 80
+        for line in REFERENCES:
+            page.insert_text((56, y), line, fontsize=9, fontname="helv")
+            y += 14
+        doc.save(path)
+    result = parse_pdf(path, EngineOptions(table_detection="off"))
+    return ParsedDocument("markers", result["pages_text"], layout=result["layout"])
+
+
+def _flags(second: ParsedDocument, entries: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    fields = _grounded(second, entries, arms=(ARM_A, ARM_B))
+    found = []
+    for index, entry in enumerate(entries, start=1):
+        for name in ("events", "total", "mean", "sd", "n"):
+            if name in entry:
+                path = f"outcomes.{index}.{name}"
+                assert str(fields[path].status) == "verified", (path, fields[path].reason)
+                found.append(fields[path].flags)
+    return found
+
+
+def test_an_sd_where_the_table_gives_standard_errors_is_flagged_and_one_printed_as_sd_is_not(
+    second: ParsedDocument,
+) -> None:
+    [mean, sd] = _flags(
+        second,
+        [_entry("tumor necrosis factor alpha", ARM_A, mean=(12.1, ROW_A), sd=(1.2, ROW_A))],
+    )
+    assert mean == ()
+    assert len(sd) == 1 and "standard error, not a standard deviation" in sd[0], sd
+    [mean, sd] = _flags(second, [_entry("body weight", ARM_A, mean=(81.2, "81.2 ± 9.7 kg"), sd=(9.7, "81.2 ± 9.7 kg"))])
+    assert mean == () and sd == ()
+
+
+def test_initials_and_footnote_marks_name_their_outcome(second: ParsedDocument) -> None:
+    """ "TNF-alpha" names tumor necrosis factor alpha (the paper never spells it out) and "BMIh" (note h)
+    names BMI; neither names another outcome."""
+    [tnf] = _flags(second, [_entry("tumor necrosis factor alpha", ARM_A, mean=(12.1, "TNF-alpha 12.1 (1.2)"))])
+    [bmi] = _flags(second, [_entry("BMI", ARM_A, mean=(27.4, "BMIh 27.4 (0.6)"))])
+    assert tnf == () and bmi == ()
+    [other] = _flags(second, [_entry("interleukin 6", ARM_A, mean=(12.1, "TNF-alpha 12.1 (1.2)"))])
+    assert other and "the quoted row is 'TNF-alpha'" in other[0], other
+
+
+def test_a_number_under_a_group_line_of_an_undeclared_arm_is_flagged(second: ParsedDocument) -> None:
+    """Rows printed under "Placebo group (n = 20)" belong to the placebo group, which the answer did
+    not declare: claimed for drug A, flagged; the same row under "Drug A group" passes."""
+    [placebo] = _flags(second, [_entry("tumor necrosis factor alpha", ARM_A, mean=(15.3, "TNF-alpha 15.3 (1.9)"))])
+    assert placebo and "'Placebo group (n = 20)': a placebo arm, which is not among the declared arms" in placebo[0]
+    [own] = _flags(second, [_entry("tumor necrosis factor alpha", ARM_A, mean=(12.1, "TNF-alpha 12.1 (1.2)"))])
+    assert own == ()
+    # Declared, the placebo group is no stranger: the group line names it.
+    fields = _grounded(
+        second,
+        [_entry("tumor necrosis factor alpha", "Placebo", mean=(15.3, "TNF-alpha 15.3 (1.9)"))],
+        arms=(ARM_A, "Placebo"),
+    )
+    assert fields["outcomes.1.mean"].flags == ()
+
+
+def test_a_count_with_its_percentage_is_no_group_size_and_a_bare_percentage_is_checked(
+    second: ParsedDocument,
+) -> None:
+    [size] = _flags(second, [_entry("response", ARM_A, total=(30, "Responders, n (%) 30 (75.0)"))])
+    assert size and "a count with its percentage (75.0%), a part of a group, not the group's size" in size[0]
+    [denominator] = _flags(second, [_entry("remission", ARM_A, total=(40, "Remission 12/40 (30.0)"))])
+    assert denominator == ()
+    # "30 (75.0)" under "n (%)": 30 of 40 is 75%, 30 of 41 is not.
+    [events, _total] = _flags(
+        second,
+        [_entry("response", ARM_A, events=(30, "Responders, n (%) 30 (75.0)"), total=(40, "Remission 12/40 (30.0)"))],
+    )
+    assert events == ()
+    [events, _total] = _flags(
+        second, [_entry("response", ARM_A, events=(30, "Responders, n (%) 30 (75.0)"), total=(41, "9/41 (22.0)"))]
+    )
+    assert any("but 30 of 41 is 73.2%" in flag for flag in events), events
+
+
+def test_a_number_quoted_from_the_reference_list_is_flagged(second: ParsedDocument) -> None:
+    [cited] = _flags(second, [_entry("response", ARM_A, events=(33, "Lancet. 2019;33(4):45-52."))])
+    assert cited == ("the quote is in the reference list, not in the paper's text or tables",)
