@@ -230,8 +230,18 @@ MARKERS = [
     [(260, "Drug A"), (360, "Drug B")],
     [(70, "Responders, n (%)"), (260, "30 (75.0)"), (360, "20 (48.8)")],
     [(70, "Remission"), (260, "12/40 (30.0)"), (360, "9/41 (22.0)")],
+    [(60, "Table 5  Adherence to treatment")],
+    [(260, "Drug A (N = 18)"), (360, "Drug B (N = 19)")],
+    [(70, "Adherent, n (%)"), (260, "15 (83.3)"), (360, "14 (73.7)")],
+    [(60, "Table 6  Transit time (h)")],
+    [(260, "Week 3")],
+    [(60, "Left colon"), (150, "Drug A"), (260, "10.2 ± 8.6")],
+    [(150, "Drug B"), (260, "12.1 ± 9.5")],
 ]
-SECOND_SENTENCE = "Body weight fell to 81.2 ± 9.7 kg with drug A versus 84.0 ± 10.1 kg with drug B."
+SECOND_SENTENCE = (
+    "Body weight fell to 81.2 ± 9.7 kg with drug A versus 84.0 ± 10.1 kg with drug B. "
+    "In all, 44 patients on drug A and 45 on drug B were interviewed."
+)
 ROW_A = "TNF-alpha 12.1 (1.2)"
 REFERENCES = ["References", "1. Smith J, Jones K. A trial of drug C. Lancet. 2019;33(4):45-52."]
 
@@ -332,3 +342,24 @@ def test_a_count_with_its_percentage_is_no_group_size_and_a_bare_percentage_is_c
 def test_a_number_quoted_from_the_reference_list_is_flagged(second: ParsedDocument) -> None:
     [cited] = _flags(second, [_entry("response", ARM_A, events=(33, "Lancet. 2019;33(4):45-52."))])
     assert cited == ("the quote is in the reference list, not in the paper's text or tables",)
+
+
+def test_an_arm_size_from_outside_the_outcomes_own_table_is_flagged_when_that_table_says_otherwise(
+    second: ParsedDocument,
+) -> None:
+    """Table 5 is about adherence and heads drug A's column "N = 18": the 44 interviewed is another
+    count; 18 from the header passes, and an outcome no table is about is not judged."""
+    [interviewed] = _flags(second, [_entry("adherence to treatment", ARM_A, n=(44, "44 patients on drug A"))])
+    assert interviewed and "gives this arm N = 18 ('Drug A'); the quote gives 44" in interviewed[0], interviewed
+    [header] = _flags(second, [_entry("adherence to treatment", ARM_A, n=(18, "Drug A (N = 18)"))])
+    assert header == ()
+    [elsewhere] = _flags(second, [_entry("body weight", ARM_A, n=(44, "44 patients on drug A"))])
+    assert elsewhere == ()
+
+
+def test_a_row_printed_under_a_label_in_the_column_to_its_left_is_named_by_it(second: ParsedDocument) -> None:
+    """ "Drug B" under "Left colon": the row is about the left colon, not about stool volume."""
+    [left] = _flags(second, [_entry("left colon transit time", ARM_B, mean=(12.1, "Drug B 12.1 ± 9.5"))])
+    assert left == ()
+    [other] = _flags(second, [_entry("stool volume", ARM_B, mean=(12.1, "Drug B 12.1 ± 9.5"))])
+    assert other == ("the quoted row ('Drug B') does not name the outcome 'stool volume'",), other

@@ -30,6 +30,7 @@ from rapidfuzz import fuzz
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.verification.arithmetic import percent_flag, percentage_only_flag
 from extraction_pipeline.core.verification.places import TABLE, Place, places_of
+from extraction_pipeline.core.verification.sizes import ROW_LABEL_CHARS, PrintedTable, printed_tables
 
 WORD = re.compile(r"[a-zα-ω][a-zα-ω0-9]*|\d+[a-z]+[a-z0-9]*", re.IGNORECASE)
 # Words that say how an outcome is measured or reported, not which outcome it is.
@@ -286,6 +287,8 @@ def placed_flags(
         if number.kind == "events":
             sums = [percent_flag(place.printed, number.value, number.total, _says_percent(place)) for place in places]
             verdicts = [[*found, summed] if summed else found for found, summed in zip(verdicts, sums, strict=True)]
+        if number.kind in ("n", "total") and (other := _own_table_size_flag(number, claim, places, vocabulary)):
+            verdicts = [[*found, other] for found in verdicts]
         if number.kind in COUNTS:
             verdicts = [
                 [*found, only] if (only := percentage_only_flag(place.printed, number.value)) else found
@@ -303,6 +306,70 @@ def placed_flags(
     for (_outcome, _timepoint, kind), by_arm in rows.items():
         _same_row(kind, by_arm, numbers, flags)
     return flags
+
+
+def _own_table_size_flag(number: PlacedNumber, claim: Claim, places: list[Place], vocabulary: Vocabulary) -> str | None:
+    """An arm size quoted from outside the outcome's own table, when that table's header gives
+    the arm another size ("Intervention* (N = 40)" over a table about the outcome; the quote's
+    453 counts the patients interviewed, the table's 40 the clusters analysed)."""
+    if any(DENOMINATOR.search(place.printed_after) for place in places):
+        return None  # "134/394": the count's own denominator, however many the table's header counts
+    sizes: list[tuple[PrintedTable, str, int]] = []
+    for table in vocabulary.tables:
+        if any(place.kind == TABLE and place.caption.startswith(table.caption) for place in places):
+            return None  # quoted from the outcome's table itself (a row's own "12/40")
+        if not _about(table, claim.outcome, vocabulary):
+            continue
+        sizes += [
+            (table, label, size) for label, size in table.sizes if _header_arm(label, claim, vocabulary) == claim.arm
+        ]
+    if not sizes or any(str(size) == str(number.value) for _, _, size in sizes):
+        return None
+    table, label, size = sizes[0]
+    return (
+        f"the table about this outcome ('{_shown(table.title)}') gives this arm N = {size} ('{label}'); "
+        f"the quote gives {number.value}"
+    )
+
+
+def _about(table: PrintedTable, outcome: str, vocabulary: Vocabulary) -> bool:
+    """Is ``table`` about ``outcome``: its title, or one of its rows' labels, holds every word that
+    identifies the outcome (on six letters: "completed" is "completion", not "complications")?"""
+    wanted = {
+        word.lower()[:6]
+        for word in tokens(outcome)
+        if (len(word) >= 4 or (word.isupper() and len(word) >= 2)) and word.lower() not in GENERIC
+    }
+    if not wanted or BASELINE_TABLE.search(table.title):
+        return False  # a table of baseline characteristics is no outcome's own table
+    for line in (table.title, *table.lines[2:]):
+        if len(line) <= ROW_LABEL_CHARS or line == table.title:
+            words = {word.lower()[:6] for word in tokens(line)}
+            if wanted <= words:
+                return True
+    return False
+
+
+BASELINE_TABLE = re.compile(r"\bbaseline\b|\bcharacteristics\b|\bdemographic", re.IGNORECASE)
+ACTIVE_ARM = re.compile(r"\b(?:intervention|experimental|treatment|active|treated)\b", re.IGNORECASE)
+
+
+def _header_arm(label: str, claim: Claim, vocabulary: Vocabulary) -> str | None:
+    """The declared arm a table header names: by its own words, or in a two-arm trial by "control"
+    (the one comparison arm) or "intervention" (the other)."""
+    named = _named_arms(label, claim, vocabulary)
+    if len(named) == 1:
+        return next(iter(named))
+    if named or len(claim.arms) != 2:
+        return None
+    comparison = [arm for arm in claim.arms if _comparison_arm(arm)]
+    if len(comparison) != 1:
+        return None
+    if CONTROL_ARM.search(label):
+        return comparison[0]
+    if ACTIVE_ARM.search(label):
+        return next(arm for arm in claim.arms if arm != comparison[0])
+    return None
 
 
 def _row_of(place: Place, claim: Claim, vocabulary: Vocabulary) -> tuple[str, str, str]:
@@ -371,6 +438,10 @@ class Vocabulary:
             for match in SECTION_MARK.finditer(text):
                 found.append((page, match.start(), bool(match.group("references"))))
         return found
+
+    @cached_property
+    def tables(self) -> list[PrintedTable]:
+        return printed_tables(self.parsed.pages_text)
 
     def in_references(self, page: int, offset: int) -> bool:
         """Is ``offset`` of ``page`` in the reference list (after its heading, before any later caption)?"""
@@ -559,11 +630,21 @@ def _names_an_arm(text: str, claim: Claim, vocabulary: Vocabulary) -> bool:
 
 def _arm_stems(claim: Claim, vocabulary: Vocabulary) -> dict[str, set[str]]:
     """Each declared arm's distinguishing stems: its words that not every arm shares."""
-    every = {
-        arm: vocabulary.stems_of(NEGATED.sub(" ", arm), ARM_GENERIC) for arm in claim.arms if not TIME_ARM.match(arm)
-    }
+    every = {arm: _arm_words(arm, vocabulary) for arm in claim.arms if not TIME_ARM.match(arm)}
     shared = set.intersection(*every.values()) if every else set()
     return {arm: words - shared for arm, words in every.items()}
+
+
+# An arm named by a letter or number after a word: "Drug A", "Group 2" (the letter alone is no word).
+LETTERED = re.compile(r"\b([A-Za-z]{2,})\s+([A-Z]|\d{1,2})\b(?![.,]\d)")
+
+
+def _arm_words(text: str, vocabulary: Vocabulary) -> set[str]:
+    """The words that can name an arm in ``text``: its stems (negations left out) and its lettered
+    names ("drug a")."""
+    return vocabulary.stems_of(NEGATED.sub(" ", text), ARM_GENERIC) | {
+        f"{match.group(1).lower()[:5]} {match.group(2).lower()}" for match in LETTERED.finditer(text)
+    }
 
 
 NEGATED = re.compile(r"\b(?:no|non|not|without)\s+(?:an?\s+|the\s+)?[\w-]+", re.IGNORECASE)
@@ -572,7 +653,7 @@ ARM_WORD = re.compile(r"\b(?:placebo|control|controls|intervention|sham|usual|st
 
 def _named_arms(text: str, claim: Claim, vocabulary: Vocabulary) -> set[str]:
     """The declared arms ``text`` names by a word of their own ("No intervention" names none)."""
-    found = vocabulary.stems_of(NEGATED.sub(" ", text), ARM_GENERIC)
+    found = _arm_words(text, vocabulary)
     return {arm for arm, words in _arm_stems(claim, vocabulary).items() if words and words & found}
 
 
@@ -590,7 +671,13 @@ def _mentions(text: str, claim: Claim, vocabulary: Vocabulary) -> list[tuple[int
             found.append((match.start(), next(iter(named))))
         elif named or ARM_WORD.fullmatch(match.group()) or (stems(match.group(), ARM_GENERIC) & words_of_arms):
             found.append((match.start(), None))
-    return found
+    # "drug A": the lettered name tells which arm its first word ("drug", of both arms) does not.
+    by_offset = dict(found)
+    for match in LETTERED.finditer(plain):
+        named = _named_arms(match.group(), claim, vocabulary)
+        if len(named) == 1:
+            by_offset[match.start()] = next(iter(named))
+    return sorted(by_offset.items())
 
 
 def _arm_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:

@@ -32,6 +32,8 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])|\n\s*\n")
 # caption (running text wraps at the column's width).
 SHORT_LINE = 40
 NOT_AN_END = re.compile(r"(?:\b(?:vs|e\.g|i\.e|al|Fig|Figs|Ref|No|approx|ca)\.)$", re.IGNORECASE)
+# A line starting this far left of a cell and alone on its row is a heading reaching over it.
+SPANNING = 20
 # A table's legend says how its values are given ("Data are expressed as mean (standard error)").
 LEGEND = re.compile(
     r"\b(?:data|values|results|figures|numbers)\s+(?:are|were)\s+(?:expressed|shown|presented|given|reported|displayed)"
@@ -95,10 +97,14 @@ def as_number(text: str) -> Decimal | None:
         return None
 
 
+# A label that is a name with digits in it: "IP-10", "IL-2", "CD4" (a cell of numbers starts with one).
+NAMED = re.compile(r"^\s*[A-Za-zα-ωΑ-Ω]{2}")
+
+
 def numeric(text: str) -> bool:
-    """A cell of numbers ("15 (30 %)", "0.04", "(n = 50)" is a header, not numeric)."""
+    """A cell of numbers ("15 (30 %)", "0.04"; "(n = 50)" is a header and "IL-2" a label, not numeric)."""
     letters = len(LETTER.findall(text))
-    return bool(NUMBER.search(text)) and letters <= 2 and "n =" not in text.replace(" ", " ")
+    return bool(NUMBER.search(text)) and letters <= 2 and "n =" not in text.replace(" ", " ") and not NAMED.match(text)
 
 
 def places_of(parsed: ParsedDocument, page: int, start: int, end: int, value: object) -> list[Place]:
@@ -177,15 +183,50 @@ def _table_place(lines: list[_Line], cell: _Line, at: int) -> Place | None:
     columns = _column_headers(lines, cell, top)
     label_x = min((line.x0 for line in left), default=cell.x0)
     headings = _headings(lines, cell, label_x, top)
+    stub = _row_group(lines, cell, left, top)
     return Place(
         TABLE,
         row_label=label,
-        headings=headings,
+        headings=(stub, *headings) if stub else headings,
         groups=_groups(lines, cell, top),
         columns=columns,
-        caption=" ".join(caption_line.text.split()) if caption_line is not None else "",
+        caption=_caption_text(lines, caption_line) if caption_line is not None else "",
         legend=_legend(lines),
     )
+
+
+def _caption_text(lines: list[_Line], caption: _Line) -> str:
+    """The caption with the lines it wraps onto (directly below, starting where it starts)."""
+    parts, last = [caption], caption
+    for line in sorted((line for line in lines if line.y0 > caption.y0), key=lambda line: line.y0):
+        if abs(line.x0 - caption.x0) <= 2 and 0 <= line.y0 - last.y1 <= 0.8 * last.height and not numeric(line.text):
+            parts.append(line)
+            last = line
+        elif line.y0 - last.y1 > 0.8 * last.height:
+            break
+    return " ".join(" ".join(part.text.split()) for part in parts)
+
+
+def _row_group(lines: list[_Line], cell: _Line, left: list[_Line], top: float) -> str:
+    """A two-level row header: the label in a column left of the row's own label that the row is
+    printed under ("Left colon" over the rows "RMD" and "Placebo")."""
+    labels = [line for line in left if not numeric(line.text)]
+    if not labels:
+        return ""
+    own = labels[0]
+    above = [
+        line
+        for line in lines
+        if line.y0 >= top
+        and line.x1 <= own.x0 + 1
+        and line.y0 <= cell.y0 + 1
+        and not numeric(line.text)
+        and not _prose(line)
+        and line is not own
+        # a row's label (numbers level with it), not a caption's wrapped line beside the table
+        and any(numeric(other.text) and other.level_with(line) and other.x0 > own.x0 for other in lines)
+    ]
+    return " ".join(max(above, key=lambda line: line.y0).text.split()) if above else ""
 
 
 def _legend(lines: list[_Line]) -> str:
@@ -226,6 +267,12 @@ def _column_headers(lines: list[_Line], cell: _Line, top: float) -> tuple[str, .
     for line in above:
         if _prose(line) or len(line.text.split()) > 6:
             break  # running text above the table
+        if (
+            not headers
+            and line.x0 < cell.x0 - SPANNING
+            and not any(o is not line and o.level_with(line) for o in lines)
+        ):
+            continue  # a heading row alone on its line ("4-month follow-up"), reaching into this column
         if headers and headers[-1].y0 - line.y1 > 4.5 * line.height:
             break  # a gap: the header ended above
         if numeric(line.text):
