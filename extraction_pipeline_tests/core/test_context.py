@@ -348,13 +348,19 @@ def test_an_arm_size_from_outside_the_outcomes_own_table_is_flagged_when_that_ta
     second: ParsedDocument,
 ) -> None:
     """Table 5 is about adherence and heads drug A's column "N = 18": the 44 interviewed is another
-    count; 18 from the header passes, and an outcome no table is about is not judged."""
+    count; 18 from the header passes. For an outcome no table is about, any table header's size
+    for the arm will do, and a size none prints is flagged."""
     [interviewed] = _flags(second, [_entry("adherence to treatment", ARM_A, n=(44, "44 patients on drug A"))])
     assert interviewed and "gives this arm N = 18 ('Drug A'); the quote gives 44" in interviewed[0], interviewed
     [header] = _flags(second, [_entry("adherence to treatment", ARM_A, n=(18, "Drug A (N = 18)"))])
     assert header == ()
+    # No table is about body weight: the tables' headers give drug A 40 (Table 3) and 18 (Table 5).
     [elsewhere] = _flags(second, [_entry("body weight", ARM_A, n=(44, "44 patients on drug A"))])
-    assert elsewhere == ()
+    assert elsewhere == (
+        "the paper's tables give this arm N = 40 ('Drug A group', Table 3 Serum markers); the quote gives 44",
+    )
+    [printed] = _flags(second, [_entry("body weight", ARM_A, n=(40, "Drug A group (n = 40)"))])
+    assert printed == ()
 
 
 def test_a_row_printed_under_a_label_in_the_column_to_its_left_is_named_by_it(second: ParsedDocument) -> None:

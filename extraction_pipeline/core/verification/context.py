@@ -316,20 +316,47 @@ def _own_table_size_flag(number: PlacedNumber, claim: Claim, places: list[Place]
         return None  # "134/394": the count's own denominator, however many the table's header counts
     sizes: list[tuple[PrintedTable, str, int]] = []
     for table in vocabulary.tables:
-        if any(place.kind == TABLE and place.caption.startswith(table.caption) for place in places):
-            return None  # quoted from the outcome's table itself (a row's own "12/40")
         if not _about(table, claim.outcome, vocabulary):
             continue
+        if any(place.kind == TABLE and place.caption.startswith(table.caption) for place in places):
+            return None  # quoted from the outcome's table itself (a row's own "12/40")
         sizes += [
             (table, label, size) for label, size in table.sizes if _header_arm(label, claim, vocabulary) == claim.arm
         ]
-    if not sizes or any(str(size) == str(number.value) for _, _, size in sizes):
+    if sizes:
+        if any(str(size) == str(number.value) for _, _, size in sizes):
+            return None
+        table, label, size = sizes[0]
+        return (
+            f"the table about this outcome ('{_shown(table.title)}') gives this arm N = {size} ('{label}'); "
+            f"the quote gives {number.value}"
+        )
+    # No table about the outcome: every table's header sizes for the arm (a baseline table's
+    # "RMD (n = 33)"); a size none of them prints is a subgroup's or another outcome's.
+    every = [
+        (table, label, size)
+        for table in vocabulary.tables
+        for label, size in table.sizes
+        if _header_arm(label, claim, vocabulary) == claim.arm and _of_the_trials_arms(label, claim, vocabulary)
+    ]
+    if not every or any(str(size) == str(number.value) for _, _, size in every):
         return None
-    table, label, size = sizes[0]
+    table, label, size = every[0]
     return (
-        f"the table about this outcome ('{_shown(table.title)}') gives this arm N = {size} ('{label}'); "
+        f"the paper's tables give this arm N = {size} ('{label}', {_shown(table.caption)}); "
         f"the quote gives {number.value}"
     )
+
+
+def _of_the_trials_arms(label: str, claim: Claim, vocabulary: Vocabulary) -> bool:
+    """Does a header speak of the declared arms, not of a population they share a word with? Where
+    every arm's name holds a word ("palmvitee" of "palmvitee smokers" and "palmvitee nonsmokers"),
+    a header without it ("Smokers (n = 58)" of a baseline table) counts everyone who smokes."""
+    if CONTROL_ARM.search(label) or ACTIVE_ARM.search(label):
+        return True  # "Control", "Intervention": the trial's own arms
+    every = [_arm_words(arm, vocabulary) for arm in claim.arms if not TIME_ARM.match(arm)]
+    shared = set.intersection(*every) if every else set()
+    return not shared or bool(shared & _arm_words(label, vocabulary))
 
 
 def _about(table: PrintedTable, outcome: str, vocabulary: Vocabulary) -> bool:
@@ -357,6 +384,8 @@ ACTIVE_ARM = re.compile(r"\b(?:intervention|experimental|treatment|active|treate
 def _header_arm(label: str, claim: Claim, vocabulary: Vocabulary) -> str | None:
     """The declared arm a table header names: by its own words, or in a two-arm trial by "control"
     (the one comparison arm) or "intervention" (the other)."""
+    if _undeclared_arm(label, claim):
+        return None  # "Non-smokers (placebo, n = 27)": a group the answer did not declare
     named = _named_arms(label, claim, vocabulary)
     if len(named) == 1:
         return next(iter(named))
@@ -413,7 +442,8 @@ class Vocabulary:
             for match in ABBREVIATION.finditer(flat):
                 short = match.group(1)
                 letters = [c for c in short if c.isalpha()]
-                words = re.findall(r"[A-Za-z][A-Za-z\-]*", flat[max(0, match.start() - 120) : match.start()])
+                # "digestion-resistant maltodextrin (RMD)": a hyphen's parts are words of their own
+                words = re.findall(r"[A-Za-z]+", flat[max(0, match.start() - 120) : match.start()])
                 long_form = _long_form(letters, words)
                 if long_form:
                     found.setdefault(short.lower(), set()).update(stems(" ".join(long_form)))
@@ -635,6 +665,7 @@ def _arm_stems(claim: Claim, vocabulary: Vocabulary) -> dict[str, set[str]]:
     return {arm: words - shared for arm, words in every.items()}
 
 
+CONTROL_WORDS = {"control", "controls", "controlled"}
 # An arm named by a letter or number after a word: "Drug A", "Group 2" (the letter alone is no word).
 LETTERED = re.compile(r"\b([A-Za-z]{2,})\s+([A-Z]|\d{1,2})\b(?![.,]\d)")
 
@@ -642,9 +673,11 @@ LETTERED = re.compile(r"\b([A-Za-z]{2,})\s+([A-Z]|\d{1,2})\b(?![.,]\d)")
 def _arm_words(text: str, vocabulary: Vocabulary) -> set[str]:
     """The words that can name an arm in ``text``: its stems (negations left out) and its lettered
     names ("drug a")."""
-    return vocabulary.stems_of(NEGATED.sub(" ", text), ARM_GENERIC) | {
-        f"{match.group(1).lower()[:5]} {match.group(2).lower()}" for match in LETTERED.finditer(text)
-    }
+    plain = NEGATED.sub(" ", text)
+    found = vocabulary.stems_of(plain, ARM_GENERIC)
+    if "contr" in found and not {token.lower() for token in tokens(plain)} & CONTROL_WORDS:
+        found.discard("contr")  # "Controller medicine", "contraception": no control arm
+    return found | {f"{match.group(1).lower()[:5]} {match.group(2).lower()}" for match in LETTERED.finditer(text)}
 
 
 NEGATED = re.compile(r"\b(?:no|non|not|without)\s+(?:an?\s+|the\s+)?[\w-]+", re.IGNORECASE)
