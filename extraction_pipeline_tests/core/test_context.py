@@ -243,6 +243,22 @@ SECOND_SENTENCE = (
     "In all, 44 patients on drug A and 45 on drug B were interviewed."
 )
 ROW_A = "TNF-alpha 12.1 (1.2)"
+# Page 2: a table of levels and changes under an instrument's abbreviation, a cytokine named
+# "IL-6", a summary score defined in a footnote, and deaths in words.
+SCORES = [
+    [(60, "Table 7  Scores")],
+    [(200, "Mean (SD)"), (300, "Change (SD)")],
+    [(60, "SAIb")],
+    [(70, "Pre"), (200, "15.0 (2.2)"), (300, "-")],
+    [(70, "Post"), (200, "12.0 (2.0)"), (300, "-3.0 (1.5)")],
+    [(60, "IL-6"), (200, "3.1 (0.4)"), (300, "-0.2 (0.3)")],
+    [(60, "MCSc"), (200, "47.5 (6.1)"), (300, "1.4 (5.0)")],
+    [(60, "cMCS: Short Form Health Survey Mental Component Summary.")],
+]
+SCORES_TEXT = (
+    "Anxiety was measured using the State Anxiety Inventory (SAI). "
+    "Overall, 5 patients on drug A and 7 on drug B died during follow-up."
+)
 REFERENCES = ["References", "1. Smith J, Jones K. A trial of drug C. Lancet. 2019;33(4):45-52."]
 
 
@@ -264,6 +280,13 @@ def second(tmp_path_factory: pytest.TempPathFactory) -> ParsedDocument:
         for line in REFERENCES:
             page.insert_text((56, y), line, fontsize=9, fontname="helv")
             y += 14
+        page = doc.new_page(width=595, height=842)  # tables after the references, as journals print them
+        y = 60.0
+        for row in SCORES:
+            for x, text in row:
+                page.insert_text((x, y), text, fontsize=9, fontname="helv")
+            y += 14
+        page.insert_textbox(pymupdf.Rect(56, y + 20, 539, y + 90), SCORES_TEXT, fontsize=10, fontname="helv")
         doc.save(path)
     result = parse_pdf(path, EngineOptions(table_detection="off"))
     return ParsedDocument("markers", result["pages_text"], layout=result["layout"])
@@ -369,3 +392,36 @@ def test_a_row_printed_under_a_label_in_the_column_to_its_left_is_named_by_it(se
     assert left == ()
     [other] = _flags(second, [_entry("stool volume", ARM_B, mean=(12.1, "Drug B 12.1 ± 9.5"))])
     assert other == ("the quoted row ('Drug B') does not name the outcome 'stool volume'",), other
+
+
+def test_an_instruments_abbreviation_names_what_the_paper_measures_with_it(second: ParsedDocument) -> None:
+    """ "Anxiety was measured using the State Anxiety Inventory (SAI)": rows under "SAIb" are about
+    anxiety, not depression."""
+    [anxiety] = _flags(second, [_entry("anxiety", ARM_A, mean=(12.0, "Post 12.0 (2.0)"))])
+    assert anxiety == ()
+    [depression] = _flags(second, [_entry("depression", ARM_A, mean=(12.0, "Post 12.0 (2.0)"))])
+    assert depression == ("the quoted row ('Post') does not name the outcome 'depression'",)
+
+
+def test_a_footnotes_definition_a_numbered_name_and_a_synonym_name_their_outcome(second: ParsedDocument) -> None:
+    [mental] = _flags(second, [_entry("general mental health", ARM_A, mean=(47.5, "MCSc 47.5 (6.1)"))])
+    [cytokine] = _flags(second, [_entry("interleukin 6", ARM_A, mean=(3.1, "IL-6 3.1 (0.4)"))])
+    [deaths] = _flags(second, [_entry("mortality", ARM_A, events=(5, "5 patients on drug A and 7 on drug B died"))])
+    assert (mental, cytokine, deaths) == ((), (), ())
+    [other] = _flags(second, [_entry("interleukin 2", ARM_A, mean=(3.1, "IL-6 3.1 (0.4)"))])
+    assert other == ("the quoted row is 'IL-6', not the outcome 'interleukin 2'",)
+
+
+def test_a_change_quoted_where_the_row_also_prints_the_level_is_flagged(second: ParsedDocument) -> None:
+    """The "Post" row prints the mean (12.0) and its change (−3.0); "anxiety" does not say which,
+    so the change is flagged. The "-" of the row above is an empty cell, not the column's header."""
+    [mean, sd] = _flags(
+        second, [_entry("anxiety", ARM_A, mean=(-3.0, "Post 12.0 (2.0) -3.0 (1.5)"), sd=(1.5, "-3.0 (1.5)"))]
+    )
+    sentence = (
+        "the quoted column gives a change ('Change (SD)'); its row also prints the level ('Mean (SD)'),"
+        " and the outcome 'anxiety' does not say change"
+    )
+    assert mean == (sentence,) and sd == (sentence,)
+    [change] = _flags(second, [_entry("change in anxiety", ARM_A, mean=(-3.0, "Post 12.0 (2.0) -3.0 (1.5)"))])
+    assert change == ()

@@ -142,6 +142,25 @@ GENERIC = {
     "mg",
     "kg",
     "ml",
+    # how an instrument is built, not what it measures ("Physical Component Summary")
+    "component",
+    "summary",
+    "subscale",
+    "questionnaire",
+    "inventory",
+    "item",
+    "items",
+}
+# Words that name the same outcome as another word ("58 patients ... had died": mortality).
+SYNONYMS = {
+    "death": "morta",
+    "deaths": "morta",
+    "died": "morta",
+    "dead": "morta",
+    "fatal": "morta",
+    "emesis": "vomit",
+    "hospitalisation": "hospi",
+    "admissions": "admis",
 }
 # A row label that names only how a value is given or when, never which outcome.
 STATISTIC_LABEL = re.compile(
@@ -210,9 +229,17 @@ OUTCOME_DEFINITION = re.compile(
 )
 ROLE = re.compile(r"\b(primary|secondary|main|co-primary)\s+(?:efficacy\s+)?(?:outcome|endpoint|end point)", re.I)
 ABBREVIATION = re.compile(r"\(([A-Z][A-Za-z0-9\-]{1,9})\)")
+# "kPCS: Short Form ... Physical Component Summary." (a footnote mark may lead the abbreviation)
+COLON_DEFINITION = re.compile(r"(?:^|[\s.;])[a-z]?([A-Z][A-Z0-9\-]{1,9}):\s+([A-Z][^.;:]{4,120})")
+# "X (ie, Y) were measured using the ... (ABBR)": the instrument names what it measures.
+MEASURED_WITH = re.compile(
+    r"(?P<what>[A-Za-z][^.;:]{2,80}?)\s+(?:was|were|is|are)\s+(?:measured|assessed|evaluated|rated|quantified)"
+    r"\s+(?:using|with|by|on)\s+[^.;]{0,120}?\((?P<short>[A-Z][A-Za-z0-9\-]{1,9})\)"
+)
 # An abbreviation with a footnote mark or a plural "s" glued to it: "BMIh", "MCSl", "RBCs".
 FOOTNOTED = re.compile(r"^[A-Z]{2,}[a-z]$")
 NON_PREFIX = re.compile(r"\b(non)-(?=[a-z])", re.IGNORECASE)
+COMPOUND = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+")
 # Words an abbreviation's letters skip ("postoperative nausea and vomiting" is PONV).
 LINKING = {"and", "of", "the", "in", "for", "to", "with", "on", "at", "or"}
 
@@ -447,6 +474,23 @@ class Vocabulary:
                 long_form = _long_form(letters, words)
                 if long_form:
                     found.setdefault(short.lower(), set()).update(stems(" ".join(long_form)))
+            # A table's footnote: "kPCS: Short Form 12-item Health Survey Physical Component Summary."
+            for match in COLON_DEFINITION.finditer(flat):
+                short = match.group(1)
+                letters = [c for c in short if c.isalpha()]
+                long_form = _long_form(letters, re.findall(r"[A-Za-z]+", match.group(2)))
+                if long_form and short.lower() not in found:
+                    found[short.lower()] = stems(" ".join(long_form))
+        return found
+
+    @cached_property
+    def measures(self) -> dict[str, set[str]]:
+        """instrument abbreviation -> the stems of what the paper measures with it ("psychological
+        flexibility ... were measured using the ... Questionnaire-II (AAQ-II)")."""
+        found: dict[str, set[str]] = {}
+        for text in self.parsed.pages_text:
+            for match in MEASURED_WITH.finditer(" ".join(text.split())):
+                found.setdefault(match.group("short").lower(), set()).update(stems(match.group("what")))
         return found
 
     @cached_property
@@ -520,6 +564,14 @@ def tokens(text: str) -> list[str]:
     return [token[:-1] if FOOTNOTED.match(token) else token for token in WORD.findall(joined)]
 
 
+def _compounds(text: str) -> list[str]:
+    """Hyphenated names whole ("AAQ-II", "IL-2"), a footnote mark dropped from each part ("AAQ-IIj")."""
+    return [
+        "-".join(part[:-1] if FOOTNOTED.match(part) else part for part in match.group().split("-"))
+        for match in COMPOUND.finditer(text)
+    ]
+
+
 def stems(text: str, generic: set[str] = GENERIC) -> set[str]:
     """Identifying words on their first five letters (codes such as "H2" or "CD4" kept whole)."""
     found = set()
@@ -528,7 +580,7 @@ def stems(text: str, generic: set[str] = GENERIC) -> set[str]:
         code = token.isupper() and len(token) == 2 and lower not in STATISTIC_CODES  # "GT", "GG" genotypes
         if lower in generic or (len(lower) < 3 and not code and not any(c.isdigit() for c in lower)):
             continue
-        found.add(lower if any(c.isdigit() for c in lower) else lower[:5])
+        found.add(lower if any(c.isdigit() for c in lower) else SYNONYMS.get(lower, lower[:5]))
     return found
 
 
@@ -561,6 +613,9 @@ def check_place(place: Place, claim: Claim, vocabulary: Vocabulary) -> list[str]
     size = _part_as_size_flag(place, claim)
     if size:
         flags.append(size)
+    change = _change_flag(place, claim)
+    if change:
+        flags.append(change)
     return flags
 
 
@@ -572,12 +627,15 @@ def _names(text: str, target: set[str], vocabulary: Vocabulary, outcome: str = "
     never spells it out)."""
     if target & stems(text):
         return True
-    if outcome and any(_initials_of(token, outcome) for token in tokens(text)):
+    compounds = _compounds(text)
+    if outcome and any(_initials_of(token, outcome) for token in [*tokens(text), *compounds]):
         return True
     for role in ROLE.finditer(text):  # "the primary outcome occurred in 11 of 68": what the paper defined it as
         if target & vocabulary.defined_outcomes.get(role.group(1).lower(), set()):
             return True
-    words = {token.lower() for token in tokens(text)}
+    words = {token.lower() for token in [*tokens(text), *compounds]}
+    if any(vocabulary.measures.get(word, set()) & target for word in words):
+        return True  # the instrument the paper measures the outcome with ("AAQ-II")
     for short, long_stems in vocabulary.expansions.items():
         if short in words and long_stems and 2 * len(long_stems & target) >= len(long_stems):
             return True
@@ -596,9 +654,13 @@ def _initials_of(token: str, text: str) -> bool:
         return False
     words = [word.lower() for word in re.findall(r"[A-Za-z]+", text)]
 
+    # "IL-2" and "interleukin 2": the shared number makes one word enough.
+    number = re.search(r"\d+", token)
+    least = 1 if number and re.search(rf"(?<![\d.]){number.group()}(?![\d.])", text) else 2
+
     def spells(letter: int, word: int, used: int) -> bool:
         if letter == len(letters):
-            return used >= 2
+            return used >= least
         if word == len(words):
             return False
         current = words[word]
@@ -887,6 +949,34 @@ def _shares_a_word(text: str, other: str) -> bool:
 def _says_percent(place: Place) -> bool:
     """Does the number's row or column say its bracket is a percentage ("n (%)")?"""
     return place.kind == TABLE and "%" in " ".join([place.row_label, *place.headings[:1], *place.columns])
+
+
+CHANGE = re.compile(r"\bchanges?\b|Δ|\bdifferences?\b|\bdiff\b|\bimprovement|\breduction|\bincrease", re.IGNORECASE)
+LEVEL = re.compile(r"\bmeans?\b|\bmedian\b|\bpost", re.IGNORECASE)
+BASELINE_COLUMN = re.compile(r"\bbaseline\b|\bpre\b|^pre|\bbefore\b|\bscreening\b", re.IGNORECASE)
+
+
+def _change_flag(place: Place, claim: Claim) -> str | None:
+    """A mean or SD quoted from a column of changes ("Mean change (SD)") when its row also prints the
+    level after treatment ("Mean (SD)") and the outcome does not speak of change: two different
+    numbers, and the claim does not say which it wants. (A row of a baseline level and its change
+    prints only one result: no flag.)"""
+    if claim.kind not in ("mean", "sd") or place.kind != TABLE or CHANGE.search(claim.outcome):
+        return None
+    column = " ".join(place.columns)
+    if not CHANGE.search(column):
+        return None
+    levels = [
+        header
+        for header in place.beside
+        if LEVEL.search(header) and not CHANGE.search(header) and not BASELINE_COLUMN.search(header)
+    ]
+    if not levels:
+        return None
+    return (
+        f"the quoted column gives a change ('{column}'); its row also prints the level ('{levels[0]}'),"
+        f" and the outcome '{claim.outcome}' does not say change"
+    )
 
 
 def _shown(text: str) -> str:

@@ -32,6 +32,8 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])|\n\s*\n")
 # caption (running text wraps at the column's width).
 SHORT_LINE = 40
 NOT_AN_END = re.compile(r"(?:\b(?:vs|e\.g|i\.e|al|Fig|Figs|Ref|No|approx|ca)\.)$", re.IGNORECASE)
+# An empty cell's mark: "—", "-", "NA", "N/A", "NR", "n.s."
+PLACEHOLDER = re.compile(r"^\s*(?:[-–—]+|N/?A|NR|NE|n\.?s\.?|ND)\s*$", re.IGNORECASE)
 # A line starting this far left of a cell and alone on its row is a heading reaching over it.
 SPANNING = 20
 # A table's legend says how its values are given ("Data are expressed as mean (standard error)").
@@ -63,6 +65,7 @@ class Place:
     printed: str = ""  # the number as printed with what follows it on its line ("23 (46 %)")
     printed_after: str = ""  # what precedes the number on its line ("11/" of "11/49")
     groups: tuple[str, ...] = ()  # table rows that span it alone, nearest first ("Smokers (placebo, n = 28)")
+    beside: tuple[str, ...] = ()  # the column headers of the row's other cells ("Mean (SD)", "P value")
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,7 @@ def _table_place(lines: list[_Line], cell: _Line, at: int) -> Place | None:
         row_label=label,
         headings=(stub, *headings) if stub else headings,
         groups=_groups(lines, cell, top),
+        beside=tuple(" ".join(_column_headers(lines, other, top)) for other in others),
         columns=columns,
         caption=_caption_text(lines, caption_line) if caption_line is not None else "",
         legend=_legend(lines),
@@ -275,10 +279,10 @@ def _column_headers(lines: list[_Line], cell: _Line, top: float) -> tuple[str, .
             continue  # a heading row alone on its line ("4-month follow-up"), reaching into this column
         if headers and headers[-1].y0 - line.y1 > 4.5 * line.height:
             break  # a gap: the header ended above
-        if numeric(line.text):
+        if numeric(line.text) or PLACEHOLDER.match(line.text):
             if headers:
                 break  # the cells of another table above this one's header
-            continue  # a cell of an earlier row in the same column
+            continue  # a cell of an earlier row in the same column (or its "—", "NA")
         headers.append(line)
     return tuple(" ".join(line.text.split()) for line in reversed(headers))
 
