@@ -237,7 +237,7 @@ def _legend(lines: list[_Line]) -> str:
     """The page's sentences saying how values are given ("Results are shown as mean ± SD"), read
     across line breaks."""
     flat = " ".join(" ".join(line.text.split()) for line in lines)
-    return " ".join(match.group() for match in LEGEND.finditer(flat))
+    return " ".join(dict.fromkeys(match.group() for match in LEGEND.finditer(flat)))  # each sentence once
 
 
 def _leading_words(text: str) -> str:
