@@ -10,10 +10,14 @@ the corrected gold unless asked for the published one (``--published-gold``) and
 A correction never looks at a model's answer: it was made by reading the paper where a model's
 number and the gold disagreed, and it applies to every model alike. ``None`` means the paper
 prints no such value (a model number there counts as wrong).
+
+    .venv/bin/python -m benchmarks.gold_corrections [--json]   # every correction and its evidence
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -125,3 +129,31 @@ def corrected(row: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         fixed.update(values)
         used.append(correction.evidence)
     return fixed, used
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description="the corrections to the model-answer rows' gold, with the paper's words"
+    )
+    parser.add_argument("--json", action="store_true", help="print them as one JSON list")
+    args = parser.parse_args()
+    listed = [
+        {
+            "pmcid": correction.pmcid,
+            "rows": list(correction.rows),
+            "values": {key: (None if value is None else str(value)) for key, value in correction.values.items()}
+            or f"every mean and SD × {MG_PER_DL} (mg/dl as printed)",
+            "evidence": correction.evidence,
+        }
+        for correction in CORRECTIONS
+    ]
+    if args.json:
+        print(json.dumps(listed, indent=1, ensure_ascii=False))
+        return
+    for item in listed:
+        print(f"{item['pmcid']} rows {', '.join(map(str, item['rows']))}: {item['values']}\n    {item['evidence']}")
+    print(f"{len(listed)} corrections, {len({(i['pmcid'], r) for i in listed for r in i['rows']})} rows")
+
+
+if __name__ == "__main__":
+    main()
