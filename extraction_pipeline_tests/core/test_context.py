@@ -47,15 +47,24 @@ def paper(tmp_path_factory: pytest.TempPathFactory) -> ParsedDocument:
     with pymupdf.open() as doc:
         page = doc.new_page(width=595, height=842)
         page.insert_textbox(pymupdf.Rect(56, 56, 539, 120), INTRO, fontsize=10, fontname="helv")
-        y = 150.0
-        for row in TABLE_ROWS:
-            for x, text in row:
-                page.insert_text((x, y), text, fontsize=9, fontname="helv")
-            y += 14
+        y = _write_rows(page, TABLE_ROWS, 150.0)
         page.insert_textbox(pymupdf.Rect(56, y + 20, 539, y + 80), SENTENCE_TEXT, fontsize=10, fontname="helv")
         doc.save(path)
+    return _parsed(path)
+
+
+def _write_rows(page: Any, rows: list[list[tuple[int, str]]], y: float) -> float:
+    """Each row's cells at their x, a row every 14 points from ``y``; the y after the last row."""
+    for row in rows:
+        for x, text in row:
+            page.insert_text((x, y), text, fontsize=9, fontname="helv")
+        y += 14
+    return y
+
+
+def _parsed(path: Path) -> ParsedDocument:
     result = parse_pdf(path, EngineOptions(table_detection="off"))
-    return ParsedDocument("ponv", result["pages_text"], layout=result["layout"])
+    return ParsedDocument(path.stem, result["pages_text"], layout=result["layout"])
 
 
 def _grounded(
@@ -270,26 +279,14 @@ def second(tmp_path_factory: pytest.TempPathFactory) -> ParsedDocument:
     with pymupdf.open() as doc:
         page = doc.new_page(width=595, height=842)
         page.insert_textbox(pymupdf.Rect(56, 56, 539, 100), SECOND_INTRO, fontsize=10, fontname="helv")
-        y = 130.0
-        for row in MARKERS:
-            for x, text in row:
-                page.insert_text((x, y), text, fontsize=9, fontname="helv")
-            y += 14
+        y = _write_rows(page, MARKERS, 130.0)
         page.insert_textbox(pymupdf.Rect(56, y + 20, 539, y + 60), SECOND_SENTENCE, fontsize=10, fontname="helv")
-        y += 80
-        for line in REFERENCES:
-            page.insert_text((56, y), line, fontsize=9, fontname="helv")
-            y += 14
+        _write_rows(page, [[(56, line)] for line in REFERENCES], y + 80)
         page = doc.new_page(width=595, height=842)  # tables after the references, as journals print them
-        y = 60.0
-        for row in SCORES:
-            for x, text in row:
-                page.insert_text((x, y), text, fontsize=9, fontname="helv")
-            y += 14
+        y = _write_rows(page, SCORES, 60.0)
         page.insert_textbox(pymupdf.Rect(56, y + 20, 539, y + 90), SCORES_TEXT, fontsize=10, fontname="helv")
         doc.save(path)
-    result = parse_pdf(path, EngineOptions(table_detection="off"))
-    return ParsedDocument("markers", result["pages_text"], layout=result["layout"])
+    return _parsed(path)
 
 
 def _flags(second: ParsedDocument, entries: list[dict[str, Any]]) -> list[tuple[str, ...]]:

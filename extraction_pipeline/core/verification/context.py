@@ -597,26 +597,15 @@ def times(text: str) -> set[tuple[str, str]]:
 
 def check_place(place: Place, claim: Claim, vocabulary: Vocabulary) -> list[str]:
     """The flags for a number at ``place`` claimed as ``claim``: empty when the place agrees."""
-    flags = []
-    outcome = _outcome_flag(place, claim, vocabulary)
-    if outcome:
-        flags.append(outcome)
-    arm = _arm_flag(place, claim, vocabulary)
-    if arm:
-        flags.append(arm)
-    timepoint = _time_flag(place, claim)
-    if timepoint:
-        flags.append(timepoint)
-    spread = _spread_flag(place, claim)
-    if spread:
-        flags.append(spread)
-    size = _part_as_size_flag(place, claim)
-    if size:
-        flags.append(size)
-    change = _change_flag(place, claim)
-    if change:
-        flags.append(change)
-    return flags
+    found = (
+        _outcome_flag(place, claim, vocabulary),
+        _arm_flag(place, claim, vocabulary),
+        _time_flag(place, claim),
+        _spread_flag(place, claim),
+        _part_as_size_flag(place, claim),
+        _change_flag(place, claim),
+    )
+    return [flag for flag in found if flag]
 
 
 def _names(text: str, target: set[str], vocabulary: Vocabulary, outcome: str = "") -> bool:
