@@ -258,11 +258,14 @@ SCORES = [
     [(60, "Table 7  Scores")],
     [(200, "Mean (SD)"), (300, "Change (SD)")],
     [(60, "SAIb")],
-    [(70, "Pre"), (200, "15.0 (2.2)"), (300, "-")],
+    [(70, "Pre-treatment"), (200, "15.0 (2.2)"), (300, "-")],
     [(70, "Post"), (200, "12.0 (2.0)"), (300, "-3.0 (1.5)")],
     [(60, "IL-6"), (200, "3.1 (0.4)"), (300, "-0.2 (0.3)")],
     [(60, "MCSc"), (200, "47.5 (6.1)"), (300, "1.4 (5.0)")],
     [(60, "cMCS: Short Form Health Survey Mental Component Summary.")],
+    [(60, "Table 8  Baseline characteristics of the participants")],
+    [(200, "Drug A"), (300, "Drug B")],
+    [(60, "Body weight, kg"), (200, "82.5 (9.9)"), (300, "80.1 (10.4)")],
 ]
 SCORES_TEXT = (
     "Anxiety was measured using the State Anxiety Inventory (SAI). "
@@ -422,3 +425,22 @@ def test_a_change_quoted_where_the_row_also_prints_the_level_is_flagged(second: 
     assert mean == (sentence,) and sd == (sentence,)
     [change] = _flags(second, [_entry("change in anxiety", ARM_A, mean=(-3.0, "Post 12.0 (2.0) -3.0 (1.5)"))])
     assert change == ()
+
+
+def test_a_result_quoted_from_baseline_is_flagged_unless_the_claim_is_about_baseline(second: ParsedDocument) -> None:
+    """A table of baseline characteristics and a row of the time before treatment print no
+    results; a claim for the arm "baseline" (a before–after comparison) or about baseline may
+    quote them."""
+    [table] = _flags(second, [_entry("body weight", ARM_A, mean=(82.5, "Body weight, kg 82.5 (9.9)"))])
+    assert table == (
+        "the quoted table gives baseline characteristics ('Table 8 Baseline characteristics of the participants'),"
+        " not results",
+    )
+    [row] = _flags(second, [_entry("anxiety", ARM_A, mean=(15.0, "Pre-treatment 15.0 (2.2)"))])
+    assert row == ("the quoted number is printed for 'Pre-treatment', before treatment; the claim is a result",)
+    [about] = _flags(second, [_entry("baseline body weight", ARM_A, mean=(82.5, "Body weight, kg 82.5 (9.9)"))])
+    assert about == ()
+    fields = _grounded(
+        second, [_entry("anxiety", "baseline", mean=(15.0, "Pre-treatment 15.0 (2.2)"))], arms=(ARM_A, "baseline")
+    )
+    assert fields["outcomes.1.mean"].flags == ()

@@ -604,6 +604,7 @@ def check_place(place: Place, claim: Claim, vocabulary: Vocabulary) -> list[str]
         _spread_flag(place, claim),
         _part_as_size_flag(place, claim),
         _change_flag(place, claim),
+        _baseline_flag(place, claim),
     )
     return [flag for flag in found if flag]
 
@@ -966,6 +967,50 @@ def _change_flag(place: Place, claim: Claim) -> str | None:
         f"the quoted column gives a change ('{column}'); its row also prints the level ('{levels[0]}'),"
         f" and the outcome '{claim.outcome}' does not say change"
     )
+
+
+# "Table 1 Baseline characteristics of the participants": a table of who was randomized, not of results.
+BASELINE_CAPTION = re.compile(
+    r"\bbaseline (?:characteristics|data|demographics?|values|features|variables)\b"
+    r"|\b(?:patient|participant|demographic|clinical|sample|study population)s?'? characteristics\b"
+    r"|\bcharacteristics of (?:the )?(?:patients|participants|subjects|study|population|sample)",
+    re.IGNORECASE,
+)
+# A row, column or heading that is the time before treatment: "Baseline", "Pre-treatment", "Week 0".
+BASELINE_TIME = re.compile(
+    r"^\s*(?:baseline|pre-?(?:treatment|intervention|operative|test)|before(?: treatment)?|(?:week|day|month) 0)\b",
+    re.IGNORECASE,
+)
+
+
+def _baseline_flag(place: Place, claim: Claim) -> str | None:
+    """A result (a count, mean or SD) quoted from a table of baseline characteristics, or from the
+    row, column or group of the time before treatment, when the claim is not about baseline (its
+    arm is not a time point and neither its outcome nor its time point says baseline). Group sizes
+    are printed there for all outcomes and are not judged here."""
+    if claim.kind in ("n", "total") or place.kind != TABLE:
+        return None
+    if TIME_ARM.match(claim.arm) or re.search(r"\bbaseline\b|\bpre-?", f"{claim.outcome} {claim.timepoint}", re.I):
+        return None
+    if BASELINE_CAPTION.search(place.caption):
+        return f"the quoted table gives baseline characteristics ('{_shown(place.caption)}'), not results"
+    nearest = [*place.columns[-1:], place.row_label, *place.headings[:1], *_time_groups(place)[:1]]
+    for text in nearest:
+        if text and BASELINE_TIME.match(text):
+            return f"the quoted number is printed for '{text}', before treatment; the claim is a result"
+    return None
+
+
+TIME_ROW = re.compile(
+    r"\d+[- ]?(?:h|hrs?|hours?|days?|weeks?|wk|months?|years?)\b"
+    r"|follow-?up|\bpost|\bend of|\bafter\b|\bweek\b|\bmonth\b",
+    re.IGNORECASE,
+)
+
+
+def _time_groups(place: Place) -> list[str]:
+    """The group lines over a table's rows that are times ("Baseline", "4-month follow-up"), nearest first."""
+    return [line for line in place.groups if BASELINE_TIME.match(line) or TIME_ROW.search(line)]
 
 
 def _shown(text: str) -> str:
