@@ -74,8 +74,8 @@ from extraction_pipeline.core.pdf.engine import EngineOptions
 from extraction_pipeline.core.pdf.isolation import run_isolated
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
-from extraction_pipeline.core.verification.context import Vocabulary
 from extraction_pipeline.core.verification.grounding import EXACT, VERIFIED, Grounder, normalize, value_match
+from extraction_pipeline.core.verification.vocabulary import Vocabulary
 from extraction_pipeline_tests.support.pdf_samples import CORPUS  # the trial corpus (EXTRACTION_CORPUS)
 
 MODELS = ("gpt4", "gpt35", "mistral7B")

@@ -170,8 +170,8 @@ class _Reader:
     def __init__(self, pmcid: str, arms: tuple[str, ...]) -> None:
         from extraction_pipeline.core.pdf.engine import EngineOptions, parse_pdf
         from extraction_pipeline.core.pdf.model import ParsedDocument
-        from extraction_pipeline.core.verification.context import Vocabulary
         from extraction_pipeline.core.verification.grounding import Grounder
+        from extraction_pipeline.core.verification.vocabulary import Vocabulary
 
         # Without tables: the oracle quotes lines of the page text, which grounding finds there
         # before any table's text, so these are the places a batch reads (and 10 s sooner).
@@ -184,7 +184,8 @@ class _Reader:
     def fits(
         self, value: int | float, kind: str, outcome: str, arm: str, total: float | None = None
     ) -> Callable[[str], bool]:
-        from extraction_pipeline.core.verification.context import PlacedNumber, placed_flags
+        from extraction_pipeline.core.verification.claimed import PlacedNumber
+        from extraction_pipeline.core.verification.context import placed_flags
         from extraction_pipeline.core.verification.grounding import EXACT, VERIFIED, normalize, value_match
 
         def accepted(quote: str) -> bool:

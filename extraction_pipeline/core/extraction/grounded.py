@@ -18,7 +18,8 @@ from extraction_pipeline.core.pdf.parsing import ParsedDocument
 from extraction_pipeline.core.templates.definition import FieldType, TemplateDefinition
 from extraction_pipeline.core.templates.schema import ExtractedValue, extracted_values
 from extraction_pipeline.core.verification.checks import check_values
-from extraction_pipeline.core.verification.context import PLACED_KINDS, PlacedNumber, placed_flags
+from extraction_pipeline.core.verification.claimed import PLACED_KINDS, PlacedNumber
+from extraction_pipeline.core.verification.context import placed_flags
 from extraction_pipeline.core.verification.grounding import (
     INSIDE_A_WORD,
     NOT_REPORTED,

@@ -1,0 +1,179 @@
+"""Which arm a text names: by the declared arms' own words, their letter ("Drug A"), or a word every
+trial uses ("placebo", "intervention"); and which arms are comparison arms.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rapidfuzz import fuzz
+
+from extraction_pipeline.core.verification.claimed import Claim
+from extraction_pipeline.core.verification.places import Place
+from extraction_pipeline.core.verification.vocabulary import WORD, Vocabulary, stems, tokens
+
+# Words that name no particular arm ("the placebo group", "patients in the intervention arm").
+ARM_GENERIC = {
+    "group",
+    "groups",
+    "arm",
+    "arms",
+    "patients",
+    "patient",
+    "participants",
+    "subjects",
+    "the",
+    "and",
+    "with",
+    "for",
+    "who",
+    "received",
+    "receive",
+    "receiving",
+    "treated",
+    "treatment",
+    "day",
+    "dose",
+    "daily",
+}
+
+
+# Arm names that are time points, not arms ("baseline" as the comparator of a before-after row).
+TIME_ARM = re.compile(r"^\s*(?:baseline|pre-?treatment|pre-?intervention|before(?: treatment)?|week 0|day 0)\s*$", re.I)
+
+
+NEGATED = re.compile(r"\b(?:no|non|not|without)\s+(?:an?\s+|the\s+)?[\w-]+", re.IGNORECASE)
+
+
+ARM_WORD = re.compile(r"\b(?:placebo|control|controls|intervention|sham|usual|standard)\b", re.IGNORECASE)
+
+
+CONTROL_WORDS = {"control", "controls", "controlled"}
+
+
+# Words naming a comparison arm every trial may have ("placebo", "usual care").
+CONTROL_ARM = re.compile(r"\b(placebo|controls?|sham|usual care|standard care|no treatment)\b", re.IGNORECASE)
+
+
+ACTIVE_ARM = re.compile(r"\b(?:intervention|experimental|treatment|active|treated)\b", re.IGNORECASE)
+
+
+# An arm named by a letter or number after a word: "Drug A", "Group 2" (the letter alone is no word).
+LETTERED = re.compile(r"\b([A-Za-z]{2,})\s+([A-Z]|\d{1,2})\b(?![.,]\d)")
+
+
+GROUP_WORDS = 6  # a group's line is a name and its size, not a sentence
+
+
+ARM_GROUP = re.compile(r"\b(?:n\s*=|groups?\b|arms?\b)", re.IGNORECASE)
+
+
+def arm_stems(claim: Claim, vocabulary: Vocabulary) -> dict[str, set[str]]:
+    """Each declared arm's distinguishing stems: its words that not every arm shares."""
+    every = {arm: arm_words(arm, vocabulary) for arm in claim.arms if not TIME_ARM.match(arm)}
+    shared = set.intersection(*every.values()) if every else set()
+    return {arm: words - shared for arm, words in every.items()}
+
+
+def arm_words(text: str, vocabulary: Vocabulary) -> set[str]:
+    """The words that can name an arm in ``text``: its stems (negations left out) and its lettered
+    names ("drug a")."""
+    plain = NEGATED.sub(" ", text)
+    found = vocabulary.stems_of(plain, ARM_GENERIC)
+    if "contr" in found and not {token.lower() for token in tokens(plain)} & CONTROL_WORDS:
+        found.discard("contr")  # "Controller medicine", "contraception": no control arm
+    return found | {f"{match.group(1).lower()[:5]} {match.group(2).lower()}" for match in LETTERED.finditer(text)}
+
+
+def named_arms(text: str, claim: Claim, vocabulary: Vocabulary) -> set[str]:
+    """The declared arms ``text`` names by a word of their own ("No intervention" names none)."""
+    found = arm_words(text, vocabulary)
+    return {arm for arm, words in arm_stems(claim, vocabulary).items() if words and words & found}
+
+
+def mentions(text: str, claim: Claim, vocabulary: Vocabulary) -> list[tuple[int, str | None]]:
+    """Where ``text`` speaks of an arm: (offset, the declared arm it names), in order; the arm is
+    None for a word of an arm that does not tell which ("Palmvitee" of two palmvitee arms,
+    "placebo" not declared)."""
+    every = {arm: vocabulary.stems_of(NEGATED.sub(" ", arm), ARM_GENERIC) for arm in claim.arms}
+    words_of_arms = set().union(*every.values()) if every else set()
+    found: list[tuple[int, str | None]] = []
+    plain = NEGATED.sub(lambda m: " " * len(m.group()), text)
+    for match in WORD.finditer(plain):
+        named = named_arms(match.group(), claim, vocabulary)
+        if len(named) == 1:
+            found.append((match.start(), next(iter(named))))
+        elif named or ARM_WORD.fullmatch(match.group()) or (stems(match.group(), ARM_GENERIC) & words_of_arms):
+            found.append((match.start(), None))
+    # "drug A": the lettered name tells which arm its first word ("drug", of both arms) does not.
+    by_offset = dict(found)
+    for match in LETTERED.finditer(plain):
+        named = named_arms(match.group(), claim, vocabulary)
+        if len(named) == 1:
+            by_offset[match.start()] = next(iter(named))
+    return sorted(by_offset.items())
+
+
+def names_an_arm(text: str, claim: Claim, vocabulary: Vocabulary) -> bool:
+    """Does ``text`` name a declared arm, or an arm in words every trial uses?"""
+    return bool(named_arms(text, claim, vocabulary)) or bool(
+        re.search(r"\b(?:placebo|control|controls|intervention|sham|usual care|standard care)\b", text, re.I)
+    )
+
+
+def arm_groups(place: Place) -> list[str]:
+    """The group lines above a table row that speak of an arm, nearest first (the nearest is the row's)."""
+    return [
+        line
+        for line in place.groups
+        if len(line.split()) <= GROUP_WORDS and (ARM_GROUP.search(line) or CONTROL_ARM.search(line))
+    ]
+
+
+def undeclared_arm(text: str, claim: Claim) -> str | None:
+    """A comparison arm ``text`` names ("Placebo, n = 28") when no declared arm could be it: no
+    declared arm is a comparison arm by its words ("Control", "Placbeo", "without quinine")."""
+    found = CONTROL_ARM.search(text)
+    if found is None or any(comparison_arm(arm) for arm in claim.arms):
+        return None
+    return found.group(1).lower()
+
+
+def comparison_arm(arm: str) -> bool:
+    """Is ``arm`` named as a comparison arm: a control word (allowing a typo), or a negation
+    ("no text message", "without quinine")?"""
+    if NEGATED.search(arm) or CONTROL_ARM.search(arm):
+        return True
+    control_words = ("placebo", "control", "sham", "usual", "standard")
+    return any(fuzz.ratio(word.lower(), known) >= 80 for word in WORD.findall(arm) for known in control_words)
+
+
+def header_arm(label: str, claim: Claim, vocabulary: Vocabulary) -> str | None:
+    """The declared arm a table header names: by its own words, or in a two-arm trial by "control"
+    (the one comparison arm) or "intervention" (the other)."""
+    if undeclared_arm(label, claim):
+        return None  # "Non-smokers (placebo, n = 27)": a group the answer did not declare
+    named = named_arms(label, claim, vocabulary)
+    if len(named) == 1:
+        return next(iter(named))
+    if named or len(claim.arms) != 2:
+        return None
+    comparison = [arm for arm in claim.arms if comparison_arm(arm)]
+    if len(comparison) != 1:
+        return None
+    if CONTROL_ARM.search(label):
+        return comparison[0]
+    if ACTIVE_ARM.search(label):
+        return next(arm for arm in claim.arms if arm != comparison[0])
+    return None
+
+
+def of_the_trials_arms(label: str, claim: Claim, vocabulary: Vocabulary) -> bool:
+    """Does a header speak of the declared arms, not of a population they share a word with? Where
+    every arm's name holds a word ("palmvitee" of "palmvitee smokers" and "palmvitee nonsmokers"),
+    a header without it ("Smokers (n = 58)" of a baseline table) counts everyone who smokes."""
+    if CONTROL_ARM.search(label) or ACTIVE_ARM.search(label):
+        return True  # "Control", "Intervention": the trial's own arms
+    every = [arm_words(arm, vocabulary) for arm in claim.arms if not TIME_ARM.match(arm)]
+    shared = set.intersection(*every) if every else set()
+    return not shared or bool(shared & arm_words(label, vocabulary))

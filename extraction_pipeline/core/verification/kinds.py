@@ -1,0 +1,227 @@
+"""What a quoted number is, beyond where it is: a standard error or an SD, a change or a level, a
+part of a group or its size, a baseline value or a result, and the arm size the outcome's own
+table prints. Each function returns a flag's sentence, or None when the place agrees with the claim.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+from extraction_pipeline.core.verification.arm_names import TIME_ARM, header_arm, of_the_trials_arms
+from extraction_pipeline.core.verification.claimed import Claim, PlacedNumber
+from extraction_pipeline.core.verification.places import TABLE, Place
+from extraction_pipeline.core.verification.sizes import ROW_LABEL_CHARS, PrintedTable
+from extraction_pipeline.core.verification.vocabulary import GENERIC, Vocabulary, tokens
+
+STANDARD_ERROR = re.compile(r"\b(?:SEM?|S\.E\.(?:M\.)?|standard errors?)(?![A-Za-z])", re.IGNORECASE)
+
+
+STANDARD_DEVIATION = re.compile(r"\b(?:SD|S\.D\.|standard deviations?)(?![A-Za-z])", re.IGNORECASE)
+
+
+def spread_flag(place: Place, claim: Claim) -> str | None:
+    """An SD quoted where the paper says the spread is a standard error ("Mean (SE)", "data are
+    expressed as mean (standard error)"). The nearest text that names a spread decides: the
+    column headers and row label, then the caption, then the table's legend; in running text the
+    number's clause, then its sentence."""
+    if claim.kind != "sd":
+        return None
+    if place.kind == TABLE:
+        nearest = [" ".join([*place.columns, place.row_label, *place.headings[:1]]), place.caption, place.legend]
+    else:
+        nearest = [place.clause, place.sentence]
+    for text in nearest:
+        error, deviation = STANDARD_ERROR.search(text), STANDARD_DEVIATION.search(text)
+        if error and not deviation:
+            return (
+                f"the place gives a standard error, not a standard deviation ('{error.group()}' in '{shown(text)}'):"
+                " an SD is the SE times the square root of the arm's n"
+            )
+        if deviation:
+            return None
+    return None
+
+
+CHANGE = re.compile(r"\bchanges?\b|Δ|\bdifferences?\b|\bdiff\b|\bimprovement|\breduction|\bincrease", re.IGNORECASE)
+
+
+LEVEL = re.compile(r"\bmeans?\b|\bmedian\b|\bpost", re.IGNORECASE)
+
+
+BASELINE_COLUMN = re.compile(r"\bbaseline\b|\bpre\b|^pre|\bbefore\b|\bscreening\b", re.IGNORECASE)
+
+
+def change_flag(place: Place, claim: Claim) -> str | None:
+    """A mean or SD quoted from a column of changes ("Mean change (SD)") when its row also prints the
+    level after treatment ("Mean (SD)") and the outcome does not speak of change: two different
+    numbers, and the claim does not say which it wants. (A row of a baseline level and its change
+    prints only one result: no flag.)"""
+    if claim.kind not in ("mean", "sd") or place.kind != TABLE or CHANGE.search(claim.outcome):
+        return None
+    column = " ".join(place.columns)
+    if not CHANGE.search(column):
+        return None
+    levels = [
+        header
+        for header in place.beside
+        if LEVEL.search(header) and not CHANGE.search(header) and not BASELINE_COLUMN.search(header)
+    ]
+    if not levels:
+        return None
+    return (
+        f"the quoted column gives a change ('{column}'); its row also prints the level ('{levels[0]}'),"
+        f" and the outcome '{claim.outcome}' does not say change"
+    )
+
+
+# "Table 1 Baseline characteristics of the participants": a table of who was randomized, not of results.
+BASELINE_CAPTION = re.compile(
+    r"\bbaseline (?:characteristics|data|demographics?|values|features|variables)\b"
+    r"|\b(?:patient|participant|demographic|clinical|sample|study population)s?'? characteristics\b"
+    r"|\bcharacteristics of (?:the )?(?:patients|participants|subjects|study|population|sample)",
+    re.IGNORECASE,
+)
+
+
+# A row, column or heading that is the time before treatment: "Baseline", "Pre-treatment", "Week 0".
+BASELINE_TIME = re.compile(
+    r"^\s*(?:baseline|pre-?(?:treatment|intervention|operative|test)|before(?: treatment)?|(?:week|day|month) 0)\b",
+    re.IGNORECASE,
+)
+
+
+TIME_ROW = re.compile(
+    r"\d+[- ]?(?:h|hrs?|hours?|days?|weeks?|wk|months?|years?)\b"
+    r"|follow-?up|\bpost|\bend of|\bafter\b|\bweek\b|\bmonth\b",
+    re.IGNORECASE,
+)
+
+
+def baseline_flag(place: Place, claim: Claim) -> str | None:
+    """A result (a count, mean or SD) quoted from a table of baseline characteristics, or from the
+    row, column or group of the time before treatment, when the claim is not about baseline (its
+    arm is not a time point and neither its outcome nor its time point says baseline). Group sizes
+    are printed there for all outcomes and are not judged here."""
+    if claim.kind in ("n", "total") or place.kind != TABLE:
+        return None
+    if TIME_ARM.match(claim.arm) or re.search(r"\bbaseline\b|\bpre-?", f"{claim.outcome} {claim.timepoint}", re.I):
+        return None
+    if BASELINE_CAPTION.search(place.caption):
+        return f"the quoted table gives baseline characteristics ('{shown(place.caption)}'), not results"
+    nearest = [*place.columns[-1:], place.row_label, *place.headings[:1], *_time_groups(place)[:1]]
+    for text in nearest:
+        if text and BASELINE_TIME.match(text):
+            return f"the quoted number is printed for '{text}', before treatment; the claim is a result"
+    return None
+
+
+def _time_groups(place: Place) -> list[str]:
+    """The group lines over a table's rows that are times ("Baseline", "4-month follow-up"), nearest first."""
+    return [line for line in place.groups if BASELINE_TIME.match(line) or TIME_ROW.search(line)]
+
+
+# A count printed with its share ("705 (61.9)" in a row of "n (%)"): a part of a group.
+DENOMINATOR = re.compile(r"(?:/|\bof)\s*$")
+
+
+COUNT_WITH_SHARE = re.compile(r"^[-−–]?\d+\s*[(\[]\s*(\d+(?:\.\d+)?)\s*(%?)\s*[)\]]")
+
+
+def part_as_size_flag(place: Place, claim: Claim) -> str | None:
+    """A group's size (total, n) quoted where the paper prints it as a count with its percentage:
+    that is how many of a group had something, not how many the group holds (a group is 100% of
+    itself)."""
+    if claim.kind not in ("total", "n") or place.kind != TABLE or DENOMINATOR.search(place.printed_after):
+        return None  # "83/94 (88.3)": 94 is the group the count is of
+    match = COUNT_WITH_SHARE.match(place.printed.strip())
+    if match is None:
+        return None
+    if _shares_a_word(place.row_label, claim.arm):
+        return None  # "Male (%) 231 (70.9%)" for the arm "control - males": the subgroup's size
+    share = Decimal(match.group(1))
+    percent = match.group(2) or says_percent(place)
+    if not percent or share >= 100:
+        return None
+    return (
+        f"the quote prints {match.group().strip()} in the row '{place.row_label}': a count with its percentage"
+        f" ({share}%), a part of a group, not the group's size"
+    )
+
+
+def _shares_a_word(text: str, other: str) -> bool:
+    """Do two texts share a word (one a form of the other: "Male" and "males")?"""
+    ours = {token.lower() for token in tokens(text) if len(token) >= 4}
+    theirs = {token.lower() for token in tokens(other) if len(token) >= 4}
+    return any(a.startswith(b) or b.startswith(a) for a in ours for b in theirs)
+
+
+def says_percent(place: Place) -> bool:
+    """Does the number's row or column say its bracket is a percentage ("n (%)")?"""
+    return place.kind == TABLE and "%" in " ".join([place.row_label, *place.headings[:1], *place.columns])
+
+
+BASELINE_TABLE = re.compile(r"\bbaseline\b|\bcharacteristics\b|\bdemographic", re.IGNORECASE)
+
+
+def own_table_size_flag(number: PlacedNumber, claim: Claim, places: list[Place], vocabulary: Vocabulary) -> str | None:
+    """An arm size quoted from outside the outcome's own table, when that table's header gives
+    the arm another size ("Intervention* (N = 40)" over a table about the outcome; the quote's
+    453 counts the patients interviewed, the table's 40 the clusters analysed)."""
+    if any(DENOMINATOR.search(place.printed_after) for place in places):
+        return None  # "134/394": the count's own denominator, however many the table's header counts
+    sizes: list[tuple[PrintedTable, str, int]] = []
+    for table in vocabulary.tables:
+        if not _about(table, claim.outcome, vocabulary):
+            continue
+        if any(place.kind == TABLE and place.caption.startswith(table.caption) for place in places):
+            return None  # quoted from the outcome's table itself (a row's own "12/40")
+        sizes += [
+            (table, label, size) for label, size in table.sizes if header_arm(label, claim, vocabulary) == claim.arm
+        ]
+    if sizes:
+        if any(str(size) == str(number.value) for _, _, size in sizes):
+            return None
+        table, label, size = sizes[0]
+        return (
+            f"the table about this outcome ('{shown(table.title)}') gives this arm N = {size} ('{label}'); "
+            f"the quote gives {number.value}"
+        )
+    # No table about the outcome: every table's header sizes for the arm (a baseline table's
+    # "RMD (n = 33)"); a size none of them prints is a subgroup's or another outcome's.
+    every = [
+        (table, label, size)
+        for table in vocabulary.tables
+        for label, size in table.sizes
+        if header_arm(label, claim, vocabulary) == claim.arm and of_the_trials_arms(label, claim, vocabulary)
+    ]
+    if not every or any(str(size) == str(number.value) for _, _, size in every):
+        return None
+    table, label, size = every[0]
+    return (
+        f"the paper's tables give this arm N = {size} ('{label}', {shown(table.caption)}); "
+        f"the quote gives {number.value}"
+    )
+
+
+def _about(table: PrintedTable, outcome: str, vocabulary: Vocabulary) -> bool:
+    """Is ``table`` about ``outcome``: its title, or one of its rows' labels, holds every word that
+    identifies the outcome (on six letters: "completed" is "completion", not "complications")?"""
+    wanted = {
+        word.lower()[:6]
+        for word in tokens(outcome)
+        if (len(word) >= 4 or (word.isupper() and len(word) >= 2)) and word.lower() not in GENERIC
+    }
+    if not wanted or BASELINE_TABLE.search(table.title):
+        return False  # a table of baseline characteristics is no outcome's own table
+    for line in (table.title, *table.lines[2:]):
+        if len(line) <= ROW_LABEL_CHARS or line == table.title:
+            words = {word.lower()[:6] for word in tokens(line)}
+            if wanted <= words:
+                return True
+    return False
+
+
+def shown(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 80 else flat[:77] + "..."
