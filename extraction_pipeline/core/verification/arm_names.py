@@ -4,6 +4,7 @@ trial uses ("placebo", "intervention"); and which arms are comparison arms.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from rapidfuzz import fuzz
@@ -68,11 +69,17 @@ GROUP_WORDS = 6  # a group's line is a name and its size, not a sentence
 ARM_GROUP = re.compile(r"\b(?:n\s*=|groups?\b|arms?\b)", re.IGNORECASE)
 
 
-def arm_stems(claim: Claim, vocabulary: Vocabulary) -> dict[str, set[str]]:
+def arm_stems(claim: Claim, vocabulary: Vocabulary) -> dict[str, frozenset[str]]:
     """Each declared arm's distinguishing stems: its words that not every arm shares."""
-    every = {arm: arm_words(arm, vocabulary) for arm in claim.arms if not TIME_ARM.match(arm)}
+    return _distinguishing(claim.arms, vocabulary)
+
+
+@functools.lru_cache(maxsize=8)  # a few papers at once: each key holds its paper
+def _distinguishing(arms: tuple[str, ...], vocabulary: Vocabulary) -> dict[str, frozenset[str]]:
+    # Asked for every word of every place checked: computed once per paper and set of arms.
+    every = {arm: arm_words(arm, vocabulary) for arm in arms if not TIME_ARM.match(arm)}
     shared = set.intersection(*every.values()) if every else set()
-    return {arm: words - shared for arm, words in every.items()}
+    return {arm: frozenset(words - shared) for arm, words in every.items()}
 
 
 def arm_words(text: str, vocabulary: Vocabulary) -> set[str]:
