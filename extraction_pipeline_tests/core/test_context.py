@@ -266,6 +266,11 @@ SCORES = [
     [(60, "Table 8  Baseline characteristics of the participants")],
     [(200, "Drug A"), (300, "Drug B")],
     [(60, "Body weight, kg"), (200, "82.5 (9.9)"), (300, "80.1 (10.4)")],
+    [(60, "Table 9  Haemoglobin (g/dL)")],
+    [(60, "Weeks"), (200, "Drug A"), (300, "Drug B")],
+    [(60, "0"), (200, "11.0 ± 1.0"), (300, "11.2 ± 1.1")],
+    [(60, "12"), (200, "12.0 ± 1.2"), (300, "11.5 ± 1.0")],
+    [(60, "24"), (200, "12.8 ± 1.1"), (300, "11.6 ± 1.2")],
 ]
 SCORES_TEXT = (
     "Anxiety was measured using the State Anxiety Inventory (SAI). "
@@ -444,3 +449,17 @@ def test_a_result_quoted_from_baseline_is_flagged_unless_the_claim_is_about_base
         second, [_entry("anxiety", "baseline", mean=(15.0, "Pre-treatment 15.0 (2.2)"))], arms=(ARM_A, "baseline")
     )
     assert fields["outcomes.1.mean"].flags == ()
+
+
+def test_a_result_from_an_earlier_time_of_a_table_that_prints_a_later_one_is_flagged(second: ParsedDocument) -> None:
+    """Table 9's rows are weeks 0, 12 and 24: week 12 quoted for a claim that names no time point
+    is flagged; week 24, or week 12 claimed at week 12, is not."""
+    week_12, week_24 = "12.0 ± 1.2 11.5 ± 1.0", "12.8 ± 1.1 11.6 ± 1.2"
+    [early] = _flags(second, [_entry("haemoglobin", ARM_A, mean=(12.0, week_12))])
+    assert early == (
+        "the quoted number is printed for 'Weeks 12'; the table also prints 'Weeks 24',"
+        " and the claim names no time point",
+    )
+    [last] = _flags(second, [_entry("haemoglobin", ARM_A, mean=(12.8, week_24))])
+    [named] = _flags(second, [_entry("haemoglobin", ARM_A, "week 12", mean=(12.0, week_12))])
+    assert (last, named) == ((), ())

@@ -40,7 +40,10 @@ ARM_GENERIC = {
 
 
 # Arm names that are time points, not arms ("baseline" as the comparator of a before-after row).
-TIME_ARM = re.compile(r"^\s*(?:baseline|pre-?treatment|pre-?intervention|before(?: treatment)?|week 0|day 0)\s*$", re.I)
+# ... and "baseline (palmvitee smokers)": the same group before treatment.
+TIME_ARM = re.compile(
+    r"^\s*(?:baseline|pre-?treatment|pre-?intervention|before(?: treatment)?|week 0|day 0)\s*(?:\([^)]*\))?\s*$", re.I
+)
 
 
 NEGATED = re.compile(r"\b(?:no|non|not|without)\s+(?:an?\s+|the\s+)?[\w-]+", re.IGNORECASE)

@@ -37,6 +37,7 @@ from extraction_pipeline.core.verification.claimed import COUNTS, Claim, PlacedN
 from extraction_pipeline.core.verification.kinds import (
     baseline_flag,
     change_flag,
+    later_time_flag,
     own_table_size_flag,
     part_as_size_flag,
     says_percent,
@@ -152,6 +153,7 @@ def check_place(place: Place, claim: Claim, vocabulary: Vocabulary) -> list[str]
         part_as_size_flag(place, claim),
         change_flag(place, claim),
         baseline_flag(place, claim),
+        later_time_flag(place, claim),
     )
     return [flag for flag in found if flag]
 

@@ -12,7 +12,7 @@ from extraction_pipeline.core.verification.arm_names import TIME_ARM, header_arm
 from extraction_pipeline.core.verification.claimed import Claim, PlacedNumber
 from extraction_pipeline.core.verification.places import TABLE, Place
 from extraction_pipeline.core.verification.sizes import ROW_LABEL_CHARS, PrintedTable
-from extraction_pipeline.core.verification.vocabulary import GENERIC, Vocabulary, tokens
+from extraction_pipeline.core.verification.vocabulary import GENERIC, Vocabulary, times, tokens
 
 STANDARD_ERROR = re.compile(r"\b(?:SEM?|S\.E\.(?:M\.)?|standard errors?)(?![A-Za-z])", re.IGNORECASE)
 
@@ -225,3 +225,56 @@ def _about(table: PrintedTable, outcome: str, vocabulary: Vocabulary) -> bool:
 def shown(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= 80 else flat[:77] + "..."
+
+
+# "4-month follow-up", "Week 12", "Weeks 12", "24 h": a time as (value, unit); baseline is 0 of any unit.
+WHEN_AFTER = re.compile(r"(\d+(?:\.\d+)?)[- ]?(h|hrs?|hours?|d|days?|wk|weeks?|mo|months?|years?)\b", re.IGNORECASE)
+WHEN_BEFORE = re.compile(r"\b(hours?|days?|weeks?|months?|years?|visits?)\s*(\d+(?:\.\d+)?)\b", re.IGNORECASE)
+
+
+def _when(text: str) -> tuple[float, str] | None:
+    if BASELINE_TIME.match(text):
+        return 0.0, "*"
+    found = WHEN_BEFORE.search(text)
+    value, unit = (found.group(2), found.group(1)) if found else (None, None)
+    if found is None and (after := WHEN_AFTER.search(text)):
+        value, unit = after.group(1), after.group(2)
+    if value is None or unit is None:
+        return None
+    return (0.0, "*") if float(value) == 0 else (float(value), unit.lower()[0])
+
+
+def later_time_flag(place: Place, claim: Claim) -> str | None:
+    """A result quoted at one time point of a table that prints the same thing later ("Weeks 12"
+    where the column goes on to 24; the "1-month follow-up" group above the "4-month" one; the
+    "Week 2" column beside "Week 3"), when the claim names no time point: a review takes the
+    time point it wants, and the claim does not say which this is."""
+    if claim.kind in ("n", "total") or place.kind != TABLE or claim.timepoint or times(claim.outcome):
+        return None
+    if TIME_ARM.match(claim.arm):
+        return None  # the before–after comparison's "baseline" arm is at its own time
+    own_column = place.columns[-1] if place.columns else ""
+    if place.row_time:
+        own, printed = place.row_time, place.column_times
+    elif own_column and _when(own_column):
+        own, printed = own_column, (own_column, *place.beside)
+    elif groups := _time_groups(place):
+        own, printed = groups[0], tuple(groups)
+    else:
+        return None
+    at = _when(own)
+    if at is None:
+        return None
+    later = [text for text in printed if (when := _when(text)) and _after(when, at)]
+    if not later:
+        return None
+    return (
+        f"the quoted number is printed for '{own}'; the table also prints '{later[-1]}', and the claim"
+        " names no time point"
+    )
+
+
+def _after(when: tuple[float, str], at: tuple[float, str]) -> bool:
+    if at[1] == "*":
+        return when[1] != "*"
+    return when[1] == at[1] and when[0] > at[0]

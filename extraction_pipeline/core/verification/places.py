@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from extraction_pipeline.core.pdf.model import ParsedDocument
 
@@ -32,6 +33,8 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])|\n\s*\n")
 # caption (running text wraps at the column's width).
 SHORT_LINE = 40
 NOT_AN_END = re.compile(r"(?:\b(?:vs|e\.g|i\.e|al|Fig|Figs|Ref|No|approx|ca)\.)$", re.IGNORECASE)
+BARE_NUMBER = re.compile(r"^\s*\d{1,3}\s*$")
+TIME_HEADER = re.compile(r"^\s*(?:time(?: point)?|hours?|days?|weeks?|months?|years?|visits?)\b", re.IGNORECASE)
 # An empty cell's mark: "—", "-", "NA", "N/A", "NR", "n.s."
 PLACEHOLDER = re.compile(r"^\s*(?:[-–—]+|N/?A|NR|NE|n\.?s\.?|ND)\s*$", re.IGNORECASE)
 # A line starting this far left of a cell and alone on its row is a heading reaching over it.
@@ -66,6 +69,8 @@ class Place:
     printed_after: str = ""  # what precedes the number on its line ("11/" of "11/49")
     groups: tuple[str, ...] = ()  # table rows that span it alone, nearest first ("Smokers (placebo, n = 28)")
     beside: tuple[str, ...] = ()  # the column headers of the row's other cells ("Mean (SD)", "P value")
+    row_time: str = ""  # a row labelled by a bare number under a time header: "Weeks 12"
+    column_times: tuple[str, ...] = ()  # every time that header's column prints: ("Weeks 0", "Weeks 12", ...)
 
 
 @dataclass(frozen=True)
@@ -193,10 +198,29 @@ def _table_place(lines: list[_Line], cell: _Line, at: int) -> Place | None:
         headings=(stub, *headings) if stub else headings,
         groups=_groups(lines, cell, top),
         beside=tuple(" ".join(_column_headers(lines, other, top)) for other in others),
+        **_row_times(lines, others, top),
         columns=columns,
         caption=_caption_text(lines, caption_line) if caption_line is not None else "",
         legend=_legend(lines),
     )
+
+
+def _row_times(lines: list[_Line], others: list[_Line], top: float) -> dict[str, Any]:
+    """A row labelled by a bare number in a column headed by a time unit ("Weeks": 0, 12, 24):
+    its time, and every time that column prints."""
+    for other in others:
+        if not BARE_NUMBER.match(other.text):
+            continue
+        header = " ".join(_column_headers(lines, other, top))
+        if not TIME_HEADER.search(header):
+            continue
+        column = [line for line in lines if line.y0 >= top and line.spans_x_of(other) and BARE_NUMBER.match(line.text)]
+        printed = sorted({int(line.text.strip()) for line in column})
+        return {
+            "row_time": f"{header} {other.text.strip()}",
+            "column_times": tuple(f"{header} {number}" for number in printed),
+        }
+    return {}
 
 
 def _caption_text(lines: list[_Line], caption: _Line) -> str:
