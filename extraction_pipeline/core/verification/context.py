@@ -58,7 +58,8 @@ from extraction_pipeline.core.verification.vocabulary import (
 STATISTIC_LABEL = re.compile(
     r"^[\s(]*(?:n|no|mean|median|sd|se|iqr|range|%|n\s*\(%\)|yes|no|total|all|overall|"
     r"baseline|end(?:point)?|final|change|difference|follow[- ]?up|(?:pre|post)[- ]?\w*|"
-    r"(?:day|week|wk|month|year|visit|hour|h|min)s?\s*[-–]?\s*\d*(?:\s*[-–]\s*\d+)?|\d+\s*(?:h|hr|hours?|days?|weeks?|months?|years?))"
+    r"(?:day|week|wk|month|year|visit|hour|h|min)s?\s*[-–]?\s*\d*(?:\s*[-–]\s*\d+)?"
+    r"|\d+[\s-]*(?:h|hr|hours?|days?|weeks?|months?|years?)(?:\s+follow[- ]?up)?)"  # "3-month follow-up"
     r"[\s)]*(?:[(,].*)?$",
     re.IGNORECASE,
 )
