@@ -124,8 +124,10 @@ def corrected(row: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                 "comparator_mean",
                 "comparator_standard_deviation",
             ):
-                if row.get(key) not in (None, ""):
-                    values[key] = Decimal(str(row[key])) * MG_PER_DL
+                try:
+                    values[key] = Decimal(str(row[key]).replace(",", "")) * MG_PER_DL
+                except (KeyError, ArithmeticError):
+                    continue  # no value (or no number) in the gold: nothing to convert
         fixed.update(values)
         used.append(correction.evidence)
     return fixed, used

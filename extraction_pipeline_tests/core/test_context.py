@@ -266,6 +266,7 @@ SCORES = [
     [(60, "Table 8  Baseline characteristics of the participants")],
     [(200, "Drug A"), (300, "Drug B")],
     [(60, "Body weight, kg"), (200, "82.5 (9.9)"), (300, "80.1 (10.4)")],
+    [(60, "Analysed, n (%)"), (200, "36 (90.0)"), (300, "37 (92.5)")],
     [(60, "Table 9  Haemoglobin (g/dL)")],
     [(60, "Weeks"), (200, "Drug A"), (300, "Drug B")],
     [(60, "0"), (200, "11.0 ± 1.0"), (300, "11.2 ± 1.1")],
@@ -274,7 +275,8 @@ SCORES = [
 ]
 SCORES_TEXT = (
     "Anxiety was measured using the State Anxiety Inventory (SAI). "
-    "Overall, 5 patients on drug A and 7 on drug B died during follow-up."
+    "Overall, 5 patients on drug A and 7 on drug B died during follow-up. "
+    "Good glycaemic control was reached by 33 patients in the first month."
 )
 REFERENCES = ["References", "1. Smith J, Jones K. A trial of drug C. Lancet. 2019;33(4):45-52."]
 
@@ -463,3 +465,11 @@ def test_a_result_from_an_earlier_time_of_a_table_that_prints_a_later_one_is_fla
     [last] = _flags(second, [_entry("haemoglobin", ARM_A, mean=(12.8, week_24))])
     [named] = _flags(second, [_entry("haemoglobin", ARM_A, "week 12", mean=(12.0, week_12))])
     assert (last, named) == ((), ())
+
+
+def test_an_outcome_named_control_and_an_analysed_group_raise_nothing(second: ParsedDocument) -> None:
+    """ "Glycaemic control" is an outcome, not a control arm; "Analysed, n (%) 36 (90.0)" is the
+    analysed group's size with its share of those randomized."""
+    [outcome] = _flags(second, [_entry("glycaemic control", ARM_A, events=(33, "control was reached by 33 patients"))])
+    [analysed] = _flags(second, [_entry("body weight", ARM_A, n=(36, "Analysed, n (%) 36 (90.0)"))])
+    assert (outcome, analysed) == ((), ())

@@ -40,7 +40,7 @@ ARM_GENERIC = {
 
 
 # Arm names that are time points, not arms ("baseline" as the comparator of a before-after row).
-# ... and "baseline (palmvitee smokers)": the same group before treatment.
+# ... and "baseline (active drug, smokers)": the same group before treatment.
 TIME_ARM = re.compile(
     r"^\s*(?:baseline|pre-?treatment|pre-?intervention|before(?: treatment)?|week 0|day 0)\s*(?:\([^)]*\))?\s*$", re.I
 )
@@ -57,6 +57,11 @@ CONTROL_WORDS = {"control", "controls", "controlled"}
 
 # Words naming a comparison arm every trial may have ("placebo", "usual care").
 CONTROL_ARM = re.compile(r"\b(placebo|controls?|sham|usual care|standard care|no treatment)\b", re.IGNORECASE)
+CONTROL_IN_TEXT = re.compile(
+    r"\b(placebo|sham|usual care|standard care|no treatment|controls"
+    r"|control(?= (?:group|arm|patients|participants|subjects|condition)))\b",
+    re.IGNORECASE,
+)
 
 
 ACTIVE_ARM = re.compile(r"\b(?:intervention|experimental|treatment|active|treated)\b", re.IGNORECASE)
@@ -103,7 +108,7 @@ def named_arms(text: str, claim: Claim, vocabulary: Vocabulary) -> set[str]:
 
 def mentions(text: str, claim: Claim, vocabulary: Vocabulary) -> list[tuple[int, str | None]]:
     """Where ``text`` speaks of an arm: (offset, the declared arm it names), in order; the arm is
-    None for a word of an arm that does not tell which ("Palmvitee" of two palmvitee arms,
+    None for a word of an arm that does not tell which ("Vitamin" of two vitamin arms,
     "placebo" not declared)."""
     every = {arm: vocabulary.stems_of(NEGATED.sub(" ", arm), ARM_GENERIC) for arm in claim.arms}
     words_of_arms = set().union(*every.values()) if every else set()
@@ -140,10 +145,12 @@ def arm_groups(place: Place) -> list[str]:
     ]
 
 
-def undeclared_arm(text: str, claim: Claim) -> str | None:
+def undeclared_arm(text: str, claim: Claim, sentence: bool = False) -> str | None:
     """A comparison arm ``text`` names ("Placebo, n = 28") when no declared arm could be it: no
-    declared arm is a comparison arm by its words ("Control", "Placbeo", "without quinine")."""
-    found = CONTROL_ARM.search(text)
+    declared arm is a comparison arm by its words ("Control", "Placbeo", "without the drug"). In
+    running text "control" alone is often an outcome ("glycaemic control", "pain control"): there
+    it counts only as "controls" or with a group word ("the control group")."""
+    found = (CONTROL_IN_TEXT if sentence else CONTROL_ARM).search(text)
     if found is None or any(comparison_arm(arm) for arm in claim.arms):
         return None
     return found.group(1).lower()
@@ -151,7 +158,7 @@ def undeclared_arm(text: str, claim: Claim) -> str | None:
 
 def comparison_arm(arm: str) -> bool:
     """Is ``arm`` named as a comparison arm: a control word (allowing a typo), or a negation
-    ("no text message", "without quinine")?"""
+    ("no reminder", "without the drug")?"""
     if NEGATED.search(arm) or CONTROL_ARM.search(arm):
         return True
     control_words = ("placebo", "control", "sham", "usual", "standard")
@@ -180,7 +187,7 @@ def header_arm(label: str, claim: Claim, vocabulary: Vocabulary) -> str | None:
 
 def of_the_trials_arms(label: str, claim: Claim, vocabulary: Vocabulary) -> bool:
     """Does a header speak of the declared arms, not of a population they share a word with? Where
-    every arm's name holds a word ("palmvitee" of "palmvitee smokers" and "palmvitee nonsmokers"),
+    every arm's name holds a word ("vitamin" of "vitamin E, smokers" and "vitamin E, nonsmokers"),
     a header without it ("Smokers (n = 58)" of a baseline table) counts everyone who smokes."""
     if CONTROL_ARM.search(label) or ACTIVE_ARM.search(label):
         return True  # "Control", "Intervention": the trial's own arms

@@ -56,8 +56,9 @@ from extraction_pipeline.core.verification.vocabulary import (
 
 # A row label that names only how a value is given or when, never which outcome.
 STATISTIC_LABEL = re.compile(
-    r"^[\s(]*(?:n|no|mean|median|sd|se|iqr|range|%|n\s*\(%\)|yes|no|total|all|overall|"
-    r"baseline|end(?:point)?|final|change|difference|follow[- ]?up|(?:pre|post)[- ]?\w*|"
+    r"^[\s(]*(?:n|no|mean|median|sd|se|iqr|range|%|n\s*\(%\)|yes|total|all|overall|"
+    r"baseline|end(?:point)?|final|change|difference|follow[- ]?up|"
+    r"(?:pre|post)(?:[- ]?(?:treatment|intervention|operative|op|test|trial|dose|randomi[sz]ation))?(?![a-z])|"
     r"(?:day|week|wk|month|year|visit|hour|h|min)s?\s*[-–]?\s*\d*(?:\s*[-–]\s*\d+)?"
     r"|\d+[\s-]*(?:h|hr|hours?|days?|weeks?|months?|years?)(?:\s+follow[- ]?up)?)"  # "3-month follow-up"
     r"[\s)]*(?:[(,].*)?$",
@@ -175,7 +176,7 @@ def _names(text: str, target: set[str], vocabulary: Vocabulary, outcome: str = "
             return True
     words = {token.lower() for token in [*tokens(text), *hyphenated]}
     if any(vocabulary.measures.get(word, set()) & target for word in words):
-        return True  # the instrument the paper measures the outcome with ("AAQ-II")
+        return True  # the instrument the paper measures the outcome with ("HADS")
     for short, long_stems in vocabulary.expansions.items():
         if short in words and long_stems and 2 * len(long_stems & target) >= len(long_stems):
             return True
@@ -221,7 +222,7 @@ def _arm_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
     stems_of_arm = arm_stems(claim, vocabulary).get(claim.arm)
     if place.kind == TABLE:
         # The header line nearest the number that names an arm decides (a spanning "Smokers" above
-        # "Placebo | Palmvitee" decides only where the line below names no arm of its own).
+        # "Placebo | Vitamin E" decides only where the line below names no arm of its own).
         headers = [
             *(("column", line) for line in reversed(place.columns)),
             ("row", place.row_label),
@@ -243,7 +244,7 @@ def _arm_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
     if given_for and given_for != claim.arm:
         return f"the quoted sentence gives this number for '{given_for}', not for '{claim.arm}'"
     if given_for is None and not named_arms(place.clause, claim, vocabulary):
-        undeclared = undeclared_arm(place.sentence[place.clause_start : place.offset], claim)
+        undeclared = undeclared_arm(place.sentence[place.clause_start : place.offset], claim, sentence=True)
         if undeclared:
             return f"the quoted sentence gives this number for a {undeclared} arm, which is not among the declared arms"
     return None
@@ -264,7 +265,7 @@ def _arm_in_sentence(place: Place, claim: Claim, vocabulary: Vocabulary) -> str 
                 if offset + len(group) >= at:
                     break
                 offset += len(group) + 1
-            # The arms named last before the bracket, in their order ("with ICU-AW ... those
+            # The arms named last before the bracket, in their order ("with the complication ... those
             # without (6.6 versus 23.4)": an earlier word of either arm does not count).
             order: list[str] = []
             for _, arm in reversed(mentions(sentence[:open_at], claim, vocabulary)):

@@ -11,7 +11,7 @@ from decimal import Decimal
 from extraction_pipeline.core.verification.arm_names import TIME_ARM, header_arm, of_the_trials_arms
 from extraction_pipeline.core.verification.claimed import Claim, PlacedNumber
 from extraction_pipeline.core.verification.places import TABLE, Place
-from extraction_pipeline.core.verification.sizes import ROW_LABEL_CHARS, PrintedTable
+from extraction_pipeline.core.verification.sizes import ROW_LABEL_CHARS, PrintedTable, table_number
 from extraction_pipeline.core.verification.vocabulary import GENERIC, Vocabulary, times, tokens
 
 STANDARD_ERROR = re.compile(r"\b(?:SEM?|S\.E\.(?:M\.)?|standard errors?)(?![A-Za-z])", re.IGNORECASE)
@@ -86,7 +86,9 @@ BASELINE_CAPTION = re.compile(
 
 # A row, column or heading that is the time before treatment: "Baseline", "Pre-treatment", "Week 0".
 BASELINE_TIME = re.compile(
-    r"^\s*(?:baseline|pre-?(?:treatment|intervention|operative|test)|before(?: treatment)?|(?:week|day|month) 0)\b",
+    r"^\s*(?:baseline|pre-?(?:treatment|intervention|operative|test)|before(?: treatment)?|(?:week|day|month) 0)\b"
+    # not "Baseline-adjusted", "Baseline to week 12", "Week 0–12": those speak of what came after
+    r"(?![\s-]*(?:adjusted|corrected|to\b|[-–—]\s*\d))",
     re.IGNORECASE,
 )
 
@@ -105,7 +107,7 @@ def baseline_flag(place: Place, claim: Claim) -> str | None:
     are printed there for all outcomes and are not judged here."""
     if claim.kind in ("n", "total") or place.kind != TABLE:
         return None
-    if TIME_ARM.match(claim.arm) or re.search(r"\bbaseline\b|\bpre-?", f"{claim.outcome} {claim.timepoint}", re.I):
+    if TIME_ARM.match(claim.arm) or _about_baseline(claim):
         return None
     if BASELINE_CAPTION.search(place.caption):
         return f"the quoted table gives baseline characteristics ('{shown(place.caption)}'), not results"
@@ -122,6 +124,7 @@ def _time_groups(place: Place) -> list[str]:
 
 
 # A count printed with its share ("705 (61.9)" in a row of "n (%)"): a part of a group.
+ANALYSED = re.compile(r"\b(?:analy[sz]ed|completed|included|followed|evaluable|assessed)\b", re.IGNORECASE)
 DENOMINATOR = re.compile(r"(?:/|\bof)\s*$")
 
 
@@ -132,11 +135,13 @@ def part_as_size_flag(place: Place, claim: Claim) -> str | None:
     """A group's size (total, n) quoted where the paper prints it as a count with its percentage:
     that is how many of a group had something, not how many the group holds (a group is 100% of
     itself)."""
-    if claim.kind not in ("total", "n") or place.kind != TABLE or DENOMINATOR.search(place.printed_after):
+    if claim.kind not in ("total", "n") or place.kind != TABLE or DENOMINATOR.search(place.printed_before):
         return None  # "83/94 (88.3)": 94 is the group the count is of
     match = COUNT_WITH_SHARE.match(place.printed.strip())
     if match is None:
         return None
+    if ANALYSED.search(place.row_label):
+        return None  # "Analysed, n (%) 45 (90.0)": the analysed group's size, with its share of the randomized
     if _shares_a_word(place.row_label, claim.arm):
         return None  # "Male (%) 231 (70.9%)" for the arm "control - males": the subgroup's size
     share = Decimal(match.group(1))
@@ -167,20 +172,25 @@ BASELINE_TABLE = re.compile(r"\bbaseline\b|\bcharacteristics\b|\bdemographic", r
 def own_table_size_flag(number: PlacedNumber, claim: Claim, places: list[Place], vocabulary: Vocabulary) -> str | None:
     """An arm size quoted from outside the outcome's own table, when that table's header gives
     the arm another size ("Intervention* (N = 40)" over a table about the outcome; the quote's
-    453 counts the patients interviewed, the table's 40 the clusters analysed)."""
-    if any(DENOMINATOR.search(place.printed_after) for place in places):
+    900 counts the patients interviewed, the table's 40 the clinics analysed)."""
+    if any(DENOMINATOR.search(place.printed_before) for place in places):
         return None  # "134/394": the count's own denominator, however many the table's header counts
     sizes: list[tuple[PrintedTable, str, int]] = []
     for table in vocabulary.tables:
         if not _about(table, claim.outcome, vocabulary):
             continue
-        if any(place.kind == TABLE and place.caption.startswith(table.caption) for place in places):
+        if any(
+            place.kind == TABLE
+            and number.page == table.page
+            and table_number(place.caption) == table_number(table.caption)
+            for place in places
+        ):
             return None  # quoted from the outcome's table itself (a row's own "12/40")
         sizes += [
             (table, label, size) for label, size in table.sizes if header_arm(label, claim, vocabulary) == claim.arm
         ]
     if sizes:
-        if any(str(size) == str(number.value) for _, _, size in sizes):
+        if any(_number(number.value) == size for _, _, size in sizes):
             return None
         table, label, size = sizes[0]
         return (
@@ -188,20 +198,30 @@ def own_table_size_flag(number: PlacedNumber, claim: Claim, places: list[Place],
             f"the quote gives {number.value}"
         )
     # No table about the outcome: every table's header sizes for the arm (a baseline table's
-    # "RMD (n = 33)"); a size none of them prints is a subgroup's or another outcome's.
+    # "Drug A (n = 33)"); a size none of them prints is a subgroup's or another outcome's.
     every = [
         (table, label, size)
         for table in vocabulary.tables
         for label, size in table.sizes
         if header_arm(label, claim, vocabulary) == claim.arm and of_the_trials_arms(label, claim, vocabulary)
     ]
-    if not every or any(str(size) == str(number.value) for _, _, size in every):
+    # An analysed size below the tables' randomized one is the usual case; one above all of them
+    # counts another population (patients interviewed where the tables count clusters).
+    quoted = _number(number.value)
+    if not every or quoted is None or quoted <= max(size for _, _, size in every):
         return None
     table, label, size = every[0]
     return (
         f"the paper's tables give this arm N = {size} ('{label}', {shown(table.caption)}); "
         f"the quote gives {number.value}"
     )
+
+
+def _number(value: object) -> Decimal | None:
+    try:
+        return Decimal(str(value))
+    except ArithmeticError:
+        return None
 
 
 def _about(table: PrintedTable, outcome: str, vocabulary: Vocabulary) -> bool:
@@ -244,6 +264,14 @@ def _when(text: str) -> tuple[float, str] | None:
     return (0.0, "*") if float(value) == 0 else (float(value), unit.lower()[0])
 
 
+def _about_baseline(claim: Claim) -> bool:
+    """Does the claim itself speak of the time before treatment ("baseline HbA1c", "pre-treatment")?"""
+    return bool(ABOUT_BASELINE.search(f"{claim.outcome} {claim.timepoint}"))
+
+
+ABOUT_BASELINE = re.compile(r"\bbaseline\b|\bpre-?(?:treatment|intervention|operative|test)\b", re.IGNORECASE)
+
+
 def later_time_flag(place: Place, claim: Claim) -> str | None:
     """A result quoted at one time point of a table that prints the same thing later ("Weeks 12"
     where the column goes on to 24; the "1-month follow-up" group above the "4-month" one; the
@@ -251,8 +279,8 @@ def later_time_flag(place: Place, claim: Claim) -> str | None:
     time point it wants, and the claim does not say which this is."""
     if claim.kind in ("n", "total") or place.kind != TABLE or claim.timepoint or times(claim.outcome):
         return None
-    if TIME_ARM.match(claim.arm):
-        return None  # the before–after comparison's "baseline" arm is at its own time
+    if TIME_ARM.match(claim.arm) or _about_baseline(claim):
+        return None  # the before–after comparison's "baseline" arm, or a claim about baseline
     own_column = place.columns[-1] if place.columns else ""
     if place.row_time:
         own, printed = place.row_time, place.column_times

@@ -33,6 +33,8 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])|\n\s*\n")
 # caption (running text wraps at the column's width).
 SHORT_LINE = 40
 NOT_AN_END = re.compile(r"(?:\b(?:vs|e\.g|i\.e|al|Fig|Figs|Ref|No|approx|ca)\.)$", re.IGNORECASE)
+GROUP_LINE_WORDS = 8  # a group's title is a few words; a longer line is running text
+TIME_GAP = 8  # line heights between two time rows of one table (a block of rows between them is usual)
 BARE_NUMBER = re.compile(r"^\s*\d{1,3}\s*$")
 TIME_HEADER = re.compile(r"^\s*(?:time(?: point)?|hours?|days?|weeks?|months?|years?|visits?)\b", re.IGNORECASE)
 # An empty cell's mark: "—", "-", "NA", "N/A", "NR", "n.s."
@@ -42,7 +44,7 @@ SPANNING = 20
 # A table's legend says how its values are given ("Data are expressed as mean (standard error)").
 LEGEND = re.compile(
     r"\b(?:data|values|results|figures|numbers)\s+(?:are|were)\s+(?:expressed|shown|presented|given|reported|displayed)"
-    r"\s+as\b[^.]*",
+    r"\s+as\b(?:[^.]|\.(?!\s|$))*",  # to the sentence's end: "mean ± S.E.M." keeps its abbreviation
     re.IGNORECASE,
 )
 CLAUSE_BREAK = re.compile(
@@ -66,7 +68,7 @@ class Place:
     offset: int = 0  # running text: where the number starts in ``sentence``
     clause_start: int = 0  # where ``clause`` starts in ``sentence``
     printed: str = ""  # the number as printed with what follows it on its line ("23 (46 %)")
-    printed_after: str = ""  # what precedes the number on its line ("11/" of "11/49")
+    printed_before: str = ""  # what precedes the number on its line ("11/" of "11/49")
     groups: tuple[str, ...] = ()  # table rows that span it alone, nearest first ("Smokers (placebo, n = 28)")
     beside: tuple[str, ...] = ()  # the column headers of the row's other cells ("Mean (SD)", "P value")
     row_time: str = ""  # a row labelled by a bare number under a time header: "Weeks 12"
@@ -131,7 +133,7 @@ def _place_at(parsed: ParsedDocument, page: int, text: str, at: int) -> Place:
     return replace(
         place,
         printed=text[at : line_end if 0 <= line_end < at + 40 else at + 40],
-        printed_after=text[max(line_start, at - 20) : at],
+        printed_before=text[max(line_start, at - 20) : at],
     )
 
 
@@ -214,13 +216,32 @@ def _row_times(lines: list[_Line], others: list[_Line], top: float) -> dict[str,
         header = " ".join(_column_headers(lines, other, top))
         if not TIME_HEADER.search(header):
             continue
-        column = [line for line in lines if line.y0 >= top and line.spans_x_of(other) and BARE_NUMBER.match(line.text)]
-        printed = sorted({int(line.text.strip()) for line in column})
+        printed = sorted({int(line.text.strip()) for line in _time_column(lines, other, top)})
         return {
             "row_time": f"{header} {other.text.strip()}",
             "column_times": tuple(f"{header} {number}" for number in printed),
         }
     return {}
+
+
+def _time_column(lines: list[_Line], cell: _Line, top: float) -> list[_Line]:
+    """The bare numbers of ``cell``'s column, down from the header while they follow each other
+    (a gap of a few rows ends the table: a page number at the foot is no time)."""
+    column = sorted(
+        (line for line in lines if line.y0 >= top and line.spans_x_of(cell) and BARE_NUMBER.match(line.text)),
+        key=lambda line: line.y0,
+    )
+    start = column.index(cell) if cell in column else 0
+    kept = [column[start]] if column else []
+    for line in column[start + 1 :]:  # below the row
+        if line.y0 - kept[-1].y1 > TIME_GAP * line.height:
+            break
+        kept.append(line)
+    for line in reversed(column[:start]):  # above it
+        if kept[0].y0 - line.y1 > TIME_GAP * line.height:
+            break
+        kept.insert(0, line)
+    return kept
 
 
 def _caption_text(lines: list[_Line], caption: _Line) -> str:
@@ -237,7 +258,7 @@ def _caption_text(lines: list[_Line], caption: _Line) -> str:
 
 def _row_group(lines: list[_Line], cell: _Line, left: list[_Line], top: float) -> str:
     """A two-level row header: the label in a column left of the row's own label that the row is
-    printed under ("Left colon" over the rows "RMD" and "Placebo")."""
+    printed under ("Upper limb" over the rows "Drug A" and "Placebo")."""
     labels = [line for line in left if not numeric(line.text)]
     if not labels:
         return ""
@@ -325,11 +346,16 @@ def _headings(lines: list[_Line], cell: _Line, label_x: float, top: float) -> tu
 
 
 def _groups(lines: list[_Line], cell: _Line, top: float) -> tuple[str, ...]:
-    """Lines above the number alone on their row, across the table ("Non-smokers (palmvitee,
-    n = 29)" centred over its rows): the groups a table's rows are printed under, nearest first."""
+    """Lines above the number alone on their row, across the table ("Non-smokers (active, n = 29)"
+    centred over its rows): the groups a table's rows are printed under, nearest first. Only short
+    lines over the row's own width count: the other column of a two-column page is no group."""
+    row = [line for line in lines if line.level_with(cell)]
+    left, right = min(line.x0 for line in row), max(line.x1 for line in row)
     found = []
     for line in sorted((line for line in lines if line.y0 >= top and line.above(cell)), key=lambda line: -line.y0):
         if numeric(line.text) or _prose(line) or not LETTER.search(line.text) or line.x0 > cell.x1:
+            continue
+        if line.x1 < left or line.x0 > right or len(line.text.split()) > GROUP_LINE_WORDS:
             continue
         if any(other is not line and other.level_with(line) for other in lines):
             continue

@@ -87,7 +87,7 @@ def measure_of(text: object) -> str | None:
     """The measure a printed name stands for ("risk ratio", "RR", "mean difference" -> "MD")."""
     words = " ".join(str(text or "").lower().replace("-", " ").split())
     names = {
-        "RR": ("rr", "risk ratio", "relative risk", "rate ratio"),
+        "RR": ("rr", "risk ratio", "relative risk"),  # not "rate ratio": person-time, not events/total
         "OR": ("or", "odds ratio"),
         "RD": ("rd", "risk difference", "absolute risk difference"),
         "MD": ("md", "mean difference", "difference in means", "wmd"),

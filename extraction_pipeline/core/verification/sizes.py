@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass
 
 # "Table 6", "Table 6. Patient adherence", "TABLE 2 Outcomes" — not "Table 2 shows ..." in running text.
-CAPTION_LINE = re.compile(r"^[ \t]*(?:Table|TABLE)[ \t]+[0-9IVX]+\b(?![ \t]+[a-z])", re.MULTILINE)
+CAPTION_LINE = re.compile(r"^[^\S\n]*(?:Table|TABLE)[^\S\n]+[0-9IVX]+\b(?![^\S\n]+[a-z])", re.MULTILINE)
+TABLE_NUMBER = re.compile(r"^\s*(?:Table|TABLE)\s+([0-9IVX]+)\b")
 SIZE = re.compile(r"\b[Nn]\s*=\s*(\d[\d,]*)(?![\d.])")
 LETTERS = re.compile(r"[A-Za-z]{2,}")
 HEADER_LINES = 25  # a header is the first lines under the caption
@@ -32,6 +33,12 @@ class PrintedTable:
     title: str  # the caption line and the one after it (titles wrap)
     lines: tuple[str, ...]
     sizes: tuple[tuple[str, int], ...]  # (the group's name as printed, N)
+
+
+def table_number(caption: str) -> str:
+    """ "Table 6. Patient adherence" -> "6"; "" for no caption."""
+    found = TABLE_NUMBER.match(caption)
+    return found.group(1) if found else ""
 
 
 def printed_tables(pages_text: list[str]) -> list[PrintedTable]:
@@ -54,8 +61,11 @@ def _header_sizes(lines: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
     line above when the size has a line of its own ("Placebo" over "(n = 50)")."""
     sizes = []
     for index, line in enumerate(lines):
+        previous = 0
         for match in SIZE.finditer(line):
-            label = line[: match.start()].strip(" (,*")
+            # "Drug A (n = 40) Placebo (n = 38)": each size's group is the words since the last size
+            label = line[previous : match.start()].strip(" (),*")
+            previous = match.end()
             if not LETTERS.search(label) and index > 0:
                 label = lines[index - 1]
             if LETTERS.search(label) and len(label) <= LABEL_CHARS:

@@ -223,8 +223,8 @@ LINKING = {"and", "of", "the", "in", "for", "to", "with", "on", "at", "or"}
 
 # A reference list's heading line, or a table's or figure's caption (tables often follow the references).
 SECTION_MARK = re.compile(
-    r"^[ \t]*(?:(?P<references>references|bibliography|literature cited|reference list)[ \t]*$"
-    r"|(?:table|fig\.?|figure)[ \t]+[0-9ivx]+\b)",
+    r"^[^\S\n]*(?:(?P<references>references|bibliography|literature cited|reference list)[^\S\n]*$"
+    r"|(?:table|fig\.?|figure)[^\S\n]+[0-9ivx]+\b)",
     re.IGNORECASE | re.MULTILINE,
 )
 
@@ -244,7 +244,7 @@ class Vocabulary:
             for match in ABBREVIATION.finditer(flat):
                 short = match.group(1)
                 letters = [c for c in short if c.isalpha()]
-                # "digestion-resistant maltodextrin (RMD)": a hyphen's parts are words of their own
+                # "enzyme-resistant starch (RS)": a hyphen's parts are words of their own
                 words = re.findall(r"[A-Za-z]+", flat[max(0, match.start() - 120) : match.start()])
                 spelled = long_form(letters, words)
                 if spelled:
@@ -261,7 +261,7 @@ class Vocabulary:
     @cached_property
     def measures(self) -> dict[str, set[str]]:
         """instrument abbreviation -> the stems of what the paper measures with it ("psychological
-        flexibility ... were measured using the ... Questionnaire-II (AAQ-II)")."""
+        distress was measured using the Hospital Anxiety and Depression Scale (HADS)")."""
         found: dict[str, set[str]] = {}
         for text in self.parsed.pages_text:
             for match in MEASURED_WITH.finditer(" ".join(text.split())):
@@ -340,7 +340,7 @@ def tokens(text: str) -> list[str]:
 
 
 def compounds(text: str) -> list[str]:
-    """Hyphenated names whole ("AAQ-II", "IL-2"), a footnote mark dropped from each part ("AAQ-IIj")."""
+    """Hyphenated names whole ("SF-36", "IL-2"), a footnote mark dropped from each part ("BDI-IIj")."""
     return [
         "-".join(part[:-1] if FOOTNOTED.match(part) else part for part in match.group().split("-"))
         for match in COMPOUND.finditer(text)
