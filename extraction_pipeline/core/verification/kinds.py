@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from extraction_pipeline.core.verification.arm_names import TIME_ARM, header_arm, of_the_trials_arms
 from extraction_pipeline.core.verification.claimed import Claim, PlacedNumber
-from extraction_pipeline.core.verification.places import TABLE, Place
+from extraction_pipeline.core.verification.places import TABLE, Place, as_number
 from extraction_pipeline.core.verification.sizes import ROW_LABEL_CHARS, PrintedTable, table_number
 from extraction_pipeline.core.verification.vocabulary import GENERIC, Vocabulary, times, tokens
 
@@ -190,7 +190,7 @@ def own_table_size_flag(number: PlacedNumber, claim: Claim, places: list[Place],
             (table, label, size) for label, size in table.sizes if header_arm(label, claim, vocabulary) == claim.arm
         ]
     if sizes:
-        if any(_number(number.value) == size for _, _, size in sizes):
+        if any(as_number(str(number.value)) == size for _, _, size in sizes):
             return None
         table, label, size = sizes[0]
         return (
@@ -207,7 +207,7 @@ def own_table_size_flag(number: PlacedNumber, claim: Claim, places: list[Place],
     ]
     # An analysed size below the tables' randomized one is the usual case; one above all of them
     # counts another population (patients interviewed where the tables count clusters).
-    quoted = _number(number.value)
+    quoted = as_number(str(number.value))
     if not every or quoted is None or quoted <= max(size for _, _, size in every):
         return None
     table, label, size = every[0]
@@ -215,13 +215,6 @@ def own_table_size_flag(number: PlacedNumber, claim: Claim, places: list[Place],
         f"the paper's tables give this arm N = {size} ('{label}', {shown(table.caption)}); "
         f"the quote gives {number.value}"
     )
-
-
-def _number(value: object) -> Decimal | None:
-    try:
-        return Decimal(str(value))
-    except ArithmeticError:
-        return None
 
 
 def _about(table: PrintedTable, outcome: str, vocabulary: Vocabulary) -> bool:
