@@ -37,7 +37,9 @@ from extraction_pipeline.core.verification.claimed import COUNTS, Claim, PlacedN
 from extraction_pipeline.core.verification.kinds import (
     baseline_flag,
     change_flag,
+    comparison_column_flag,
     later_time_flag,
+    median_flag,
     own_table_size_flag,
     part_as_size_flag,
     says_percent,
@@ -152,6 +154,8 @@ def check_place(place: Place, claim: Claim, vocabulary: Vocabulary) -> list[str]
         _arm_flag(place, claim, vocabulary),
         _time_flag(place, claim),
         spread_flag(place, claim),
+        comparison_column_flag(place, claim),
+        median_flag(place, claim, vocabulary),
         part_as_size_flag(place, claim),
         change_flag(place, claim),
         baseline_flag(place, claim),

@@ -12,7 +12,7 @@ from extraction_pipeline.core.verification.arm_names import TIME_ARM, header_arm
 from extraction_pipeline.core.verification.claimed import Claim, PlacedNumber
 from extraction_pipeline.core.verification.places import TABLE, Place, as_number
 from extraction_pipeline.core.verification.sizes import ROW_LABEL_CHARS, PrintedTable, table_number
-from extraction_pipeline.core.verification.vocabulary import GENERIC, Vocabulary, times, tokens
+from extraction_pipeline.core.verification.vocabulary import GENERIC, Vocabulary, stems, times, tokens
 
 STANDARD_ERROR = re.compile(r"\b(?:SEM?|S\.E\.(?:M\.)?|standard errors?)(?![A-Za-z])", re.IGNORECASE)
 
@@ -40,6 +40,57 @@ def spread_flag(place: Place, claim: Claim) -> str | None:
             )
         if deviation:
             return None
+    return None
+
+
+MEDIAN = re.compile(r"\bmedians?\b|\bIQR\b|\binterquartile\b|\bpercentiles?\b|\brang(?:e|es|ed|ing)\b", re.IGNORECASE)
+
+
+MEAN = re.compile(r"\bmeans?\b|\baverage\b|\bSD\b|±", re.IGNORECASE)
+
+
+def median_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
+    """A mean or SD quoted where the paper gives a median, its interquartile range or a range
+    ("Median (IQR)", "ranged from 0 to 139 days, with a median of 9"), or where the paper says it
+    reports what the place is about as medians ("MRC measures are reported as median (25th–75th
+    percentiles)"). The nearest text that names a statistic decides, as for the SE."""
+    if claim.kind not in ("mean", "sd"):
+        return None
+    if place.kind == TABLE:
+        nearest = [" ".join([*place.columns, place.row_label, *place.headings[:1]]), place.caption, place.legend]
+        about = " ".join([place.row_label, *place.headings[:1], place.caption])
+    else:
+        nearest = [place.clause, place.sentence]
+        about = place.sentence
+    for text in nearest:
+        median, mean = MEDIAN.search(text), MEAN.search(text)
+        if median and not mean:
+            return f"the place gives a median or range, not a mean or SD ('{median.group()}' in '{shown(text)}')"
+        if mean:
+            return None
+    reported = vocabulary.given_as_medians
+    if reported & (vocabulary.stems_of(claim.outcome) | stems(about)):
+        named = ", ".join(sorted(reported & (vocabulary.stems_of(claim.outcome) | stems(about))))
+        return f"the paper says it reports these numbers ('{named}') as medians, not means"
+    return None
+
+
+# A column of the comparison between arms, not of one arm: "P value", "P*", "OR (95% CI)", "Difference".
+COMPARISON_COLUMN = re.compile(
+    r"^\s*(?:p(?:[- ]?values?)?\b|sig(?:\.|nificance)?\s*$|(?:adjusted\s+|crude\s+)?(?:OR|RR|HR|IRR)\b"
+    r"|(?:odds|risk|hazard|rate) ratio|relative risk|(?:mean\s+|between[- ]groups?\s+)?difference\b|95\s*%\s*CI\b)",
+    re.IGNORECASE,
+)
+
+
+def comparison_column_flag(place: Place, claim: Claim) -> str | None:
+    """An arm's number (a count, mean, SD or size) quoted from a table column that compares the
+    arms (a p-value, a ratio, a difference or its confidence interval): no arm's value."""
+    if place.kind != TABLE or not place.columns:
+        return None
+    column = place.columns[-1]
+    if COMPARISON_COLUMN.match(column):
+        return f"the quoted column is '{shown(column)}', which compares the arms: not the {claim.kind} of one arm"
     return None
 
 
@@ -86,7 +137,9 @@ BASELINE_CAPTION = re.compile(
 
 # A row, column or heading that is the time before treatment: "Baseline", "Pre-treatment", "Week 0".
 BASELINE_TIME = re.compile(
-    r"^\s*(?:baseline|pre-?(?:treatment|intervention|operative|test)|before(?: treatment)?|(?:week|day|month) 0)\b"
+    # "Mean baseline", "Pre: Mean (SE)"; a bare "Pre" but not "Pre-eclampsia" or "pressure"
+    r"^\s*(?:(?:mean|median)\s+)?(?:baseline|pre(?:-?(?:treatment|intervention|operative|test)|(?![a-z-]))"
+    r"|before(?: treatment)?|(?:week|day|month) 0)\b"
     # not "Baseline-adjusted", "Baseline to week 12", "Week 0–12": those speak of what came after
     r"(?![\s-]*(?:adjusted|corrected|to\b|[-–—]\s*\d))",
     re.IGNORECASE,

@@ -229,6 +229,18 @@ SECTION_MARK = re.compile(
 )
 
 
+# Words that name no outcome in "continuous variables were presented as ...".
+STATISTICAL_SUBJECTS = {"variables", "variable", "measures", "measurements", "parameters", "continuous", "skewed", "normally", "distributed", "non", "results", "scores"}
+
+
+# "MRC measures are reported as median (IQR)": the subject (a few words, not "all other variables").
+GIVEN_AS_MEDIAN = re.compile(
+    r"(?:^|[.;:]\s)(?P<what>[^.;:]{3,60}?)\s+(?:are|were|is|was)\s+(?:reported|presented|expressed|given|shown|summari[sz]ed)"
+    r"\s+as\s+(?:the\s+)?medians?\b",
+    re.IGNORECASE,
+)
+
+
 class Vocabulary:
     """The paper's own abbreviations, read once per document."""
 
@@ -276,6 +288,16 @@ class Vocabulary:
         for text in self.parsed.pages_text:
             for match in OUTCOME_DEFINITION.finditer(" ".join(text.split())):
                 found.setdefault(match.group(1).lower(), set()).update(stems(match.group(2)))
+        return found
+
+    @cached_property
+    def given_as_medians(self) -> set[str]:
+        """The stems of what the paper says it reports as medians ("MRC measures are reported as
+        median (25th–75th percentiles)"): those numbers are no means, wherever they are printed."""
+        found: set[str] = set()
+        for text in self.parsed.pages_text:
+            for match in GIVEN_AS_MEDIAN.finditer(" ".join(text.split())):
+                found |= stems(match.group("what"), GENERIC | STATISTICAL_SUBJECTS)
         return found
 
     @cached_property
