@@ -43,6 +43,7 @@ from extraction_pipeline.core.verification.kinds import (
     own_table_size_flag,
     part_as_size_flag,
     says_percent,
+    shown,
     spread_flag,
 )
 from extraction_pipeline.core.verification.places import TABLE, Place, places_of
@@ -153,6 +154,7 @@ def check_place(place: Place, claim: Claim, vocabulary: Vocabulary) -> list[str]
         _outcome_flag(place, claim, vocabulary),
         _arm_flag(place, claim, vocabulary),
         _time_flag(place, claim),
+        _subgroup_flag(place, claim, vocabulary),
         spread_flag(place, claim),
         comparison_column_flag(place, claim),
         median_flag(place, claim, vocabulary),
@@ -187,6 +189,45 @@ def _names(text: str, target: set[str], vocabulary: Vocabulary, outcome: str = "
         if short in target and long_stems and long_stems <= stems(text):
             return True
     return False
+
+
+# The part of a claim that narrows it to some of the arm's people: "SVR when the patients had
+# BMI > 30 kg/m2", "quality of life - females".
+SUBGROUP = re.compile(
+    r"\b(?:if|when|in|among|for)\s+(?:the\s+)?(?:patients|participants|subjects|those|people|children|infants)"
+    r"\s+(?:who\s+)?(?:had|have|has|with|having|were|are)\s+(?P<what>.+)$",
+    re.IGNORECASE,
+)
+FEMALE = re.compile(r"\b(?:females?|women|woman|girls?)\b", re.IGNORECASE)
+MALE = re.compile(r"\b(?:males?|men|man|boys?)\b", re.IGNORECASE)
+# Where a paper names its whole population ("... in genotype 2 patients"): the first page's start.
+TITLE_CHARS = 1500
+
+
+def _subgroup_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
+    """A number claimed for a subgroup (the outcome or arm says "- females", "if the patients had
+    the TT genotype") quoted from a place that does not name that subgroup: the whole sample's
+    number, or another subgroup's. A qualifier the paper's title page names whole is the trial's
+    population, not a subgroup."""
+    context = (
+        " ".join([place.row_label, *place.headings, *place.groups, *place.columns, place.caption])
+        if place.kind == TABLE
+        else f"{place.before} {place.sentence}"
+    )
+    if place.kind != TABLE and place.sentence[:1].islower():
+        return None  # a sentence whose start is on another page or column: who it is about is not seen
+    claimed = f"{claim.outcome} {claim.arm}"
+    for sex, word in ((FEMALE, "female"), (MALE, "male")):
+        if sex.search(claimed) and not sex.search(context):
+            return f"the claim is for {word} participants; the quoted place does not name them"
+    found = SUBGROUP.search(claim.outcome)
+    if found is None:
+        return None
+    wanted = vocabulary.stems_of(found.group("what"))
+    title = vocabulary.parsed.pages_text[0][:TITLE_CHARS] if vocabulary.parsed.pages_text else ""
+    if not wanted or wanted <= stems(title) or wanted & vocabulary.stems_of(context):
+        return None
+    return f"the claim is for patients who had {shown(found.group('what'))}; the quoted place does not name them"
 
 
 def _outcome_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
