@@ -47,6 +47,7 @@ from extraction_pipeline.core.verification.kinds import (
     spread_flag,
 )
 from extraction_pipeline.core.verification.places import TABLE, Place, places_of
+from extraction_pipeline.core.verification.respectively import listed_group
 from extraction_pipeline.core.verification.vocabulary import (
     ROLE,
     Vocabulary,
@@ -217,6 +218,10 @@ def _subgroup_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | 
     if place.kind != TABLE and place.sentence[:1].islower():
         return None  # a sentence whose start is on another page or column: who it is about is not seen
     claimed = f"{claim.outcome} {claim.arm}"
+    # The column's headers and the group line over the rows say whose number it is.
+    opposed = _opposed(claimed, " ".join([*place.columns, *place.groups[:1]])) if place.kind == TABLE else None
+    if opposed:
+        return f"the claim is for '{opposed[0]}'; the quoted place is for '{opposed[1]}'"
     for sex, word in ((FEMALE, "female"), (MALE, "male")):
         if sex.search(claimed) and not sex.search(context):
             return f"the claim is for {word} participants; the quoted place does not name them"
@@ -228,6 +233,34 @@ def _subgroup_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | 
     if not wanted or wanted <= stems(title) or wanted & vocabulary.stems_of(context):
         return None
     return f"the claim is for patients who had {shown(found.group('what'))}; the quoted place does not name them"
+
+
+DOSE = re.compile(r"\d+(?:\.\d+)?\s*(?:%|mg|g|µg|μg|ml|iu)\b|\d+(?:\.\d+)?%", re.IGNORECASE)
+
+
+# "Non-smokers", "nonsmokers", "without diabetes", "no history": a group defined by what it lacks.
+NEGATED_WORD = re.compile(r"\b(?:non[- ]?|without\s+|no\s+)([a-z]{3,})", re.IGNORECASE)
+
+
+def _opposed(claimed: str, context: str) -> tuple[str, str] | None:
+    """A group the claim names ("smokers") where the place names its opposite ("Nonsmokers"), or
+    the reverse: (the claim's words, the place's). A place naming both says nothing."""
+
+    def split(text: str) -> tuple[dict[str, str], dict[str, str]]:
+        negated = {m.group(1).lower()[:5]: m.group() for m in NEGATED_WORD.finditer(text)}
+        rest = NEGATED_WORD.sub(" ", text)
+        plain = {word.lower()[:5]: word for word in re.findall(r"[A-Za-z]{3,}", rest)}
+        return plain, negated
+
+    claim_plain, claim_negated = split(claimed)
+    place_plain, place_negated = split(context)
+    for stem, word in claim_plain.items():
+        if stem in place_negated and stem not in place_plain and stem not in claim_negated:
+            return word, place_negated[stem]
+    for stem, words in claim_negated.items():
+        if stem in place_plain and stem not in place_negated and stem not in claim_plain:
+            return words, place_plain[stem]
+    return None
 
 
 def _outcome_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
@@ -285,6 +318,9 @@ def _arm_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
             if named:
                 return f"the quoted {where} is '{text}', not the arm '{claim.arm}'"
         return None
+    listed = listed_group(place.sentence, place.offset)
+    if listed is not None:
+        return _listed_arm_flag(*listed, claim, vocabulary)
     given_for = _arm_in_sentence(place, claim, vocabulary) if stems_of_arm else None
     if given_for and given_for != claim.arm:
         return f"the quoted sentence gives this number for '{given_for}', not for '{claim.arm}'"
@@ -292,6 +328,28 @@ def _arm_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
         undeclared = undeclared_arm(place.sentence[place.clause_start : place.offset], claim, sentence=True)
         if undeclared:
             return f"the quoted sentence gives this number for a {undeclared} arm, which is not among the declared arms"
+    return None
+
+
+def _listed_arm_flag(names: list[str], position: int, claim: Claim, vocabulary: Vocabulary) -> str | None:
+    """A number of a "respectively" list is its position's group's: flagged when another
+    position's name fits the claimed arm better (its words, less the words it is claimed
+    without: "without quinine")."""
+    negated = {stem for m in NEGATED_WORD.finditer(claim.arm) for stem in stems(m.group(1))}
+    wanted = vocabulary.stems_of(NEGATED_WORD.sub(" ", claim.arm)) - negated
+
+    doses = set(DOSE.findall(NEGATED_WORD.sub(" ", claim.arm)))  # "5%", "10 mg": what sets arms of one drug apart
+
+    def fit(name: str) -> int:
+        found = vocabulary.stems_of(name)
+        return len(found & wanted) + len(doses & set(DOSE.findall(name))) - len(found & negated)
+
+    best = max(range(len(names)), key=lambda index: fit(names[index]))
+    if fit(names[best]) > fit(names[position]):
+        return (
+            f"the sentence gives its numbers respectively: this one is for '{names[position]}',"
+            f" and the arm '{claim.arm}' is '{names[best]}'"
+        )
     return None
 
 

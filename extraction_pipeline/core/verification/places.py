@@ -329,7 +329,31 @@ def _column_headers(lines: list[_Line], cell: _Line, top: float) -> tuple[str, .
                 break  # the cells of another table above this one's header
             continue  # a cell of an earlier row in the same column (or its "—", "NA")
         headers.append(line)
+    spanning = _spanning_header(lines, cell, headers, top)
+    if spanning is not None:
+        headers = sorted([*headers, spanning], key=lambda line: -line.y0)
     return tuple(" ".join(line.text.split()) for line in reversed(headers))
+
+
+def _spanning_header(lines: list[_Line], cell: _Line, headers: list[_Line], top: float) -> _Line | None:
+    """A header row of fewer cells than the table has columns ("Nonsmokers | Smokers" over
+    "Placebo | Active | Placebo | Active"), each centred over its columns so that a narrow word
+    need not reach over this one: the cell whose centre is nearest the column's."""
+    if not headers:
+        return None
+    own = headers[0]  # the column's own header, nearest the number
+    columns = [line for line in lines if line.level_with(own)]
+    centre = (cell.x0 + cell.x1) / 2
+    for line in sorted((line for line in lines if line.y0 >= top and line.above(own)), key=lambda line: -line.y0):
+        if own.y0 - line.y1 > 4.5 * line.height:
+            return None  # past the header
+        row = [o for o in lines if o.level_with(line) and LETTER.search(o.text) and not numeric(o.text)]
+        if line in headers or any(o.spans_x_of(cell) for o in row) or not 2 <= len(row) < len(columns):
+            continue
+        if any(_prose(o) or len(o.text.split()) > 6 for o in row):
+            return None
+        return min(row, key=lambda o: abs((o.x0 + o.x1) / 2 - centre))
+    return None
 
 
 def _headings(lines: list[_Line], cell: _Line, label_x: float, top: float) -> tuple[str, ...]:
