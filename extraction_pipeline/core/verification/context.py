@@ -281,7 +281,7 @@ def _outcome_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | N
                 _names(text, wanted, vocabulary, claim.outcome)
                 for text in (label, *place.headings[:1], " ".join(place.columns))
             ):
-                return None
+                return _better_row(place, claim, wanted, vocabulary)
             return f"the quoted row is '{label}', not the outcome '{claim.outcome}'"
         # A row labelled by a statistic, a time or an arm: the outcome is named above it.
         context = " ".join([label, *place.headings, *place.columns, place.caption])
@@ -292,6 +292,24 @@ def _outcome_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | N
     if _names(place.sentence, wanted, vocabulary, claim.outcome) or _names(place.before, wanted, vocabulary):
         return None
     return f"the quoted sentence does not name the outcome '{claim.outcome}'"
+
+
+def _better_row(place: Place, claim: Claim, wanted: set[str], vocabulary: Vocabulary) -> str | None:
+    """A row that names the outcome only in part ("Body mass index" for body weight) when another
+    row of the same table names more of it ("Body weight (kg)"): the number is the other row's
+    neighbour, not the outcome's."""
+
+    def fit(text: str) -> int:
+        if any(initials_of(token, claim.outcome) for token in [*tokens(text), *compounds(text)]):
+            return len(wanted)  # "IL-2" names all of "interleukin 2"
+        return len(vocabulary.stems_of(text) & wanted)
+
+    own = fit(" ".join([place.row_label, *place.headings, *place.groups[:1]]))
+    fits = {label: fit(label) for label in place.table_rows}
+    best = max(fits, key=lambda label: fits[label], default=None)
+    if best is not None and fits[best] > own:
+        return f"the quoted row is '{place.row_label}'; the table's row '{best}' names the outcome '{claim.outcome}'"
+    return None
 
 
 def _arm_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:

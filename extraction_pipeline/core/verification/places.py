@@ -41,6 +41,8 @@ TIME_HEADER = re.compile(r"^\s*(?:time(?: point)?|hours?|days?|weeks?|months?|ye
 PLACEHOLDER = re.compile(r"^\s*(?:[-–—]+|N/?A|NR|NE|n\.?s\.?|ND)\s*$", re.IGNORECASE)
 # A line starting this far left of a cell and alone on its row is a heading reaching over it.
 SPANNING = 20
+# How far right of the first row label an indented row's label may start.
+ROW_INDENT = 25
 # A table's legend says how its values are given ("Data are expressed as mean (standard error)").
 LEGEND = re.compile(
     r"\b(?:data|values|results|figures|numbers)\s+(?:are|were)\s+(?:expressed|shown|presented|given|reported|displayed)"
@@ -73,6 +75,7 @@ class Place:
     beside: tuple[str, ...] = ()  # the column headers of the row's other cells ("Mean (SD)", "P value")
     row_time: str = ""  # a row labelled by a bare number under a time header: "Weeks 12"
     column_times: tuple[str, ...] = ()  # every time that header's column prints: ("Weeks 0", "Weeks 12", ...)
+    table_rows: tuple[str, ...] = ()  # the labels of the table's other rows with numbers ("Body weight (kg)")
 
 
 @dataclass(frozen=True)
@@ -204,7 +207,35 @@ def _table_place(lines: list[_Line], cell: _Line, at: int) -> Place | None:
         columns=columns,
         caption=_caption_text(lines, caption_line) if caption_line is not None else "",
         legend=_legend(lines),
+        table_rows=_row_labels(lines, cell, label_x, top, _indented(cell, left)),
     )
+
+
+def _indented(cell: _Line, left: list[_Line]) -> bool:
+    """Is the number's row label printed indented (a leading space: a category under a row)?"""
+    label_line = next((line for line in left if not numeric(line.text)), cell)
+    return label_line.text[:1].isspace()
+
+
+def _row_labels(lines: list[_Line], cell: _Line, label_x: float, top: float, indented: bool) -> tuple[str, ...]:
+    """The labels of the rows with numbers in the number's table (down to the next caption), its
+    own row's left out: "Body mass index" beside "Body weight"."""
+    below = [line.y0 for line in lines if CAPTION.match(line.text) and line.y0 > cell.y1 and _same_page_column(line, cell)]
+    bottom = min(below, default=float("inf"))
+    found = []
+    for line in lines:
+        if not top <= line.y0 < bottom or line.level_with(cell) or abs(line.x0 - label_x) > ROW_INDENT:
+            continue
+        if numeric(line.text) or _prose(line):
+            continue
+        if line.above(cell) and (line.x0 < label_x - 3 or (indented and not line.text[:1].isspace())):
+            continue  # a row the number's indented row may belong to ("BMI" over "  > 30 kg/m2")
+        label = _leading_words(line.text)
+        with_numbers = NUMBER.search(line.text[len(label) :]) if label else None
+        if not label or not (with_numbers or any(o.level_with(line) and o.x0 > line.x1 and numeric(o.text) for o in lines)):
+            continue
+        found.append(label)
+    return tuple(found)
 
 
 def _row_times(lines: list[_Line], others: list[_Line], top: float) -> dict[str, Any]:
