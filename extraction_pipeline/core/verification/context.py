@@ -38,6 +38,7 @@ from extraction_pipeline.core.verification.kinds import (
     baseline_flag,
     change_flag,
     comparison_column_flag,
+    later_in_sentence_flag,
     later_time_flag,
     median_flag,
     own_table_size_flag,
@@ -163,6 +164,7 @@ def check_place(place: Place, claim: Claim, vocabulary: Vocabulary) -> list[str]
         change_flag(place, claim),
         baseline_flag(place, claim),
         later_time_flag(place, claim),
+        later_in_sentence_flag(place, claim),
     )
     return [flag for flag in found if flag]
 

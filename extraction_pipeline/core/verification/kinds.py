@@ -352,3 +352,52 @@ def _after(when: tuple[float, str], at: tuple[float, str]) -> bool:
     if at[1] == "*":
         return when[1] != "*"
     return when[1] == at[1] and when[0] > at[0]
+
+
+# "6 hours after surgery", "on the first postoperative day", "at week 12", "after 3 months": where
+# a sentence says when its numbers were measured.
+SENTENCE_TIME = re.compile(
+    r"\b(?:(?P<ordinal>first|second|third|fourth|fifth|sixth|seventh)\s+(?:post-?operative\s+)?(?P<ounit>day|week|month|year)"
+    r"|(?P<bunit>hours?|days?|weeks?|months?|years?)\s*(?P<bvalue>\d+(?:\.\d+)?)"
+    r"|(?P<avalue>\d+(?:\.\d+)?)[- ]?(?P<aunit>h|hrs?|hours?|days?|weeks?|months?|years?)\b)",
+    re.IGNORECASE,
+)
+ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7}
+HOURS = {"h": 1, "d": 24, "w": 168, "m": 730, "y": 8760}
+
+
+def later_in_sentence_flag(place: Place, claim: Claim) -> str | None:
+    """A result from a sentence that gives it at one time and goes on to give the same measure at a
+    later one ("... 6 hours after surgery was 6.4 ± 1.3 ... and on the first postoperative day
+    was 4.3 ± 1.0"), when the claim names no time point: the sentence's own version of
+    ``later_time_flag``."""
+    if claim.kind in ("n", "total") or place.kind == TABLE or claim.timepoint or times(claim.outcome):
+        return None
+    if TIME_ARM.match(claim.arm) or _about_baseline(claim):
+        return None
+    mentions = [(match, _hours(match)) for match in SENTENCE_TIME.finditer(place.sentence)]
+    own = [(match, hours) for match, hours in mentions if match.end() <= place.offset and hours is not None]
+    if not own:
+        return None
+    at_match, at = own[-1]
+    for match, hours in mentions:
+        later_numbers = NUMBER_AFTER.search(place.sentence, match.end())
+        if match.start() > place.offset and hours is not None and hours > at and later_numbers:
+            return (
+                f"the quoted number is for '{at_match.group()}'; the sentence goes on to '{match.group()}',"
+                " and the claim names no time point"
+            )
+    return None
+
+
+NUMBER_AFTER = re.compile(r"\d+(?:\.\d+)?\s*(?:±|\(|%)")
+
+
+def _hours(match: re.Match[str]) -> float | None:
+    if match.group("ordinal"):
+        value, unit = float(ORDINALS[match.group("ordinal").lower()]), match.group("ounit")
+    elif match.group("bunit"):
+        value, unit = float(match.group("bvalue")), match.group("bunit")
+    else:
+        value, unit = float(match.group("avalue")), match.group("aunit")
+    return value * HOURS.get(unit.lower()[0], 0) or None
