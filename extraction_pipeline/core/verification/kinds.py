@@ -375,7 +375,9 @@ def later_in_sentence_flag(place: Place, claim: Claim) -> str | None:
         return None
     if TIME_ARM.match(claim.arm) or _about_baseline(claim):
         return None
-    mentions = [(match, _hours(match)) for match in SENTENCE_TIME.finditer(place.sentence)]
+    mentions = [
+        (match, _hours(match)) for match in SENTENCE_TIME.finditer(place.sentence) if _time_point(place.sentence, match)
+    ]
     own = [(match, hours) for match, hours in mentions if match.end() <= place.offset and hours is not None]
     if not own:
         return None
@@ -388,6 +390,19 @@ def later_in_sentence_flag(place: Place, claim: Claim) -> str | None:
                 " and the claim names no time point"
             )
     return None
+
+
+def _time_point(sentence: str, match: re.Match[str]) -> bool:
+    """A time the numbers are measured at ("6 hours after surgery", "at 12 weeks"), not a value
+    that is a duration ("9.9 ± 14.8 days")."""
+    if match.group("ordinal"):
+        return True
+    before, after = sentence[max(0, match.start() - 12) : match.start()], sentence[match.end() : match.end() + 12]
+    return bool(TIME_LEAD.search(before) or TIME_TAIL.match(after))
+
+
+TIME_LEAD = re.compile(r"\b(?:at|after|on|within|by|over|during|until)\s+(?:the\s+)?$", re.IGNORECASE)
+TIME_TAIL = re.compile(r"^\s*(?:after|post|later|follow)", re.IGNORECASE)
 
 
 NUMBER_AFTER = re.compile(r"\d+(?:\.\d+)?\s*(?:±|\(|%)")
