@@ -192,13 +192,13 @@ def test_a_parse_without_line_boxes_still_reads_sentences(paper: ParsedDocument)
 
 
 def test_the_arms_of_one_outcome_from_different_rows_of_one_table_are_both_flagged(paper: ParsedDocument) -> None:
-    """Each number alone fits (both rows name the outcome); together they are two rows."""
+    """Each number alone fits (both rows name the outcome, a time each); together they are two rows."""
     outcome = "postoperative nausea and vomiting"
     fields = _grounded(
         paper,
         [
-            _entry(outcome, DRUG, events=(5, "Nausea 15 (30 %) 5 (10 %)")),
-            _entry(outcome, PLACEBO, events=(17, "Total PONV 17 (34 %) 8 (16 %)")),
+            _entry(outcome, DRUG, events=(8, "Total PONV 17 (34 %) 8 (16 %)")),
+            _entry(outcome, PLACEBO, events=(21, "Total PONV 21 (42 %) 11 (22 %)")),
         ],
     )
     for path in ("outcomes.1.events", "outcomes.2.events"):
@@ -473,3 +473,150 @@ def test_an_outcome_named_control_and_an_analysed_group_raise_nothing(second: Pa
     [outcome] = _flags(second, [_entry("glycaemic control", ARM_A, events=(33, "control was reached by 33 patients"))])
     [analysed] = _flags(second, [_entry("body weight", ARM_A, n=(36, "Analysed, n (%) 36 (90.0)"))])
     assert (outcome, analysed) == ((), ())
+
+
+# A third paper: a table of levels before and after with a p-value column, a table with
+# "Nonsmokers | Smokers" centred over each pair of arm columns, a table of body measures, and
+# sentences with a median, a paper-wide "reported as median", subgroups, a "respectively" list
+# and two time points.
+THIRD_INTRO = (
+    "Patients were randomized to drug A or drug B. Strength scores are reported as median "
+    "(interquartile range). All other variables are presented as mean and SD."
+)
+LEVELS = [
+    [(60, "Table 10  Pain before and after treatment")],
+    [(200, "Pre: Mean (SE)"), (300, "Post: Mean (SE)"), (400, "P value")],
+    [(60, "Pain score"), (200, "6.1 (0.4)"), (300, "3.2 (0.3)"), (400, "0.41")],
+    [(60, "Table 11  Plasma vitamin E (ug/ml)")],
+    [(215, "Nonsmokers"), (440, "Smokers")],
+    [(150, "Drug A, n = 29"), (260, "Drug B, n = 27"), (380, "Drug A, n = 30"), (490, "Drug B, n = 28")],
+    [(60, "Vitamin E"), (150, "14.56 ± 3.06"), (260, "11.52 ± 2.94"), (380, "14.11 ± 3.89"), (490, "11.53 ± 2.78")],
+    [(60, "Table 12  Body measures after 12 weeks")],
+    [(200, "Drug A"), (300, "Drug B")],
+    [(60, "Body mass index (kg/m2)"), (200, "42.8 (4.6)"), (300, "42.5 (6.3)")],
+    [(60, "Body weight (kg)"), (200, "128.9 (19.4)"), (300, "127.1 (21.6)")],
+]
+THIRD_TEXT = (
+    "Hospital stay ranged from 2 to 30 days, with a median of 9 days. "
+    "Grip strength was 25 (20-28) with drug A. "
+    "In women, quality of life was 61.5 with drug A. "
+    "Mean glucose was 0.83 ± 0.05, 0.92 ± 0.07 and 0.74 ± 0.06 g/l on drug A, drug B and placebo, respectively. "
+    "Pain 6 hours after surgery was 6.4 ± 1.3 with drug A versus 5.1 ± 1.6 with drug B, and on the first "
+    "postoperative day 4.3 ± 1.0 versus 3.6 ± 1.2."
+)
+
+
+@pytest.fixture(scope="module")
+def third(tmp_path_factory: pytest.TempPathFactory) -> ParsedDocument:
+    import pymupdf
+
+    path: Path = tmp_path_factory.mktemp("context") / "levels.pdf"
+    with pymupdf.open() as doc:
+        page = doc.new_page(width=595, height=842)
+        page.insert_textbox(pymupdf.Rect(56, 56, 539, 100), THIRD_INTRO, fontsize=10, fontname="helv")
+        y = _write_rows(page, LEVELS, 130.0)
+        page.insert_textbox(pymupdf.Rect(56, y + 20, 539, y + 140), THIRD_TEXT, fontsize=10, fontname="helv")
+        doc.save(path)
+    return _parsed(path)
+
+
+def test_a_value_before_treatment_or_from_a_column_comparing_the_arms_is_flagged(third: ParsedDocument) -> None:
+    """ "Pre:" is the time before treatment and "P value" compares the arms; "Post:" is the result."""
+    row = "Pain score 6.1 (0.4) 3.2 (0.3) 0.41"
+    [pre, post, p] = _flags(
+        third,
+        [
+            _entry("pain", ARM_A, mean=(6.1, row)),
+            _entry("pain", ARM_A, mean=(3.2, row)),
+            _entry("pain", ARM_A, sd=(0.41, row)),
+        ],
+    )
+    assert pre == ("the quoted number is printed for 'Pre: Mean (SE)', before treatment; the claim is a result",)
+    assert post == ()
+    assert p == ("the quoted column is 'P value', which compares the arms: not the sd of one arm",)
+
+
+def test_a_median_or_range_is_no_mean_also_where_the_paper_says_so_once(third: ParsedDocument) -> None:
+    [stay] = _flags(third, [_entry("hospital stay", ARM_A, mean=(9, "with a median of 9 days"))])
+    assert len(stay) == 1 and "median or range, not a mean or SD" in stay[0], stay
+    [grip] = _flags(third, [_entry("grip strength", ARM_A, mean=(25, "Grip strength was 25 (20-28)"))])
+    assert grip == ("the paper says it reports these numbers ('stren') as medians, not means",)
+    [weight] = _flags(third, [_entry("body weight", ARM_A, mean=(128.9, "Body weight (kg) 128.9 (19.4)"))])
+    assert weight == ()  # "all other variables ... mean": only strength is given as medians
+
+
+def test_a_subgroups_number_needs_a_place_that_names_the_subgroup(third: ParsedDocument) -> None:
+    quote = "In women, quality of life was 61.5 with drug A"
+    [men, women] = _flags(
+        third,
+        [
+            _entry("quality of life - males", ARM_A, mean=(61.5, quote)),
+            _entry("quality of life - females", ARM_A, mean=(61.5, quote)),
+        ],
+    )
+    assert men == ("the claim is for male participants; the quoted place does not name them",)
+    assert women == ()
+    [bmi] = _flags(third, [_entry("pain score when the patients had BMI > 30", ARM_A, mean=(3.2, "3.2 (0.3)"))])
+    assert bmi == ("the claim is for patients who had BMI > 30; the quoted place does not name them",)
+
+
+def test_a_header_centred_over_a_pair_of_columns_names_both(third: ParsedDocument) -> None:
+    """ "Nonsmokers" is centred over its two arm columns and reaches over neither."""
+    text = third.pages_text[0]
+    at = text.index("14.56")
+    [place] = places_of(third, 1, at, at + 5, 14.56)
+    assert place.columns[-2:] == ("Nonsmokers", "Drug A, n = 29")
+    row = "Vitamin E 14.56 ± 3.06 11.52 ± 2.94 14.11 ± 3.89 11.53 ± 2.78"
+    [nonsmokers, smokers] = _flags(
+        third,
+        [
+            _entry("vitamin E", "Drug A smokers", mean=(14.56, row)),
+            _entry("vitamin E", "Drug A smokers", mean=(14.11, row)),
+        ],
+    )
+    assert nonsmokers == ("the claim is for 'smokers'; the quoted place is for 'Nonsmokers'",)
+    assert smokers == ()
+
+
+def test_a_respectively_list_gives_each_number_to_its_positions_group(third: ParsedDocument) -> None:
+    quote = "0.83 ± 0.05, 0.92 ± 0.07 and 0.74 ± 0.06 g/l on drug A, drug B and placebo"
+    [placebo, own] = _flags(
+        third, [_entry("glucose", ARM_B, mean=(0.74, quote)), _entry("glucose", ARM_B, mean=(0.92, quote))]
+    )
+    assert placebo == (
+        "the sentence gives its numbers respectively: this one is for 'placebo', and the arm 'Drug B' is 'drug B'",
+    )
+    assert own == ()
+
+
+def test_a_row_naming_the_outcome_in_part_is_flagged_beside_one_naming_more(third: ParsedDocument) -> None:
+    [bmi, weight] = _flags(
+        third,
+        [
+            _entry("body weight", ARM_A, mean=(42.8, "Body mass index (kg/m2) 42.8 (4.6)")),
+            _entry("body weight", ARM_A, mean=(128.9, "Body weight (kg) 128.9 (19.4)")),
+        ],
+    )
+    assert bmi == (
+        "the quoted row is 'Body mass index (kg/m2)'; the table's row 'Body weight (kg)'"
+        " names the outcome 'body weight'",
+    )
+    assert weight == ()
+
+
+def test_a_sentence_that_goes_on_to_a_later_time_flags_the_earlier_number(third: ParsedDocument) -> None:
+    quote = "Pain 6 hours after surgery was 6.4 ± 1.3 with drug A"
+    later = "postoperative day 4.3 ± 1.0 versus 3.6 ± 1.2"
+    [early, last, named] = _flags(
+        third,
+        [
+            _entry("pain", ARM_A, mean=(6.4, quote)),
+            _entry("pain", ARM_A, mean=(4.3, later)),
+            _entry("pain", ARM_A, "6 hours", mean=(6.4, quote)),
+        ],
+    )
+    assert early == (
+        "the quoted number is for '6 hours'; the sentence goes on to 'first postoperative day',"
+        " and the claim names no time point",
+    )
+    assert (last, named) == ((), ())

@@ -28,6 +28,7 @@ from extraction_pipeline.core.verification.arithmetic import percent_flag, perce
 from extraction_pipeline.core.verification.arm_names import (
     arm_groups,
     arm_stems,
+    arm_words,
     mentions,
     named_arms,
     names_an_arm,
@@ -356,12 +357,11 @@ def _listed_arm_flag(names: list[str], position: int, claim: Claim, vocabulary: 
     position's name fits the claimed arm better (its words, less the words it is claimed
     without: "without quinine")."""
     negated = {stem for m in NEGATED_WORD.finditer(claim.arm) for stem in stems(m.group(1))}
-    wanted = vocabulary.stems_of(NEGATED_WORD.sub(" ", claim.arm)) - negated
-
+    wanted = arm_words(claim.arm, vocabulary) - negated  # its words, "drug b" of "Drug B"; not "without ..."
     doses = set(DOSE.findall(NEGATED_WORD.sub(" ", claim.arm)))  # "5%", "10 mg": what sets arms of one drug apart
 
     def fit(name: str) -> int:
-        found = vocabulary.stems_of(name)
+        found = arm_words(name, vocabulary) | vocabulary.stems_of(name)
         return len(found & wanted) + len(doses & set(DOSE.findall(name))) - len(found & negated)
 
     best = max(range(len(names)), key=lambda index: fit(names[index]))

@@ -220,7 +220,9 @@ def _indented(cell: _Line, left: list[_Line]) -> bool:
 def _row_labels(lines: list[_Line], cell: _Line, label_x: float, top: float, indented: bool) -> tuple[str, ...]:
     """The labels of the rows with numbers in the number's table (down to the next caption), its
     own row's left out: "Body mass index" beside "Body weight"."""
-    below = [line.y0 for line in lines if CAPTION.match(line.text) and line.y0 > cell.y1 and _same_page_column(line, cell)]
+    below = [
+        line.y0 for line in lines if CAPTION.match(line.text) and line.y0 > cell.y1 and _same_page_column(line, cell)
+    ]
     bottom = min(below, default=float("inf"))
     found = []
     for line in lines:
@@ -232,7 +234,9 @@ def _row_labels(lines: list[_Line], cell: _Line, label_x: float, top: float, ind
             continue  # a row the number's indented row may belong to ("BMI" over "  > 30 kg/m2")
         label = _leading_words(line.text)
         with_numbers = NUMBER.search(line.text[len(label) :]) if label else None
-        if not label or not (with_numbers or any(o.level_with(line) and o.x0 > line.x1 and numeric(o.text) for o in lines)):
+        if not label or not (
+            with_numbers or any(o.level_with(line) and o.x0 > line.x1 and numeric(o.text) for o in lines)
+        ):
             continue
         found.append(label)
     return tuple(found)

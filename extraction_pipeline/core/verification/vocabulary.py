@@ -230,7 +230,20 @@ SECTION_MARK = re.compile(
 
 
 # Words that name no outcome in "continuous variables were presented as ...".
-STATISTICAL_SUBJECTS = {"variables", "variable", "measures", "measurements", "parameters", "continuous", "skewed", "normally", "distributed", "non", "results", "scores"}
+STATISTICAL_SUBJECTS = {
+    "variables",
+    "variable",
+    "measures",
+    "measurements",
+    "parameters",
+    "continuous",
+    "skewed",
+    "normally",
+    "distributed",
+    "non",
+    "results",
+    "scores",
+}
 
 
 # "MRC measures are reported as median (IQR)": the subject (a few words, not "all other variables").
