@@ -38,6 +38,7 @@ from extraction_pipeline.core.verification.claimed import COUNTS, Claim, PlacedN
 from extraction_pipeline.core.verification.kinds import (
     baseline_flag,
     change_flag,
+    cluster_size_flag,
     comparison_column_flag,
     later_in_sentence_flag,
     later_time_flag,
@@ -160,6 +161,7 @@ def check_place(place: Place, claim: Claim, vocabulary: Vocabulary) -> list[str]
         _subgroup_flag(place, claim, vocabulary),
         spread_flag(place, claim),
         comparison_column_flag(place, claim),
+        cluster_size_flag(place, claim),
         median_flag(place, claim, vocabulary),
         part_as_size_flag(place, claim),
         change_flag(place, claim),

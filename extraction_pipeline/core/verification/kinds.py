@@ -78,7 +78,8 @@ def median_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | Non
 # A column of the comparison between arms, not of one arm: "P value", "P*", "OR (95% CI)", "Difference".
 COMPARISON_COLUMN = re.compile(
     r"^\s*(?:p(?:[- ]?values?)?\b|sig(?:\.|nificance)?\s*$|(?:adjusted\s+|crude\s+)?(?:OR|RR|HR|IRR)\b"
-    r"|(?:odds|risk|hazard|rate) ratio|relative risk|(?:mean\s+|between[- ]groups?\s+)?difference\b|95\s*%\s*CI\b)",
+    r"|(?:odds|risk|hazard|rate) ratio|relative risk|95\s*%\s*CI\b"
+    r"|(?:mean\s+|between[- ]groups?\s+)?differences?\b(?!\s+(?:from|vs\.?|versus|to)\s+(?:baseline|pre)))",
     re.IGNORECASE,
 )
 
@@ -86,12 +87,33 @@ COMPARISON_COLUMN = re.compile(
 def comparison_column_flag(place: Place, claim: Claim) -> str | None:
     """An arm's number (a count, mean, SD or size) quoted from a table column that compares the
     arms (a p-value, a ratio, a difference or its confidence interval): no arm's value."""
-    if place.kind != TABLE or not place.columns:
+    if place.kind != TABLE:
         return None
-    column = place.columns[-1]
-    if COMPARISON_COLUMN.match(column):
-        return f"the quoted column is '{shown(column)}', which compares the arms: not the {claim.kind} of one arm"
+    for column in reversed(place.columns):  # "Between-group differences," over "mean (95% CI)"
+        if COMPARISON_COLUMN.match(column):
+            return f"the quoted column is '{shown(column)}', which compares the arms: not the {claim.kind} of one arm"
     return None
+
+
+# What a cluster trial counts besides people: "42 of 82 selected shops", "12 practices (n = 240)".
+CLUSTER_UNIT = re.compile(
+    r"^\W{0,3}(?:[a-z]+\s+){0,2}?(shops|clusters|sites|practices|hospitals|schools|villages|centres|centers|wards"
+    r"|communities|households|clinics|pharmacies|classes|classrooms)\b",
+    re.IGNORECASE,
+)
+
+
+def cluster_size_flag(place: Place, claim: Claim) -> str | None:
+    """An arm's size (total, n) quoted where the number counts clusters ("82 selected shops"), not
+    the arm's participants."""
+    if claim.kind not in ("n", "total"):
+        return None
+    after = place.printed if place.kind == TABLE else place.sentence[place.offset :]
+    number = re.match(r"[-−–]?[\d,]+(?:\.\d+)?", after)
+    unit = CLUSTER_UNIT.match(after[number.end() :] if number else after)
+    if unit is None:
+        return None
+    return f"the quoted number counts {unit.group(1).lower()}, not the arm's participants"
 
 
 CHANGE = re.compile(r"\bchanges?\b|Δ|\bdifferences?\b|\bdiff\b|\bimprovement|\breduction|\bincrease", re.IGNORECASE)
@@ -128,7 +150,7 @@ def change_flag(place: Place, claim: Claim) -> str | None:
 
 # "Table 1 Baseline characteristics of the participants": a table of who was randomized, not of results.
 BASELINE_CAPTION = re.compile(
-    r"\bbaseline (?:characteristics|data|demographics?|values|features|variables)\b"
+    r"\bbaseline (?:characteristics|data|demographics?|values|features|variables|levels|measurements)\b"
     r"|\b(?:patient|participant|demographic|clinical|sample|study population)s?'? characteristics\b"
     r"|\bcharacteristics of (?:the )?(?:patients|participants|subjects|study|population|sample)",
     re.IGNORECASE,

@@ -361,13 +361,30 @@ def _column_headers(lines: list[_Line], cell: _Line, top: float) -> tuple[str, .
             break  # a gap: the header ended above
         if numeric(line.text) or PLACEHOLDER.match(line.text):
             if headers:
-                break  # the cells of another table above this one's header
+                # The cells of an earlier section (or another table) above this section's heading:
+                # the arms are named once, at the top, by headers that print their sizes.
+                headers += _arm_headers(lines, cell, line, top)
+                break
             continue  # a cell of an earlier row in the same column (or its "—", "NA")
         headers.append(line)
     spanning = _spanning_header(lines, cell, headers, top)
     if spanning is not None:
         headers = sorted([*headers, spanning], key=lambda line: -line.y0)
     return tuple(" ".join(line.text.split()) for line in reversed(headers))
+
+
+GROUP_SIZE = re.compile(r"\b[nN]\s*=\s*\d+")
+
+
+def _arm_headers(lines: list[_Line], cell: _Line, below: _Line, top: float) -> list[_Line]:
+    """The header over ``cell``'s column at the top of its table, above ``below``, when it prints a
+    group's size ("Palmvitee, n = 29"): the arm of every section under it. Empty when none."""
+    sized = [
+        line
+        for line in lines
+        if line.y0 >= top and line.above(below) and line.spans_x_of(cell) and GROUP_SIZE.search(line.text)
+    ]
+    return [min(sized, key=lambda line: line.y0)] if sized else []
 
 
 def _spanning_header(lines: list[_Line], cell: _Line, headers: list[_Line], top: float) -> _Line | None:
