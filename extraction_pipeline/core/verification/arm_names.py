@@ -97,7 +97,15 @@ def arm_words(text: str, vocabulary: Vocabulary) -> set[str]:
     found = vocabulary.stems_of(plain, ARM_GENERIC)
     if "contr" in found and not {token.lower() for token in tokens(plain)} & CONTROL_WORDS:
         found.discard("contr")  # "Controller medicine", "contraception": no control arm
-    return found | {f"{match.group(1).lower()[:5]} {match.group(2).lower()}" for match in LETTERED.finditer(text)}
+    lettered = {f"{match.group(1).lower()[:5]} {match.group(2).lower()}" for match in LETTERED.finditer(text)}
+    numbers = {match.group(1) for pattern in (CODED, AMOUNT) for match in pattern.finditer(text)}
+    return found | lettered | numbers
+
+
+# An arm's code with its number inside ("SD48W" for 48 weeks) and the amount an arm's name gives
+# ("for 48 weeks", "2 mg"): arms of one drug differ by it.
+CODED = re.compile(r"\b[A-Z]{1,4}(\d{1,3})[A-Z]{1,3}\b")
+AMOUNT = re.compile(r"\b(\d{1,4})\s*(?:mg|g|µg|μg|ml|iu|weeks?|wks?|days?|months?)\b", re.IGNORECASE)
 
 
 def named_arms(text: str, claim: Claim, vocabulary: Vocabulary) -> set[str]:

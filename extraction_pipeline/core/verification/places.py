@@ -395,6 +395,7 @@ def _spanning_header(lines: list[_Line], cell: _Line, headers: list[_Line], top:
         return None
     own = headers[0]  # the column's own header, nearest the number
     columns = [line for line in lines if line.level_with(own)]
+    left, right = min(line.x0 for line in columns), max(line.x1 for line in columns)
     centre = (cell.x0 + cell.x1) / 2
     for line in sorted((line for line in lines if line.y0 >= top and line.above(own)), key=lambda line: -line.y0):
         if own.y0 - line.y1 > 4.5 * line.height:
@@ -402,6 +403,8 @@ def _spanning_header(lines: list[_Line], cell: _Line, headers: list[_Line], top:
         row = [o for o in lines if o.level_with(line) and LETTER.search(o.text) and not numeric(o.text)]
         if line in headers or any(o.spans_x_of(cell) for o in row) or not 2 <= len(row) < len(columns):
             continue
+        if any(o.x0 < left - SPANNING or o.x1 > right + SPANNING for o in row):
+            continue  # wider than this table's header: the table beside it
         if any(_prose(o) or len(o.text.split()) > 6 for o in row):
             return None
         return min(row, key=lambda o: abs((o.x0 + o.x1) / 2 - centre))
