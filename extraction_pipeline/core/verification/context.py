@@ -12,9 +12,12 @@ table row and column headers, or its sentence) must name what the number is clai
 - the time point: where the claim and the place both print a time, they agree.
 
 The paper's words (stems, the abbreviations and instruments it defines) are ``vocabulary``'s,
-which arm a text names is ``arm_names``', and what the number is beyond where it is (an SE or an
-SD, a change or a level, a part or a group's size, baseline or result, the size the outcome's
-own table prints) is ``kinds``'. A check that cannot read a place (no boxes, a number not found)
+which arm a text names is ``arm_names``' (and, in a "respectively" list, ``respectively``'s),
+what the number is beyond where it is (an SE or an SD, a median or a mean, an arm's value or the
+arms' comparison, a change or a level, a part or a group's size, the size the outcome's own table
+prints) is ``kinds``', when it was measured (baseline, an earlier time than the paper goes on to)
+is ``time_points``', and whose it is (a subgroup, a group named by what it lacks) is
+``populations``'. A check that cannot read a place (no boxes, a number not found)
 raises nothing: it adds flags, it never removes a verdict. Each flag is a sentence saying what
 the place names instead.
 """
@@ -36,21 +39,19 @@ from extraction_pipeline.core.verification.arm_names import (
 )
 from extraction_pipeline.core.verification.claimed import COUNTS, Claim, PlacedNumber
 from extraction_pipeline.core.verification.kinds import (
-    baseline_flag,
     change_flag,
     cluster_size_flag,
     comparison_column_flag,
-    later_in_sentence_flag,
-    later_time_flag,
     median_flag,
     own_table_size_flag,
     part_as_size_flag,
     says_percent,
-    shown,
     spread_flag,
 )
 from extraction_pipeline.core.verification.places import TABLE, Place, places_of
+from extraction_pipeline.core.verification.populations import NEGATED_WORD, subgroup_flag
 from extraction_pipeline.core.verification.respectively import listed_group
+from extraction_pipeline.core.verification.time_points import baseline_flag, later_in_sentence_flag, later_time_flag
 from extraction_pipeline.core.verification.vocabulary import (
     ROLE,
     Vocabulary,
@@ -158,7 +159,7 @@ def check_place(place: Place, claim: Claim, vocabulary: Vocabulary) -> list[str]
         _outcome_flag(place, claim, vocabulary),
         _arm_flag(place, claim, vocabulary),
         _time_flag(place, claim),
-        _subgroup_flag(place, claim, vocabulary),
+        subgroup_flag(place, claim, vocabulary),
         spread_flag(place, claim),
         comparison_column_flag(place, claim),
         cluster_size_flag(place, claim),
@@ -197,75 +198,7 @@ def _names(text: str, target: set[str], vocabulary: Vocabulary, outcome: str = "
     return False
 
 
-# The part of a claim that narrows it to some of the arm's people: "SVR when the patients had
-# BMI > 30 kg/m2", "quality of life - females".
-SUBGROUP = re.compile(
-    r"\b(?:if|when|in|among|for)\s+(?:the\s+)?(?:patients|participants|subjects|those|people|children|infants)"
-    r"\s+(?:who\s+)?(?:had|have|has|with|having|were|are)\s+(?P<what>.+)$",
-    re.IGNORECASE,
-)
-FEMALE = re.compile(r"\b(?:females?|women|woman|girls?)\b", re.IGNORECASE)
-MALE = re.compile(r"\b(?:males?|men|man|boys?)\b", re.IGNORECASE)
-# Where a paper names its whole population ("... in genotype 2 patients"): the first page's start.
-TITLE_CHARS = 1500
-
-
-def _subgroup_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
-    """A number claimed for a subgroup (the outcome or arm says "- females", "if the patients had
-    the TT genotype") quoted from a place that does not name that subgroup: the whole sample's
-    number, or another subgroup's. A qualifier the paper's title page names whole is the trial's
-    population, not a subgroup."""
-    context = (
-        " ".join([place.row_label, *place.headings, *place.groups, *place.columns, place.caption])
-        if place.kind == TABLE
-        else f"{place.before} {place.sentence}"
-    )
-    if place.kind != TABLE and place.sentence[:1].islower():
-        return None  # a sentence whose start is on another page or column: who it is about is not seen
-    claimed = f"{claim.outcome} {claim.arm}"
-    # The column's headers and the group line over the rows say whose number it is.
-    opposed = _opposed(claimed, " ".join([*place.columns, *place.groups[:1]])) if place.kind == TABLE else None
-    if opposed:
-        return f"the claim is for '{opposed[0]}'; the quoted place is for '{opposed[1]}'"
-    for sex, word in ((FEMALE, "female"), (MALE, "male")):
-        if sex.search(claimed) and not sex.search(context):
-            return f"the claim is for {word} participants; the quoted place does not name them"
-    found = SUBGROUP.search(claim.outcome)
-    if found is None:
-        return None
-    wanted = vocabulary.stems_of(found.group("what"))
-    title = vocabulary.parsed.pages_text[0][:TITLE_CHARS] if vocabulary.parsed.pages_text else ""
-    if not wanted or wanted <= stems(title) or wanted & vocabulary.stems_of(context):
-        return None
-    return f"the claim is for patients who had {shown(found.group('what'))}; the quoted place does not name them"
-
-
 DOSE = re.compile(r"\d+(?:\.\d+)?\s*(?:%|mg|g|µg|μg|ml|iu)\b|\d+(?:\.\d+)?%", re.IGNORECASE)
-
-
-# "Non-smokers", "nonsmokers", "without diabetes", "no history": a group defined by what it lacks.
-NEGATED_WORD = re.compile(r"\b(?:non[- ]?|without\s+|no\s+)([a-z]{3,})", re.IGNORECASE)
-
-
-def _opposed(claimed: str, context: str) -> tuple[str, str] | None:
-    """A group the claim names ("smokers") where the place names its opposite ("Nonsmokers"), or
-    the reverse: (the claim's words, the place's). A place naming both says nothing."""
-
-    def split(text: str) -> tuple[dict[str, str], dict[str, str]]:
-        negated = {m.group(1).lower()[:5]: m.group() for m in NEGATED_WORD.finditer(text)}
-        rest = NEGATED_WORD.sub(" ", text)
-        plain = {word.lower()[:5]: word for word in re.findall(r"[A-Za-z]{3,}", rest)}
-        return plain, negated
-
-    claim_plain, claim_negated = split(claimed)
-    place_plain, place_negated = split(context)
-    for stem, word in claim_plain.items():
-        if stem in place_negated and stem not in place_plain and stem not in claim_negated:
-            return word, place_negated[stem]
-    for stem, words in claim_negated.items():
-        if stem in place_plain and stem not in place_negated and stem not in claim_plain:
-            return words, place_plain[stem]
-    return None
 
 
 def _outcome_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
