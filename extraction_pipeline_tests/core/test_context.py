@@ -495,8 +495,22 @@ LEVELS = [
     [(200, "Drug A"), (300, "Drug B")],
     [(60, "Body mass index (kg/m2)"), (200, "42.8 (4.6)"), (300, "42.5 (6.3)")],
     [(60, "Body weight (kg)"), (200, "128.9 (19.4)"), (300, "127.1 (21.6)")],
+    [(60, "Table 13  Plasma levels")],
+    [(200, "Drug A, n = 40"), (300, "Drug B, n = 41")],
+    [(310, "Tocopherol (ug/ml)")],
+    [(60, "Week 12"), (200, "11.1 ± 2.0"), (300, "10.2 ± 2.1")],
+    [(310, "Tocotrienol (ng/ml)")],
+    [(60, "Week 12"), (200, "61.5 ± 7.0"), (300, "60.5 ± 3.0")],
+    [(60, "Table 14  Virologic response")],
+    [(200, "SD48W, n/N (%)"), (300, "SD24W, n/N (%)")],
+    [(60, "SVR"), (200, "66/94 (70.2)"), (300, "43/93 (46.2)")],
+    [(60, "Table 15  Changes in body fat")],
+    [(200, "Drug A"), (300, "Between-group difference,")],
+    [(300, "mean (95% CI)")],
+    [(60, "Body fat (kg)"), (200, "-17.5 (6.1)"), (300, "-17.0 (-18.7, -15.3)")],
 ]
 THIRD_TEXT = (
+    "In all, 42 of 82 selected shops were randomized to drug A. "
     "Hospital stay ranged from 2 to 30 days, with a median of 9 days. "
     "Grip strength was 25 (20-28) with drug A. "
     "In women, quality of life was 61.5 with drug A. "
@@ -515,7 +529,7 @@ def third(tmp_path_factory: pytest.TempPathFactory) -> ParsedDocument:
         page = doc.new_page(width=595, height=842)
         page.insert_textbox(pymupdf.Rect(56, 56, 539, 100), THIRD_INTRO, fontsize=10, fontname="helv")
         y = _write_rows(page, LEVELS, 130.0)
-        page.insert_textbox(pymupdf.Rect(56, y + 20, 539, y + 140), THIRD_TEXT, fontsize=10, fontname="helv")
+        page.insert_textbox(pymupdf.Rect(56, y + 20, 539, y + 160), THIRD_TEXT, fontsize=10, fontname="helv")
         doc.save(path)
     return _parsed(path)
 
@@ -620,3 +634,45 @@ def test_a_sentence_that_goes_on_to_a_later_time_flags_the_earlier_number(third:
         " and the claim names no time point",
     )
     assert (last, named) == ((), ())
+
+
+def test_a_sectioned_tables_arm_header_names_every_section(third: ParsedDocument) -> None:
+    """ "Tocotrienol (ng/ml)" heads its section over Drug B's column; the arms are named once, at the top."""
+    [other, own] = _flags(
+        third,
+        [
+            _entry("tocotrienol", ARM_A, mean=(60.5, "Week 12 61.5 ± 7.0 60.5 ± 3.0")),
+            _entry("tocotrienol", ARM_B, mean=(60.5, "Week 12 61.5 ± 7.0 60.5 ± 3.0")),
+        ],
+    )
+    assert other == ("the quoted column is 'Drug B, n = 41', not the arm 'Drug A'",)
+    assert own == ()
+
+
+def test_an_arm_code_with_its_number_names_the_arm_of_that_duration(third: ParsedDocument) -> None:
+    long, short = "Drug A for 48 weeks", "Drug A for 24 weeks"
+    row = "SVR 66/94 (70.2) 43/93 (46.2)"
+    fields = _grounded(
+        third,
+        [_entry("SVR", long, events=(43, row)), _entry("SVR", short, events=(43, row))],
+        arms=(long, short),
+    )
+    assert fields["outcomes.1.events"].flags == (f"the quoted column is 'SD24W, n/N (%)', not the arm '{long}'",)
+    assert fields["outcomes.2.events"].flags == ()
+
+
+def test_a_between_group_column_and_a_count_of_clusters_are_no_arms_numbers(third: ParsedDocument) -> None:
+    row = "Body fat (kg) -17.5 (6.1) -17.0 (-18.7, -15.3)"
+    [difference, own, shops] = _flags(
+        third,
+        [
+            _entry("body fat", ARM_A, mean=(-17.0, row)),
+            _entry("body fat", ARM_A, mean=(-17.5, row)),
+            _entry("body fat", ARM_A, n=(82, "42 of 82 selected shops")),
+        ],
+    )
+    assert difference == (
+        "the quoted column is 'Between-group difference,', which compares the arms: not the mean of one arm",
+    )
+    assert own == ()
+    assert shops == ("the quoted number counts shops, not the arm's participants",)
