@@ -41,14 +41,18 @@ SENTENCE_TEXT = "Headache was reported by 4 patients in the haloperidol group ve
 
 @pytest.fixture(scope="module")
 def paper(tmp_path_factory: pytest.TempPathFactory) -> ParsedDocument:
+    return _one_page(tmp_path_factory.mktemp("context") / "ponv.pdf", INTRO, TABLE_ROWS, SENTENCE_TEXT)
+
+
+def _one_page(path: Path, intro: str, rows: list[list[tuple[int, str]]], text: str) -> ParsedDocument:
+    """A page of an introduction, a table written cell by cell, and sentences below it, parsed."""
     import pymupdf
 
-    path: Path = tmp_path_factory.mktemp("context") / "ponv.pdf"
     with pymupdf.open() as doc:
         page = doc.new_page(width=595, height=842)
-        page.insert_textbox(pymupdf.Rect(56, 56, 539, 120), INTRO, fontsize=10, fontname="helv")
-        y = _write_rows(page, TABLE_ROWS, 150.0)
-        page.insert_textbox(pymupdf.Rect(56, y + 20, 539, y + 80), SENTENCE_TEXT, fontsize=10, fontname="helv")
+        page.insert_textbox(pymupdf.Rect(56, 56, 539, 120), intro, fontsize=10, fontname="helv")
+        y = _write_rows(page, rows, 150.0)
+        page.insert_textbox(pymupdf.Rect(56, y + 20, 539, y + 200), text, fontsize=10, fontname="helv")
         doc.save(path)
     return _parsed(path)
 
@@ -522,16 +526,7 @@ THIRD_TEXT = (
 
 @pytest.fixture(scope="module")
 def third(tmp_path_factory: pytest.TempPathFactory) -> ParsedDocument:
-    import pymupdf
-
-    path: Path = tmp_path_factory.mktemp("context") / "levels.pdf"
-    with pymupdf.open() as doc:
-        page = doc.new_page(width=595, height=842)
-        page.insert_textbox(pymupdf.Rect(56, 56, 539, 100), THIRD_INTRO, fontsize=10, fontname="helv")
-        y = _write_rows(page, LEVELS, 130.0)
-        page.insert_textbox(pymupdf.Rect(56, y + 20, 539, y + 160), THIRD_TEXT, fontsize=10, fontname="helv")
-        doc.save(path)
-    return _parsed(path)
+    return _one_page(tmp_path_factory.mktemp("context") / "levels.pdf", THIRD_INTRO, LEVELS, THIRD_TEXT)
 
 
 def test_a_value_before_treatment_or_from_a_column_comparing_the_arms_is_flagged(third: ParsedDocument) -> None:
