@@ -69,6 +69,24 @@ ROWS = [
             (FILTERED_ANSWER, PermanentError, None),
         ),
     ),
+    # Today's reasoning models: no temperature but the default, max_completion_tokens, reasoning
+    # tokens billed as output.
+    Row(
+        "openai-gpt-5",
+        OpenAIFake,
+        "openai/gpt-5-mini",
+        "sk-test-not-a-secret",
+        True,
+        ((RATE_LIMIT, RateLimitedError, 2.7), (CONTEXT, PermanentError, None)),
+    ),
+    Row(
+        "openai-o4",
+        OpenAIFake,
+        "openai/o4-mini",
+        "sk-test-not-a-secret",
+        True,
+        ((RATE_LIMIT, RateLimitedError, 2.7), (FILTERED_ANSWER, PermanentError, None)),
+    ),
     Row(
         "azure",
         AzureOpenAIFake,
@@ -389,6 +407,24 @@ def test_the_fakes_refuse_what_their_providers_refuse() -> None:
             {},
         )
         assert status == 200 and fake.truncated and json.loads(body["message"]["content"]) == {"saw": ""}
+    with OpenAIFake() as fake:
+        bearer = {"authorization": "Bearer sk-test-not-a-secret"}
+        for asked, param, code in (
+            ({"temperature": 0, "max_completion_tokens": 100}, "temperature", "unsupported_value"),
+            ({"max_tokens": 100}, "max_tokens", "unsupported_parameter"),
+            ({"reasoning_effort": "minimal"}, "reasoning_effort", "unsupported_value"),  # gpt-5 only
+        ):
+            status, body = _post(fake, "/v1/chat/completions", {"model": "o4-mini", "messages": user, **asked}, bearer)
+            assert (status, body["error"]["param"], body["error"]["code"]) == (400, param, code), body
+        fake.answer = lambda messages: Reply("ok " * 400)
+        asked = {"model": "gpt-5-mini", "messages": user, "reasoning_effort": "low", "max_completion_tokens": 300}
+        status, body = _post(fake, "/v1/chat/completions", asked, bearer)
+        # 256 reasoning tokens out of the 300: the visible answer is cut, and both are billed as output
+        assert (status, body["choices"][0]["finish_reason"]) == (200, "length")
+        details = body["usage"]["completion_tokens_details"]
+        assert details["reasoning_tokens"] == 256 and body["usage"]["completion_tokens"] == 300
+        status, body = _post(fake, "/v1/chat/completions", {**asked, "max_completion_tokens": 256}, bearer)
+        assert body["choices"][0]["message"]["content"] == "" and body["choices"][0]["finish_reason"] == "length"
     with VLLMFake(max_model_len=2048) as fake:
         status, body = _post(
             fake,

@@ -4,6 +4,7 @@ and a prompt's token count."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -102,6 +103,31 @@ def output_limit(config: LLMConfig) -> int | None:
         return None
     limit = info.get("max_output_tokens") or info.get("max_tokens")
     return int(limit) if limit else None
+
+
+def sampling(config: LLMConfig) -> dict[str, Any]:
+    """The sampling parameters a call asks for: temperature 0 (the same answer for the same paper)
+    where the model takes it, else none. Reasoning models (OpenAI's o-series and gpt-5) take only
+    their default temperature and refuse 0 with a 400; litellm's own parameter mapping says which
+    models those are, so no model name is listed here."""
+    if config.is_offline:
+        return {"temperature": 0}
+    return {"temperature": 0} if _takes_zero_temperature(config.effective_model) else {}
+
+
+@functools.lru_cache(maxsize=64)
+def _takes_zero_temperature(model: str) -> bool:
+    litellm = import_litellm()
+    from litellm.utils import get_optional_params
+
+    try:
+        name, provider, _, _ = litellm.get_llm_provider(model=model)
+        get_optional_params(model=name, custom_llm_provider=provider, temperature=0)
+    except litellm.UnsupportedParamsError:
+        return False
+    except Exception:
+        return True  # a model litellm cannot map: the provider judges the ordinary call
+    return True
 
 
 def count_tokens(config: LLMConfig, messages: list[dict[str, str]]) -> int:

@@ -38,6 +38,7 @@ from extraction_pipeline.core.llm.config import (
     count_tokens,
     output_limit,
     prompt_room,
+    sampling,
 )
 from extraction_pipeline.core.llm.litellm_loader import import_litellm
 from extraction_pipeline.core.llm.offline import register_offline_provider
@@ -236,7 +237,7 @@ def _call_kwargs(config: LLMConfig, messages: list[dict[str, str]], limit: int |
         "timeout": config.timeout_seconds,
         "num_retries": 0,
         "max_retries": 0,
-        "temperature": 0,
+        **sampling(config),
     }
     if limit:
         kwargs["max_tokens"] = limit

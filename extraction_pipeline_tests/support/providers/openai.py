@@ -2,7 +2,8 @@
 
 Checks: a ``Bearer`` key; a known model; ``messages`` non-empty with roles system / developer /
 user / assistant / tool and string or text-part content; ``max_tokens`` / ``max_completion_tokens``
-(not both) within the model's output limit; ``temperature`` in [0, 2]; ``response_format`` of type
+(not both) within the model's output limit; ``temperature`` in [0, 2]; reasoning models (o-series,
+gpt-5) as ``REASONING_EFFORTS`` says; ``response_format`` of type
 text / json_object / json_schema (json_schema needs ``name`` and ``schema``; json_object needs the
 word "json" somewhere in the messages); the prompt plus the answer's limit within the context
 window (``context_length_exceeded``). Answers carry ``usage.prompt_tokens_details.cached_tokens``:
@@ -31,7 +32,22 @@ OPENAI_MODELS = {
     "gpt-4o-mini": (128_000, 16_384),
     "gpt-4o": (128_000, 16_384),
     "gpt-4.1-mini": (1_047_576, 32_768),
+    "gpt-5-mini": (400_000, 128_000),
+    "o4-mini": (200_000, 100_000),
 }
+# Reasoning models and the efforts they take (OpenAI's reasoning guide: gpt-5 adds "minimal").
+# They take ``max_completion_tokens`` only, and only the default temperature (1): anything else is
+# a 400 ``unsupported_parameter`` / ``unsupported_value``. Their reasoning tokens are billed as
+# output, counted in ``completion_tokens`` (``completion_tokens_details.reasoning_tokens``) and
+# spent out of ``max_completion_tokens``: a limit they use up ends the answer at ``length`` with
+# no visible text.
+REASONING_EFFORTS = {
+    "gpt-5-mini": ("minimal", "low", "medium", "high"),
+    "o4-mini": ("low", "medium", "high"),
+}
+DEFAULT_EFFORT = "medium"
+# The fake's reasoning, per effort (a real model's varies with the question).
+REASONING_TOKENS = {"minimal": 0, "low": 256, "medium": 1024, "high": 4096}
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 
 
@@ -151,6 +167,7 @@ class OpenAICompatibleFake(ProviderFake):
                         "file",
                     ):
                         raise self.bad("Invalid content part type.", f"messages[{index}].content")
+        self.check_reasoning(request)
         if "max_tokens" in body and "max_completion_tokens" in body:
             raise self.bad("max_tokens and max_completion_tokens cannot both be set", "max_tokens")
         asked = body.get("max_completion_tokens", body.get("max_tokens"))
@@ -177,6 +194,48 @@ class OpenAICompatibleFake(ProviderFake):
         prompt = tokens(self.prompt_text(request))
         if prompt + int(asked or 0) > window:
             raise self.context_error(window, prompt, int(asked or 0))
+
+    def check_reasoning(self, request: Request) -> None:
+        """What a reasoning model refuses, in OpenAI's words, and ``reasoning_effort`` elsewhere."""
+        body, model = request.body, self.model_of(request)
+        efforts = REASONING_EFFORTS.get(model)
+        effort = body.get("reasoning_effort")
+        if efforts is None:
+            if effort is not None:
+                raise self.bad(
+                    "Unsupported parameter: 'reasoning_effort' is not supported with this model.",
+                    "reasoning_effort",
+                    "unsupported_parameter",
+                )
+            return
+        if "max_tokens" in body:
+            raise self.bad(
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead.",
+                "max_tokens",
+                "unsupported_parameter",
+            )
+        temperature = body.get("temperature")
+        if temperature is not None and float(temperature) != 1:
+            raise self.bad(
+                f"Unsupported value: 'temperature' does not support {temperature} with this model. "
+                "Only the default (1) value is supported.",
+                "temperature",
+                "unsupported_value",
+            )
+        if effort is not None and effort not in efforts:
+            raise self.bad(
+                f"Unsupported value: 'reasoning_effort' does not support '{effort}' with this model. "
+                f"Supported values are: {', '.join(repr(e) for e in efforts)}.",
+                "reasoning_effort",
+                "unsupported_value",
+            )
+
+    def reasoning_of(self, request: Request) -> int:
+        """The reasoning tokens the answer spends (0 for a model that does not reason)."""
+        if self.model_of(request) not in REASONING_EFFORTS:
+            return 0
+        return REASONING_TOKENS[str(request.body.get("reasoning_effort") or DEFAULT_EFFORT)]
 
     def check_response_format(self, request: Request) -> None:
         fmt = request.body.get("response_format")
@@ -240,9 +299,12 @@ class OpenAICompatibleFake(ProviderFake):
         prompt = tokens(text)
         asked = body.get("max_completion_tokens", body.get("max_tokens"))
         cap = int(asked) if asked is not None else self.models[self.model_of(request)][1]
-        content, written, finish = answer_text(reply, cap)
+        reasoning = min(self.reasoning_of(request), cap)  # thought first, out of the same limit
+        content, written, finish = answer_text(reply, cap - reasoning)
+        if reasoning == cap and finish == "stop" and reply.content:
+            content, written, finish = "", 0, "length"  # the limit went to reasoning: no visible text
         cached = self.cached(text)
-        self.record(Answered(request, prompt, written, cached))
+        self.record(Answered(request, prompt, written + reasoning, cached))
         message: dict[str, Any] = {"role": "assistant", "content": None if finish == "filtered" else content}
         if "refusal" in self.answer_fields:
             message["refusal"] = None
@@ -260,19 +322,19 @@ class OpenAICompatibleFake(ProviderFake):
                     **self.choice_extras(finish),
                 }
             ],
-            "usage": self.usage(prompt, written, cached),
+            "usage": self.usage(prompt, written, cached, reasoning),
             **self.body_extras(),
         }
 
     answer_fields = frozenset({"refusal"})
 
-    def usage(self, prompt: int, written: int, cached: int) -> dict[str, Any]:
+    def usage(self, prompt: int, written: int, cached: int, reasoning: int = 0) -> dict[str, Any]:
         return {
             "prompt_tokens": prompt,
-            "completion_tokens": written,
-            "total_tokens": prompt + written,
+            "completion_tokens": written + reasoning,
+            "total_tokens": prompt + written + reasoning,
             "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
-            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": reasoning, "audio_tokens": 0},
         }
 
 

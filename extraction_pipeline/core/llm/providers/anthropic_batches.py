@@ -56,7 +56,7 @@ from extraction_pipeline.core.llm.batch_model import (
     unreported,
 )
 from extraction_pipeline.core.llm.classify import classify
-from extraction_pipeline.core.llm.config import LLMConfig, output_limit
+from extraction_pipeline.core.llm.config import LLMConfig, output_limit, sampling
 from extraction_pipeline.core.llm.litellm_loader import import_litellm
 from extraction_pipeline.core.llm.providers.base import ProviderAdapter
 from extraction_pipeline.core.templates.definition import TemplateDefinition
@@ -125,7 +125,7 @@ class AnthropicBatchDriver:
         try:
             model, provider, _, _ = litellm.get_llm_provider(model=config.effective_model)
             asked: dict[str, Any] = {
-                "temperature": 0,
+                **sampling(config),
                 "response_format": self.adapter.response_format(config, template),
             }
             limit = output_limit(config)

@@ -45,7 +45,7 @@ from extraction_pipeline.core.llm.batch_model import (
     unreported,
 )
 from extraction_pipeline.core.llm.classify import TRANSIENT_STATUS, classify
-from extraction_pipeline.core.llm.config import LLMConfig, output_limit
+from extraction_pipeline.core.llm.config import LLMConfig, output_limit, sampling
 from extraction_pipeline.core.llm.litellm_loader import import_litellm
 from extraction_pipeline.core.llm.providers.base import ProviderAdapter
 from extraction_pipeline.core.templates.definition import TemplateDefinition
@@ -71,16 +71,16 @@ class OpenAIBatchDriver:
         self, config: LLMConfig, messages: list[dict[str, str]], template: TemplateDefinition
     ) -> dict[str, Any]:
         """The chat-completions body an ordinary ``complete_extraction`` call sends: the provider's
-        model name, the messages, temperature 0, the structured-output format and the output limit,
-        mapped for the model by litellm as for an ordinary call (``max_completion_tokens`` for the
-        models that take only that)."""
+        model name, the messages, temperature 0 where the model takes it (``sampling``), the
+        structured-output format and the output limit, mapped for the model by litellm as for an
+        ordinary call (``max_completion_tokens`` for the models that take only that)."""
         litellm = import_litellm()
         from litellm.utils import get_optional_params
 
         try:
             model, provider, _, _ = litellm.get_llm_provider(model=config.effective_model)
             asked: dict[str, Any] = {
-                "temperature": 0,
+                **sampling(config),
                 "response_format": self.adapter.response_format(config, template),
             }
             limit = output_limit(config)
