@@ -111,6 +111,29 @@ def test_reservations_from_many_threads_all_count(ledger: Ledger) -> None:
     assert sorted(waits) == pytest.approx([max(0.0, 6.0 * n - 60.0) for n in range(1, 41)])
 
 
+def test_many_workers_contending_for_one_budget_all_get_their_turn(ledger: Ledger) -> None:
+    """24 workers reserving at once (SQLite and PostgreSQL): contention for the one row is waited
+    out, never a failure; every reservation counts once."""
+    configure(ledger, MODEL, tokens_per_minute=6_000_000, requests_per_minute=None)  # 100,000 tokens/s
+    waits: list[float] = []
+    failures: list[BaseException] = []
+
+    def reserve_five() -> None:
+        try:
+            waits.extend(reserve(ledger, MODEL, 60_000, now=T0).wait_seconds for _ in range(5))
+        except BaseException as exc:  # noqa: BLE001 - any failure is what the test looks for
+            failures.append(exc)
+
+    threads = [threading.Thread(target=reserve_five) for _ in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    # 120 reservations of 0.6 s each: 100 fit the minute, then one every 0.6 s
+    assert sorted(waits) == pytest.approx([max(0.0, 0.6 * n - 60.0) for n in range(1, 121)])
+
+
 def _config(fake: FakeLLMServer, ledger: Ledger | None) -> LLMConfig:
     return LLMConfig(
         model=MODEL,

@@ -24,15 +24,16 @@ rate-limit headers) mean no waiting.
 
 from __future__ import annotations
 
+import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from extraction_pipeline.core.errors import PermanentError
+from extraction_pipeline.core.errors import PermanentError, TransientError
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
 from extraction_pipeline.core.ledger.schema import provider_budgets
 from extraction_pipeline.core.llm.rate_headers import RateLimits, read_rate_limits
@@ -42,7 +43,11 @@ WINDOW_SECONDS = 60.0
 # the next call probes instead. Longer than most answers, far shorter than a batch.
 PROBE_SECONDS = 30.0
 PROBE_POLL_SECONDS = 1.0
-_ATTEMPTS = 100  # compare-and-set retries under contention (each one a short transaction)
+# Under contention (many workers moving one model's row), a compare-and-set is retried at once a
+# few times, then after short random pauses, for this long; then the call is retried later
+# (TransientError): contention is other calls going ahead, never a reason to fail a document.
+_AT_ONCE = 10
+CONTENTION_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -219,11 +224,23 @@ def _compare_and_set(
     return moved.rowcount == 1
 
 
+def _attempts(seconds: float = CONTENTION_SECONDS) -> Iterator[int]:
+    """Compare-and-set attempts: a few at once, then after growing random pauses (at most half a
+    second), until ``seconds`` have passed."""
+    deadline = time.monotonic() + seconds
+    attempt = 0
+    while attempt < _AT_ONCE or time.monotonic() < deadline:
+        if attempt >= _AT_ONCE:
+            time.sleep(random.uniform(0, min(0.5, 0.005 * 2 ** (attempt - _AT_ONCE))))
+        yield attempt
+        attempt += 1
+
+
 def reserve(ledger: Ledger, model: str, tokens: int | Callable[[], int], *, now: float | None = None) -> Reservation:
     """Reserve ``tokens`` and one request of ``model``'s budget: how long to wait before sending.
     ``tokens`` may be a callable, asked only when a limit is known. A call larger than a whole
     minute's allowance can never fit and is refused with the reason."""
-    for _ in range(_ATTEMPTS):
+    for _ in _attempts():
         budget = get_budget(ledger, model)
         at = time.time() if now is None else now
         if budget is None or (not budget.known and budget.answers_seen == 0):
@@ -248,7 +265,10 @@ def reserve(ledger: Ledger, model: str, tokens: int | Callable[[], int], *, now:
             wait = max(wait, requests_at - at - WINDOW_SECONDS)
         if _compare_and_set(ledger, budget, tokens_at, requests_at):
             return Reservation(model, tokens, max(0.0, wait), budget)
-    raise PermanentError(f"could not reserve {model}'s budget: the ledger row kept changing")
+    raise TransientError(
+        f"could not reserve {model}'s budget for {CONTENTION_SECONDS:.0f} s: other calls kept moving it; "
+        "the call is retried later"
+    )
 
 
 def _probe(ledger: Ledger, model: str, budget: Budget | None, at: float) -> Reservation:
@@ -289,7 +309,7 @@ def settle(ledger: Ledger, reservation: Reservation, used_tokens: int | None) ->
     unused = reservation.tokens - (used_tokens or 0) if used_tokens is not None else reservation.tokens
     if unused <= 0:
         return
-    for _ in range(_ATTEMPTS):
+    for _ in _attempts():
         budget = get_budget(ledger, reservation.model)
         if budget is None or not budget.tokens_per_minute:
             return
@@ -306,7 +326,7 @@ def learn(ledger: Ledger, model: str, limits: RateLimits, *, now: float | None =
         return
     at = time.time() if now is None else now
     _ensure_row(ledger, model)
-    for _ in range(_ATTEMPTS):
+    for _ in _attempts():
         budget = get_budget(ledger, model)
         assert budget is not None
         learned_tokens = limits.tokens_limit or budget.learned_tokens
