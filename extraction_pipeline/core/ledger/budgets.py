@@ -231,7 +231,7 @@ def _attempts(seconds: float = CONTENTION_SECONDS) -> Iterator[int]:
     attempt = 0
     while attempt < _AT_ONCE or time.monotonic() < deadline:
         if attempt >= _AT_ONCE:
-            time.sleep(random.uniform(0, min(0.5, 0.005 * 2 ** (attempt - _AT_ONCE))))
+            time.sleep(random.uniform(0, min(0.5, 0.005 * 2 ** (attempt - _AT_ONCE))))  # noqa: S311  (jitter)
         yield attempt
         attempt += 1
 
