@@ -121,7 +121,7 @@ def test_many_workers_contending_for_one_budget_all_get_their_turn(ledger: Ledge
     def reserve_five() -> None:
         try:
             waits.extend(reserve(ledger, MODEL, 60_000, now=T0).wait_seconds for _ in range(5))
-        except BaseException as exc:  # noqa: BLE001 - any failure is what the test looks for
+        except BaseException as exc:  # any failure is what the test looks for
             failures.append(exc)
 
     threads = [threading.Thread(target=reserve_five) for _ in range(24)]
