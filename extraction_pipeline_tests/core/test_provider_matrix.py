@@ -54,6 +54,8 @@ RATE_LIMIT = Reply(status=429, error="rate_limit")
 CONTEXT = Reply(status=400, error="context_length")
 FILTERED_PROMPT = Reply(status=400, error="filtered")
 FILTERED_ANSWER = Reply("{}", finish="filtered")
+REFUSED = Reply("I can't help with that", finish="refused")
+NO_CHOICES = Reply("{}", finish="no_choices")
 ROWS = [
     Row(
         "openai",
@@ -67,6 +69,8 @@ ROWS = [
             (CONTEXT, PermanentError, None),
             (FILTERED_PROMPT, PermanentError, None),
             (FILTERED_ANSWER, PermanentError, None),
+            (REFUSED, PermanentError, None),
+            (NO_CHOICES, TransientError, None),
         ),
     ),
     # Today's reasoning models: no temperature but the default, max_completion_tokens, reasoning
@@ -273,6 +277,10 @@ def test_each_providers_errors_are_classified_through_its_own_http_answers(row: 
             assert isinstance(error, TransientError) and error.retry_after == pytest.approx(retry_after), error
         if reply.finish == "filtered":
             assert "content_filter" in str(error)  # said plainly, never an empty extraction
+        if reply.finish == "refused":
+            assert f"{spec.model} refused: I can't help with that" in str(error)
+        if reply.finish == "no_choices":
+            assert "answered with no choices" in str(error) and error.provider  # the breaker is told
     fake.answer = lambda messages: Reply(json.dumps({}))
     complete_extraction(llm, _short_messages(), RCT_TEMPLATE)  # and it answers again afterwards
     assert fake.violations == []

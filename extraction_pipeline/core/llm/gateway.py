@@ -123,8 +123,16 @@ def _uncached_cost(litellm: Any, config: LLMConfig, tokens_in: int, tokens_out: 
 
 def _check_finished(response: Any, usage: Usage, limit: int | None) -> None:
     """An answer the provider stopped at the output limit is incomplete: say so, by its size; one it
-    withheld (content filter, safety) is a permanent error, never an empty extraction."""
+    withheld (content filter, safety) or the model refused is a permanent error, never an empty
+    extraction; a 200 with no choices is the provider's transient fault."""
     choices = getattr(response, "choices", None) or []
+    if not choices:
+        # A 200 with nothing in it: the provider's fault, and another call may well answer.
+        raise TransientError(f"{usage.model} answered with no choices (an empty answer)", usage=usage, provider=True)
+    refusal = getattr(getattr(choices[0], "message", None), "refusal", None)
+    if refusal:
+        # The model declined (OpenAI's structured-outputs refusal): asked again, it declines again.
+        raise PermanentError(f"{usage.model} refused: {str(refusal)[:300]}", usage=usage)
     if choices and getattr(choices[0], "finish_reason", None) == "content_filter":
         # litellm's word for Azure's content filter, Gemini's SAFETY (or a blocked prompt) and
         # Anthropic's refusal: the provider withheld the answer. Asked again, it withholds it again.

@@ -308,12 +308,16 @@ class OpenAICompatibleFake(ProviderFake):
         message: dict[str, Any] = {"role": "assistant", "content": None if finish == "filtered" else content}
         if "refusal" in self.answer_fields:
             message["refusal"] = None
-        return 200, {
-            "id": f"chatcmpl-{len(self.answered)}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.model_of(request),
-            "choices": [
+        if reply.finish == "refused" and "refusal" in self.answer_fields:
+            # Structured Outputs: a refusal comes as ``message.refusal`` with no content, and stops
+            # normally (OpenAI's structured-outputs guide, "Refusals with Structured Outputs").
+            message.update(content=None, refusal=reply.content or "I'm sorry, I can't help with that.")
+            finish = "stop"
+        # "no_choices": as some gateways and filtered answers send it, a 200 with nothing in it.
+        choices = (
+            []
+            if reply.finish == "no_choices"
+            else [
                 {
                     "index": 0,
                     "message": message,
@@ -321,7 +325,14 @@ class OpenAICompatibleFake(ProviderFake):
                     "finish_reason": self.finish_words[finish],
                     **self.choice_extras(finish),
                 }
-            ],
+            ]
+        )
+        return 200, {
+            "id": f"chatcmpl-{len(self.answered)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model_of(request),
+            "choices": choices,
             "usage": self.usage(prompt, written, cached, reasoning),
             **self.body_extras(),
         }
