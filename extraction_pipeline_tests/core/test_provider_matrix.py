@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -56,6 +56,7 @@ FILTERED_PROMPT = Reply(status=400, error="filtered")
 FILTERED_ANSWER = Reply("{}", finish="filtered")
 REFUSED = Reply("I can't help with that", finish="refused")
 NO_CHOICES = Reply("{}", finish="no_choices")
+NOT_JSON = Reply("{}", finish="not_json")  # a proxy's page with status 200
 ROWS = [
     Row(
         "openai",
@@ -71,6 +72,7 @@ ROWS = [
             (FILTERED_ANSWER, PermanentError, None),
             (REFUSED, PermanentError, None),
             (NO_CHOICES, TransientError, None),
+            (NOT_JSON, TransientError, None),
         ),
     ),
     # Today's reasoning models: no temperature but the default, max_completion_tokens, reasoning
@@ -281,9 +283,21 @@ def test_each_providers_errors_are_classified_through_its_own_http_answers(row: 
             assert f"{spec.model} refused: I can't help with that" in str(error)
         if reply.finish == "no_choices":
             assert "answered with no choices" in str(error) and error.provider  # the breaker is told
+        if reply.finish == "not_json":
+            assert str(error).startswith("provider answered HTTP 200 with a body that is not JSON: '<html>"), error
     fake.answer = lambda messages: Reply(json.dumps({}))
     complete_extraction(llm, _short_messages(), RCT_TEMPLATE)  # and it answers again afterwards
     assert fake.violations == []
+
+
+def test_an_answer_slower_than_the_timeout_is_named_so_not_unreachable() -> None:
+    with OpenAIFake() as fake:
+        fake.push(Reply("{}", delay=2.0))
+        llm = LLMConfig(model="openai/gpt-4o-mini", api_base=fake.api_base, api_key="sk-test-not-a-secret")
+        with pytest.raises(TransientError) as raised:
+            complete_extraction(replace(llm, timeout_seconds=1), _short_messages(), RCT_TEMPLATE)
+    assert str(raised.value).startswith("provider did not answer within 1 s (the call was abandoned")
+    assert raised.value.provider
 
 
 def _paper_messages(corpus: Corpus, missed: tuple[str, ...] = ()) -> list[dict[str, str]]:

@@ -64,6 +64,8 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 def network_cause(exc: BaseException) -> str | None:
     """What went wrong on the wire, from the deepest network error in the chain (or None)."""
+    if any(type(cause).__name__ in ("ReadTimeout", "WriteTimeout") for cause in _chain(exc)):
+        return ANSWER_TIMED_OUT  # connected and asked: the answer did not come in time
     for cause in reversed(_chain(exc)):
         if isinstance(cause, ConnectionRefusedError):
             return "connection refused"
@@ -71,7 +73,7 @@ def network_cause(exc: BaseException) -> str | None:
             return "connection reset by the provider"
         if isinstance(cause, socket.gaierror):
             return "host name not resolved"
-        if isinstance(cause, TimeoutError) or type(cause).__name__ in ("ConnectTimeout", "ReadTimeout", "PoolTimeout"):
+        if isinstance(cause, TimeoutError) or type(cause).__name__ in ("ConnectTimeout", "PoolTimeout"):
             return "timed out"
         if type(cause).__name__ in ("RemoteProtocolError", "ReadError", "WriteError"):
             return f"connection dropped ({str(cause)[:120] or type(cause).__name__})"
@@ -156,15 +158,38 @@ def _provider_message(exc: BaseException) -> str:
     return text.rsplit(" - ", 1)[-1][:300] if " - " in text else text[:300]
 
 
-def classify(exc: BaseException) -> TransientError | PermanentError:
+# Connected, asked, and no answer came before the call's timeout: the provider may still finish
+# (and bill) the abandoned call.
+ANSWER_TIMED_OUT = "no answer in time"
+# litellm's words for a 200 whose body is no JSON (a proxy's or load balancer's page).
+NOT_JSON = re.compile(r"Empty or invalid response from LLM endpoint\. Received: (.{0,80})", re.DOTALL)
+
+
+def classify(exc: BaseException, timeout_seconds: float | None = None) -> TransientError | PermanentError:
     """Wrap ``exc`` in the error family that says whether to retry. Never includes secrets: the
-    message is the cause, the HTTP status and the provider's message (which carries no key)."""
+    message is the cause, the HTTP status and the provider's message (which carries no key).
+    ``timeout_seconds``: the call's timeout, named when the answer did not come within it."""
     names = _class_names(exc)
     status = getattr(exc, "status_code", None)
     wire = network_cause(exc)
+    if wire == ANSWER_TIMED_OUT:
+        within = f"within {timeout_seconds:.0f} s " if timeout_seconds else ""
+        return TransientError(
+            f"provider did not answer {within}(the call was abandoned; the provider may still bill it)"
+            f" ({type(exc).__name__})",
+            original=exc,
+            provider=True,
+        )
     if wire is not None:
         # No HTTP answer at all, whatever status litellm invented for it.
         return TransientError(f"provider unreachable: {wire} ({type(exc).__name__})", original=exc, provider=True)
+    if (page := NOT_JSON.search(str(exc))) is not None:
+        # litellm calls it HTTP 500; the provider (or what stands before it) answered 200.
+        return TransientError(
+            f"provider answered HTTP 200 with a body that is not JSON: {page.group(1).strip()}",
+            original=exc,
+            provider=True,
+        )
     summary = f"{f'HTTP {status} ' if status else ''}{type(exc).__name__}: {_provider_message(exc)}"
     # The most specific class decides: ContextWindowExceededError is a BadRequestError (permanent)
     # while litellm's Timeout is an APIConnectionError subclass (transient).

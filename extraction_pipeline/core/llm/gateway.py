@@ -229,7 +229,7 @@ def _send(
         try:
             return litellm.completion(**kwargs), reservation
         except Exception as exc:
-            classified = classify(exc)
+            classified = classify(exc, config.timeout_seconds)
             if budget is not None:
                 retry_after = classified.retry_after if isinstance(classified, TransientError) else None
                 said = refusal_headers(exc)

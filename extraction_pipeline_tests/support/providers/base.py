@@ -31,6 +31,10 @@ from extraction_pipeline_tests.support.http_fake import Exchange, LoopbackFake
 __all__ = ["CHARS_PER_TOKEN", "ProviderFake", "Refusal", "Reply", "Request", "SentReply", "tokens"]
 
 
+# A SentReply body holding this key is sent as that text, not as JSON (a "not_json" reply).
+RAW_BODY = "__raw_body__"
+
+
 def tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
@@ -192,6 +196,9 @@ class ProviderFake(LoopbackFake):
         reply = self._next(messages)
         if reply.delay:
             time.sleep(reply.delay)
+        if reply.finish == "not_json":
+            # A proxy's or load balancer's page passed on with status 200: not the provider's JSON.
+            return SentReply(200, {RAW_BODY: "<html><body>upstream answered</body></html>"}, self.rate_limit_headers)
         if reply.status != 200 or reply.error:
             error = self.error_reply(request, reply)
             return SentReply(error.status, error.body, {**self.rate_limit_headers, **error.headers, **reply.headers})
@@ -209,6 +216,9 @@ class ProviderFake(LoopbackFake):
         except json.JSONDecodeError:  # kept as text for the request log
             body = {"__unparsable__": exchange.body.decode(errors="replace")}
         sent = self._handle(Request(exchange.method, exchange.path, exchange.query, exchange.headers, body))
+        if RAW_BODY in sent.body:
+            exchange.send(sent.status, str(sent.body[RAW_BODY]).encode(), sent.headers, content_type="text/html")
+            return
         exchange.send(sent.status, sent.body, sent.headers)
 
 
