@@ -62,6 +62,13 @@ class RateLimitedError(TransientError):
     """The provider refused the call for the account's rate limit (HTTP 429, ``RateLimitError``)."""
 
 
+class QuotaExhaustedError(TransientError):
+    """The provider says the account has no credit left (OpenAI's 429 ``insufficient_quota``,
+    Anthropic's "credit balance is too low"): no retry fixes it until someone adds credit. Not a
+    rate limit to wait out inside the call: its ``retry_after`` opens the model's circuit breaker
+    at once for a long pause, so every call of the model stops and the batch says why."""
+
+
 class PermanentError(ExtractionRuntimeError):
     """Retrying cannot help; the item is marked ``error``."""
 

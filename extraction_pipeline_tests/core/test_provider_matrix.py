@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from extraction_pipeline.core.errors import PermanentError, RateLimitedError, TransientError
+from extraction_pipeline.core.errors import PermanentError, QuotaExhaustedError, RateLimitedError, TransientError
 from extraction_pipeline.core.extraction.prompts import build_messages, document_from_messages
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
@@ -73,6 +73,7 @@ ROWS = [
             (REFUSED, PermanentError, None),
             (NO_CHOICES, TransientError, None),
             (NOT_JSON, TransientError, None),
+            (Reply(status=429, error="insufficient_quota"), QuotaExhaustedError, 600.0),
         ),
     ),
     # Today's reasoning models: no temperature but the default, max_completion_tokens, reasoning
@@ -283,6 +284,8 @@ def test_each_providers_errors_are_classified_through_its_own_http_answers(row: 
             assert f"{spec.model} refused: I can't help with that" in str(error)
         if reply.finish == "no_choices":
             assert "answered with no choices" in str(error) and error.provider  # the breaker is told
+        if reply.error == "insufficient_quota":
+            assert str(error).startswith("the provider says the account has no credit left: You exceeded your current")
         if reply.finish == "not_json":
             assert str(error).startswith("provider answered HTTP 200 with a body that is not JSON: '<html>"), error
     fake.answer = lambda messages: Reply(json.dumps({}))

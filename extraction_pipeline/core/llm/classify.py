@@ -19,7 +19,7 @@ import socket
 import time
 from typing import Any
 
-from extraction_pipeline.core.errors import PermanentError, RateLimitedError, TransientError
+from extraction_pipeline.core.errors import PermanentError, QuotaExhaustedError, RateLimitedError, TransientError
 
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 TRANSIENT_NAMES = frozenset(
@@ -158,6 +158,12 @@ def _provider_message(exc: BaseException) -> str:
     return text.rsplit(" - ", 1)[-1][:300] if " - " in text else text[:300]
 
 
+# "insufficient_quota" (OpenAI, a 429 with no Retry-After), "credit balance is too low" (Anthropic,
+# a 400): the account is out of credit, which no retry fixes; calls pause for this long each time.
+NO_CREDIT = re.compile(r"insufficient_quota|exceeded your current quota|credit balance is too low", re.IGNORECASE)
+QUOTA_PAUSE_SECONDS = 600.0
+
+
 # Connected, asked, and no answer came before the call's timeout: the provider may still finish
 # (and bill) the abandoned call.
 ANSWER_TIMED_OUT = "no answer in time"
@@ -188,6 +194,13 @@ def classify(exc: BaseException, timeout_seconds: float | None = None) -> Transi
         return TransientError(
             f"provider answered HTTP 200 with a body that is not JSON: {page.group(1).strip()}",
             original=exc,
+            provider=True,
+        )
+    if any(NO_CREDIT.search(f"{cause} {getattr(cause, 'code', '')}") for cause in _chain(exc)):
+        return QuotaExhaustedError(
+            f"the provider says the account has no credit left: {_provider_message(exc)}",
+            original=exc,
+            retry_after=QUOTA_PAUSE_SECONDS,
             provider=True,
         )
     summary = f"{f'HTTP {status} ' if status else ''}{type(exc).__name__}: {_provider_message(exc)}"

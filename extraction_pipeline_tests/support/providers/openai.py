@@ -122,6 +122,14 @@ class OpenAICompatibleFake(ProviderFake):
                 self.error(429, message, "tokens", "rate_limit_exceeded"),
                 {"retry-after": "3", "retry-after-ms": "2700"},
             )
+        if kind == "insufficient_quota":
+            # No credit left: a 429 with no Retry-After (OpenAI's error-codes guide: "You exceeded
+            # your current quota, please check your plan and billing details").
+            message = reply.error_message or (
+                "You exceeded your current quota, please check your plan and billing details. For more "
+                "information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors."
+            )
+            return SentReply(429, self.error(429, message, "insufficient_quota", "insufficient_quota"))
         if kind == "context_length":
             window, _ = self.models.get(model, (128_000, 0))
             refusal: SentReply = self.context_error(window, window + 1000, 0).error
