@@ -512,6 +512,10 @@ LEVELS = [
     [(200, "Drug A"), (300, "Between-group difference,")],
     [(300, "mean (95% CI)")],
     [(60, "Body fat (kg)"), (200, "-17.5 (6.1)"), (300, "-17.0 (-18.7, -15.3)")],
+    [(60, "Table 16  Knee function")],
+    [(200, "Haloperidol 2 mg"), (300, "Placebo")],
+    [(200, "After 2 weeks"), (300, "After 2 weeks")],
+    [(60, "Range of motion (degrees)"), (200, "110.2 (8.1)"), (300, "108.9 (7.7)")],
 ]
 THIRD_TEXT = (
     "In all, 42 of 82 selected shops were randomized to drug A. "
@@ -671,3 +675,13 @@ def test_a_between_group_column_and_a_count_of_clusters_are_no_arms_numbers(thir
     )
     assert own == ()
     assert shops == ("the quoted number counts shops, not the arm's participants",)
+
+
+def test_an_outcome_named_range_and_a_time_header_beside_a_dose_raise_nothing(third: ParsedDocument) -> None:
+    """ "Range of motion" is an outcome, not a range; "After 2 weeks" is a time, not the "2 mg" arm."""
+    row = "Range of motion (degrees) 110.2 (8.1) 108.9 (7.7)"
+    fields = _grounded(
+        third,
+        [_entry("range of motion", DRUG, mean=(110.2, row)), _entry("range of motion", PLACEBO, mean=(108.9, row))],
+    )
+    assert fields["outcomes.1.mean"].flags == () and fields["outcomes.2.mean"].flags == ()

@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, ProgrammingError
 
 from extraction_pipeline.core.backoff import BreakerPolicy, RetrySchedule
-from extraction_pipeline.core.errors import PermanentError, QuotaExhaustedError, TransientError
+from extraction_pipeline.core.errors import PermanentError, QuotaExhaustedError, RateLimitedError, TransientError
 from extraction_pipeline.core.extraction.extract import extract_item
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger import items as states
@@ -28,6 +28,7 @@ from extraction_pipeline.core.runs.reconcile import Action, ItemView, Limits, Ru
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
 from extraction_pipeline_tests.support.ledgers import add_documents
+from extraction_pipeline_tests.support.providers import GeminiFake, OpenAIFake
 
 MESSAGES = [{"role": "user", "content": "extract"}]
 GOOD = extraction_json({"metadata.nct_number": ("NCT01234567", "Trial registered as NCT01234567.")})
@@ -207,26 +208,37 @@ def test_provider_failures_open_the_breaker_and_a_success_closes_it(ledger: Ledg
     assert outcome.status == "completed" and breaker_state(ledger, "openai/fake-model") is None
 
 
-def test_no_credit_left_stops_the_models_calls_at_once_and_says_why(ledger: Ledger, fake_llm: FakeLLMServer) -> None:
+def test_no_credit_left_stops_the_models_calls_at_once_and_says_why(ledger: Ledger) -> None:
     """OpenAI's 429 ``insufficient_quota`` is no rate limit: the first document goes back to wait
     (nothing lost), the breaker opens at once for a long pause naming the cause, and the next
     document sends nothing."""
     doc_ids = add_documents(ledger, 2)
     create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids)
-    fake_llm.push(
-        Reply(status=429, error_message="You exceeded your current quota, please check your plan and billing details.")
-    )
-    with pytest.raises(QuotaExhaustedError) as raised:
-        extract_item(ledger, item_id=1, run_id="r", worker="w", parsed=PARSED, llm=_config(fake_llm.api_base))
-    assert str(raised.value).startswith("the provider says the account has no credit left: You exceeded")
-    row = states.get_item(ledger, 1)
-    assert row is not None and row["status"] == "pending"
-    state = breaker_state(ledger, "openai/fake-model")
-    assert state is not None and state.is_open() and "no credit left" in state.describe()
-    assert state.open_until is not None and state.open_until > utcnow() + timedelta(minutes=9)
-    sent = len(fake_llm.requests)
-    outcome = extract_item(ledger, item_id=2, run_id="r", worker="w", parsed=PARSED, llm=_config(fake_llm.api_base))
-    assert outcome.status == "waiting" and len(fake_llm.requests) == sent
+    with OpenAIFake() as fake:
+        llm = LLMConfig(model="openai/gpt-4o-mini", api_base=fake.api_base, api_key="sk-test", timeout_seconds=10)
+        fake.push(Reply(status=429, error="insufficient_quota"))
+        with pytest.raises(QuotaExhaustedError) as raised:
+            extract_item(ledger, item_id=1, run_id="r", worker="w", parsed=PARSED, llm=llm)
+        assert str(raised.value).startswith("the provider says the account has no credit left: You exceeded")
+        row = states.get_item(ledger, 1)
+        assert row is not None and row["status"] == "pending"
+        state = breaker_state(ledger, "openai/gpt-4o-mini")
+        assert state is not None and state.is_open() and "no credit left" in state.describe()
+        assert state.open_until is not None and state.open_until > utcnow() + timedelta(minutes=9)
+        sent = len(fake.requests)
+        outcome = extract_item(ledger, item_id=2, run_id="r", worker="w", parsed=PARSED, llm=llm)
+        assert outcome.status == "waiting" and len(fake.requests) == sent
+
+
+def test_a_per_minute_quota_in_the_same_words_is_a_rate_limit_not_no_credit() -> None:
+    """Gemini says "You exceeded your current quota" for its per-minute limits too: only OpenAI's
+    ``insufficient_quota`` code (or Anthropic's "credit balance is too low") means no credit."""
+    with GeminiFake() as fake:
+        fake.push(Reply(status=429, error="rate_limit"))
+        llm = LLMConfig(model="gemini/gemini-2.5-flash", api_base=fake.api_base, api_key="k", timeout_seconds=10)
+        with pytest.raises(RateLimitedError) as raised:
+            complete_extraction(llm, MESSAGES, RCT_TEMPLATE)
+    assert "exceeded your current quota" in str(raised.value) and not isinstance(raised.value, QuotaExhaustedError)
 
 
 # --- the reconcile's verdicts -----------------------------------------------------------------

@@ -48,6 +48,8 @@ PROBE_POLL_SECONDS = 1.0
 # (TransientError): contention is other calls going ahead, never a reason to fail a document.
 _AT_ONCE = 10
 CONTENTION_SECONDS = 60.0
+# What is only bookkeeping (giving back unused tokens, learning a limit) tries for this long.
+BEST_EFFORT_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -309,7 +311,7 @@ def settle(ledger: Ledger, reservation: Reservation, used_tokens: int | None) ->
     unused = reservation.tokens - (used_tokens or 0) if used_tokens is not None else reservation.tokens
     if unused <= 0:
         return
-    for _ in _attempts():
+    for _ in _attempts(BEST_EFFORT_SECONDS):
         budget = get_budget(ledger, reservation.model)
         if budget is None or not budget.tokens_per_minute:
             return
@@ -326,7 +328,7 @@ def learn(ledger: Ledger, model: str, limits: RateLimits, *, now: float | None =
         return
     at = time.time() if now is None else now
     _ensure_row(ledger, model)
-    for _ in _attempts():
+    for _ in _attempts(BEST_EFFORT_SECONDS):
         budget = get_budget(ledger, model)
         assert budget is not None
         learned_tokens = limits.tokens_limit or budget.learned_tokens

@@ -64,7 +64,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 def network_cause(exc: BaseException) -> str | None:
     """What went wrong on the wire, from the deepest network error in the chain (or None)."""
-    if any(type(cause).__name__ in ("ReadTimeout", "WriteTimeout") for cause in _chain(exc)):
+    if any(type(cause).__name__ == "ReadTimeout" for cause in _chain(exc)):
         return ANSWER_TIMED_OUT  # connected and asked: the answer did not come in time
     for cause in reversed(_chain(exc)):
         if isinstance(cause, ConnectionRefusedError):
@@ -160,7 +160,7 @@ def _provider_message(exc: BaseException) -> str:
 
 # "insufficient_quota" (OpenAI, a 429 with no Retry-After), "credit balance is too low" (Anthropic,
 # a 400): the account is out of credit, which no retry fixes; calls pause for this long each time.
-NO_CREDIT = re.compile(r"insufficient_quota|exceeded your current quota|credit balance is too low", re.IGNORECASE)
+NO_CREDIT = re.compile(r"insufficient_quota|credit balance is too low", re.IGNORECASE)
 QUOTA_PAUSE_SECONDS = 600.0
 
 

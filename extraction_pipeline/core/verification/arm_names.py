@@ -98,14 +98,30 @@ def arm_words(text: str, vocabulary: Vocabulary) -> set[str]:
     if "contr" in found and not {token.lower() for token in tokens(plain)} & CONTROL_WORDS:
         found.discard("contr")  # "Controller medicine", "contraception": no control arm
     lettered = {f"{match.group(1).lower()[:5]} {match.group(2).lower()}" for match in LETTERED.finditer(text)}
-    numbers = {match.group(1) for pattern in (CODED, AMOUNT) for match in pattern.finditer(text)}
-    return found | lettered | numbers
+    amounts = {f"{m.group(1)} {UNIT[m.group(2).lower()[:2]]}" for m in AMOUNT.finditer(text)}
+    coded = {f"{m.group(1)} {UNIT[m.group(2).lower()]}" for m in CODED.finditer(text)}
+    return found | lettered | amounts | coded
 
 
-# An arm's code with its number inside ("SD48W" for 48 weeks) and the amount an arm's name gives
-# ("for 48 weeks", "2 mg"): arms of one drug differ by it.
-CODED = re.compile(r"\b[A-Z]{1,4}(\d{1,3})[A-Z]{1,3}\b")
-AMOUNT = re.compile(r"\b(\d{1,4})\s*(?:mg|g|µg|μg|ml|iu|weeks?|wks?|days?|months?)\b", re.IGNORECASE)
+# An arm's code with its number and unit inside ("SD48W": 48 weeks) and the amount an arm's name
+# gives ("for 48 weeks", "2 mg"): arms of one drug differ by it. Number and unit go together, so
+# a column "After 2 weeks" names no "2 mg" arm.
+CODED = re.compile(r"\b[A-Z]{1,4}(\d{1,3})([WD])\b")
+UNIT = {
+    "w": "w",
+    "we": "w",
+    "wk": "w",
+    "d": "d",
+    "da": "d",
+    "mo": "mo",
+    "mg": "mg",
+    "g": "g",
+    "µg": "µg",
+    "μg": "µg",
+    "ml": "ml",
+    "iu": "iu",
+}
+AMOUNT = re.compile(r"\b(\d{1,4})\s*(mg|g|µg|μg|ml|iu|weeks?|wks?|days?|months?)\b", re.IGNORECASE)
 
 
 def named_arms(text: str, claim: Claim, vocabulary: Vocabulary) -> set[str]:

@@ -275,8 +275,8 @@ def _arm_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
                 return f"the quoted {where} is '{text}', not the arm '{claim.arm}'"
         return None
     listed = listed_group(place.sentence, place.offset)
-    if listed is not None:
-        return _listed_arm_flag(*listed, claim, vocabulary)
+    if listed is not None and (flag := _listed_arm_flag(*listed, claim, vocabulary)):
+        return flag
     given_for = _arm_in_sentence(place, claim, vocabulary) if stems_of_arm else None
     if given_for and given_for != claim.arm:
         return f"the quoted sentence gives this number for '{given_for}', not for '{claim.arm}'"

@@ -13,7 +13,7 @@ from extraction_pipeline.core.verification.arm_names import header_arm, of_the_t
 from extraction_pipeline.core.verification.claimed import Claim, PlacedNumber
 from extraction_pipeline.core.verification.places import TABLE, Place, as_number
 from extraction_pipeline.core.verification.sizes import ROW_LABEL_CHARS, PrintedTable, table_number
-from extraction_pipeline.core.verification.vocabulary import GENERIC, Vocabulary, stems, tokens
+from extraction_pipeline.core.verification.vocabulary import GENERIC, Vocabulary, tokens
 
 STANDARD_ERROR = re.compile(r"\b(?:SEM?|S\.E\.(?:M\.)?|standard errors?)(?![A-Za-z])", re.IGNORECASE)
 
@@ -59,28 +59,33 @@ def median_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | Non
         return None
     if place.kind == TABLE:
         nearest = [" ".join([*place.columns, place.row_label, *place.headings[:1]]), place.caption, place.legend]
-        about = " ".join([place.row_label, *place.headings[:1], place.caption])
     else:
         nearest = [place.clause, place.sentence]
-        about = place.sentence
+    own = {word.lower() for word in re.findall(r"[A-Za-z]+", claim.outcome)}  # "range of motion"
     for text in nearest:
+        text = " ".join(word for word in text.split() if word.lower().strip("(),.:;") not in own)
         median, mean = MEDIAN.search(text), MEAN.search(text)
         if median and not mean:
             return f"the place gives a median or range, not a mean or SD ('{median.group()}' in '{shown(text)}')"
         if mean:
             return None
-    reported = vocabulary.given_as_medians
-    if reported & (vocabulary.stems_of(claim.outcome) | stems(about)):
-        named = ", ".join(sorted(reported & (vocabulary.stems_of(claim.outcome) | stems(about))))
-        return f"the paper says it reports these numbers ('{named}') as medians, not means"
+    outcome = vocabulary.stems_of(claim.outcome)
+    for subject in vocabulary.given_as_medians:
+        if subject and 2 * len(subject & outcome) >= len(subject) and subject & outcome:
+            named = ", ".join(sorted(subject & outcome))
+            return f"the paper says it reports these numbers ('{named}') as medians, not means"
     return None
 
 
 # A column of the comparison between arms, not of one arm: "P value", "P*", "OR (95% CI)", "Difference".
 COMPARISON_COLUMN = re.compile(
-    r"^\s*(?:p(?:[- ]?values?)?\b|sig(?:\.|nificance)?\s*$|(?:adjusted\s+|crude\s+)?(?:OR|RR|HR|IRR)\b"
+    r"^\s*(?:p(?:[- ]?values?)?\b|sig(?:\.|nificance)?\s*$"
+    # a ratio with its interval, not "HR (bpm)", "RR, breaths/min", "OR time"
+    r"|(?:adjusted\s+|crude\s+)?(?:OR|RR|HR|IRR)\s*(?:[(\[]\s*95|95\s*%|\(?CI\b|$)"
     r"|(?:odds|risk|hazard|rate) ratio|relative risk|95\s*%\s*CI\b"
-    r"|(?:mean\s+|between[- ]groups?\s+)?differences?\b(?!\s+(?:from|vs\.?|versus|to)\s+(?:baseline|pre)))",
+    # between the arms, not one arm's "Difference (post - pre)" or "difference from baseline"
+    r"|(?:mean\s+|between[- ]groups?\s+)?differences?\b"
+    r"(?![\s,]*\(?\s*(?:post|pre|after|before|from|vs\.?|versus|to|week|month|change)\b))",
     re.IGNORECASE,
 )
 
@@ -98,7 +103,8 @@ def comparison_column_flag(place: Place, claim: Claim) -> str | None:
 
 # What a cluster trial counts besides people: "42 of 82 selected shops", "12 practices (n = 240)".
 CLUSTER_UNIT = re.compile(
-    r"^\W{0,3}(?:[a-z]+\s+){0,2}?(shops|clusters|sites|practices|hospitals|schools|villages|centres|centers|wards"
+    r"^\W{0,3}(?:(?:selected|participating|eligible|randomi[sz]ed|included|study|intervention|control)\s+){0,2}"
+    r"(shops|clusters|sites|practices|hospitals|schools|villages|centres|centers|wards"
     r"|communities|households|clinics|pharmacies|classes|classrooms)\b",
     re.IGNORECASE,
 )
@@ -149,7 +155,7 @@ def change_flag(place: Place, claim: Claim) -> str | None:
     )
 
 
-# "Table 1 Baseline characteristics of the participants": a table of who was randomized, not of results.
+# A count printed with its share ("705 (61.9)" in a row of "n (%)"): a part of a group.
 ANALYSED = re.compile(r"\b(?:analy[sz]ed|completed|included|followed|evaluable|assessed)\b", re.IGNORECASE)
 DENOMINATOR = re.compile(r"(?:/|\bof)\s*$")
 

@@ -42,14 +42,14 @@ def subgroup_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | N
     contrary = opposed(claimed, " ".join([*place.columns, *place.groups[:1]])) if place.kind == TABLE else None
     if contrary:
         return f"the claim is for '{contrary[0]}'; the quoted place is for '{contrary[1]}'"
+    title = vocabulary.parsed.pages_text[0][:TITLE_CHARS] if vocabulary.parsed.pages_text else ""
     for sex, word in ((FEMALE, "female"), (MALE, "male")):
-        if sex.search(claimed) and not sex.search(context):
+        if sex.search(claimed) and not sex.search(context) and not sex.search(title):
             return f"the claim is for {word} participants; the quoted place does not name them"
     found = SUBGROUP.search(claim.outcome)
     if found is None:
         return None
     wanted = vocabulary.stems_of(found.group("what"))
-    title = vocabulary.parsed.pages_text[0][:TITLE_CHARS] if vocabulary.parsed.pages_text else ""
     if not wanted or wanted <= stems(title) or wanted & vocabulary.stems_of(context):
         return None
     return f"the claim is for patients who had {shown(found.group('what'))}; the quoted place does not name them"

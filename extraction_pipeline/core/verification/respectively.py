@@ -17,7 +17,7 @@ RESPECTIVELY = re.compile(r",?\s*\brespectively\b", re.IGNORECASE)
 # A listed value and what follows it: "0.83 ± 0.05", "12 (24%)", "6.4 (1.3)" (a spread or share is
 # part of its value, not a value of its own).
 LISTED_VALUE = re.compile(
-    r"[-−–]?\d[\d,]*(?:\.\d+)?\s*%?(?:\s*(?:±|\+/-)\s*\d+(?:\.\d+)?|\s*[(\[][^()\[\]]{0,30}[)\]])?"
+    r"[-−–]?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?\s*%?(?:\s*(?:±|\+/-)\s*\d+(?:\.\d+)?|\s*[(\[][^()\[\]]{0,30}[)\]])?"
 )
 
 # Between two values of one list: a comma, "and", "or", "vs", units ("mg/dl and").

@@ -14,6 +14,7 @@ from extraction_pipeline.core.verification.kinds import shown
 from extraction_pipeline.core.verification.places import TABLE, Place
 from extraction_pipeline.core.verification.vocabulary import times
 
+# "Table 1 Baseline characteristics of the participants": a table of who was randomized, not of results.
 BASELINE_CAPTION = re.compile(
     r"\bbaseline (?:characteristics|data|demographics?|values|features|variables|levels|measurements)\b"
     r"|\b(?:patient|participant|demographic|clinical|sample|study population)s?'? characteristics\b"
@@ -24,8 +25,10 @@ BASELINE_CAPTION = re.compile(
 
 # A row, column or heading that is the time before treatment: "Baseline", "Pre-treatment", "Week 0".
 BASELINE_TIME = re.compile(
-    # "Mean baseline", "Pre: Mean (SE)"; a bare "Pre" but not "Pre-eclampsia" or "pressure"
-    r"^\s*(?:(?:mean|median)\s+)?(?:baseline|pre(?:-?(?:treatment|intervention|operative|test)|(?![a-z-]))"
+    # "Mean baseline", "Pre: Mean (SE)"; a bare "Pre" but not "Pre-eclampsia", "pressure" or the
+    # change "Pre/post", "Pre–post", "Pre vs post"
+    r"^\s*(?:(?:mean|median)\s+)?(?:baseline|pre(?:-?(?:treatment|intervention|operative|test)"
+    r"|(?![a-z/–—-])(?!\s*(?:vs\.?|versus|and|&)\s))"
     r"|before(?: treatment)?|(?:week|day|month) 0)\b"
     # not "Baseline-adjusted", "Baseline to week 12", "Week 0–12": those speak of what came after
     r"(?![\s-]*(?:adjusted|corrected|to\b|[-–—]\s*\d))",
@@ -61,9 +64,6 @@ def baseline_flag(place: Place, claim: Claim) -> str | None:
 def _time_groups(place: Place) -> list[str]:
     """The group lines over a table's rows that are times ("Baseline", "4-month follow-up"), nearest first."""
     return [line for line in place.groups if BASELINE_TIME.match(line) or TIME_ROW.search(line)]
-
-
-# A count printed with its share ("705 (61.9)" in a row of "n (%)"): a part of a group.
 
 
 # "4-month follow-up", "Week 12", "Weeks 12", "24 h": a time as (value, unit); baseline is 0 of any unit.

@@ -304,13 +304,15 @@ class Vocabulary:
         return found
 
     @cached_property
-    def given_as_medians(self) -> set[str]:
+    def given_as_medians(self) -> list[frozenset[str]]:
         """The stems of what the paper says it reports as medians ("MRC measures are reported as
         median (25th–75th percentiles)"): those numbers are no means, wherever they are printed."""
-        found: set[str] = set()
+        found: list[frozenset[str]] = []
         for text in self.parsed.pages_text:
             for match in GIVEN_AS_MEDIAN.finditer(" ".join(text.split())):
-                found |= stems(match.group("what"), GENERIC | STATISTICAL_SUBJECTS)
+                subject = frozenset(stems(match.group("what"), GENERIC | STATISTICAL_SUBJECTS))
+                if subject:
+                    found.append(subject)
         return found
 
     @cached_property
