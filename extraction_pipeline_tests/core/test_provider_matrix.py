@@ -283,7 +283,8 @@ def test_each_providers_errors_are_classified_through_its_own_http_answers(row: 
         if reply.finish == "refused":
             assert f"{spec.model} refused: I can't help with that" in str(error)
         if reply.finish == "no_choices":
-            assert "answered with no choices" in str(error) and error.provider  # the breaker is told
+            assert isinstance(error, TransientError) and error.provider  # the breaker is told
+            assert "answered with no choices" in str(error)
         if reply.error == "insufficient_quota":
             assert str(error).startswith("the provider says the account has no credit left: You exceeded your current")
         if reply.finish == "not_json":
@@ -442,13 +443,18 @@ def test_the_fakes_refuse_what_their_providers_refuse() -> None:
             status, body = _post(fake, "/v1/chat/completions", {"model": "o4-mini", "messages": user, **asked}, bearer)
             assert (status, body["error"]["param"], body["error"]["code"]) == (400, param, code), body
         fake.answer = lambda messages: Reply("ok " * 400)
-        asked = {"model": "gpt-5-mini", "messages": user, "reasoning_effort": "low", "max_completion_tokens": 300}
-        status, body = _post(fake, "/v1/chat/completions", asked, bearer)
+        reasoning: dict[str, object] = {
+            "model": "gpt-5-mini",
+            "messages": user,
+            "reasoning_effort": "low",
+            "max_completion_tokens": 300,
+        }
+        status, body = _post(fake, "/v1/chat/completions", reasoning, bearer)
         # 256 reasoning tokens out of the 300: the visible answer is cut, and both are billed as output
         assert (status, body["choices"][0]["finish_reason"]) == (200, "length")
         details = body["usage"]["completion_tokens_details"]
         assert details["reasoning_tokens"] == 256 and body["usage"]["completion_tokens"] == 300
-        status, body = _post(fake, "/v1/chat/completions", {**asked, "max_completion_tokens": 256}, bearer)
+        status, body = _post(fake, "/v1/chat/completions", {**reasoning, "max_completion_tokens": 256}, bearer)
         assert body["choices"][0]["message"]["content"] == "" and body["choices"][0]["finish_reason"] == "length"
     with VLLMFake(max_model_len=2048) as fake:
         status, body = _post(
