@@ -119,6 +119,7 @@ ROWS = [
             (CONTEXT, PermanentError, None),
             (FILTERED_ANSWER, PermanentError, None),
             (Reply(status=401, error="auth"), PermanentError, None),
+            (Reply(status=400, error="insufficient_quota"), QuotaExhaustedError, 600.0),
         ),
     ),
     Row(
@@ -286,7 +287,8 @@ def test_each_providers_errors_are_classified_through_its_own_http_answers(row: 
             assert isinstance(error, TransientError) and error.provider  # the breaker is told
             assert "answered with no choices" in str(error)
         if reply.error == "insufficient_quota":
-            assert str(error).startswith("the provider says the account has no credit left: You exceeded your current")
+            assert str(error).startswith("the provider says the account has no credit left: "), error
+            assert "You exceeded your current quota" in str(error) or "credit balance is too low" in str(error)
         if reply.finish == "not_json":
             assert str(error).startswith("provider answered HTTP 200 with a body that is not JSON: '<html>"), error
     fake.answer = lambda messages: Reply(json.dumps({}))

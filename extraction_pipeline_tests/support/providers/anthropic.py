@@ -354,6 +354,13 @@ class AnthropicFake(ProviderFake):
             )
         if kind == "auth":
             return SentReply(401, _error("authentication_error", "invalid x-api-key"))
+        if kind == "insufficient_quota":
+            # No credit left: a 400 invalid_request_error, in the words users report it in.
+            message = (
+                "Your credit balance is too low to access the Anthropic API. "
+                "Please go to Plans & Billing to upgrade or purchase credits."
+            )
+            return SentReply(400, _error("invalid_request_error", reply.error_message or message))
         status = reply.status if reply.status != 200 else 400
         kinds = {400: "invalid_request_error", 403: "permission_error", 404: "not_found_error", 500: "api_error"}
         return SentReply(status, _error(kinds.get(status, "api_error"), reply.error_message or f"fake error {status}"))
