@@ -122,6 +122,8 @@ UNIT = {
     "iu": "iu",
 }
 AMOUNT = re.compile(r"\b(\d{1,4})\s*(mg|g|µg|μg|ml|iu|weeks?|wks?|days?|months?)\b", re.IGNORECASE)
+# A dose as printed in a list of groups ("dextrose 5%", "10 mg"): its number and unit as written.
+DOSE = re.compile(r"\d+(?:\.\d+)?\s*(?:%|mg|g|µg|μg|ml|iu)\b|\d+(?:\.\d+)?%", re.IGNORECASE)
 
 
 def named_arms(text: str, claim: Claim, vocabulary: Vocabulary) -> set[str]:

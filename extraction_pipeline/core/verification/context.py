@@ -29,6 +29,7 @@ import re
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.verification.arithmetic import percent_flag, percentage_only_flag
 from extraction_pipeline.core.verification.arm_names import (
+    DOSE,
     arm_groups,
     arm_stems,
     arm_words,
@@ -196,9 +197,6 @@ def _names(text: str, target: set[str], vocabulary: Vocabulary, outcome: str = "
         if short in target and long_stems and long_stems <= stems(text):
             return True
     return False
-
-
-DOSE = re.compile(r"\d+(?:\.\d+)?\s*(?:%|mg|g|µg|μg|ml|iu)\b|\d+(?:\.\d+)?%", re.IGNORECASE)
 
 
 def _outcome_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
