@@ -100,16 +100,17 @@ def test_a_submit_retried_after_a_transient_failure_sends_nothing_twice(
     real_submit = batch_api.submit
     calls = {"n": 0}
 
-    def flaky(llm: LLMConfig, group: list[BatchRequest]) -> SubmittedBatch:
+    def flaky(llm: LLMConfig, group: list[BatchRequest], key: str | None = None) -> SubmittedBatch:
         calls["n"] += 1
         if calls["n"] == 2:
             raise TransientError("HTTP 503 the provider is down for a moment", provider=True)
-        return real_submit(llm, group)
+        return real_submit(llm, group, key)
 
     monkeypatch.setattr(batch_api, "submit", flaky)
     with pytest.raises(TransientError):
         flow.prepare(case.ledger, case.batch, case.llm, case.parse)
-    assert case.phase() == ProviderBatchPhase.PREPARING and len(provider_batches_of(case.ledger, case.batch)) == 1
+    first, noted = provider_batches_of(case.ledger, case.batch)
+    assert case.phase() == ProviderBatchPhase.PREPARING and not first.unresolved and noted.unresolved
     again = flow.prepare(case.ledger, case.batch, case.llm, case.parse)  # the step's retry
     assert again.prompts == 2
     custom_ids = [
@@ -157,8 +158,8 @@ def test_a_cancel_while_the_prompts_upload_cancels_what_was_just_submitted(
 ) -> None:
     real_submit = batch_api.submit
 
-    def cancelled_meanwhile(llm: LLMConfig, group: list[BatchRequest]) -> SubmittedBatch:
-        submitted = real_submit(llm, group)
+    def cancelled_meanwhile(llm: LLMConfig, group: list[BatchRequest], key: str | None = None) -> SubmittedBatch:
+        submitted = real_submit(llm, group, key)
         flow.cancel_provider_batches(case.ledger, case.batch, case.llm)  # the analyst, from the CLI
         return submitted
 
@@ -167,6 +168,11 @@ def test_a_cancel_while_the_prompts_upload_cancels_what_was_just_submitted(
     assert done.prompts == 0 and "cancelled while" in done.message
     [orphan] = case.fake.batches.values()
     assert orphan.status == "cancelling"  # not left running at the provider
+    # The cancel found it at the provider by its key: followed to its end, what it answered kept.
+    [record] = open_provider_batches(case.ledger)
+    assert record.provider_batch_id == orphan.id
+    _finish(case.fake, orphan.id)
+    assert flow.follow(case.ledger, record, case.llm)
     assert case.phase() == ProviderBatchPhase.ENDED and not case.waiting()
 
 

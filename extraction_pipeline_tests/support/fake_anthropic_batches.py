@@ -19,6 +19,9 @@ Real HTTP; only the provider is fake. It follows Anthropic's documentation:
   prompt cache is shared by the batch's requests), ``errored`` (``error``: Anthropic's error
   response), ``canceled`` or ``expired``.
 - ``POST /v1/messages/batches/{id}/cancel``: ``canceling`` (400 once ended).
+- ``GET /v1/messages/batches?limit=&after_id=``: the account's batches, most recently created
+  first, ``limit`` 1 to 1000 (default 20): ``{"data", "has_more", "first_id", "last_id"}``
+  (https://docs.anthropic.com/en/api/listing-message-batches). A Message Batch has no metadata.
 - ``POST /v1/messages``: an ordinary call, answered at once by the same callback (what a batch
   did not answer is asked of the same account at the same base).
 
@@ -50,7 +53,7 @@ from extraction_pipeline_tests.support.http_fake import Exchange, LoopbackFake
 from extraction_pipeline_tests.support.providers.anthropic import AnthropicFake
 from extraction_pipeline_tests.support.providers.base import Refusal, Request
 
-ROUTES = ("create", "retrieve", "results", "cancel", "messages")
+ROUTES = ("create", "retrieve", "results", "cancel", "messages", "list")
 CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 MAX_REQUESTS = 100_000
 MAX_BYTES = 256 * 1024 * 1024
@@ -126,6 +129,10 @@ class FakeAnthropicBatchServer(LoopbackFake):
         # Checks and answers each request as an ordinary call would be (never started: only its
         # rules, answer shapes and prompt cache are used).
         self.messages_api = AnthropicFake()
+        # Called once a create is done and before its answer is sent (outside the lock): the
+        # provider has the batch, the caller may never hear so (a timeout, a killed process);
+        # returning False closes the connection unanswered.
+        self.after_create: Callable[[FakeMessageBatch], bool | None] | None = None
         self._ids = itertools.count(1)
 
     @property
@@ -246,6 +253,26 @@ class FakeAnthropicBatchServer(LoopbackFake):
         self.batches[batch.id] = batch
         return batch.object(self.api_base)
 
+    def _list(self, query: dict[str, str]) -> dict[str, Any]:
+        try:
+            limit = int(query.get("limit", "20"))
+        except ValueError:
+            raise Refused(400, "invalid_request_error", "limit: Input should be a valid integer") from None
+        if not 1 <= limit <= 1000:
+            raise Refused(400, "invalid_request_error", "limit: Input should be between 1 and 1000")
+        newest_first = sorted(self.batches.values(), key=lambda b: (b.created_at, b.id), reverse=True)
+        after = query.get("after_id")
+        if after:
+            ids = [b.id for b in newest_first]
+            newest_first = newest_first[ids.index(after) + 1 :] if after in ids else []
+        page = newest_first[:limit]
+        return {
+            "data": [b.object(self.api_base) for b in page],
+            "has_more": len(newest_first) > limit,
+            "first_id": page[0].id if page else None,
+            "last_id": page[-1].id if page else None,
+        }
+
     def _batch(self, batch_id: str) -> FakeMessageBatch:
         if batch_id not in self.batches:
             raise Refused(404, "not_found_error", f"No message batch found with id '{batch_id}'")
@@ -260,6 +287,7 @@ class FakeAnthropicBatchServer(LoopbackFake):
         elif parts[:3] == ["v1", "messages", "batches"]:
             route = {
                 ("POST", 3): "create",
+                ("GET", 3): "list",
                 ("GET", 4): "retrieve",
                 ("GET", 5): "results",
                 ("POST", 5): "cancel",
@@ -287,6 +315,8 @@ class FakeAnthropicBatchServer(LoopbackFake):
             return self._message(body, headers)
         if route == "create":
             return 200, self._create(body, len(raw), headers)
+        if route == "list":
+            return 200, self._list(exchange.query)
         batch = self._batch(parts[3])
         if route == "retrieve":
             return 200, batch.object(self.api_base)
@@ -309,5 +339,9 @@ class FakeAnthropicBatchServer(LoopbackFake):
             except Refused as refused:
                 self.refusals.append(str(refused))
                 status, payload = refused.status, refused.body
+        created = exchange.method == "POST" and exchange.path.rstrip("/") == "/v1/messages/batches" and status == 200
+        hook = self.after_create if created and isinstance(payload, dict) else None
+        if hook is not None and isinstance(payload, dict) and hook(self.batches[payload["id"]]) is False:
+            return  # no answer: the connection closes unanswered
         retry = {"retry-after": "7"} if status == 429 else None  # Anthropic's 429 says when to come back
         exchange.send(status, payload, retry, "application/binary" if isinstance(payload, bytes) else None)

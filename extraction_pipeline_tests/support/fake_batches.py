@@ -9,10 +9,21 @@ documented Batch API:
   at most ``max_requests`` lines and ``max_file_bytes`` bytes (50,000 and 200 MB). A file failing
   that is refused with 400 and OpenAI's error body naming the line.
 - ``GET /v1/files/{id}``, ``GET /v1/files/{id}/content``.
+- ``DELETE /v1/files/{id}``: ``{"id", "object": "file", "deleted": true}``.
 - ``POST /v1/batches`` (``input_file_id``, ``endpoint`` matching the file's lines,
-  ``completion_window`` "24h" only), ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``:
-  batch objects with OpenAI's fields (``status``, ``request_counts``, ``output_file_id``,
-  ``error_file_id``, ``errors`` and the timestamps).
+  ``completion_window`` "24h" only, ``metadata``: at most 16 pairs of strings, keys up to 64
+  characters and values up to 512, else 400), ``GET /v1/batches/{id}``,
+  ``POST /v1/batches/{id}/cancel``: batch objects with OpenAI's fields (``status``,
+  ``request_counts``, ``output_file_id``, ``error_file_id``, ``errors``, ``metadata`` and the
+  timestamps).
+- ``GET /v1/batches?limit=&after=``: the account's batches, newest first, ``limit`` 1 to 100
+  (default 20), ``after`` a batch id: ``{"object": "list", "data", "first_id", "last_id",
+  "has_more"}`` (https://platform.openai.com/docs/api-reference/batch/list).
+
+``after_create(batch)``, when set, is called once a create has been done and before its answer is
+sent (outside the fake's lock): a test sleeps there past the client's timeout, or kills the
+process that asked, or stops its database: the provider has the batch, the caller never hears so.
+When it returns False the connection is closed unanswered (a dropped connection).
 
 The test drives the clock: ``advance(batch_id)`` moves validating → in_progress (running no line
 yet) → finalizing (after running every line; ``advance(batch_id, lines=k)`` runs k more first) →
@@ -54,7 +65,7 @@ from extraction_pipeline_tests.support.fake_llm import CHARS_PER_TOKEN, Reply
 from extraction_pipeline_tests.support.http_fake import Exchange, LoopbackFake
 
 SUPPORTED_URLS = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/completions"})
-ROUTES = ("upload", "create", "retrieve", "cancel", "content")
+ROUTES = ("upload", "create", "retrieve", "cancel", "content", "list", "delete")
 WINDOW_SECONDS = 24 * 3600
 
 
@@ -127,7 +138,7 @@ class FakeBatch:
 
 
 class FakeBatchServer(LoopbackFake):
-    methods = ("GET", "POST")
+    methods = ("GET", "POST", "DELETE")
     routes = ROUTES
 
     def __init__(self, port: int = 0) -> None:
@@ -145,6 +156,7 @@ class FakeBatchServer(LoopbackFake):
         self.calls: list[tuple[str, str]] = []  # (method, path) per request received
         self.answered: list[dict[str, Any]] = []  # the bodies of the lines run, in order
         self.chat_requests: list[dict[str, Any]] = []  # ordinary chat-completions calls, in order
+        self.after_create: Callable[[FakeBatch], bool | None] | None = None
         self._ids = itertools.count(1)
 
     @property
@@ -294,12 +306,43 @@ class FakeBatchServer(LoopbackFake):
             raise Refused(404, f"No such File object: {request.get('input_file_id')}", param="input_file_id")
         if stored.purpose != "batch":
             raise Refused(400, "The input file must be uploaded with purpose 'batch'.", param="input_file_id")
+        metadata = request.get("metadata")
+        if metadata is not None:
+            _check_metadata(metadata)
         lines = [json.loads(raw) for raw in stored.data.splitlines() if raw.strip()]
         batch = FakeBatch(
             self._new_id("batch_"), stored.id, str(endpoint), lines, int(time.time()), request.get("metadata")
         )
         self.batches[batch.id] = batch
         return batch.object()
+
+    def _list(self, query: dict[str, str]) -> dict[str, Any]:
+        try:
+            limit = int(query.get("limit", "20"))
+        except ValueError:
+            raise Refused(400, f"Invalid 'limit': {query.get('limit')!r}.", param="limit") from None
+        if not 1 <= limit <= 100:
+            raise Refused(400, f"Invalid 'limit': {limit}. Must be between 1 and 100.", param="limit")
+        newest_first = sorted(self.batches.values(), key=lambda b: (b.created_at, b.id), reverse=True)
+        after = query.get("after")
+        if after:
+            ids = [b.id for b in newest_first]
+            if after not in ids:
+                raise Refused(404, f"No batch found with id '{after}'.", param="after")
+            newest_first = newest_first[ids.index(after) + 1 :]
+        page = newest_first[:limit]
+        return {
+            "object": "list",
+            "data": [b.object() for b in page],
+            "first_id": page[0].id if page else None,
+            "last_id": page[-1].id if page else None,
+            "has_more": len(newest_first) > limit,
+        }
+
+    def _delete_file(self, file_id: str) -> dict[str, Any]:
+        if self.files.pop(file_id, None) is None:
+            raise Refused(404, f"No such File object: {file_id}")
+        return {"id": file_id, "object": "file", "deleted": True}
 
     def _batch(self, batch_id: str) -> FakeBatch:
         if batch_id not in self.batches:
@@ -328,6 +371,8 @@ class FakeBatchServer(LoopbackFake):
         route = {
             ("POST", 1, "files"): "upload",
             ("POST", 1, "batches"): "create",
+            ("GET", 1, "batches"): "list",
+            ("DELETE", 2, "files"): "delete",
             ("GET", 2, "batches"): "retrieve",
             ("GET", 2, "files"): "retrieve",
             ("POST", 3, "batches"): "cancel",
@@ -350,6 +395,10 @@ class FakeBatchServer(LoopbackFake):
             return 200, self._create(json.loads(raw or b"{}"))
         if route == "cancel":
             return 200, self._cancel(parts[1])
+        if route == "list":
+            return 200, self._list(exchange.query)
+        if route == "delete":
+            return 200, self._delete_file(parts[1])
         if parts[0] == "batches":
             if self.auto_advance and self._batch(parts[1]).status not in (
                 "completed",
@@ -371,7 +420,27 @@ class FakeBatchServer(LoopbackFake):
                 status, payload = self._route(exchange)
             except Refused as refused:
                 status, payload = refused.status, refused.body
+        created = exchange.method == "POST" and exchange.path.rstrip("/") == "/v1/batches" and status == 200
+        hook = self.after_create if created and isinstance(payload, dict) else None
+        if hook is not None and isinstance(payload, dict) and hook(self.batches[payload["id"]]) is False:
+            return  # no answer: the connection closes unanswered
         exchange.send(status, payload)
+
+
+def _check_metadata(metadata: Any) -> None:
+    """OpenAI's rule for ``metadata``: up to 16 string pairs, keys up to 64 characters, values up
+    to 512 (https://platform.openai.com/docs/api-reference/batch/create)."""
+    if not isinstance(metadata, dict):
+        raise Refused(400, "Invalid type for 'metadata': expected an object.", param="metadata")
+    if len(metadata) > 16:
+        raise Refused(400, "Invalid 'metadata': too many properties. Expected at most 16.", param="metadata")
+    for key, value in metadata.items():
+        if not isinstance(value, str):
+            raise Refused(400, f"Invalid type for 'metadata.{key}': expected a string.", param=f"metadata.{key}")
+        if len(key) > 64:
+            raise Refused(400, "Invalid 'metadata': keys can be at most 64 characters long.", param="metadata")
+        if len(value) > 512:
+            raise Refused(400, f"Invalid 'metadata.{key}': string too long (at most 512).", param=f"metadata.{key}")
 
 
 def _multipart(content_type: str, raw: bytes) -> dict[str, tuple[str | None, bytes]]:

@@ -22,10 +22,10 @@ from extraction_pipeline.core.extraction.prompts import build_messages
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.answers import (
     StoredAnswer,
+    answer_for,
     answer_key,
     second_model_of,
     store_answer,
-    stored_answer,
     wants_fresh_answers,
 )
 from extraction_pipeline.core.ledger.audit import record_prompt
@@ -325,7 +325,7 @@ def _answer(
     extractor costs nothing and is not stored."""
     ledger, item_id, llm, meter = ask.ledger, ask.item_id, ask.llm, ask.meter
     key = answer_key(llm.effective_model, messages)
-    stored = None if llm.is_offline else stored_answer(ledger, key)
+    stored = None if llm.is_offline else answer_for(ledger, key, item_id)
     # A fresh batch asks again, except what this very document already paid for (its provider
     # batch's answer, or an earlier attempt's): that answer is this batch's own.
     if stored is not None and (stored.item_id == item_id or not wants_fresh_answers(ledger, item_id)):

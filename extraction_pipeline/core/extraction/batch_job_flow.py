@@ -11,9 +11,10 @@ Follow-up questions, second models and repair calls depend on a first answer: th
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from extraction_pipeline.core.errors import ExtractionRuntimeError, PermanentError, TransientError
@@ -24,13 +25,17 @@ from extraction_pipeline.core.ledger.audit import record_prompt
 from extraction_pipeline.core.ledger.batch_jobs import (
     Entry,
     ProviderBatchRecord,
+    drop_intent,
     entries_of,
     finish_preparation,
+    known_provider_batch_ids,
     provider_batches_of,
     record_end,
+    record_intent,
     record_poll,
-    record_submission,
+    record_submitted,
     submitted_custom_ids,
+    unresolved_submissions,
 )
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.ledger.database import utcnow
@@ -39,7 +44,7 @@ from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.ledger.schema import ItemStatus, ProviderBatchPhase
 from extraction_pipeline.core.ledger.templates import definition_of, template_of_item
 from extraction_pipeline.core.llm import batch_api
-from extraction_pipeline.core.llm.batch_model import BatchAnswer, BatchFailure, BatchRequest, ProviderJobStatus
+from extraction_pipeline.core.llm.batch_model import BatchAnswer, BatchFailure, BatchRequest
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
 
@@ -83,7 +88,11 @@ def prepare(
         message = f"{model} has no provider batch API here: its documents are asked by ordinary calls"
         finish_preparation(ledger, batch_id, message=message)
         return Preparation(message=message)
-    sent_before = submitted_custom_ids(ledger, batch_id)  # by an attempt before this one
+    # Prompts an earlier attempt noted: those the provider has by id are done; those it may have
+    # (noted, its id never kept) are looked for there before anything is sent again.
+    unresolved = {record.id: record for record in unresolved_submissions(ledger, batch_id)}
+    noted = {entry.custom_id: record_id for record_id in unresolved for entry in entries_of(ledger, record_id)}
+    sent_before = submitted_custom_ids(ledger, batch_id) - noted.keys()
     requests: list[BatchRequest] = []
     entries: list[Entry] = []
     already, not_parsed = 0, []
@@ -102,57 +111,117 @@ def prepare(
             custom_id = f"item-{item['id']}-q{question}"
             if custom_id in sent_before:
                 continue
-            if not batch["fresh"] and stored_answer(ledger, key) is not None:
+            if custom_id not in noted and not batch["fresh"] and stored_answer(ledger, key) is not None:
                 already += 1
                 continue
             requests.append(BatchRequest(custom_id, messages, template))
             entries.append(Entry(item["id"], custom_id, key))
     by_id = {entry.custom_id: entry for entry in entries}
-    submitted_ids: list[str] = []
-    submitted_count = 0
-    note: str | None = None
-    for group in batch_api.split_requests(llm, requests) if requests else []:
-        try:
-            submitted = batch_api.submit(llm, group)
-        except PermanentError as exc:
-            note = f"the provider refused {len(group)} prompts ({exc}): they are asked by ordinary calls"
-            break  # what was submitted before is followed
-        # Said before it is recorded: should this process die in between, the id is in the run's log.
-        progress(f"submitted provider batch {submitted.batch_id} ({len(group)} prompts)")
-        recorded = record_submission(
-            ledger,
-            batch_id=batch_id,
-            model=model,
-            provider_batch_id=submitted.batch_id,
-            input_file_id=submitted.input_file_id,
-            status=ProviderJobStatus.VALIDATING.value,
-            entries=[by_id[request.custom_id] for request in group],
-        )
-        if recorded is None:  # cancelled while this group was uploading: it is not wanted
-            note = "cancelled while its prompts were being submitted"
-            if not _cancel_unrecorded(llm, submitted.batch_id, progress):
-                note += f"; provider batch {submitted.batch_id} could not be cancelled: cancel it at the provider"
+    submission = _Submission(ledger, batch_id, llm, by_id, progress)
+    for record in unresolved.values():
+        group = [r for r in requests if noted.get(r.custom_id) == record.id]
+        if not submission.settle(record, group):
             break
-        for request in group:  # the prompt audit holds every prompt sent, whichever way
-            record_prompt(
-                ledger,
-                item_id=by_id[request.custom_id].item_id,
-                run_id=f"provider batch {submitted.batch_id}",
-                model=model,
-                messages=request.messages,
-            )
-        submitted_ids.append(submitted.batch_id)
-        submitted_count += len(group)
+    else:
+        fresh = [r for r in requests if r.custom_id not in noted]
+        for group in batch_api.split_requests(llm, fresh) if fresh else []:
+            key = submission_key(batch["uid"], [r.custom_id for r in group])
+            entries_of_group = [by_id[r.custom_id] for r in group]
+            row_id = record_intent(ledger, batch_id=batch_id, model=model, key=key, entries=entries_of_group)
+            if row_id is None:  # cancelled before this group was sent: nothing is
+                submission.note = "cancelled while its prompts were being submitted"
+                break
+            record = next(r for r in unresolved_submissions(ledger, batch_id) if r.id == row_id)
+            if not submission.settle(record, group, new=True):
+                break
     if not requests and not sent_before:
-        note = f"nothing to submit ({already} answers already paid for): the documents go straight to their runs"
-    finish_preparation(ledger, batch_id, message=note if not submitted_ids and not sent_before else None)
+        submission.note = (
+            f"nothing to submit ({already} answers already paid for): the documents go straight to their runs"
+        )
+    note = submission.note
+    finish_preparation(ledger, batch_id, message=note if not submission.batch_ids and not sent_before else None)
     return Preparation(
-        prompts=submitted_count,
+        prompts=submission.prompts,
         already_paid=already,
-        provider_batch_ids=tuple(submitted_ids),
+        provider_batch_ids=tuple(submission.batch_ids),
         not_parsed=tuple(not_parsed),
         message=note or "",
     )
+
+
+def submission_key(batch_uid: str, custom_ids: list[str]) -> str:
+    """The key a group of a batch's prompts is tagged with at the provider: the batch and which
+    prompts (the same group asked again has the same key)."""
+    digest = hashlib.sha256("\n".join(custom_ids).encode()).hexdigest()[:16]
+    return f"{batch_uid}-{digest}"
+
+
+@dataclass
+class _Submission:
+    """``prepare``'s sending of one batch's groups: each noted before it is sent, adopted when the
+    provider already has it, and kept by id the moment the provider gives one."""
+
+    ledger: Ledger
+    batch_id: int
+    llm: LLMConfig
+    by_id: dict[str, Entry]
+    progress: Callable[[str], None]
+    note: str | None = None
+    prompts: int = 0
+    batch_ids: list[str] = field(default_factory=list)
+
+    def settle(self, record: ProviderBatchRecord, group: list[BatchRequest], *, new: bool = False) -> bool:
+        """Send the noted submission ``record`` (``group``: its prompts, rebuilt), or adopt the
+        provider batch an earlier attempt created for it. False: stop sending (the provider
+        refused, or the batch was cancelled). A TransientError is raised with the note kept: the
+        next attempt looks for it at the provider first."""
+        key = record.submission_key or ""
+        try:
+            found = (
+                None
+                if new
+                else batch_api.find(
+                    self.llm,
+                    key,
+                    since=record.submitted_at,
+                    count=record.requests,
+                    known=known_provider_batch_ids(self.ledger),
+                )
+            )
+            if found is not None:
+                self.progress(
+                    f"provider batch {found.batch_id} was submitted by an earlier attempt whose answer was lost: "
+                    "it is followed, not sent again"
+                )
+            elif not group:
+                drop_intent(self.ledger, record.id)
+                return True
+            else:
+                found = batch_api.submit(self.llm, group, key)
+                # Said before it is kept: should this process die in between, the id is in the run's log.
+                self.progress(f"submitted provider batch {found.batch_id} ({len(group)} prompts)")
+        except PermanentError as exc:
+            drop_intent(self.ledger, record.id)
+            self.note = f"the provider refused {len(group)} prompts ({exc}): they are asked by ordinary calls"
+            return False  # what was submitted before is followed
+        if not record_submitted(
+            self.ledger, record.id, provider_batch_id=found.batch_id, input_file_id=found.input_file_id
+        ):  # cancelled while this group was being sent: it is not wanted
+            self.note = "cancelled while its prompts were being submitted"
+            if not _cancel_unrecorded(self.llm, found.batch_id, self.progress):
+                self.note += f"; provider batch {found.batch_id} could not be cancelled: cancel it at the provider"
+            return False
+        for request in group:  # the prompt audit holds every prompt sent, whichever way
+            record_prompt(
+                self.ledger,
+                item_id=self.by_id[request.custom_id].item_id,
+                run_id=f"provider batch {found.batch_id}",
+                model=self.llm.effective_model,
+                messages=request.messages,
+            )
+        self.batch_ids.append(found.batch_id)
+        self.prompts += record.requests
+        return True
 
 
 def _cancel_unrecorded(llm: LLMConfig, batch_id: str, progress: Callable[[str], None], attempts: int = 3) -> bool:
@@ -181,6 +250,8 @@ def follow(ledger: Ledger, record: ProviderBatchRecord, llm: LLMConfig, *, now: 
     provider that says it has no such batch (or whose files are gone), or one not reachable for
     ``GIVE_UP_AFTER`` past the submission, ends it here: every prompt goes to ordinary calls."""
     config = replace(llm, model=record.model)
+    if record.unresolved:
+        return _settle_unresolved(ledger, record, config, now=now)
     try:
         state = batch_api.poll(config, record.provider_batch_id)
         if not state.status.ended:
@@ -211,6 +282,32 @@ def follow(ledger: Ledger, record: ProviderBatchRecord, llm: LLMConfig, *, now: 
     )
 
 
+def _settle_unresolved(
+    ledger: Ledger, record: ProviderBatchRecord, config: LLMConfig, *, now: datetime | None = None
+) -> bool:
+    """A submission noted whose submit run ended before the provider's id was kept (it died, or
+    gave up): adopt the provider batch made of it, or, when the provider has none, end it here
+    (True) so that its prompts are asked by ordinary calls."""
+    try:
+        found = batch_api.find(
+            config,
+            record.submission_key or "",
+            since=record.submitted_at,
+            count=record.requests,
+            known=known_provider_batch_ids(ledger),
+        )
+    except TransientError as exc:
+        if (now or utcnow()) - record.submitted_at < GIVE_UP_AFTER:
+            raise
+        return give_up(ledger, record, f"not reachable {GIVE_UP_AFTER} after its submission: {exc}")
+    except PermanentError as exc:
+        return give_up(ledger, record, f"the provider cannot say whether it has the prompts: {exc}")
+    if found is None:
+        return give_up(ledger, record, "their submission never reached the provider")
+    record_submitted(ledger, record.id, provider_batch_id=found.batch_id, input_file_id=found.input_file_id)
+    return False  # followed from now on, like any submitted batch
+
+
 def give_up(ledger: Ledger, record: ProviderBatchRecord, reason: str) -> bool:
     """End ``record`` here with nothing answered: its prompts are asked by ordinary calls."""
     entries = entries_of(ledger, record.id)
@@ -237,6 +334,13 @@ def cancel_provider_batches(ledger: Ledger, batch_id: int, llm: LLMConfig) -> li
     for record in provider_batches_of(ledger, batch_id):
         if record.ended:
             continue
+        if record.unresolved:  # the provider may have it under its key: cancelled there if so
+            _settle_unresolved(ledger, record, replace(llm, model=record.model))
+            adopted = next(r for r in provider_batches_of(ledger, batch_id) if r.id == record.id)
+            if adopted.ended:
+                done.append(f"{record.requests} prompts being submitted: not sent, asked by ordinary calls")
+                continue
+            record = adopted
         try:
             state = batch_api.cancel(replace(llm, model=record.model), record.provider_batch_id)
         except PermanentError as exc:  # it no longer knows the batch, or this key may not see it

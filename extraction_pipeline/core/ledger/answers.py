@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from sqlalchemy import delete, insert, select
@@ -52,6 +52,23 @@ class StoredAnswer:
 def answer_key(model: str, messages: list[dict[str, str]]) -> str:
     canonical = json.dumps([model, messages], ensure_ascii=False, separators=(",", ":"), sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def own_answer_key(key: str, item_id: int) -> str:
+    """Where an answer ``item_id`` paid for is kept when ``key`` already holds another document's
+    answer (which that document's results may cite: it is never replaced by a provider batch)."""
+    return hashlib.sha256(f"{key}/item/{item_id}".encode()).hexdigest()
+
+
+def answer_for(ledger: Ledger, key: str, item_id: int) -> StoredAnswer | None:
+    """The answer stored for ``key``: the one ``item_id`` paid for itself when there is one (kept
+    under ``own_answer_key`` when another document's holds the key), else whoever's."""
+    stored = stored_answer(ledger, key)
+    if stored is not None and stored.item_id != item_id:
+        own = stored_answer(ledger, own_answer_key(key, item_id))
+        if own is not None:
+            return replace(own, key=key)
+    return stored
 
 
 def stored_answer(ledger: Ledger, key: str) -> StoredAnswer | None:

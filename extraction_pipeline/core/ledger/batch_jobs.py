@@ -2,9 +2,14 @@
 for a batch of documents, and of each job's prompts (``provider_batch_entries``).
 
 A batch created with ``provider_batch`` waits in phase ``preparing`` (its documents are not
-dispatched) until its prompts are submitted (``submitted``: the provider's batch id is stored the
-moment it is known) and the provider's batch has ended (``ended``). Each answer the provider wrote is
-stored as the answer already paid for its prompt (``model_answers``), and its cost — at the batch
+dispatched) until its prompts are submitted (``submitted``). Each submission is noted before the
+provider is asked (``record_intent``: its prompts and the key it is tagged with, the provider id
+still ``SUBMITTING``) and completed with the provider's id the moment it is known
+(``record_submitted``): an attempt that dies in between (a killed process, the database gone, a
+create call whose answer never came) leaves the note, and the next one looks for the key at the
+provider before sending anything again. Then the provider's batch ends (``ended``). Each answer
+the provider wrote is stored as the answer already paid for its prompt (``model_answers``; under
+the document's own key when another document's answer holds the prompt's), and its cost — at the batch
 price — is counted on the document's item right then; the documents are then dispatched as usual,
 and each run finds its answer instead of calling. What the provider failed, let expire or never
 reached is asked by the run as an ordinary call: nothing is lost, only the discount.
@@ -18,7 +23,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, delete, insert, or_, select, update
 
-from extraction_pipeline.core.ledger.answers import StoredAnswer
+from extraction_pipeline.core.ledger.answers import StoredAnswer, own_answer_key
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
 from extraction_pipeline.core.ledger.items import usage_increments
 from extraction_pipeline.core.ledger.rows import BatchRow, batch_row
@@ -36,6 +41,7 @@ from extraction_pipeline.core.usage import Usage
 
 MAX_MESSAGE_CHARS = 2000
 NOT_SUBMITTED = "(none)"  # the provider id of a note on a batch whose prompts were never submitted
+SUBMITTING = "(submitting)"  # the provider id of a submission noted before the provider was asked
 
 
 @dataclass(frozen=True)
@@ -53,13 +59,23 @@ class ProviderBatchRecord:
     submitted_at: datetime
     polled_at: datetime | None
     ended_at: datetime | None
+    submission_key: str | None = None
 
     @property
     def ended(self) -> bool:
         return self.ended_at is not None
 
+    @property
+    def unresolved(self) -> bool:
+        """A submission noted here whose provider id is not known (asked, or about to be)."""
+        return self.provider_batch_id == SUBMITTING
+
     def describe(self) -> str:
         """One line for `batch status` and the batch page."""
+        if self.unresolved:
+            if not self.ended:
+                return f"submitting {self.requests} prompts to the provider's batch API ({self.model})"
+            return f"{self.requests} prompts not submitted ({self.message}): asked as ordinary calls"
         if not self.ended:
             return f"provider batch {self.provider_batch_id} ({self.model}): {self.status}, {self.requests} prompts"
         return (
@@ -97,6 +113,80 @@ def batches_to_prepare(ledger: Ledger) -> list[BatchRow]:
         return [batch_row(row) for row in conn.execute(query.order_by(batches.c.id)).mappings()]
 
 
+def record_intent(ledger: Ledger, *, batch_id: int, model: str, key: str, entries: list[Entry]) -> int | None:
+    """Note a submission before the provider is asked: its prompts and the ``key`` it is tagged
+    with, the provider id ``SUBMITTING`` (one transaction), only while the batch is still
+    preparing: None when it is not (cancelled meanwhile: nothing is to be sent)."""
+    return record_submission(
+        ledger,
+        batch_id=batch_id,
+        model=model,
+        provider_batch_id=SUBMITTING,
+        input_file_id=None,
+        status="submitting",
+        entries=entries,
+        submission_key=key,
+    )
+
+
+def record_submitted(ledger: Ledger, row_id: int, *, provider_batch_id: str, input_file_id: str | None) -> bool:
+    """The provider took the noted submission ``row_id``: keep its id. False when the note was
+    ended meanwhile (the batch was cancelled: the caller cancels what it just submitted)."""
+    with ledger.engine.begin() as conn:
+        return bool(
+            conn.execute(
+                update(provider_batches)
+                .where(
+                    provider_batches.c.id == row_id,
+                    provider_batches.c.provider_batch_id == SUBMITTING,
+                    provider_batches.c.ended_at.is_(None),
+                )
+                .values(
+                    provider_batch_id=provider_batch_id,
+                    input_file_id=input_file_id,
+                    status="validating",
+                    submitted_at=utcnow(),
+                )
+            ).rowcount
+        )
+
+
+def drop_intent(ledger: Ledger, row_id: int) -> None:
+    """Forget a noted submission the provider refused (it has nothing of it): its prompts go to
+    ordinary calls with the batch's note, as if never noted."""
+    with ledger.engine.begin() as conn:
+        still = conn.execute(
+            select(provider_batches.c.id).where(
+                provider_batches.c.id == row_id, provider_batches.c.provider_batch_id == SUBMITTING
+            )
+        ).first()
+        if still is None:
+            return
+        conn.execute(delete(provider_batch_entries).where(provider_batch_entries.c.provider_batch == row_id))
+        conn.execute(delete(provider_batches).where(provider_batches.c.id == row_id))
+
+
+def unresolved_submissions(ledger: Ledger, batch_id: int) -> list[ProviderBatchRecord]:
+    """The batch's submissions noted and not known to the provider by id (an earlier attempt died
+    between asking and keeping the answer), oldest first."""
+    query = select(provider_batches).where(
+        provider_batches.c.batch_id == batch_id,
+        provider_batches.c.provider_batch_id == SUBMITTING,
+        provider_batches.c.ended_at.is_(None),
+    )
+    with ledger.engine.connect() as conn:
+        return [ProviderBatchRecord(**row) for row in conn.execute(query.order_by(provider_batches.c.id)).mappings()]
+
+
+def known_provider_batch_ids(ledger: Ledger) -> frozenset[str]:
+    """Every provider batch id this ledger follows or followed (never adopted a second time)."""
+    query = select(provider_batches.c.provider_batch_id).where(
+        provider_batches.c.provider_batch_id.not_in((SUBMITTING, NOT_SUBMITTED))
+    )
+    with ledger.engine.connect() as conn:
+        return frozenset(str(found) for (found,) in conn.execute(query))
+
+
 def record_submission(
     ledger: Ledger,
     *,
@@ -106,10 +196,11 @@ def record_submission(
     input_file_id: str | None,
     status: str,
     entries: list[Entry],
+    submission_key: str | None = None,
 ) -> int | None:
-    """Keep the provider's batch id and its prompts (one transaction: never one without the other),
-    only while the batch is still preparing: None when it is not (cancelled meanwhile: the caller
-    cancels what it just submitted)."""
+    """Keep a provider batch (or a noted submission) and its prompts (one transaction: never one
+    without the other), only while the batch is still preparing: None when it is not (cancelled
+    meanwhile)."""
     with ledger.engine.begin() as conn:
         # The conditional update takes the batch's row: a cancel cannot slip in between.
         still = conn.execute(
@@ -132,6 +223,7 @@ def record_submission(
                     answered=0,
                     fallen_back=0,
                     submitted_at=utcnow(),
+                    submission_key=submission_key,
                 )
                 .returning(provider_batches.c.id)
             ).scalar_one()
@@ -238,8 +330,19 @@ def provider_batches_of(ledger: Ledger, batch_id: int) -> list[ProviderBatchReco
 
 def open_provider_batches(ledger: Ledger, *, polled_before: datetime | None = None) -> list[ProviderBatchRecord]:
     """Submitted and not yet ended, oldest poll first; with ``polled_before``, only those not asked
-    about since then (never asked counts as long ago)."""
-    query = select(provider_batches).where(provider_batches.c.ended_at.is_(None))
+    about since then (never asked counts as long ago). A noted submission whose batch is still
+    preparing is its submit run's to settle, not listed here."""
+    query = (
+        select(provider_batches)
+        .join(batches, batches.c.id == provider_batches.c.batch_id)
+        .where(
+            provider_batches.c.ended_at.is_(None),
+            or_(
+                provider_batches.c.provider_batch_id != SUBMITTING,
+                batches.c.provider_batch != ProviderBatchPhase.PREPARING,
+            ),
+        )
+    )
     if polled_before is not None:
         query = query.where(or_(provider_batches.c.polled_at.is_(None), provider_batches.c.polled_at < polled_before))
     with ledger.engine.connect() as conn:
@@ -298,8 +401,18 @@ def record_end(
             entry = entries.get(answer.custom_id)
             if entry is None:
                 continue  # a line the provider invented: nothing of ours to store it for
-            stored = StoredAnswer.paid(entry.answer_key, answer.content, answer.usage, entry.item_id)
-            conn.execute(delete(model_answers).where(model_answers.c.key == entry.answer_key))
+            holder = conn.execute(
+                select(model_answers.c.item_id).where(model_answers.c.key == entry.answer_key)
+            ).scalar()
+            # Another document's answer under the key stays as it is (its results may cite it):
+            # this one is kept under the document's own key, where its run looks first.
+            key = (
+                entry.answer_key
+                if holder is None or holder == entry.item_id
+                else own_answer_key(entry.answer_key, entry.item_id)
+            )
+            stored = StoredAnswer.paid(key, answer.content, answer.usage, entry.item_id)
+            conn.execute(delete(model_answers).where(model_answers.c.key == key))
             conn.execute(insert(model_answers).values(**{**stored.__dict__, "created_at": now}))
             conn.execute(
                 update(batch_items).where(batch_items.c.id == entry.item_id).values(**usage_increments(answer.usage))

@@ -40,6 +40,7 @@ ADDED_COLUMNS = (
     ("model_answers", "saved_usd", "FLOAT NOT NULL DEFAULT 0"),
     ("batches", "provider_batch", "VARCHAR(20)"),
     ("parsed_documents", "layout_json", "TEXT"),
+    ("provider_batches", "submission_key", "VARCHAR(120)"),
 )
 # Rows rewritten when a ledger is upgraded; constants, idempotent. Before the `exporting` state a
 # batch was `completed` as soon as its documents were, workbook or not.

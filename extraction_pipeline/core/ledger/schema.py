@@ -345,6 +345,9 @@ provider_batches = Table(
     Column("submitted_at", DateTime, nullable=False),
     Column("polled_at", DateTime, nullable=True),
     Column("ended_at", DateTime, nullable=True),
+    # The key the submission was tagged with at the provider, noted before the provider was asked:
+    # a retry that finds the row still without the provider's id looks for the key there first.
+    Column("submission_key", String(120), nullable=True),
 )
 Index("ix_provider_batches_batch", provider_batches.c.batch_id)
 

@@ -3,7 +3,9 @@ job, answered within 24 hours. The lifecycle (no state kept here: the caller sto
 polls later):
 
 - ``split_requests``: requests cut into groups that each fit one job (the provider's limits).
-- ``submit``: one group sent as a job.
+- ``submit``: one group sent as a job, tagged with the caller's submission key.
+- ``find``: the job a submission key was given to, if the provider has it (a retried submit
+  adopts it: a job is never paid for twice).
 - ``poll``: the job's status and request counts.
 - ``collect``: once the job has ended (completed, expired, cancelled or failed), every request's
   outcome: an answer priced at the batch price, or a failure saying why. Nothing a job leaves
@@ -22,6 +24,7 @@ never carries the API key.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.llm.batch_model import (
@@ -83,10 +86,20 @@ def split_requests(
     return groups
 
 
-def submit(config: LLMConfig, requests: Sequence[BatchRequest]) -> SubmittedBatch:
-    """Send ``requests`` as one job. Refuses (PermanentError) an empty list, repeated custom ids,
-    or more than one job holds (``split_requests`` first)."""
-    return driver_for(config).submit(config, requests)
+def submit(config: LLMConfig, requests: Sequence[BatchRequest], key: str | None = None) -> SubmittedBatch:
+    """Send ``requests`` as one job, tagged with the submission ``key`` (``find``). Refuses
+    (PermanentError) an empty list, repeated custom ids, or more than one job holds
+    (``split_requests`` first)."""
+    return driver_for(config).submit(config, requests, key)
+
+
+def find(
+    config: LLMConfig, key: str, *, since: datetime, count: int, known: frozenset[str] = frozenset()
+) -> SubmittedBatch | None:
+    """The job a ``submit`` with ``key`` (``count`` requests, at or after ``since``) created, if the
+    provider has one the caller does not already follow (``known``): a submit retried after its
+    answer was lost adopts it instead of paying for the same prompts again."""
+    return driver_for(config).find(config, key, since=since, count=count, known=known)
 
 
 def poll(config: LLMConfig, batch_id: str) -> BatchState:

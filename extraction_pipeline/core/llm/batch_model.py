@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -30,6 +30,9 @@ from extraction_pipeline.core.usage import Usage
 
 # Uploading or downloading a file of up to 200 MB takes longer than one chat call may.
 FILE_TIMEOUT_SECONDS = 600.0
+# The provider's clock and ours may differ: a batch the provider dates this much before the moment
+# the ledger noted a submission is still taken for it.
+CLOCK_SKEW = timedelta(minutes=5)
 
 
 class ProviderJobStatus(StrEnum):
@@ -185,8 +188,17 @@ class BatchDriver(Protocol):
         """The request's share of ``max_bytes``."""
         ...
 
-    def submit(self, config: LLMConfig, requests: Sequence[BatchRequest]) -> SubmittedBatch:
-        """Send ``requests`` as one job; refuses (PermanentError) what no job takes."""
+    def submit(self, config: LLMConfig, requests: Sequence[BatchRequest], key: str | None = None) -> SubmittedBatch:
+        """Send ``requests`` as one job, tagged with the submission ``key`` where the provider
+        keeps tags; refuses (PermanentError) what no job takes."""
+        ...
+
+    def find(
+        self, config: LLMConfig, key: str, *, since: datetime, count: int, known: frozenset[str] = frozenset()
+    ) -> SubmittedBatch | None:
+        """The job an earlier ``submit`` with ``key`` of ``count`` requests created at or after
+        ``since`` (an attempt that died before it could keep the job's id), not one of ``known``
+        (the ids the caller already follows); None when the provider has none."""
         ...
 
     def poll(self, config: LLMConfig, batch_id: str) -> BatchState: ...

@@ -14,6 +14,13 @@ create one: ``AnthropicBatchesConfig.transform_create_batch_request`` raises
   endpoint's origin (``same_origin``). Its lines are read as JSON, not as the SDK's models: an
   errored result's error is read in both shapes it comes in.
 - ``client.messages.batches.cancel(id)``.
+- ``client.messages.batches.list(limit, after_id)``: the account's batches, newest first. A Message
+  Batch carries no metadata, so ``find`` knows the batch a retried submit should adopt only by
+  when it was created (after the ledger noted the submission, within the time a create may take)
+  and how many requests it holds; ids the ledger already follows are never taken. A batch taken
+  by mistake (another submission of the same size in the same minutes on the same account) cannot
+  give a document a wrong answer: answers are matched by custom id, and one it does not hold is
+  asked as an ordinary call.
 
 The SDK's own retries are off (``max_retries=0``): as for ordinary calls, the orchestrator owns
 retries (the step's backoff with the ledger kept honest between attempts; a 429's ``Retry-After``
@@ -33,7 +40,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -42,6 +49,7 @@ from pydantic import ValidationError
 from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.llm.answer_parsing import parse_answer
 from extraction_pipeline.core.llm.batch_model import (
+    CLOCK_SKEW,
     FILE_TIMEOUT_SECONDS,
     BatchAnswer,
     BatchFailure,
@@ -76,6 +84,9 @@ ANTHROPIC_VERSION = "2023-06-01"
 MAX_REQUESTS_PER_BATCH = 100_000
 MAX_BATCH_BYTES = 256_000_000
 CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# ``GET /v1/messages/batches`` pages hold 1 to 1000 batches, newest first
+# (https://docs.anthropic.com/en/api/listing-message-batches); a submission is looked for this far back.
+LIST_PAGE_SIZE, MOST_PAGES = 100, 20
 
 # Anthropic's error types a later identical request may survive; every other one (invalid_request,
 # authentication, permission, not_found, request_too_large) fails again the same way.
@@ -159,10 +170,10 @@ class AnthropicBatchDriver:
 
     # -- the calls ---------------------------------------------------------------------------------
 
-    def submit(self, config: LLMConfig, requests: Sequence[BatchRequest]) -> SubmittedBatch:
+    def submit(self, config: LLMConfig, requests: Sequence[BatchRequest], key: str | None = None) -> SubmittedBatch:
         """Create one Message Batch of ``requests``. Refuses (PermanentError) an empty list,
         repeated or malformed custom ids (Anthropic's rule: 1-64 of ``[a-zA-Z0-9_-]``), or more
-        than a batch holds."""
+        than a batch holds. ``key`` is not sent: a Message Batch has no metadata (``find``)."""
         if not requests:
             raise PermanentError("provider batch: no requests to submit")
         ids = [r.custom_id for r in requests]
@@ -203,6 +214,59 @@ class AnthropicBatchDriver:
             count=len(requests),
             submitted_at=_utc(batch.created_at) or datetime.now(UTC),
             custom_ids=tuple(ids),
+        )
+
+    def find(
+        self, config: LLMConfig, key: str, *, since: datetime, count: int, known: frozenset[str] = frozenset()
+    ) -> SubmittedBatch | None:
+        """The batch of ``count`` requests created first after ``since`` (less the clock skew) and
+        no later than a create call may take, not one of ``known``; None when there is none.
+        (``key`` cannot be matched: Anthropic keeps no metadata on a batch.)"""
+        earliest = since.replace(tzinfo=since.tzinfo or UTC) - CLOCK_SKEW
+        latest = (
+            since.replace(tzinfo=since.tzinfo or UTC)
+            + timedelta(seconds=max(config.timeout_seconds, FILE_TIMEOUT_SECONDS))
+            + CLOCK_SKEW
+        )
+        client = _client(config, config.timeout_seconds)
+        candidates = []
+        after: str | None = None
+        for _ in range(MOST_PAGES):
+            cursor = after
+            page = call_provider(
+                "listing the account's recent batches",
+                lambda cursor=cursor: client.messages.batches.list(  # type: ignore[misc]
+                    limit=LIST_PAGE_SIZE, **({"after_id": cursor} if cursor else {})
+                ),
+            )
+            batches = list(page.data or [])
+            for batch in batches:
+                created = _utc(batch.created_at)
+                if created is None:
+                    continue
+                if created < earliest:
+                    break
+                total = sum(
+                    int(getattr(batch.request_counts, name, 0) or 0)
+                    for name in ("processing", "succeeded", "errored", "canceled", "expired")
+                )
+                if created <= latest and total == count and str(batch.id) not in known:
+                    candidates.append((created, batch))
+            else:
+                if batches and page.has_more:
+                    after = str(batches[-1].id)
+                    continue
+            break
+        if not candidates:
+            return None
+        created, batch = min(candidates, key=lambda found: found[0])
+        return SubmittedBatch(
+            batch_id=str(batch.id),
+            input_file_id=None,
+            model=config.effective_model,
+            count=count,
+            submitted_at=created,
+            custom_ids=(),
         )
 
     def poll(self, config: LLMConfig, batch_id: str) -> BatchState:

@@ -4,16 +4,21 @@ caller stores the ids and polls later):
 
 - ``submit``: the requests become a JSONL file (one line per request: ``custom_id``, ``method``,
   ``url`` and the very body an ordinary call would send), uploaded with ``purpose="batch"``, and a
-  batch created from it (``completion_window="24h"``).
+  batch created from it (``completion_window="24h"``), tagged in its ``metadata`` with the
+  caller's submission key. A create the provider refused deletes the uploaded file.
+- ``find``: the batch a submission key was given to, among the account's recent batches (newest
+  first, ``GET /v1/batches``): how a retried submit adopts what an attempt that died after the
+  provider accepted it had sent, instead of paying for it twice.
 - ``poll``: the batch's status and request counts.
 - ``collect``: once the batch has ended, the output file's answers, the error file's failures, and
   for a request in neither a failure saying why.
 - ``cancel``: stop the batch (what it already answered is still collected).
 
 litellm 1.110.2 does every call (``create_file``, ``create_batch``, ``retrieve_batch``,
-``file_content``, ``cancel_batch``) and builds each line's body as it builds an ordinary call's
-(``get_optional_params``). Its own retries are disabled (``max_retries=0``, which reaches the
-OpenAI client): as for ordinary calls, the orchestrator owns retries.
+``list_batches``, ``file_content``, ``file_delete``, ``cancel_batch``) and builds each line's body
+as it builds an ordinary call's (``get_optional_params``). Its own retries are disabled
+(``max_retries=0``, which reaches the OpenAI client): as for ordinary calls, the orchestrator owns
+retries.
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from extraction_pipeline.core.errors import PermanentError
+from extraction_pipeline.core.errors import ExtractionRuntimeError, PermanentError
 from extraction_pipeline.core.llm.answer_parsing import parse_answer
 from extraction_pipeline.core.llm.batch_model import (
+    CLOCK_SKEW,
     FILE_TIMEOUT_SECONDS,
     BatchAnswer,
     BatchFailure,
@@ -44,7 +50,7 @@ from extraction_pipeline.core.llm.batch_model import (
     call_provider,
     unreported,
 )
-from extraction_pipeline.core.llm.classify import TRANSIENT_STATUS, classify
+from extraction_pipeline.core.llm.classify import TRANSIENT_STATUS, classify, network_cause
 from extraction_pipeline.core.llm.config import LLMConfig, output_limit, sampling
 from extraction_pipeline.core.llm.litellm_loader import import_litellm
 from extraction_pipeline.core.llm.providers.base import ProviderAdapter
@@ -57,6 +63,12 @@ COMPLETION_WINDOW = "24h"  # the only window OpenAI offers
 # megabytes, the smaller reading of "MB", so a file this module accepts is never refused for size.
 MAX_REQUESTS_PER_BATCH = 50_000
 MAX_FILE_BYTES = 200_000_000
+# The metadata key a batch's submission key is written under. OpenAI's metadata: at most 16 pairs,
+# keys up to 64 characters, values up to 512 (https://platform.openai.com/docs/api-reference/batch/create).
+SUBMISSION_METADATA_KEY = "extraction_pipeline_submission"
+# ``GET /v1/batches`` pages hold 1 to 100 batches, newest first; a key is looked for this many pages
+# back at most (an account submitting thousands of batches an hour is not one this serves).
+LIST_PAGE_SIZE, MOST_PAGES = 100, 20
 
 
 @dataclass(frozen=True)
@@ -106,9 +118,12 @@ class OpenAIBatchDriver:
     def request_size(self, config: LLMConfig, request: BatchRequest) -> int:
         return len(self.batch_line(config, request))
 
-    def submit(self, config: LLMConfig, requests: Sequence[BatchRequest]) -> SubmittedBatch:
-        """Upload ``requests`` as one batch input file and create the batch. Refuses
-        (PermanentError) an empty list, repeated custom ids, or more than one batch holds."""
+    def submit(self, config: LLMConfig, requests: Sequence[BatchRequest], key: str | None = None) -> SubmittedBatch:
+        """Upload ``requests`` as one batch input file and create the batch, tagged with ``key``
+        (``find`` looks for it). Refuses (PermanentError) an empty list, repeated custom ids, or
+        more than one batch holds. A create the provider refused (it answered with an error)
+        deletes the uploaded file; one whose answer never came leaves it: the batch may exist and
+        read it."""
         if not requests:
             raise PermanentError("provider batch: no requests to submit")
         ids = [r.custom_id for r in requests]
@@ -135,23 +150,64 @@ class OpenAIBatchDriver:
                 **_credentials(config, max(config.timeout_seconds, FILE_TIMEOUT_SECONDS)),
             ),
         )
-        batch = call_provider(
-            "creating the batch",
-            lambda: litellm.create_batch(
-                completion_window=COMPLETION_WINDOW,
-                endpoint=BATCH_ENDPOINT,
-                input_file_id=uploaded.id,
-                **_credentials(config, config.timeout_seconds),
-            ),
-        )
-        return SubmittedBatch(
-            batch_id=str(batch.id),
-            input_file_id=str(uploaded.id),
-            model=config.effective_model,
-            count=len(requests),
-            submitted_at=_when(getattr(batch, "created_at", None)) or datetime.now(UTC),
-            custom_ids=tuple(ids),
-        )
+        metadata = {SUBMISSION_METADATA_KEY: key} if key else None
+        try:
+            batch = call_provider(
+                "creating the batch",
+                lambda: litellm.create_batch(
+                    completion_window=COMPLETION_WINDOW,
+                    endpoint=BATCH_ENDPOINT,
+                    input_file_id=uploaded.id,
+                    metadata=metadata,
+                    **_credentials(config, config.timeout_seconds),
+                ),
+            )
+        except ExtractionRuntimeError as exc:
+            if _answered(exc):  # the provider said no: no batch reads the file, which would only cost storage
+                self.delete_file(config, str(uploaded.id))
+            raise
+        return _submitted(batch, config, len(requests), tuple(ids))
+
+    def find(
+        self, config: LLMConfig, key: str, *, since: datetime, count: int, known: frozenset[str] = frozenset()
+    ) -> SubmittedBatch | None:
+        """The batch created with ``key`` in its metadata at or after ``since`` (less the clock
+        skew), not one of ``known``; None when the account has none. ``count`` is the number of
+        requests it was given (a batch tagged with the key but holding another number is not it)."""
+        litellm = import_litellm()
+        horizon = since.replace(tzinfo=since.tzinfo or UTC) - CLOCK_SKEW
+        after: str | None = None
+        for _ in range(MOST_PAGES):
+            cursor = after
+            page = call_provider(
+                "listing the account's recent batches",
+                lambda cursor=cursor: litellm.list_batches(  # type: ignore[misc]
+                    after=cursor, limit=LIST_PAGE_SIZE, **_credentials(config, config.timeout_seconds)
+                ),
+            )
+            batches = list(getattr(page, "data", None) or [])
+            for batch in batches:
+                created = _when(getattr(batch, "created_at", None))
+                if created is not None and created < horizon:
+                    return None  # newest first: every batch from here on is older than the key
+                tagged = (getattr(batch, "metadata", None) or {}).get(SUBMISSION_METADATA_KEY) == key
+                total = int(getattr(getattr(batch, "request_counts", None), "total", 0) or 0)
+                if tagged and str(batch.id) not in known and total in (0, count):  # 0: still validating
+                    return _submitted(batch, config, count, ())
+            if not batches or not getattr(page, "has_more", False):
+                return None
+            after = str(batches[-1].id)
+        return None
+
+    def delete_file(self, config: LLMConfig, file_id: str) -> bool:
+        """Delete an uploaded file no batch will read; False (never raised) when that fails: it
+        only costs storage, and OpenAI deletes batch files on its own schedule."""
+        litellm = import_litellm()
+        try:
+            litellm.file_delete(file_id=file_id, **_credentials(config, config.timeout_seconds))
+        except Exception:
+            return False
+        return True
 
     def poll(self, config: LLMConfig, batch_id: str) -> BatchState:
         litellm = import_litellm()
@@ -205,6 +261,23 @@ def _credentials(config: LLMConfig, timeout: float) -> dict[str, Any]:
     if config.api_key:
         kwargs["api_key"] = config.api_key
     return kwargs
+
+
+def _answered(exc: ExtractionRuntimeError) -> bool:
+    """True when the provider answered the call with an HTTP error (it did not do it), False when
+    no answer came (a timeout, a dropped connection: it may have)."""
+    return network_cause(exc.__cause__ or exc) is None
+
+
+def _submitted(batch: Any, config: LLMConfig, count: int, custom_ids: tuple[str, ...]) -> SubmittedBatch:
+    return SubmittedBatch(
+        batch_id=str(batch.id),
+        input_file_id=str(getattr(batch, "input_file_id", "") or "") or None,
+        model=config.effective_model,
+        count=count,
+        submitted_at=_when(getattr(batch, "created_at", None)) or datetime.now(UTC),
+        custom_ids=custom_ids,
+    )
 
 
 def _when(timestamp: Any) -> datetime | None:
