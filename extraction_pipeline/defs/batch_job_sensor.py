@@ -17,6 +17,7 @@ from extraction_pipeline.core.ledger.batch_jobs import (
     record_poll,
 )
 from extraction_pipeline.core.ledger.batches import BATCH_RUN_TAG
+from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
 from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
@@ -51,8 +52,12 @@ def submit_provider_batch(
 
     try:
         done = prepare(db, config.batch_id, llm.config(), parse, progress=context.log.info)
-    except TransientError as exc:
-        raise dg.RetryRequested(max_retries=SUBMIT_RETRIES, seconds_to_wait=SUBMIT_RETRY_SECONDS) from exc
+    except Exception as exc:
+        # The provider or the ledger's database down: the retry finds what this attempt sent.
+        if isinstance(exc, TransientError) or is_database_outage(exc):
+            context.log.warning(describe_database_outage(exc) if is_database_outage(exc) else str(exc))
+            raise dg.RetryRequested(max_retries=SUBMIT_RETRIES, seconds_to_wait=SUBMIT_RETRY_SECONDS) from exc
+        raise
     context.log.info(done.describe())
     context.add_output_metadata({"prompts": done.prompts, "already_paid": done.already_paid})
 

@@ -368,3 +368,23 @@ def test_only_openai_and_anthropic_models_are_sent_as_provider_batches(fake: Fak
     with pytest.raises(ConfigError, match="no provider batch API"):
         pb.poll(LLMConfig(), "batch_x")  # the offline model
     assert fake.calls == []
+
+
+def test_a_result_line_that_cannot_be_read_fails_only_its_request(fake: FakeBatchServer) -> None:
+    fake.answer = _answer
+    config = _config(fake)
+    requests = paper_requests(3)
+    submitted = pb.submit(config, requests)
+    state = _run_to_end(fake, config, submitted.batch_id)
+    assert state.output_file_id
+    output = fake.files[state.output_file_id]
+    lines = output.data.splitlines()
+    output.data = b"\n".join([lines[0], lines[1][: len(lines[1]) // 2], lines[2]]) + b"\n"  # cut mid-line
+
+    outcomes = _by_id(pb.collect(config, state, _templates(requests)))
+
+    broken = json.loads(lines[1])["custom_id"]
+    failure = outcomes[broken]
+    assert isinstance(failure, BatchFailure) and failure.transient  # asked again as an ordinary call
+    assert "could not be read (1 unreadable line" in failure.message
+    assert [isinstance(o, BatchAnswer) for i, o in outcomes.items() if i != broken] == [True, True]

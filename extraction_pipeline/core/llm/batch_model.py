@@ -8,6 +8,7 @@ and the Anthropic one (``providers/anthropic_batches.py``), called through ``bat
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -156,8 +157,35 @@ def call_provider(what: str, action: Callable[[], Any]) -> Any:
         raise classified from exc
 
 
-def unreported(custom_id: str, state: BatchState) -> BatchFailure:
-    """The failure of a request an ended batch gave no line for: why it was never answered."""
+def result_lines(content: bytes) -> tuple[list[dict[str, Any]], int]:
+    """A results file's lines (JSON objects naming a ``custom_id``), and how many lines could not be
+    read: a broken line costs only the request it was for (``unreported``), never the file."""
+    lines, unread = [], 0
+    for raw in content.splitlines():
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            unread += 1
+            continue
+        if isinstance(line, dict) and isinstance(line.get("custom_id"), str):
+            lines.append(line)
+        else:
+            unread += 1
+    return lines, unread
+
+
+def unreported(custom_id: str, state: BatchState, unread: int = 0) -> BatchFailure:
+    """The failure of a request an ended batch gave no line for: why it was never answered
+    (``unread``: lines of its results that could not be read, one of which may have been its)."""
+    if unread:
+        return BatchFailure(
+            custom_id,
+            FailureKind.MISSING,
+            f"its result could not be read ({unread} unreadable line(s) in the batch's results)",
+            True,
+        )
     if state.status is ProviderJobStatus.EXPIRED:
         return BatchFailure(custom_id, FailureKind.EXPIRED, "the batch expired before the request was run", True)
     if state.status is ProviderJobStatus.CANCELLED:

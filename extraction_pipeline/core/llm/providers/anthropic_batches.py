@@ -61,6 +61,7 @@ from extraction_pipeline.core.llm.batch_model import (
     RequestCounts,
     SubmittedBatch,
     call_provider,
+    result_lines,
     unreported,
 )
 from extraction_pipeline.core.llm.classify import classify
@@ -294,11 +295,12 @@ class AnthropicBatchDriver:
             )
         litellm = import_litellm()
         found: dict[str, BatchOutcome] = {}
-        for line in _result_lines(config, state):
+        lines, unread = _result_lines(config, state)
+        for line in lines:
             custom_id = line["custom_id"]
             if custom_id in templates and not isinstance(found.get(custom_id), BatchAnswer):
                 found[custom_id] = _outcome(litellm, config, custom_id, line.get("result") or {}, templates[custom_id])
-        return [found.get(custom_id) or unreported(custom_id, state) for custom_id in templates]
+        return [found.get(custom_id) or unreported(custom_id, state, unread) for custom_id in templates]
 
 
 def _dumps(value: Any) -> bytes:
@@ -375,26 +377,14 @@ def _state(batch: MessageBatch) -> BatchState:
     )
 
 
-def _result_lines(config: LLMConfig, state: BatchState) -> list[dict[str, Any]]:
+def _result_lines(config: LLMConfig, state: BatchState) -> tuple[list[dict[str, Any]], int]:
     url = same_origin(state.results_url, _base(config)) or (
         f"{_base(config)}/v1/messages/batches/{state.batch_id}/results"
     )
     client = _client(config, max(config.timeout_seconds, FILE_TIMEOUT_SECONDS))
     what = f"reading the results of batch {state.batch_id}"
     content = call_provider(what, lambda: client.get(url, cast_to=bytes))
-    lines = []
-    for number, raw in enumerate(bytes(content).splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            line = json.loads(raw)
-        except ValueError as exc:
-            raise PermanentError(
-                f"provider batch: line {number} of the results of {state.batch_id} is not JSON"
-            ) from exc
-        if isinstance(line, dict) and isinstance(line.get("custom_id"), str):
-            lines.append(line)
-    return lines
+    return result_lines(bytes(content))
 
 
 def _outcome(

@@ -48,6 +48,7 @@ from extraction_pipeline.core.llm.batch_model import (
     RequestCounts,
     SubmittedBatch,
     call_provider,
+    result_lines,
     unreported,
 )
 from extraction_pipeline.core.llm.classify import TRANSIENT_STATUS, classify, network_cause
@@ -244,14 +245,17 @@ class OpenAIBatchDriver:
             )
         litellm = import_litellm()
         found: dict[str, BatchOutcome] = {}
+        answers, unread_answers = _file_lines(config, state.output_file_id)
+        errors, unread_errors = _file_lines(config, state.error_file_id)
         # The output file first: a request answered there is answered, whatever else is reported.
-        for line in [*_file_lines(config, state.output_file_id), *_file_lines(config, state.error_file_id)]:
+        for line in [*answers, *errors]:
             custom_id = line["custom_id"]
             if custom_id in templates and not isinstance(found.get(custom_id), BatchAnswer):
                 outcome = _outcome(litellm, config, line, templates[custom_id])
                 if custom_id not in found or isinstance(outcome, BatchAnswer):
                     found[custom_id] = outcome
-        return [found.get(custom_id) or unreported(custom_id, state) for custom_id in templates]
+        unread = unread_answers + unread_errors
+        return [found.get(custom_id) or unreported(custom_id, state, unread) for custom_id in templates]
 
 
 def _credentials(config: LLMConfig, timeout: float) -> dict[str, Any]:
@@ -313,9 +317,11 @@ def _batch_error(error: Any) -> str:
     return f"{getattr(error, 'code', None) or 'error'}{where}: {getattr(error, 'message', '')}"
 
 
-def _file_lines(config: LLMConfig, file_id: str | None) -> list[dict[str, Any]]:
+def _file_lines(config: LLMConfig, file_id: str | None) -> tuple[list[dict[str, Any]], int]:
+    """The file's result lines, and how many lines could not be read (not JSON, or no custom id):
+    a broken line fails only the request it was for (``unreported``), never the whole file."""
     if not file_id:
-        return []
+        return [], 0
     litellm = import_litellm()
     content = call_provider(
         f"reading file {file_id}",
@@ -323,17 +329,7 @@ def _file_lines(config: LLMConfig, file_id: str | None) -> list[dict[str, Any]]:
             file_id=file_id, **_credentials(config, max(config.timeout_seconds, FILE_TIMEOUT_SECONDS))
         ),
     )
-    lines = []
-    for number, raw in enumerate(bytes(content.content).splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            line = json.loads(raw)
-        except ValueError as exc:
-            raise PermanentError(f"provider batch: line {number} of file {file_id} is not JSON") from exc
-        if isinstance(line, dict) and isinstance(line.get("custom_id"), str):
-            lines.append(line)
-    return lines
+    return result_lines(bytes(content.content))
 
 
 # The per-line error codes OpenAI writes for requests a batch never ran.
