@@ -10,7 +10,11 @@ import dagster as dg
 
 from extraction_pipeline.core.settings import load_settings
 from extraction_pipeline.defs.assets import batch_workbook, extracted_document, parsed_document
-from extraction_pipeline.defs.batch_job_sensor import provider_batch_follower, submit_provider_batch_job
+from extraction_pipeline.defs.batch_job_sensor import (
+    collect_provider_batch_job,
+    provider_batch_follower,
+    submit_provider_batch_job,
+)
 from extraction_pipeline.defs.executor import step_executor
 from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job, extract_parsed_documents_job
 from extraction_pipeline.defs.partitions import documents_backfill_policy
@@ -33,7 +37,13 @@ def defs() -> dg.Definitions:
             extracted_document.with_attributes(backfill_policy=per_run),
             batch_workbook,
         ],
-        jobs=[extract_documents_job, extract_parsed_documents_job, export_batch_job, submit_provider_batch_job],
+        jobs=[
+            extract_documents_job,
+            extract_parsed_documents_job,
+            export_batch_job,
+            submit_provider_batch_job,
+            collect_provider_batch_job,
+        ],
         sensors=[
             document_partitions_sensor,
             stray_partitions_sensor,

@@ -27,6 +27,7 @@ from extraction_pipeline.core.synthetic import make_trial
 from extraction_pipeline.defs.assets import extracted_document, parsed_document
 from extraction_pipeline.defs.batch_job_sensor import (
     PROVIDER_BATCH_TAG,
+    collect_provider_batch_job,
     provider_batch_follower,
     submit_provider_batch_job,
 )
@@ -84,6 +85,18 @@ def _submit(instance: dg.DagsterInstance, resources: dict[str, Any], request: dg
     assert result.success
 
 
+def _follow(instance: dg.DagsterInstance, resources: dict[str, Any]) -> int:
+    """A follower tick, then the collect runs it launched, as the daemon would run them: how many."""
+    requests = _tick(provider_batch_follower, instance, resources).run_requests or []
+    collects = [r for r in requests if r.job_name == collect_provider_batch_job.name]
+    for request in collects:
+        result = collect_provider_batch_job.execute_in_process(
+            run_config=request.run_config, resources=resources, instance=instance, tags=request.tags
+        )
+        assert result.success
+    return len(collects)
+
+
 def test_a_provider_batch_is_answered_at_half_price_and_grounded_by_the_documents_runs(
     instance: dg.DagsterInstance,
     home_ledger: Ledger,
@@ -130,7 +143,8 @@ def test_a_provider_batch_is_answered_at_half_price_and_grounded_by_the_document
     assert not _tick(batch_dispatcher, instance, resources).run_requests  # still waiting
     provider.advance(record.provider_batch_id)  # every line run: finalizing
     provider.advance(record.provider_batch_id)  # completed
-    _tick(provider_batch_follower, instance, resources)
+    assert _follow(instance, resources) == 1  # the tick asks; a run downloads and stores the answers
+    assert not _tick(provider_batch_follower, instance, resources).run_requests  # collected once
     [ended] = provider_batches_of(home_ledger, batch)
     assert (ended.status, ended.answered, ended.fallen_back) == ("completed", 2, 1)
     assert get_batch(home_ledger, batch)["provider_batch"] == ProviderBatchPhase.ENDED  # type: ignore[index]
@@ -180,7 +194,7 @@ def test_a_cancel_cancels_the_provider_batch_and_its_unanswered_documents_are_as
     ]
     assert provider.batches[record.provider_batch_id].status == "cancelling"
     provider.advance(record.provider_batch_id)  # cancelled, keeping what it ran
-    _tick(provider_batch_follower, instance, resources)
+    assert _follow(instance, resources) == 1
     [ended] = provider_batches_of(home_ledger, batch)
     assert (ended.status, ended.answered, ended.fallen_back) == ("cancelled", 1, 1)
     assert len(_tick(batch_dispatcher, instance, resources).run_requests or []) >= 1
@@ -261,7 +275,7 @@ def test_a_ui_launch_tagged_for_the_providers_batch_api_hands_its_documents_over
     [record] = provider_batches_of(home_ledger, batch)
     for _ in range(3):
         provider.advance(record.provider_batch_id)
-    _tick(provider_batch_follower, instance, resources)
+    assert _follow(instance, resources) == 1
     [dispatched] = _tick(batch_dispatcher, instance, resources).run_requests or []
     assert dispatched.partition_key == key and dispatched.tags["extraction/round"] == "1"
     done = dg.materialize(
@@ -274,3 +288,41 @@ def test_a_ui_launch_tagged_for_the_providers_batch_api_hands_its_documents_over
     assert done.success and provider.chat_requests == []  # the provider batch's answer, no ordinary call
     [item] = batch_item_rows(home_ledger, batch)
     assert item["status"] == "completed" and item["tokens_in"] == 900 and item["saved_usd"] > 0
+
+
+def test_a_provider_batch_whose_results_cannot_be_collected_is_given_up_after_a_few_runs(
+    instance: dg.DagsterInstance,
+    home_ledger: Ledger,
+    home: Path,
+    provider: FakeBatchServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from extraction_pipeline.defs import batch_job_sensor
+
+    monkeypatch.setattr(batch_job_sensor, "COLLECT_RETRIES", 0)  # each run gives up at once: no minute-long waits
+    _, batch = _provider_batch(home_ledger, home, 1)
+    resources = _resources(home_ledger, home, provider)
+    [request] = _tick(provider_batch_follower, instance, resources).run_requests or []
+    _submit(instance, resources, request)
+    [record] = provider_batches_of(home_ledger, batch)
+    for _ in range(3):
+        provider.advance(record.provider_batch_id)
+    for attempt in range(1, batch_job_sensor.COLLECT_ATTEMPTS + 1):
+        provider.fail_next("content", Reply(status=503, error_message="The server is overloaded"))
+        [collect] = _tick(provider_batch_follower, instance, resources).run_requests or []
+        assert (collect.run_key or "").endswith(f"-provider-batch-{record.id}-collect-{attempt}")
+        result = collect_provider_batch_job.execute_in_process(
+            run_config=collect.run_config,
+            resources=resources,
+            instance=instance,
+            tags=collect.tags,
+            raise_on_error=False,
+        )
+        assert not result.success
+        assert provider_batches_of(home_ledger, batch)[0].status == "completed"  # still waiting to be collected
+    assert not _tick(provider_batch_follower, instance, resources).run_requests
+    [given_up] = provider_batches_of(home_ledger, batch)
+    assert given_up.status == "given up" and given_up.fallen_back == 1
+    assert f"could not be collected in {batch_job_sensor.COLLECT_ATTEMPTS} runs" in (given_up.message or "")
+    assert get_batch(home_ledger, batch)["provider_batch"] == ProviderBatchPhase.ENDED  # type: ignore[index]
+    assert len(_tick(batch_dispatcher, instance, resources).run_requests or []) == 1  # asked by an ordinary call

@@ -44,7 +44,7 @@ from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.ledger.schema import ItemStatus, ProviderBatchPhase
 from extraction_pipeline.core.ledger.templates import definition_of, template_of_item
 from extraction_pipeline.core.llm import batch_api
-from extraction_pipeline.core.llm.batch_model import BatchAnswer, BatchFailure, BatchRequest
+from extraction_pipeline.core.llm.batch_model import BatchAnswer, BatchFailure, BatchRequest, ProviderJobStatus
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
 
@@ -242,6 +242,37 @@ def _cancel_unrecorded(llm: LLMConfig, batch_id: str, progress: Callable[[str], 
 # A provider batch not answered this long after it was submitted (OpenAI's window is 24 h) is given
 # up here: its prompts are asked by ordinary calls.
 GIVE_UP_AFTER = timedelta(hours=26)
+
+
+def look(ledger: Ledger, record: ProviderBatchRecord, llm: LLMConfig, *, now: datetime | None = None) -> bool:
+    """Ask the provider how ``record`` stands, without downloading anything: True when it has
+    ended there and its results wait to be collected (``follow``). Its status is kept either way.
+    A submission noted but never known by id is settled here (adopted, or ended); a batch the
+    provider no longer knows, or one unreachable for ``GIVE_UP_AFTER``, is given up."""
+    if record.unresolved:
+        _settle_unresolved(ledger, record, replace(llm, model=record.model), now=now)
+        return False
+    try:
+        state = batch_api.poll(replace(llm, model=record.model), record.provider_batch_id)
+    except TransientError as exc:
+        if (now or utcnow()) - record.submitted_at < GIVE_UP_AFTER:
+            raise
+        give_up(ledger, record, f"not reachable {GIVE_UP_AFTER} after its submission: {exc}")
+        return False
+    except PermanentError as exc:
+        give_up(ledger, record, f"the provider cannot give its answers: {exc}")
+        return False
+    record_poll(ledger, record.id, state.status.value)
+    return state.status.ended
+
+
+def waiting_to_be_collected(record: ProviderBatchRecord) -> bool:
+    """True when ``record`` has ended at the provider (as last asked) and its answers are not yet
+    stored here."""
+    try:
+        return not record.ended and ProviderJobStatus(record.status).ended
+    except ValueError:  # "submitting", "given up", a note
+        return False
 
 
 def follow(ledger: Ledger, record: ProviderBatchRecord, llm: LLMConfig, *, now: datetime | None = None) -> bool:

@@ -350,6 +350,13 @@ def open_provider_batches(ledger: Ledger, *, polled_before: datetime | None = No
     return sorted(rows, key=lambda r: r.polled_at or r.submitted_at)
 
 
+def provider_batch_record(ledger: Ledger, row_id: int) -> ProviderBatchRecord | None:
+    query = select(provider_batches).where(provider_batches.c.id == row_id)
+    with ledger.engine.connect() as conn:
+        row = conn.execute(query).mappings().first()
+    return ProviderBatchRecord(**row) if row else None
+
+
 def entries_of(ledger: Ledger, row_id: int) -> list[Entry]:
     query = select(
         provider_batch_entries.c.item_id, provider_batch_entries.c.custom_id, provider_batch_entries.c.answer_key
