@@ -220,12 +220,21 @@ def test_a_cut_answer_and_an_invalid_one_are_failures_that_were_paid(fake: FakeA
     assert invalid.content == "this is not the JSON asked for" and isinstance(invalid.error(), OutputParseError)
 
 
-def test_a_refused_submit_is_permanent_and_an_overloaded_one_transient(fake: FakeAnthropicBatchServer) -> None:
+def test_a_request_anthropic_refuses_errors_at_the_end_and_an_overloaded_create_is_transient(
+    fake: FakeAnthropicBatchServer,
+) -> None:
     requests = paper_requests(2)
-    # The fake checks every request as a Messages call: more output than the model writes.
-    with pytest.raises(PermanentError, match=r"HTTP 400 .*requests\.0\.params: max_tokens: 100000 > 64000") as refused:
-        pb.submit(_config(fake, output_tokens=100_000), requests)
-    assert not isinstance(refused.value, TransientError)
+    # More output than the model writes: Anthropic takes the batch and errors the requests when it
+    # runs them (each is checked as a Messages call), not at creation.
+    config = _config(fake, output_tokens=100_000)
+    submitted = pb.submit(config, requests)
+    fake.advance(submitted.batch_id)
+    outcomes = pb.collect(config, pb.poll(config, submitted.batch_id), _templates(requests))
+    for failure in outcomes:
+        assert isinstance(failure, BatchFailure) and failure.kind is FailureKind.REQUEST_FAILED
+        assert not failure.transient and failure.status_code == 400
+        assert "max_tokens: 100000 > 64000" in failure.message
+    fake.batches.clear()
     fake.fail_next("create", Reply(status=529, error="overloaded"))
     with pytest.raises(TransientError, match=r"HTTP 529 .*overloaded_error") as overloaded:
         pb.submit(_config(fake), requests)

@@ -24,7 +24,12 @@ from extraction_pipeline.core.errors import TransientError
 from extraction_pipeline.core.extraction import batch_job_flow as flow
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.answers import StoredAnswer, answer_for, store_answer, stored_answer
-from extraction_pipeline.core.ledger.batch_jobs import entries_of, open_provider_batches, provider_batches_of
+from extraction_pipeline.core.ledger.batch_jobs import (
+    describe_provider_batches,
+    entries_of,
+    open_provider_batches,
+    provider_batches_of,
+)
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
 from extraction_pipeline.core.ledger.rows import ItemListing
@@ -292,3 +297,17 @@ def test_an_anthropic_create_whose_connection_dropped_is_found_by_its_time_and_s
     assert progress(ledger, batch_id).tokens_in > 0
     [ended] = provider_batches_of(ledger, batch_id)
     assert ended.answered == DOCUMENTS
+
+
+def test_a_batch_the_provider_failed_for_its_enqueued_token_limit_says_so_on_the_batch(case: Case) -> None:
+    case.fake.enqueued_token_limit = 100  # smaller than one paper's prompt
+    flow.prepare(case.ledger, case.batch, case.llm, case.parse)
+    [record] = open_provider_batches(case.ledger)
+    assert case.fake.advance(record.provider_batch_id) == "failed"
+    assert flow.follow(case.ledger, record, case.llm)
+    batch = get_batch(case.ledger, case.batch)
+    assert batch is not None
+    [line] = [line for line in describe_provider_batches(case.ledger, batch) if record.provider_batch_id in line]
+    assert f"0 of {DOCUMENTS} answered at the batch price, {DOCUMENTS} asked as ordinary calls" in line
+    assert "(the provider said: token_limit_exceeded: Enqueued token limit reached" in line
+    assert case.phase() == ProviderBatchPhase.ENDED  # the documents are asked by ordinary calls, and told why

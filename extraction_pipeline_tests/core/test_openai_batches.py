@@ -388,3 +388,23 @@ def test_a_result_line_that_cannot_be_read_fails_only_its_request(fake: FakeBatc
     assert isinstance(failure, BatchFailure) and failure.transient  # asked again as an ordinary call
     assert "could not be read (1 unreadable line" in failure.message
     assert [isinstance(o, BatchAnswer) for i, o in outcomes.items() if i != broken] == [True, True]
+
+
+def test_a_batch_over_the_enqueued_token_limit_fails_whole_and_says_so(fake: FakeBatchServer) -> None:
+    fake.answer = _answer
+    config = _config(fake)
+    requests = paper_requests(2)
+    first = pb.submit(config, requests[:1])
+    fake.advance(first.batch_id)  # in progress: its tokens are enqueued
+    enqueued = sum(len(json.dumps(line["body"]["messages"])) // 4 + 1 for line in fake.batches[first.batch_id].lines)
+    fake.enqueued_token_limit = enqueued + 10  # room for the first, not for a second as large
+
+    second = pb.submit(config, requests[1:])
+    state = _run_to_end(fake, config, second.batch_id)
+
+    assert state.status is ProviderJobStatus.FAILED
+    assert state.errors and state.errors[0].startswith("token_limit_exceeded: Enqueued token limit reached")
+    [failure] = pb.collect(config, state, _templates(requests[1:]))
+    assert isinstance(failure, BatchFailure) and failure.kind is FailureKind.BATCH_FAILED and failure.transient
+    assert "token_limit_exceeded" in failure.message  # asked as an ordinary call, the reason kept
+    assert fake.advance(first.batch_id) == "finalizing"  # the first runs on

@@ -4,11 +4,13 @@ Real HTTP; only the provider is fake. It follows Anthropic's documentation:
 
 - ``POST /v1/messages/batches`` ``{"requests": [{"custom_id", "params"}, ...]}``: 1 to 100,000
   requests and at most 256 MB; each ``custom_id`` unique in the batch, 1-64 characters of
-  ``[a-zA-Z0-9_-]``; each ``params`` a valid Messages request, checked by the Messages fake
-  (``providers/anthropic.py``: model, ``max_tokens``, alternating user/assistant messages starting
-  with user, ``system`` top level only, cache marks, ``output_format`` with its beta header...),
-  and ``stream`` refused. A broken one refuses the whole batch with 400 and Anthropic's error body
-  ``{"type": "error", "error": {"type": "invalid_request_error", "message": ...}}`` naming it.
+  ``[a-zA-Z0-9_-]``, and a ``params`` object: else the whole batch is refused with 400 and
+  Anthropic's error body ``{"type": "error", "error": {"type": "invalid_request_error",
+  "message": ...}}`` naming it. Each ``params`` is checked when the batch runs it, as Anthropic
+  does (a valid Messages request, checked by the Messages fake ``providers/anthropic.py``: model,
+  ``max_tokens``, alternating user/assistant messages starting with user, ``system`` top level
+  only, cache marks, ``output_format`` with its beta header...; ``stream`` refused): a broken one
+  is that request's ``errored`` result, the others run.
 - ``GET /v1/messages/batches/{id}``: the batch object (``id``, ``type: "message_batch"``,
   ``processing_status``, ``request_counts``, ``created_at``, ``expires_at`` 24 h later,
   ``ended_at``, ``cancel_initiated_at``, ``archived_at``, ``results_url`` once ended).
@@ -178,8 +180,11 @@ class FakeAnthropicBatchServer(LoopbackFake):
         for request in batch.requests[batch.run : batch.run + count]:
             params = request["params"]
             self.answered.append(params)
-            # The create call's x-api-key was checked then; its anthropic-* headers apply to each request.
-            status, body = self._message(params, {**batch.headers, "x-api-key": "(the batch's)"})
+            if params.get("stream"):
+                status, body = 400, _error("invalid_request_error", "stream: streaming is not supported in batches")
+            else:
+                # The create call's x-api-key was checked then; its anthropic-* headers apply to each request.
+                status, body = self._message(params, {**batch.headers, "x-api-key": "(the batch's)"})
             result = {"type": "succeeded", "message": body} if status == 200 else {"type": "errored", "error": body}
             batch.results.append({"custom_id": request["custom_id"], "result": result})
         batch.run += count
@@ -231,19 +236,12 @@ class FakeAnthropicBatchServer(LoopbackFake):
                     f"requests.{index}.custom_id: {custom_id!r} is not unique in the batch",
                 )
             seen.add(custom_id)
-            params = entry.get("params")
-            if not isinstance(params, dict):
+            if not isinstance(entry.get("params"), dict):
                 raise Refused(400, "invalid_request_error", f"requests.{index}.params: Field required")
-            if params.get("stream"):
-                raise Refused(400, "invalid_request_error", f"requests.{index}.params.stream: not supported in batches")
-            try:  # the create call's key was checked; its anthropic-* headers apply to each request
-                as_sent = {**headers, "x-api-key": "(the batch's)"}
-                self.messages_api.check(Request("POST", "/v1/messages", {}, as_sent, params))
-            except Refusal as refusal:
-                said = refusal.error.body.get("error", {})
-                raise Refused(
-                    400, "invalid_request_error", f"requests.{index}.params: {said.get('message', refusal.why)}"
-                ) from None
+            # Each request's params are checked when the batch runs it, not here: "validation of
+            # the params object for each message request is performed asynchronously, and
+            # validation errors are returned when processing of the entire batch has ended"
+            # (https://docs.anthropic.com/en/docs/build-with-claude/batch-processing).
         batch = FakeMessageBatch(
             f"msgbatch_fake{next(self._ids):06d}",
             [{"custom_id": r["custom_id"], "params": r["params"]} for r in requests],

@@ -157,6 +157,9 @@ class FakeBatchServer(LoopbackFake):
         self.answered: list[dict[str, Any]] = []  # the bodies of the lines run, in order
         self.chat_requests: list[dict[str, Any]] = []  # ordinary chat-completions calls, in order
         self.after_create: Callable[[FakeBatch], bool | None] | None = None
+        # The organisation's enqueued-token limit for the model (None: none): prompt tokens of the
+        # batches validating, in progress or finalizing, counted as the fake counts tokens.
+        self.enqueued_token_limit: int | None = None
         self._ids = itertools.count(1)
 
     @property
@@ -174,7 +177,7 @@ class FakeBatchServer(LoopbackFake):
         with self._lock:
             batch = self.batches[batch_id]
             if batch.status == "validating":
-                problems = self._validate(batch)
+                problems = self._validate(batch) or self._over_enqueued_limit(batch)
                 if problems:
                     batch.errors = problems
                     self._end(batch, "failed")
@@ -240,6 +243,40 @@ class FakeBatchServer(LoopbackFake):
                 "param": "url",
             }
             for n in wrong
+        ]
+
+    def _over_enqueued_limit(self, batch: FakeBatch) -> list[dict[str, Any]]:
+        """OpenAI fails a whole batch whose prompt tokens, with those of the organisation's batches
+        not yet ended for the same model, exceed its enqueued-token limit (``token_limit_exceeded``;
+        https://platform.openai.com/docs/guides/batch#rate-limits)."""
+        if self.enqueued_token_limit is None:
+            return []
+        model = batch.lines[0]["body"].get("model") if batch.lines else None
+
+        def tokens(of: FakeBatch) -> int:
+            return sum(math.ceil(len(json.dumps(line["body"]["messages"])) / CHARS_PER_TOKEN) for line in of.lines)
+
+        queued = sum(
+            tokens(other)
+            for other in self.batches.values()
+            if other is not batch
+            and other.status in ("in_progress", "finalizing")
+            and other.lines
+            and other.lines[0]["body"].get("model") == model
+        )
+        if queued + tokens(batch) <= self.enqueued_token_limit:
+            return []
+        return [
+            {
+                "code": "token_limit_exceeded",
+                "line": None,
+                "param": None,
+                "message": (
+                    f"Enqueued token limit reached for {model} in organization org-fake. Limit: "
+                    f"{self.enqueued_token_limit:,} enqueued tokens. Please try again once some in_progress "
+                    "batches have been completed."
+                ),
+            }
         ]
 
     def _run(self, batch: FakeBatch, count: int) -> None:

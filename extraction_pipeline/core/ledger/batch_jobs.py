@@ -78,9 +78,10 @@ class ProviderBatchRecord:
             return f"{self.requests} prompts not submitted ({self.message}): asked as ordinary calls"
         if not self.ended:
             return f"provider batch {self.provider_batch_id} ({self.model}): {self.status}, {self.requests} prompts"
+        said = f" (the provider said: {self.message})" if self.message else ""
         return (
             f"provider batch {self.provider_batch_id} ({self.model}): {self.status}, {self.answered} of "
-            f"{self.requests} answered at the batch price, {self.fallen_back} asked as ordinary calls"
+            f"{self.requests} answered at the batch price, {self.fallen_back} asked as ordinary calls{said}"
         )
 
 
