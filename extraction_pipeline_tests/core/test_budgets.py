@@ -8,13 +8,16 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import update
 
-from extraction_pipeline.core.errors import PermanentError
+from extraction_pipeline.core.errors import PermanentError, TransientError
 from extraction_pipeline.core.extraction.prompts import build_messages
-from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger import Ledger, budgets
 from extraction_pipeline.core.ledger.budgets import (
+    Budget,
     LedgerBudget,
     configure,
     get_budget,
@@ -25,6 +28,7 @@ from extraction_pipeline.core.ledger.budgets import (
     waiting_budgets,
     what_calls_wait_for,
 )
+from extraction_pipeline.core.ledger.schema import provider_budgets
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
 from extraction_pipeline.core.llm.rate_headers import RateLimits, read_rate_limits
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
@@ -296,3 +300,47 @@ def test_a_probe_that_fails_silently_hands_the_probe_on_and_a_silent_provider_is
     LedgerBudget(ledger).after_call(again, 900, {})  # answered, without rate-limit headers
     after = [reserve(ledger, MODEL, 1000, now=T0 + 40) for _ in range(3)]
     assert [(r.again, r.wait_seconds) for r in after] == [(False, 0.0)] * 3  # a provider that tells nothing
+
+
+def _another_worker_wins(ledger: Ledger, monkeypatch: pytest.MonkeyPatch, times: int | None) -> dict[str, int]:
+    """Between each read of the budget and its compare-and-set, another worker's reservation lands
+    first (a real write on its own connection): ``times`` times (None: always)."""
+    real = budgets._compare_and_set  # type: ignore[attr-defined]
+    lost = {"races": 0}
+
+    def racing(conn_ledger: Ledger, budget: Budget, *args: Any, **kwargs: Any) -> bool:
+        if times is None or lost["races"] < times:
+            lost["races"] += 1
+            with ledger.engine.begin() as conn:
+                conn.execute(
+                    update(provider_budgets)
+                    .where(provider_budgets.c.model == budget.model)
+                    .values(tokens_ready_at=provider_budgets.c.tokens_ready_at + 0.001)
+                )
+        return bool(real(conn_ledger, budget, *args, **kwargs))
+
+    monkeypatch.setattr(budgets, "_compare_and_set", racing)
+    monkeypatch.setattr(budgets, "_LONGEST_PAUSE", 0.002)  # the pauses' length is not what is tested
+    return lost
+
+
+def test_a_reservation_that_loses_the_race_hundreds_of_times_waits_its_turn(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure(ledger, MODEL, tokens_per_minute=6_000_000, requests_per_minute=None)
+    lost = _another_worker_wins(ledger, monkeypatch, times=250)
+    reservation = reserve(ledger, MODEL, 60_000, now=T0)
+    assert lost["races"] == 250 and reservation.tokens == 60_000 and reservation.wait_seconds == 0.0
+    budget = get_budget(ledger, MODEL)
+    assert budget is not None and budget.tokens_ready_at == pytest.approx(T0 + 0.6)  # reserved once
+
+
+def test_contention_that_never_ends_is_retried_later_not_a_failure(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure(ledger, MODEL, tokens_per_minute=6_000_000, requests_per_minute=None)
+    _another_worker_wins(ledger, monkeypatch, times=None)
+    monkeypatch.setattr(budgets, "CONTENTION_SECONDS", 0.5)
+    with pytest.raises(TransientError, match="other calls kept moving it; the call is retried later") as raised:
+        reserve(ledger, MODEL, 60_000, now=T0)
+    assert not isinstance(raised.value, PermanentError)

@@ -47,6 +47,7 @@ PROBE_POLL_SECONDS = 1.0
 # few times, then after short random pauses, for this long; then the call is retried later
 # (TransientError): contention is other calls going ahead, never a reason to fail a document.
 _AT_ONCE = 10
+_LONGEST_PAUSE = 0.5
 CONTENTION_SECONDS = 60.0
 # What is only bookkeeping (giving back unused tokens, learning a limit) tries for this long.
 BEST_EFFORT_SECONDS = 2.0
@@ -226,14 +227,15 @@ def _compare_and_set(
     return moved.rowcount == 1
 
 
-def _attempts(seconds: float = CONTENTION_SECONDS) -> Iterator[int]:
+def _attempts(seconds: float | None = None) -> Iterator[int]:
     """Compare-and-set attempts: a few at once, then after growing random pauses (at most half a
-    second), until ``seconds`` have passed."""
-    deadline = time.monotonic() + seconds
+    second), until ``seconds`` (``CONTENTION_SECONDS``) have passed."""
+    deadline = time.monotonic() + (CONTENTION_SECONDS if seconds is None else seconds)
     attempt = 0
     while attempt < _AT_ONCE or time.monotonic() < deadline:
         if attempt >= _AT_ONCE:
-            time.sleep(random.uniform(0, min(0.5, 0.005 * 2 ** (attempt - _AT_ONCE))))  # noqa: S311  (jitter)
+            pause = min(_LONGEST_PAUSE, 0.005 * 2 ** min(attempt - _AT_ONCE, 20))
+            time.sleep(random.uniform(0, pause))  # noqa: S311  (jitter)
         yield attempt
         attempt += 1
 
