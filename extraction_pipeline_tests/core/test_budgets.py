@@ -305,7 +305,7 @@ def test_a_probe_that_fails_silently_hands_the_probe_on_and_a_silent_provider_is
 def _another_worker_wins(ledger: Ledger, monkeypatch: pytest.MonkeyPatch, times: int | None) -> dict[str, int]:
     """Between each read of the budget and its compare-and-set, another worker's reservation lands
     first (a real write on its own connection): ``times`` times (None: always)."""
-    real = budgets._compare_and_set  # type: ignore[attr-defined]
+    real = budgets._compare_and_set
     lost = {"races": 0}
 
     def racing(conn_ledger: Ledger, budget: Budget, *args: Any, **kwargs: Any) -> bool:
