@@ -123,6 +123,8 @@ def _print_estimate(args: argparse.Namespace, settings: Settings, ledger: Any, d
         model=settings.model,
         api_base=settings.api_base,
         api_key=settings.api_key,
+        keys=settings.api_keys,
+        bases=settings.api_bases,
         timeout_seconds=settings.llm_timeout_seconds,
         context_tokens=settings.context_tokens or None,
         output_tokens=settings.output_tokens or None,
@@ -267,7 +269,13 @@ def cmd_batch_cancel_provider(args: argparse.Namespace, settings: Settings) -> i
         raise CliError(f"unknown batch {args.batch}", EXIT_USAGE)
     if batch["provider_batch"] is None:
         raise CliError(f"batch {args.batch} was not sent to a provider's batch API", EXIT_USAGE)
-    llm = LLMConfig(model=settings.model, api_base=settings.api_base, api_key=settings.api_key)
+    llm = LLMConfig(
+        model=settings.model,
+        api_base=settings.api_base,
+        api_key=settings.api_key,
+        keys=settings.api_keys,
+        bases=settings.api_bases,
+    )
     try:
         done = cancel_provider_batches(ledger, args.batch, llm)
     except ExtractionRuntimeError as exc:

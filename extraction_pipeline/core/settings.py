@@ -106,6 +106,28 @@ def _broker(env: Mapping[str, str]) -> str:
     return broker
 
 
+def per_provider(text: str | None, variable: str, *, urls: bool = False) -> tuple[tuple[str, str], ...]:
+    """``EXTRACTION_API_KEYS`` / ``EXTRACTION_API_BASES``: comma-separated ``NAME=VALUE`` entries,
+    NAME a provider (``openai``, ``anthropic``, ``gemini``...) or a whole model string
+    (``openai/gpt-4o-mini``), VALUE its key or its endpoint. A malformed entry is refused by its
+    position and name, never by its value (a key)."""
+    entries: list[tuple[str, str]] = []
+    for number, raw in enumerate((text or "").split(","), start=1):
+        if not raw.strip():
+            continue
+        name, equals, value = raw.partition("=")
+        name, value = name.strip(), value.strip()
+        if not equals or not name or not value:
+            shown = name if equals else "(no '=')"
+            raise ConfigError(f"{variable}: entry {number} ({shown}) is not NAME=VALUE, e.g. openai=...,anthropic=...")
+        if any(name == seen for seen, _ in entries):
+            raise ConfigError(f"{variable}: {name} is given twice")
+        if urls and not value.startswith(("http://", "https://")):
+            raise ConfigError(f"{variable}: the endpoint of {name} must start with http:// or https://")
+        entries.append((name, value))
+    return tuple(entries)
+
+
 @dataclass(frozen=True)
 class Settings:
     """Environment-driven settings. ``api_key`` never appears in ``repr``."""
@@ -115,6 +137,9 @@ class Settings:
     model: str | None = None  # litellm model string; offline extractor if unset
     api_base: str | None = None
     api_key: str | None = field(default=None, repr=False)
+    # Keys and endpoints of other providers' models (a second model, an adjudicator): per_provider.
+    api_keys: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    api_bases: tuple[tuple[str, str], ...] = ()
     llm_timeout_seconds: float = 120.0
     # The model's context window in tokens (0: litellm's figure for the model, if it knows one);
     # a prompt may use it less the answer's limit. A paper over that is extracted in parts.
@@ -177,6 +202,8 @@ class Settings:
             model=_text(env, "MODEL"),
             api_base=_text(env, "API_BASE"),
             api_key=_text(env, "API_KEY"),
+            api_keys=per_provider(_text(env, "API_KEYS"), "EXTRACTION_API_KEYS"),
+            api_bases=per_provider(_text(env, "API_BASES"), "EXTRACTION_API_BASES", urls=True),
             llm_timeout_seconds=_number(env, "LLM_TIMEOUT_SECONDS", d.llm_timeout_seconds, minimum=0, strict=True),
             context_tokens=int(_number(env, "CONTEXT_TOKENS", d.context_tokens, minimum=0, strict=False)),
             output_tokens=int(_number(env, "OUTPUT_TOKENS", d.output_tokens, minimum=0, strict=False)),

@@ -16,7 +16,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParseOptions
 from extraction_pipeline.core.runs.reconcile import Limits
-from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.core.settings import Settings, per_provider
 
 _LEDGERS: dict[str, Ledger] = {}
 
@@ -53,6 +53,8 @@ class LLMResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     model: str = ""
     api_base: str = ""
     api_key: str = ""
+    api_keys: str = ""  # EXTRACTION_API_KEYS: other providers' keys, NAME=KEY,... (per_provider)
+    api_bases: str = ""  # EXTRACTION_API_BASES: their endpoints, NAME=URL,...
     timeout_seconds: float = _D.llm_timeout_seconds
     context_tokens: int = _D.context_tokens  # the context window; 0: litellm's figure for the model
     output_tokens: int = _D.output_tokens  # the answer limit; 0: litellm's figure for the model
@@ -66,6 +68,8 @@ class LLMResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             model=_env_or("EXTRACTION_MODEL", ""),
             api_base=_env_or("EXTRACTION_API_BASE", ""),
             api_key=_env_or("EXTRACTION_API_KEY", ""),
+            api_keys=_env_or("EXTRACTION_API_KEYS", ""),
+            api_bases=_env_or("EXTRACTION_API_BASES", ""),
             timeout_seconds=settings.llm_timeout_seconds,
             context_tokens=settings.context_tokens,
             output_tokens=settings.output_tokens,
@@ -79,6 +83,8 @@ class LLMResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             model=self.model or None,
             api_base=self.api_base or None,
             api_key=self.api_key or None,
+            keys=per_provider(self.api_keys, "EXTRACTION_API_KEYS"),
+            bases=per_provider(self.api_bases, "EXTRACTION_API_BASES", urls=True),
             timeout_seconds=self.timeout_seconds,
             context_tokens=self.context_tokens or None,
             output_tokens=self.output_tokens or None,

@@ -247,6 +247,7 @@ def _estimate_view(ledger: Ledger, settings: Settings, project: str, launch: _La
     llm = LLMConfig(
         model=settings.model,
         api_base=settings.api_base,
+        bases=settings.api_bases,
         context_tokens=settings.context_tokens or None,
         output_tokens=settings.output_tokens or None,
     )  # no key: the estimate calls nobody

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -311,3 +311,24 @@ def test_a_batch_the_provider_failed_for_its_enqueued_token_limit_says_so_on_the
     assert f"0 of {DOCUMENTS} answered at the batch price, {DOCUMENTS} asked as ordinary calls" in line
     assert "(the provider said: token_limit_exceeded: Enqueued token limit reached" in line
     assert case.phase() == ProviderBatchPhase.ENDED  # the documents are asked by ordinary calls, and told why
+
+
+def test_a_provider_batch_is_followed_with_its_own_providers_key_after_the_instance_switched(case: Case) -> None:
+    case.fake.api_key = "sk-openai-batches-key"
+    llm = replace(case.llm, api_key="sk-openai-batches-key")
+    flow.prepare(case.ledger, case.batch, llm, case.parse)
+    [record] = open_provider_batches(case.ledger)
+    while case.fake.advance(record.provider_batch_id) != "completed":
+        pass
+    # The instance now extracts with Anthropic; OpenAI's key and endpoint are kept per provider.
+    switched = LLMConfig(
+        model="anthropic/claude-sonnet-4-5-20250929",
+        api_base="http://127.0.0.1:9",
+        api_key="sk-ant-must-not-reach-openai",
+        keys=(("openai", "sk-openai-batches-key"),),
+        bases=(("openai", case.fake.api_base),),
+    )
+    calls_before = len(case.fake.calls)
+    assert flow.follow(case.ledger, record, switched)
+    assert len(case.fake.calls) > calls_before  # OpenAI was asked, with OpenAI's key (the fake refuses others)
+    _paid_once(case)

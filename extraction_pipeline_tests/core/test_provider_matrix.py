@@ -260,6 +260,52 @@ def test_each_provider_extracts_real_papers_with_grounded_values_and_recorded_co
         assert all(a.request.body["options"]["num_ctx"] > a.prompt_tokens for a in fake.answered)
 
 
+def test_double_extraction_across_two_providers_sends_each_its_own_key_and_endpoint(corpus: Corpus) -> None:
+    """OpenAI's model first, Anthropic's second: each provider is called at its own endpoint with
+    its own key (EXTRACTION_API_KEYS / EXTRACTION_API_BASES), and neither ever sees the other's."""
+    from extraction_pipeline.core.extraction.extract import extract_item
+    from extraction_pipeline.core.ledger.queries import batch_item_rows
+
+    first, second = BY_NAME["openai"], BY_NAME["anthropic"]
+    second_key = "sk-ant-second-provider-key"
+    with first.fake() as openai, second.fake() as anthropic:
+        openai.answer = anthropic.answer = _oracle_answer(corpus)
+        settings = Settings.from_env(
+            {
+                "EXTRACTION_API_KEYS": f"anthropic={second_key}",
+                "EXTRACTION_API_BASES": f"anthropic={anthropic.api_base}",
+            }
+        )
+        llm = LLMConfig(
+            model=first.model,
+            api_base=openai.api_base,
+            api_key=first.api_key,
+            keys=settings.api_keys,
+            bases=settings.api_bases,
+            timeout_seconds=30,
+        )
+        batch = create_batch(
+            corpus.ledger,
+            idempotency_key="matrix-two-providers",
+            project="matrix",
+            user="u",
+            document_ids=corpus.documents,
+            second_model=second.model,
+        ).id
+        for item in batch_item_rows(corpus.ledger, batch):
+            parsed = corpus.parsed[item["sha256"]]
+            outcome = extract_item(corpus.ledger, item_id=item["id"], run_id="r", worker="w", parsed=parsed, llm=llm)
+            assert outcome.status == "completed", outcome.reason
+            assert set(outcome.result["usage_by_model"]) == {first.model, second.model}
+            agreement = outcome.result["agreement"]
+            assert agreement and set(agreement.values()) == {"agree"}  # the same oracle answer from both
+        sent_openai = [r.headers.get("authorization") for r in openai.requests]
+        sent_anthropic = [r.headers.get("x-api-key") for r in anthropic.requests]
+        assert len(openai.answered) == len(anthropic.answered) == len(PAPERS)
+        assert set(sent_openai) == {f"Bearer {first.api_key}"} and set(sent_anthropic) == {second_key}
+        assert openai.violations == [] and anthropic.violations == []
+
+
 def _short_messages() -> list[dict[str, str]]:
     return build_messages(RCT_TEMPLATE, ["Deaths occurred in 12 of 100 patients on placebo."])
 

@@ -98,7 +98,7 @@ def assemble(
                 ledger,
                 item_id=item_id,
                 run_id=run_id,
-                llm=replace(llm, model=adjudicator),
+                llm=llm.for_model(adjudicator),
                 parsed=parsed,
                 first=grounded,
                 second=second.fields,
@@ -147,8 +147,8 @@ class ModelAsk:
     meter: Meter
 
     def by(self, model: str) -> ModelAsk:
-        """The same questions to another model on the same endpoint."""
-        return replace(self, llm=replace(self.llm, model=model))
+        """The same questions to another model (with its own key and endpoint: ``for_model``)."""
+        return replace(self, llm=self.llm.for_model(model))
 
 
 def grounded_answer(ask: ModelAsk) -> tuple[LLMResult, dict[str, Any] | None, GroundedFields, list[dict[str, Any]]]:

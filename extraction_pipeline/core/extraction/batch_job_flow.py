@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from extraction_pipeline.core.errors import ExtractionRuntimeError, PermanentError, TransientError
@@ -250,10 +250,10 @@ def look(ledger: Ledger, record: ProviderBatchRecord, llm: LLMConfig, *, now: da
     A submission noted but never known by id is settled here (adopted, or ended); a batch the
     provider no longer knows, or one unreachable for ``GIVE_UP_AFTER``, is given up."""
     if record.unresolved:
-        _settle_unresolved(ledger, record, replace(llm, model=record.model), now=now)
+        _settle_unresolved(ledger, record, llm.for_model(record.model), now=now)
         return False
     try:
-        state = batch_api.poll(replace(llm, model=record.model), record.provider_batch_id)
+        state = batch_api.poll(llm.for_model(record.model), record.provider_batch_id)
     except TransientError as exc:
         if (now or utcnow()) - record.submitted_at < GIVE_UP_AFTER:
             raise
@@ -280,7 +280,7 @@ def follow(ledger: Ledger, record: ProviderBatchRecord, llm: LLMConfig, *, now: 
     The config's model is the one the batch was submitted with, whatever is configured now. A
     provider that says it has no such batch (or whose files are gone), or one not reachable for
     ``GIVE_UP_AFTER`` past the submission, ends it here: every prompt goes to ordinary calls."""
-    config = replace(llm, model=record.model)
+    config = llm.for_model(record.model)
     if record.unresolved:
         return _settle_unresolved(ledger, record, config, now=now)
     try:
@@ -366,14 +366,14 @@ def cancel_provider_batches(ledger: Ledger, batch_id: int, llm: LLMConfig) -> li
         if record.ended:
             continue
         if record.unresolved:  # the provider may have it under its key: cancelled there if so
-            _settle_unresolved(ledger, record, replace(llm, model=record.model))
+            _settle_unresolved(ledger, record, llm.for_model(record.model))
             adopted = next(r for r in provider_batches_of(ledger, batch_id) if r.id == record.id)
             if adopted.ended:
                 done.append(f"{record.requests} prompts being submitted: not sent, asked by ordinary calls")
                 continue
             record = adopted
         try:
-            state = batch_api.cancel(replace(llm, model=record.model), record.provider_batch_id)
+            state = batch_api.cancel(llm.for_model(record.model), record.provider_batch_id)
         except PermanentError as exc:  # it no longer knows the batch, or this key may not see it
             give_up(ledger, record, f"cancelled here; the provider did not take the cancel ({exc})")
             done.append(f"provider batch {record.provider_batch_id}: given up here (the provider said: {exc})")

@@ -168,7 +168,7 @@ def estimate_batch(
     template = template_for_new_batch(ledger, project)
     chosen = chosen_documents(ledger, document_ids)
     texts, unreadable = read_texts(ledger, chosen, options, parse, progress)
-    configs = [llm] + ([replace(llm, model=second_model)] if second_model else [])
+    configs = [llm] + ([llm.for_model(second_model)] if second_model else [])
     models = []
     for number, config in enumerate(configs):
         role = ModelRole.FIRST if number == 0 else ModelRole.SECOND

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from extraction_pipeline.core.llm.litellm_loader import import_litellm
@@ -43,14 +43,63 @@ class LLMConfig:
     call_gate: Callable[[], AbstractContextManager[None]] | None = field(default=None, repr=False, compare=False)
     # Spent around each paid call, once its slot is taken (None: no budget kept).
     budget: CallBudget | None = field(default=None, repr=False, compare=False)
+    # Keys and endpoints per provider ("openai") or model ("openai/gpt-4o-mini"), for the models a
+    # batch uses besides ``model`` (a second model, an adjudicator, a provider batch submitted with
+    # another model): ``for_model`` picks them. Never printed.
+    keys: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    bases: tuple[tuple[str, str], ...] = ()
 
     @property
     def effective_model(self) -> str:
         return self.model or OFFLINE_MODEL
 
+    def for_model(self, model: str) -> LLMConfig:
+        """This configuration for ``model``: its key and endpoint from ``keys`` and ``bases`` (the
+        model's own entry, else its provider's), else ``api_key`` and ``api_base`` when ``model``
+        is served by the same provider as this configuration's model, else none (litellm and the
+        SDKs then read the provider's own variables, ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``...).
+        One provider's key is never sent to another."""
+        if model == self.model:
+            return self
+        own = provider_of(self.effective_model)
+        same = provider_of(model) == own
+        key = _entry(self.keys, model)
+        base = _entry(self.bases, model)
+        return replace(
+            self,
+            model=model,
+            api_key=key if key is not None else (self.api_key if same else None),
+            api_base=base if base is not None else (self.api_base if same else None),
+            # This model's own key and endpoint stay known for a way back (a config made from this one).
+            keys=_with(self.keys, own, self.api_key),
+            bases=_with(self.bases, own, self.api_base),
+        )
+
     @property
     def is_offline(self) -> bool:
         return self.effective_model.startswith(f"{OFFLINE_PROVIDER}/")
+
+
+def provider_of(model: str) -> str:
+    """The provider serving a litellm model string: its prefix ("anthropic/claude-..."), else
+    litellm's reading of a bare name ("gpt-4o" is OpenAI's)."""
+    if "/" in model:
+        return model.split("/", 1)[0].lower()
+    try:
+        return str(import_litellm().get_llm_provider(model=model)[1]).lower()
+    except Exception:
+        return ""
+
+
+def _with(entries: tuple[tuple[str, str], ...], name: str, value: str | None) -> tuple[tuple[str, str], ...]:
+    if not value or not name or any(known == name for known, _ in entries):
+        return entries
+    return (*entries, (name, value))
+
+
+def _entry(entries: tuple[tuple[str, str], ...], model: str) -> str | None:
+    found = dict(entries)
+    return found.get(model) or found.get(provider_of(model))
 
 
 def model_info(config: LLMConfig) -> dict[str, Any] | None:
