@@ -4,7 +4,8 @@ batches and launches both (the rules are in core/extraction/batch_job_flow.py). 
 the provider short questions (how a batch stands); downloading and reading results, which can
 take minutes for a large batch, happen in a run."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import dagster as dg
 from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
@@ -31,9 +32,12 @@ from extraction_pipeline.defs.sensors import described_sensor
 
 PROVIDER_BATCH_TAG = "extraction/provider_batch_of"  # the batch whose prompts the run submits
 COLLECT_TAG = "extraction/provider_batch_record"  # the provider batch (ledger row) whose answers the run collects
-# A collect run that failed this many times (the provider's files unreadable, the ledger down past
-# the run's retries) gives the provider batch up: its prompts are asked by ordinary calls.
-COLLECT_ATTEMPTS = 3
+# The answers of an ended provider batch are paid for: a collect run that failed (the provider or
+# the ledger down past the run's retries, its files unreadable) is launched again after a pause,
+# for a day; then the batch is given up and its prompts are asked by ordinary calls.
+COLLECT_PAUSE = timedelta(minutes=10)
+COLLECT_GIVE_UP_AFTER = timedelta(hours=24)
+COLLECT_ATTEMPTS = 3  # and at least this many runs before giving up
 COLLECT_RETRIES, COLLECT_RETRY_SECONDS = 5, 60
 # A provider down while submitting is retried this often, this far apart; then the run fails and
 # the sensor sends the batch's documents to ordinary calls.
@@ -57,6 +61,18 @@ def submit_provider_batch(
     them to the provider's batch API; a provider that is down is retried like any call."""
     db = ledger.ledger()
     options = settings.parse_options()
+    # Two runs submitting one batch at once (one launched by hand) would each take the other's
+    # noted prompts for a dead attempt's: only one submits.
+    running = context.instance.get_run_records(
+        RunsFilter(
+            job_name=context.job_name,
+            statuses=[DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING],
+        )
+    )
+    for other in running:
+        if other.dagster_run.run_id != context.run_id and _batch_of(other.dagster_run.run_config) == config.batch_id:
+            context.log.warning(f"run {other.dagster_run.run_id} is submitting batch {config.batch_id}: this one stops")
+            return
 
     def parse(item: ItemListing) -> ParsedDocument:
         return parse_document(db, sha256=item["sha256"], stored_path=item["stored_path"], options=options)
@@ -71,6 +87,14 @@ def submit_provider_batch(
         raise
     context.log.info(done.describe())
     context.add_output_metadata({"prompts": done.prompts, "already_paid": done.already_paid})
+
+
+def _batch_of(run_config: Any) -> Any:
+    """The batch a submit run's config names (None: it names none)."""
+    try:
+        return run_config["ops"]["submit_provider_batch"]["config"]["batch_id"]
+    except (KeyError, TypeError):
+        return None
 
 
 @dg.job(
@@ -122,16 +146,21 @@ def collect_provider_batch_job() -> None:
 def _collect_request(
     context: dg.SensorEvaluationContext, db: Ledger, record: ProviderBatchRecord
 ) -> dg.RunRequest | None:
-    """The run that collects ``record``'s answers: none while one is queued or running; after
-    ``COLLECT_ATTEMPTS`` runs that did not collect it, the provider batch is given up here."""
-    runs = context.instance.get_run_records(RunsFilter(tags={COLLECT_TAG: str(record.id)}), limit=COLLECT_ATTEMPTS + 1)
+    """The run that collects ``record``'s answers: none while one is queued or running, or for
+    ``COLLECT_PAUSE`` after one failed; after ``COLLECT_ATTEMPTS`` runs and ``COLLECT_GIVE_UP_AFTER``
+    since the first, the provider batch is given up here."""
+    runs = context.instance.get_run_records(RunsFilter(tags={COLLECT_TAG: str(record.id)}))  # newest first
     if any(not run.dagster_run.is_finished for run in runs):
         return None
-    if len(runs) >= COLLECT_ATTEMPTS:
+    now = datetime.now(UTC)
+    if runs and runs[0].end_time and now - datetime.fromtimestamp(runs[0].end_time, UTC) < COLLECT_PAUSE:
+        return None
+    if len(runs) >= COLLECT_ATTEMPTS and now - runs[-1].create_timestamp.astimezone(UTC) >= COLLECT_GIVE_UP_AFTER:
         give_up(
             db,
             record,
-            f"its results could not be collected in {len(runs)} runs (last: {runs[0].dagster_run.run_id})",
+            f"its results could not be collected in {len(runs)} runs over {COLLECT_GIVE_UP_AFTER} "
+            f"(last: {runs[0].dagster_run.run_id})",
         )
         return None
     batch = get_batch(db, record.batch_id)

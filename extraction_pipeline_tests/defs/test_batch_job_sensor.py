@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -300,6 +301,8 @@ def test_a_provider_batch_whose_results_cannot_be_collected_is_given_up_after_a_
     from extraction_pipeline.defs import batch_job_sensor
 
     monkeypatch.setattr(batch_job_sensor, "COLLECT_RETRIES", 0)  # each run gives up at once: no minute-long waits
+    monkeypatch.setattr(batch_job_sensor, "COLLECT_PAUSE", timedelta(0))  # and the next follows at once
+    monkeypatch.setattr(batch_job_sensor, "COLLECT_GIVE_UP_AFTER", timedelta(0))  # the day is not waited out
     _, batch = _provider_batch(home_ledger, home, 1)
     resources = _resources(home_ledger, home, provider)
     [request] = _tick(provider_batch_follower, instance, resources).run_requests or []
@@ -323,6 +326,45 @@ def test_a_provider_batch_whose_results_cannot_be_collected_is_given_up_after_a_
     assert not _tick(provider_batch_follower, instance, resources).run_requests
     [given_up] = provider_batches_of(home_ledger, batch)
     assert given_up.status == "given up" and given_up.fallen_back == 1
-    assert f"could not be collected in {batch_job_sensor.COLLECT_ATTEMPTS} runs" in (given_up.message or "")
+    assert f"could not be collected in {batch_job_sensor.COLLECT_ATTEMPTS} runs over" in (given_up.message or "")
     assert get_batch(home_ledger, batch)["provider_batch"] == ProviderBatchPhase.ENDED  # type: ignore[index]
     assert len(_tick(batch_dispatcher, instance, resources).run_requests or []) == 1  # asked by an ordinary call
+
+
+def test_a_failed_collect_is_launched_again_after_a_pause_not_given_up(
+    instance: dg.DagsterInstance,
+    home_ledger: Ledger,
+    home: Path,
+    provider: FakeBatchServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The answers are paid for: an outage while downloading them costs a pause, not the batch."""
+    from extraction_pipeline.defs import batch_job_sensor
+
+    monkeypatch.setattr(batch_job_sensor, "COLLECT_RETRIES", 0)
+    _, batch = _provider_batch(home_ledger, home, 1)
+    resources = _resources(home_ledger, home, provider)
+    [request] = _tick(provider_batch_follower, instance, resources).run_requests or []
+    _submit(instance, resources, request)
+    [record] = provider_batches_of(home_ledger, batch)
+    for _ in range(3):
+        provider.advance(record.provider_batch_id)
+    for _ in range(batch_job_sensor.COLLECT_ATTEMPTS):
+        provider.fail_next("content", Reply(status=503, error_message="The server is overloaded"))
+        monkeypatch.setattr(batch_job_sensor, "COLLECT_PAUSE", timedelta(0))
+        [collect] = _tick(provider_batch_follower, instance, resources).run_requests or []
+        collect_provider_batch_job.execute_in_process(
+            run_config=collect.run_config,
+            resources=resources,
+            instance=instance,
+            tags=collect.tags,
+            raise_on_error=False,
+        )
+        monkeypatch.setattr(batch_job_sensor, "COLLECT_PAUSE", timedelta(minutes=10))
+        assert not _tick(provider_batch_follower, instance, resources).run_requests  # a pause after a failure
+    [waiting] = provider_batches_of(home_ledger, batch)
+    assert waiting.status == "completed" and not waiting.ended  # three failures within the day: not given up
+    monkeypatch.setattr(batch_job_sensor, "COLLECT_PAUSE", timedelta(0))
+    assert _follow(instance, resources) == 1  # the provider is back: collected
+    [ended] = provider_batches_of(home_ledger, batch)
+    assert ended.ended and ended.answered == 1

@@ -260,7 +260,7 @@ class FakeBatchServer(LoopbackFake):
             tokens(other)
             for other in self.batches.values()
             if other is not batch
-            and other.status in ("in_progress", "finalizing")
+            and other.status in ("validating", "in_progress", "finalizing")
             and other.lines
             and other.lines[0]["body"].get("model") == model
         )

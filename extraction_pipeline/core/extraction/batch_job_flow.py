@@ -29,12 +29,14 @@ from extraction_pipeline.core.ledger.batch_jobs import (
     entries_of,
     finish_preparation,
     known_provider_batch_ids,
+    provider_batch_record,
     provider_batches_of,
     record_end,
     record_intent,
     record_poll,
     record_submitted,
     submitted_custom_ids,
+    touch_intent,
     unresolved_submissions,
 )
 from extraction_pipeline.core.ledger.batches import get_batch
@@ -108,7 +110,9 @@ def prepare(
             continue
         for question, messages in enumerate(prompts, start=1):
             key = answer_key(model, messages)
-            custom_id = f"item-{item['id']}-q{question}"
+            # The batch's uid in it: results are matched by custom id, and another ledger's batch on
+            # the same account (a staging instance) never has the same ones.
+            custom_id = f"b{batch['uid'][:12]}-item-{item['id']}-q{question}"
             if custom_id in sent_before:
                 continue
             if custom_id not in noted and not batch["fresh"] and stored_answer(ledger, key) is not None:
@@ -128,11 +132,16 @@ def prepare(
             key = submission_key(batch["uid"], [r.custom_id for r in group])
             entries_of_group = [by_id[r.custom_id] for r in group]
             row_id = record_intent(ledger, batch_id=batch_id, model=model, key=key, entries=entries_of_group)
-            if row_id is None:  # cancelled before this group was sent: nothing is
-                submission.note = "cancelled while its prompts were being submitted"
+            if row_id is None:
+                still = get_batch(ledger, batch_id)
+                if still is not None and still["provider_batch"] == ProviderBatchPhase.PREPARING:
+                    # Another attempt noted these prompts meanwhile: it sends them, and ends the
+                    # preparation; this one leaves both to it.
+                    return Preparation(message="another run is submitting this batch's prompts: this one stops")
+                submission.note = "cancelled while its prompts were being submitted"  # nothing of it was sent
                 break
-            record = next(r for r in unresolved_submissions(ledger, batch_id) if r.id == row_id)
-            if not submission.settle(record, group, new=True):
+            noted_now = provider_batch_record(ledger, row_id)
+            if noted_now is None or noted_now.ended or not submission.settle(noted_now, group, new=True):
                 break
     if not requests and not sent_before:
         submission.note = (
@@ -176,36 +185,46 @@ class _Submission:
         refused, or the batch was cancelled). A TransientError is raised with the note kept: the
         next attempt looks for it at the provider first."""
         key = record.submission_key or ""
-        try:
-            found = (
-                None
-                if new
-                else batch_api.find(
+        found = None
+        if not new:
+            try:
+                found = batch_api.find(
                     self.llm,
                     key,
                     since=record.submitted_at,
                     count=record.requests,
                     known=known_provider_batch_ids(self.ledger),
                 )
+            except PermanentError as exc:
+                # Whether the provider has them cannot be known: sending them again could pay twice.
+                give_up(self.ledger, record, f"the provider cannot say whether it has them: {exc}")
+                self.note = f"{record.requests} prompts not sent again ({exc}): they are asked by ordinary calls"
+                return False
+        if found is not None:
+            self.progress(
+                f"provider batch {found.batch_id} was submitted by an earlier attempt whose answer was lost: "
+                "it is followed, not sent again"
             )
-            if found is not None:
-                self.progress(
-                    f"provider batch {found.batch_id} was submitted by an earlier attempt whose answer was lost: "
-                    "it is followed, not sent again"
-                )
-            elif not group:
-                drop_intent(self.ledger, record.id)
-                return True
-            else:
-                found = batch_api.submit(self.llm, group, key)
-                # Said before it is kept: should this process die in between, the id is in the run's log.
-                self.progress(f"submitted provider batch {found.batch_id} ({len(group)} prompts)")
-        except PermanentError as exc:
+        elif not group:
             drop_intent(self.ledger, record.id)
-            self.note = f"the provider refused {len(group)} prompts ({exc}): they are asked by ordinary calls"
-            return False  # what was submitted before is followed
+            return True
+        else:
+            if not new:  # a later batch of it is looked for from now on, not from the first note
+                touch_intent(self.ledger, record.id)
+            try:
+                found = batch_api.submit(self.llm, group, key)
+            except PermanentError as exc:  # refused: the provider has nothing of it
+                drop_intent(self.ledger, record.id)
+                self.note = f"the provider refused {len(group)} prompts ({exc}): they are asked by ordinary calls"
+                return False  # what was submitted before is followed
+            # Said before it is kept: should this process die in between, the id is in the run's log.
+            self.progress(f"submitted provider batch {found.batch_id} ({len(group)} prompts)")
         if not record_submitted(
-            self.ledger, record.id, provider_batch_id=found.batch_id, input_file_id=found.input_file_id
+            self.ledger,
+            record.id,
+            provider_batch_id=found.batch_id,
+            input_file_id=found.input_file_id,
+            created_at=found.submitted_at,
         ):  # cancelled while this group was being sent: it is not wanted
             self.note = "cancelled while its prompts were being submitted"
             if not _cancel_unrecorded(self.llm, found.batch_id, self.progress):
@@ -335,7 +354,13 @@ def _settle_unresolved(
         return give_up(ledger, record, f"the provider cannot say whether it has the prompts: {exc}")
     if found is None:
         return give_up(ledger, record, "their submission never reached the provider")
-    record_submitted(ledger, record.id, provider_batch_id=found.batch_id, input_file_id=found.input_file_id)
+    record_submitted(
+        ledger,
+        record.id,
+        provider_batch_id=found.batch_id,
+        input_file_id=found.input_file_id,
+        created_at=found.submitted_at,
+    )
     return False  # followed from now on, like any submitted batch
 
 
@@ -367,8 +392,8 @@ def cancel_provider_batches(ledger: Ledger, batch_id: int, llm: LLMConfig) -> li
             continue
         if record.unresolved:  # the provider may have it under its key: cancelled there if so
             _settle_unresolved(ledger, record, llm.for_model(record.model))
-            adopted = next(r for r in provider_batches_of(ledger, batch_id) if r.id == record.id)
-            if adopted.ended:
+            adopted = provider_batch_record(ledger, record.id)
+            if adopted is None or adopted.ended or adopted.unresolved:
                 done.append(f"{record.requests} prompts being submitted: not sent, asked by ordinary calls")
                 continue
             record = adopted

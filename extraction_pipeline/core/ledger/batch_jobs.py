@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
-from sqlalchemy import Connection, delete, insert, or_, select, update
+from sqlalchemy import Connection, delete, exists, insert, or_, select, update
 
 from extraction_pipeline.core.ledger.answers import StoredAnswer, own_answer_key
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
@@ -75,7 +75,10 @@ class ProviderBatchRecord:
         if self.unresolved:
             if not self.ended:
                 return f"submitting {self.requests} prompts to the provider's batch API ({self.model})"
-            return f"{self.requests} prompts not submitted ({self.message}): asked as ordinary calls"
+            return (
+                f"{self.requests} prompts not known to have reached the provider ({self.message}): "
+                "asked as ordinary calls"
+            )
         if not self.ended:
             return f"provider batch {self.provider_batch_id} ({self.model}): {self.status}, {self.requests} prompts"
         said = f" (the provider said: {self.message})" if self.message else ""
@@ -130,9 +133,21 @@ def record_intent(ledger: Ledger, *, batch_id: int, model: str, key: str, entrie
     )
 
 
-def record_submitted(ledger: Ledger, row_id: int, *, provider_batch_id: str, input_file_id: str | None) -> bool:
-    """The provider took the noted submission ``row_id``: keep its id. False when the note was
-    ended meanwhile (the batch was cancelled: the caller cancels what it just submitted)."""
+def record_submitted(
+    ledger: Ledger,
+    row_id: int,
+    *,
+    provider_batch_id: str,
+    input_file_id: str | None,
+    created_at: datetime | None = None,
+) -> bool:
+    """The provider took (or has, found by its key) the noted submission ``row_id``: keep its id
+    and when the provider made it. False when the note was ended meanwhile (the batch was
+    cancelled: the caller cancels what it just submitted) or another note already holds that
+    provider batch (two attempts found the same one: it is followed once)."""
+    other = provider_batches.alias("other")  # not the row updated: any row
+    held = select(other.c.id).where(other.c.provider_batch_id == provider_batch_id)
+    made = created_at.astimezone(UTC).replace(tzinfo=None) if created_at and created_at.tzinfo else created_at
     with ledger.engine.begin() as conn:
         return bool(
             conn.execute(
@@ -141,30 +156,49 @@ def record_submitted(ledger: Ledger, row_id: int, *, provider_batch_id: str, inp
                     provider_batches.c.id == row_id,
                     provider_batches.c.provider_batch_id == SUBMITTING,
                     provider_batches.c.ended_at.is_(None),
+                    ~exists(held),
                 )
                 .values(
                     provider_batch_id=provider_batch_id,
                     input_file_id=input_file_id,
                     status="validating",
-                    submitted_at=utcnow(),
+                    submitted_at=made or utcnow(),
                 )
             ).rowcount
         )
 
 
-def drop_intent(ledger: Ledger, row_id: int) -> None:
-    """Forget a noted submission the provider refused (it has nothing of it): its prompts go to
-    ordinary calls with the batch's note, as if never noted."""
+def touch_intent(ledger: Ledger, row_id: int) -> None:
+    """The noted submission is about to be sent (again): a batch made of it is looked for from now."""
     with ledger.engine.begin() as conn:
-        still = conn.execute(
-            select(provider_batches.c.id).where(
-                provider_batches.c.id == row_id, provider_batches.c.provider_batch_id == SUBMITTING
+        conn.execute(
+            update(provider_batches)
+            .where(provider_batches.c.id == row_id, provider_batches.c.provider_batch_id == SUBMITTING)
+            .values(submitted_at=utcnow())
+        )
+
+
+def drop_intent(ledger: Ledger, row_id: int) -> bool:
+    """Forget a noted submission the provider refused (it has nothing of it): its prompts go to
+    ordinary calls with the batch's note, as if never noted. False when it was no longer a note
+    (another attempt kept a provider id for it meanwhile: it stays)."""
+    with ledger.engine.begin() as conn:
+        # Claimed by a conditional update first: it takes the row's lock, so a record_submitted
+        # committing meanwhile is either seen here or finds the row gone.
+        claimed = conn.execute(
+            update(provider_batches)
+            .where(
+                provider_batches.c.id == row_id,
+                provider_batches.c.provider_batch_id == SUBMITTING,
+                provider_batches.c.ended_at.is_(None),
             )
-        ).first()
-        if still is None:
-            return
+            .values(status="refused")
+        ).rowcount
+        if not claimed:
+            return False
         conn.execute(delete(provider_batch_entries).where(provider_batch_entries.c.provider_batch == row_id))
         conn.execute(delete(provider_batches).where(provider_batches.c.id == row_id))
+    return True
 
 
 def unresolved_submissions(ledger: Ledger, batch_id: int) -> list[ProviderBatchRecord]:
@@ -200,16 +234,29 @@ def record_submission(
     submission_key: str | None = None,
 ) -> int | None:
     """Keep a provider batch (or a noted submission) and its prompts (one transaction: never one
-    without the other), only while the batch is still preparing: None when it is not (cancelled
-    meanwhile)."""
+    without the other), only while the batch is still preparing and none of the prompts is kept
+    already: None when it is not preparing (cancelled meanwhile) or another attempt has noted one
+    of them (two submit runs of one batch: the second sends nothing)."""
     with ledger.engine.begin() as conn:
-        # The conditional update takes the batch's row: a cancel cannot slip in between.
+        # The conditional update takes the batch's row: a cancel, or another attempt's note,
+        # cannot slip in between.
         still = conn.execute(
             update(batches)
             .where(batches.c.id == batch_id, batches.c.provider_batch == ProviderBatchPhase.PREPARING)
             .values(provider_batch=ProviderBatchPhase.PREPARING)
         ).rowcount
         if not still:
+            return None
+        kept = conn.execute(
+            select(provider_batch_entries.c.custom_id)
+            .join(provider_batches, provider_batches.c.id == provider_batch_entries.c.provider_batch)
+            .where(
+                provider_batches.c.batch_id == batch_id,
+                provider_batch_entries.c.custom_id.in_([entry.custom_id for entry in entries]),
+            )
+            .limit(1)
+        ).first()
+        if kept is not None:
             return None
         row_id = int(
             conn.execute(

@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from extraction_pipeline.core.errors import ExtractionRuntimeError, PermanentError
+from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.llm.answer_parsing import parse_answer
 from extraction_pipeline.core.llm.batch_model import (
     CLOCK_SKEW,
@@ -51,7 +51,7 @@ from extraction_pipeline.core.llm.batch_model import (
     result_lines,
     unreported,
 )
-from extraction_pipeline.core.llm.classify import TRANSIENT_STATUS, classify, network_cause
+from extraction_pipeline.core.llm.classify import TRANSIENT_STATUS, classify
 from extraction_pipeline.core.llm.config import LLMConfig, output_limit, sampling
 from extraction_pipeline.core.llm.litellm_loader import import_litellm
 from extraction_pipeline.core.llm.providers.base import ProviderAdapter
@@ -122,9 +122,8 @@ class OpenAIBatchDriver:
     def submit(self, config: LLMConfig, requests: Sequence[BatchRequest], key: str | None = None) -> SubmittedBatch:
         """Upload ``requests`` as one batch input file and create the batch, tagged with ``key``
         (``find`` looks for it). Refuses (PermanentError) an empty list, repeated custom ids, or
-        more than one batch holds. A create the provider refused (it answered with an error)
-        deletes the uploaded file; one whose answer never came leaves it: the batch may exist and
-        read it."""
+        more than one batch holds. A create the provider refused (a 4xx) deletes the uploaded
+        file; a 5xx or an answer that never came leaves it: the batch may exist and read it."""
         if not requests:
             raise PermanentError("provider batch: no requests to submit")
         ids = [r.custom_id for r in requests]
@@ -163,9 +162,10 @@ class OpenAIBatchDriver:
                     **_credentials(config, config.timeout_seconds),
                 ),
             )
-        except ExtractionRuntimeError as exc:
-            if _answered(exc):  # the provider said no: no batch reads the file, which would only cost storage
-                self.delete_file(config, str(uploaded.id))
+        except PermanentError:
+            # Refused (a 4xx): no batch reads the file, which would only cost storage. A 5xx or no
+            # answer at all may hide a batch that was made and reads it: the file stays.
+            self.delete_file(config, str(uploaded.id))
             raise
         return _submitted(batch, config, len(requests), tuple(ids))
 
@@ -265,12 +265,6 @@ def _credentials(config: LLMConfig, timeout: float) -> dict[str, Any]:
     if config.api_key:
         kwargs["api_key"] = config.api_key
     return kwargs
-
-
-def _answered(exc: ExtractionRuntimeError) -> bool:
-    """True when the provider answered the call with an HTTP error (it did not do it), False when
-    no answer came (a timeout, a dropped connection: it may have)."""
-    return network_cause(exc.__cause__ or exc) is None
 
 
 def _submitted(batch: Any, config: LLMConfig, count: int, custom_ids: tuple[str, ...]) -> SubmittedBatch:
