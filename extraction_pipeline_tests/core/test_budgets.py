@@ -25,6 +25,7 @@ from extraction_pipeline.core.ledger.budgets import (
     refused,
     reserve,
     settle,
+    unhinted_wait,
     waiting_budgets,
     what_calls_wait_for,
 )
@@ -34,6 +35,8 @@ from extraction_pipeline.core.llm.rate_headers import RateLimits, read_rate_limi
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 from extraction_pipeline_tests.support.extraction_cases import GOOD, PARSED
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, ProviderMeter, Reply
+from extraction_pipeline_tests.support.providers import OpenAIFake
+from extraction_pipeline_tests.support.providers import Reply as ProviderReply
 
 MODEL = "openai/fake-model"
 T0 = 1_000_000.0
@@ -344,3 +347,34 @@ def test_contention_that_never_ends_is_retried_later_not_a_failure(
     with pytest.raises(TransientError, match="other calls kept moving it; the call is retried later") as raised:
         reserve(ledger, MODEL, 60_000, now=T0)
     assert not isinstance(raised.value, PermanentError)
+
+
+def test_a_429_without_retry_after_is_waited_out_as_its_reset_headers_say_in_the_same_call(ledger: Ledger) -> None:
+    with OpenAIFake() as fake:
+        fake.answer = lambda messages: ProviderReply(GOOD)
+        fake.push(ProviderReply(status=429, error="rate_limit_unhinted"))  # no Retry-After, reset-tokens 4.2s
+        refusals: list[float] = []
+        budget = LedgerBudget(ledger, on_refusal=lambda cause, seconds: refusals.append(seconds))
+        config = LLMConfig(
+            model="openai/gpt-4o-mini", api_base=fake.api_base, api_key="sk-test", output_tokens=500, budget=budget
+        )
+        started = time.monotonic()
+        complete_extraction(config, build_messages(RCT_TEMPLATE, [PARSED.pages_text[0]]), RCT_TEMPLATE)
+        assert refusals == [pytest.approx(4.2)]  # the exhausted bucket's own reset time, not a guess
+        assert time.monotonic() - started >= 4.0 and len(fake.answered) == 1  # waited, then answered
+        assert fake.violations == []
+
+
+def test_without_any_hint_the_wait_is_the_time_the_budget_takes_to_free_the_call(ledger: Ledger) -> None:
+    configure(ledger, MODEL, tokens_per_minute=60_000, requests_per_minute=None)
+    reservation = reserve(ledger, MODEL, 6_000, now=T0)
+    assert unhinted_wait(ledger, reservation, RateLimits()) == pytest.approx(6.0)  # 6,000 of 60,000 a minute
+    configure(ledger, MODEL, tokens_per_minute=None, requests_per_minute=30)
+    assert unhinted_wait(ledger, reservation, RateLimits()) == pytest.approx(2.0)  # one of 30 requests a minute
+    hinted = RateLimits(
+        tokens_remaining=100, tokens_reset_seconds=9.5, requests_remaining=40, requests_reset_seconds=0.1
+    )
+    assert unhinted_wait(ledger, reservation, hinted) == pytest.approx(9.5)  # the tokens ran out, not the requests
+    configure(ledger, "openai/unknown", tokens_per_minute=None, requests_per_minute=None)
+    blind = reserve(ledger, "openai/unknown", 6_000, now=T0)
+    assert unhinted_wait(ledger, blind, RateLimits()) == 60.0  # nothing known: a per-minute limit's whole window

@@ -299,8 +299,8 @@ def test_a_page_longer_than_the_context_window_is_an_explicit_error(ledger: Ledg
     config = LLMConfig(model="openai/gpt-4o-mini", api_base=fake_llm.api_base, api_key="sk-x", timeout_seconds=10)
     with pytest.raises(
         PermanentError,
-        match=r"page 1 alone needs about 15[0-9]{4} prompt tokens but .* accepts 111616 prompt tokens "
-        r"\(its 128000-token window less 16384 kept for the answer\)",
+        match=r"page 1 alone needs about 15[0-9]{4} prompt tokens but .* accepts 119808 prompt tokens "
+        r"\(its 128000-token window less 8192 kept for the answer\)",
     ):
         extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=huge, llm=config)
     assert fake_llm.requests == []  # nothing was sent, nothing silently cut

@@ -20,6 +20,7 @@ from extraction_pipeline.core.extraction.prompts import build_messages, document
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch
+from extraction_pipeline.core.llm.config import ANSWER_TOKENS, THINKING_TOKENS
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction, output_limit
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
 from extraction_pipeline.core.templates.rct import BASE_TEMPLATES, RCT_BASE
@@ -109,13 +110,19 @@ def test_a_cut_answer_is_named_as_cut_and_not_repaired(fake_llm: FakeLLMServer) 
     assert whole.usage.tokens_out == -(-len(GOOD) // CHARS_PER_TOKEN) and not whole.repaired
 
 
-def test_the_limit_comes_from_litellms_figure_for_a_known_model(fake_llm: FakeLLMServer) -> None:
+def test_the_limit_is_what_an_answer_needs_within_litellms_figure_for_a_known_model(fake_llm: FakeLLMServer) -> None:
     known = LLMConfig(model="openai/gpt-4o-mini", api_base=fake_llm.api_base, api_key="sk-test")
-    assert output_limit(known) == 16384  # litellm's model info
+    assert output_limit(known) == ANSWER_TOKENS < 16384  # an answer's need, not the model's 16,384
     fake_llm.output_limit = 16384
     fake_llm.push(Reply(GOOD))
     complete_extraction(known, build_messages(TEMPLATE, PARSED.pages_text), TEMPLATE)
-    assert fake_llm.requests[-1]["max_tokens"] == 16384
+    assert fake_llm.requests[-1]["max_tokens"] == ANSWER_TOKENS
+    # A model that thinks unasked gets room to think beside the answer; one asked to think only
+    # when asked (Claude) does not; and the model's own maximum bounds both.
+    assert output_limit(LLMConfig(model="openai/o4-mini")) == ANSWER_TOKENS + THINKING_TOKENS
+    assert output_limit(LLMConfig(model="gemini/gemini-2.5-pro")) == ANSWER_TOKENS + THINKING_TOKENS
+    assert output_limit(LLMConfig(model="anthropic/claude-sonnet-4-5-20250929")) == ANSWER_TOKENS
+    assert output_limit(LLMConfig(model="openai/gpt-3.5-turbo")) == 4096  # its own maximum
     assert output_limit(LLMConfig(model="openai/a-model-nobody-knows")) is None  # then nothing is sent
 
 

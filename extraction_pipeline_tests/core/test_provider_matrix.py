@@ -66,6 +66,8 @@ ROWS = [
         True,
         (
             (RATE_LIMIT, RateLimitedError, 2.7),
+            # No Retry-After: without a budget nothing says how long (with one: test_budgets.py).
+            (Reply(status=429, error="rate_limit_unhinted"), RateLimitedError, None),
             (Reply(status=503, error="overloaded"), TransientError, None),
             (CONTEXT, PermanentError, None),
             (FILTERED_PROMPT, PermanentError, None),
@@ -291,6 +293,7 @@ def test_double_extraction_across_two_providers_sends_each_its_own_key_and_endpo
             user="u",
             document_ids=corpus.documents,
             second_model=second.model,
+            fresh=True,  # the matrix's other rows stored answers for these prompts: asked again here
         ).id
         for item in batch_item_rows(corpus.ledger, batch):
             parsed = corpus.parsed[item["sha256"]]
@@ -304,6 +307,26 @@ def test_double_extraction_across_two_providers_sends_each_its_own_key_and_endpo
         assert len(openai.answered) == len(anthropic.answered) == len(PAPERS)
         assert set(sent_openai) == {f"Bearer {first.api_key}"} and set(sent_anthropic) == {second_key}
         assert openai.violations == [] and anthropic.violations == []
+
+
+def test_a_schema_gemini_will_not_serve_is_asked_in_json_mode_once_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from extraction_pipeline.core.llm.providers import base
+
+    monkeypatch.setattr(base, "_REFUSED_SCHEMAS", set())
+    spec = BY_NAME["gemini"]
+    with spec.fake() as fake:
+        fake.answer = lambda messages: Reply(json.dumps({}))
+        llm = _config(spec, fake)
+        complete_extraction(llm, _short_messages(), RCT_TEMPLATE)
+        complete_extraction(llm, _short_messages(), RCT_TEMPLATE)
+        sent = [r.body.get("generationConfig") or r.body.get("generation_config") or {} for r in fake.requests]
+    schema_of = [c.get("responseJsonSchema") or c.get("response_json_schema") for c in sent]
+    mime_of = [c.get("responseMimeType") or c.get("response_mime_type") for c in sent]
+    assert len(fake.declined) == 1 and "too many states for serving" in fake.declined[0]
+    assert schema_of[0]  # the whole schema, refused
+    # asked again at once in JSON mode, and so is the next call: two answers for three requests
+    assert schema_of[1:] == [None, None] and mime_of[1:] == ["application/json", "application/json"]
+    assert len(fake.answered) == 2 and fake.violations == []
 
 
 def _short_messages() -> list[dict[str, str]]:
@@ -322,7 +345,8 @@ def test_each_providers_errors_are_classified_through_its_own_http_answers(row: 
             assert not isinstance(error, TransientError), (spec.name, reply, error)
         else:
             assert isinstance(error, TransientError)
-            assert isinstance(error, RateLimitedError) is (reply.error == "rate_limit"), (spec.name, reply, error)
+            limited = reply.error in ("rate_limit", "rate_limit_unhinted")
+            assert isinstance(error, RateLimitedError) is limited, (spec.name, reply, error)
         if retry_after is not None:
             assert isinstance(error, TransientError) and error.retry_after == pytest.approx(retry_after), error
         if reply.finish == "filtered":

@@ -66,7 +66,10 @@ def test_only_openai_and_anthropic_have_a_batch_api_here() -> None:
         assert adapter_for(LLMConfig(model=model)).batch_api() is None, model
 
 
-def test_each_family_asks_for_the_structured_output_its_provider_takes() -> None:
+def test_each_family_asks_for_the_structured_output_its_provider_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from extraction_pipeline.core.llm.providers import base
+
+    monkeypatch.setattr(base, "_REFUSED_SCHEMAS", set())  # what another test's Gemini refused is not this one's
     schema = output_json_schema(RCT_TEMPLATE)
     config = LLMConfig(model="openai/a-model-litellm-does-not-know")
     assert adapter_for(config).response_format(config, RCT_TEMPLATE) == {"type": "json_object"}  # no schema known

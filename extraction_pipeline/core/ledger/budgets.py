@@ -371,6 +371,29 @@ def refused(ledger: Ledger, model: str, retry_after: float | None, *, now: float
     _heard(ledger, model, spoke=True)  # the provider said when: no probe needed to learn that
 
 
+def unhinted_wait(ledger: Ledger, reservation: Reservation, limits: RateLimits) -> float:
+    """How long a rate limit that gave no ``Retry-After`` is waited out (OpenAI's 429s often
+    carry none): until the exhausted bucket refills, by the answer's own reset headers; else the
+    time the learned budget takes to free this call's tokens (or one request); else one window
+    (a per-minute limit has refilled within a minute). Never a fixed guess where the provider or
+    the budget tells more."""
+    resets = []
+    # (A probe reserved nothing: its bucket is exhausted when nothing is left in it.)
+    tokens_short = limits.tokens_remaining is None or limits.tokens_remaining < max(1, reservation.tokens)
+    if limits.tokens_reset_seconds and tokens_short:
+        resets.append(limits.tokens_reset_seconds)
+    if limits.requests_reset_seconds and (limits.requests_remaining is None or limits.requests_remaining < 1):
+        resets.append(limits.requests_reset_seconds)
+    if resets:
+        return min(max(resets), WINDOW_SECONDS)
+    budget = get_budget(ledger, reservation.model)
+    if budget is not None and budget.tokens_per_minute and reservation.tokens:
+        return min(WINDOW_SECONDS, max(1.0, reservation.tokens * WINDOW_SECONDS / budget.tokens_per_minute))
+    if budget is not None and budget.requests_per_minute:
+        return WINDOW_SECONDS / budget.requests_per_minute
+    return WINDOW_SECONDS
+
+
 WAIT_STEP_SECONDS = 5.0  # a long wait is slept in steps, each one reported (``on_wait``)
 
 
@@ -405,13 +428,18 @@ class LedgerBudget:
         if reservation.probe:
             _heard(self.ledger, reservation.model, spoke=True)
 
-    def after_refusal(self, reservation: Any, retry_after: float | None, headers: Any) -> None:
+    def after_refusal(
+        self, reservation: Any, retry_after: float | None, headers: Any, *, rate_limited: bool = False
+    ) -> float | None:
         settle(self.ledger, reservation, None)  # a refused call is not counted: give it all back
         limits = read_rate_limits(headers, time.time())
         learn(self.ledger, reservation.model, limits)
+        if rate_limited and retry_after is None:
+            retry_after = unhinted_wait(self.ledger, reservation, limits)
         refused(self.ledger, reservation.model, retry_after)
         if reservation.probe:  # a failure that said nothing (an outage): the next call probes again
             _heard(self.ledger, reservation.model, spoke=not limits.empty or retry_after is not None)
+        return retry_after
 
     def waiting_out(self, cause: str, seconds: float) -> None:
         if self.on_refusal is not None:

@@ -19,13 +19,19 @@ class CallBudget(Protocol):
     it for the whole instance). ``before_call`` blocks until the call fits (``tokens`` is asked
     only when a limit is known: counting loads a tokenizer); the others report what the provider
     then counted and said, and ``waiting_out`` that a refused call waits ``seconds`` to be sent
-    again (its reservation was given back in ``after_refusal``)."""
+    again (its reservation was given back in ``after_refusal``, which says how long a rate limit
+    that gave no ``Retry-After`` is waited out)."""
 
     def before_call(self, model: str, tokens: Callable[[], int]) -> Any: ...
 
     def after_call(self, reservation: Any, used_tokens: int | None, headers: Any) -> None: ...
 
-    def after_refusal(self, reservation: Any, retry_after: float | None, headers: Any) -> None: ...
+    def after_refusal(
+        self, reservation: Any, retry_after: float | None, headers: Any, *, rate_limited: bool = False
+    ) -> float | None:
+        """Told of a failed call; for a rate limit without a ``Retry-After``, returns how long to
+        wait (from the answer's reset headers or the learned budget)."""
+        ...
 
     def waiting_out(self, cause: str, seconds: float) -> None: ...
 
@@ -140,9 +146,23 @@ def prompt_room(config: LLMConfig) -> str:
     return f"{limit} prompt tokens (its {limit + kept}-token window less {kept} kept for the answer)"
 
 
+# What an answer is given when none is configured: about 2.5 times the longest answer measured on
+# the corpus (3,185 tokens). Asking for the model's maximum instead (64,000 for Claude Sonnet 4.5)
+# would reserve that much of the account's output budget per call: on an account allowed fewer
+# output tokens a minute, every call but the first would wait or be refused. A longer answer is
+# cut and asked again in smaller questions.
+ANSWER_TOKENS = 8_192
+# What a model that thinks before it answers, unasked (OpenAI's reasoning models, Gemini 2.5), may
+# spend thinking: its thinking comes out of the same limit, and a limit it spends whole leaves no
+# answer at all.
+THINKING_TOKENS = 8_192
+
+
 def output_limit(config: LLMConfig) -> int | None:
-    """How many tokens an answer may have: the configured limit, else litellm's figure for the
-    model (``max_output_tokens``); None when neither is known (the provider's default applies)."""
+    """How many tokens an answer may have: the configured limit, else what an answer needs
+    (``ANSWER_TOKENS``, plus ``THINKING_TOKENS`` for a model that thinks unasked), within
+    litellm's figure for the model (``max_output_tokens``); None when neither is known (the
+    provider's default applies)."""
     if config.is_offline:
         return None
     if config.output_tokens:
@@ -150,8 +170,21 @@ def output_limit(config: LLMConfig) -> int | None:
     info = model_info(config)
     if info is None:
         return None
-    limit = info.get("max_output_tokens") or info.get("max_tokens")
-    return int(limit) if limit else None
+    most = info.get("max_output_tokens") or info.get("max_tokens")
+    if not most:
+        return None
+    return min(int(most), ANSWER_TOKENS + (THINKING_TOKENS if thinks_unasked(config) else 0))
+
+
+def thinks_unasked(config: LLMConfig) -> bool:
+    """True when the model spends thinking tokens out of its output limit without being asked to:
+    a reasoning model (litellm's ``supports_reasoning``) of a provider whose reasoning is on by
+    default (its adapter says; Claude thinks only when asked)."""
+    if config.is_offline or not (model_info(config) or {}).get("supports_reasoning"):
+        return False
+    from extraction_pipeline.core.llm.providers import adapter_for  # the adapters import this module
+
+    return adapter_for(config).thinks_unasked
 
 
 def sampling(config: LLMConfig) -> dict[str, Any]:

@@ -233,7 +233,10 @@ def _send(
             if budget is not None:
                 retry_after = classified.retry_after if isinstance(classified, TransientError) else None
                 said = refusal_headers(exc)
-                budget.after_refusal(reservation, retry_after, said[0] if said else None)
+                limited = isinstance(classified, RateLimitedError)
+                waited = budget.after_refusal(reservation, retry_after, said[0] if said else None, rate_limited=limited)
+                if isinstance(classified, RateLimitedError) and retry_after is None and waited:
+                    classified.retry_after = waited  # a 429 with no hint: waited by the budget, not guessed
             raise classified from exc
 
 
@@ -285,8 +288,19 @@ def complete_extraction(config: LLMConfig, messages: list[dict[str, str]], templ
 
     def call(conversation: list[dict[str, str]]) -> Any:
         kwargs = _call_kwargs(config, conversation, limit)
-        if not config.is_offline:
-            kwargs["response_format"] = adapter_for(config).response_format(config, template)
+        if config.is_offline:
+            return _completion(litellm, config, kwargs, conversation)
+        adapter = adapter_for(config)
+        kwargs["response_format"] = adapter.response_format(config, template)
+        try:
+            return _completion(litellm, config, kwargs, conversation)
+        except PermanentError as exc:
+            if kwargs["response_format"].get("type") != "json_schema" or not adapter.schema_refused(exc):
+                raise
+        # The provider will not serve this schema: JSON mode (the schema is in the prompt, and the
+        # answer is validated against it either way), for this call and the later ones.
+        adapter.refuse_schema(config, template)
+        kwargs["response_format"] = adapter.response_format(config, template)
         return _completion(litellm, config, kwargs, conversation)
 
     _check_context_window(config, messages)

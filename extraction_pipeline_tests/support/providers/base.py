@@ -62,11 +62,13 @@ class SentReply:
 
 class Refusal(Exception):
     """Raised by ``check``: the request breaks a documented constraint; the fake answers ``error``
-    and records why (a test asserts ``fake.violations`` is empty)."""
+    and records why (a test asserts ``fake.violations`` is empty). A ``capacity`` refusal is no
+    broken rule but a limit the client learns only by meeting it (a schema too large to serve):
+    recorded in ``declined``, for the test to check it was handled."""
 
-    def __init__(self, error: SentReply, why: str) -> None:
+    def __init__(self, error: SentReply, why: str, *, capacity: bool = False) -> None:
         super().__init__(why)
-        self.error, self.why = error, why
+        self.error, self.why, self.capacity = error, why, capacity
 
 
 @dataclass
@@ -127,6 +129,7 @@ class ProviderFake(LoopbackFake):
         self.requests: list[Request] = []  # every request received, refused ones included
         self.answered: list[Answered] = []  # every 200 answer sent
         self.violations: list[str] = []  # why each refused request broke the provider's rules
+        self.declined: list[str] = []  # requests refused at a limit met only by trying (capacity)
         self.replies: deque[Reply] = deque()
         self.answer: Callable[[list[dict[str, str]]], Reply] = lambda messages: Reply(json.dumps({}))
         self.rate_limit_headers: dict[str, str] = {}  # sent with every answer (and error)
@@ -190,7 +193,7 @@ class ProviderFake(LoopbackFake):
             self.check(request)
         except Refusal as refusal:
             with self._lock:
-                self.violations.append(refusal.why)
+                (self.declined if refusal.capacity else self.violations).append(refusal.why)
             return refusal.error
         messages = self.messages_of(request)
         reply = self._next(messages)

@@ -29,6 +29,7 @@ from typing import Any
 from extraction_pipeline_tests.support.providers.base import (
     Answered,
     ProviderFake,
+    Refusal,
     Reply,
     Request,
     SentReply,
@@ -42,6 +43,22 @@ GEMINI_MODELS = {
     "gemini-2.5-pro": (1_048_576, 65_536, 4096),
     "gemini-2.0-flash": (1_048_576, 8_192, 1_000_000_000),  # no implicit caching
 }
+# What the fake takes for "too many states" (see check_generation_config): a schema of a few dozen
+# properties passes, the extraction's whole one (a hundred nullable properties: about 290) does not.
+SCHEMA_STATE_LIMIT = 200
+
+
+def _states(node: Any) -> int:
+    """The fake's measure of a schema's size as Gemini compiles it."""
+    if isinstance(node, list):
+        return sum(_states(item) for item in node)
+    if not isinstance(node, dict):
+        return 0
+    own = len(node.get("properties") or {}) + len(node.get("anyOf") or []) + len(node.get("oneOf") or [])
+    own += len(node.get("enum") or []) + sum(4 for k in ("minimum", "maximum", "minItems", "maxItems") if k in node)
+    return own + sum(_states(value) for value in node.values() if isinstance(value, (dict, list)))
+
+
 _ROUTE = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):generateContent$")
 TOP_LEVEL = {
     "contents",
@@ -141,6 +158,7 @@ def _error(code: int, status: str, message: str, details: list[Any] | None = Non
 
 class GeminiFake(ProviderFake):
     name = "gemini"
+    schema_state_limit = SCHEMA_STATE_LIMIT  # see _states
 
     @property
     def api_base(self) -> str:
@@ -158,6 +176,9 @@ class GeminiFake(ProviderFake):
 
     def bad(self, message: str) -> Any:
         return self.refuse(400, _error(400, "INVALID_ARGUMENT", message), message)
+
+    def too_large(self, message: str) -> Any:
+        return Refusal(SentReply(400, _error(400, "INVALID_ARGUMENT", message)), message, capacity=True)
 
     # -- the documented constraints ----------------------------------------------------------------
     def check(self, request: Request) -> None:
@@ -222,6 +243,18 @@ class GeminiFake(ProviderFake):
             self.check_json_schema(json_schema, "generation_config.response_json_schema")
         if schema is not None:
             self.check_openapi_schema(schema, "generation_config.response_schema")
+        given = json_schema if json_schema is not None else schema
+        if given is not None and _states(given) > self.schema_state_limit:
+            # Gemini compiles the schema into a state machine and refuses one too large to serve
+            # (ai.google.dev, structured output, "too many states for serving"). The real limit is
+            # not published: this fake counts properties, union branches, enum values and bounds.
+            raise self.too_large(
+                "The specified schema produces a constraint that has too many states for serving. Typical causes "
+                "of this error are schemas with lots of text (for example, very long property or enum names), "
+                "schemas with long array length limits (especially when nested), or schemas using complex value "
+                "matchers (for example, integers or numbers with minimum/maximum bounds or strings with complex "
+                "formats like date-time)"
+            )
 
     def check_json_schema(self, node: Any, at: str) -> None:
         if isinstance(node, bool):

@@ -122,6 +122,25 @@ class OpenAICompatibleFake(ProviderFake):
                 self.error(429, message, "tokens", "rate_limit_exceeded"),
                 {"retry-after": "3", "retry-after-ms": "2700"},
             )
+        if kind == "rate_limit_unhinted":
+            # Many real 429s carry no Retry-After, only the x-ratelimit-* headers saying when the
+            # exhausted bucket refills (https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers).
+            message = reply.error_message or (
+                f"Rate limit reached for {model} in organization org-fake on tokens per min (TPM): Limit 200000, "
+                "Used 200000, Requested 9000."
+            )
+            return SentReply(
+                429,
+                self.error(429, message, "tokens", "rate_limit_exceeded"),
+                {
+                    "x-ratelimit-limit-tokens": "200000",
+                    "x-ratelimit-remaining-tokens": "0",
+                    "x-ratelimit-reset-tokens": "4.2s",
+                    "x-ratelimit-limit-requests": "5000",
+                    "x-ratelimit-remaining-requests": "4990",
+                    "x-ratelimit-reset-requests": "120ms",
+                },
+            )
         if kind == "insufficient_quota":
             # No credit left: a 429 with no Retry-After (OpenAI's error-codes guide: "You exceeded
             # your current quota, please check your plan and billing details").

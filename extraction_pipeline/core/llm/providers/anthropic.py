@@ -29,6 +29,8 @@ class AnthropicAdapter(ProviderAdapter):
     serves: ClassVar[frozenset[str]] = frozenset({"anthropic"})
 
     cache_marks: bool = True
+    # Extended thinking is off unless a call asks for it (``thinking``), and ours never do.
+    thinks_unasked: ClassVar[bool] = False
 
     def response_schema(self, schema: dict[str, Any]) -> dict[str, Any] | None:
         try:

@@ -12,6 +12,8 @@ adapter. This base is the OpenAI shape itself: every method's default is "nothin
 - ``call_options``: arguments the call needs beyond the OpenAI ones (Ollama's context window).
 - ``batch_api``: the provider's batch driver (``batch_model.BatchDriver``), or None when no batch
   API is driven here.
+- ``schema_refused``: whether an error is the provider refusing the schema as too complex to serve
+  (Gemini's "too many states for serving"); the gateway then asks in JSON mode (``refuse_schema``).
 
 Rate-limit headers are not here: each provider sends only its own names and
 ``core/llm/rate_headers.py`` reads them by name, whoever sent them (a budget knows the model, not
@@ -20,6 +22,8 @@ the adapter).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -31,6 +35,13 @@ from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.templates.schema import output_json_schema
 
 JSON_MODE: dict[str, Any] = {"type": "json_object"}
+# (model, schema digest) the provider refused as beyond what it serves: asked in JSON mode from then
+# on in this process (the refusal costs a call's round trip, never a document).
+_REFUSED_SCHEMAS: set[tuple[str, str]] = set()
+
+
+def _digest(schema: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,9 @@ class ProviderAdapter:
     provider: str  # litellm's provider for the model ("openai", "hosted_vllm", ...)
     model: str  # the model string of the config
     cache_marks: bool = False  # its prompt cache reads only what is marked (Claude, wherever served)
+    # A reasoning model of this family thinks without being asked, out of its output limit
+    # (OpenAI's o-series and gpt-5: always; config.output_limit leaves room for it).
+    thinks_unasked: ClassVar[bool] = True
 
     def response_schema(self, schema: dict[str, Any]) -> dict[str, Any] | None:
         """The template's schema as this provider takes it; None: ask for JSON mode instead."""
@@ -62,6 +76,17 @@ class ProviderAdapter:
         """The provider's batch driver; None when no batch API is driven here."""
         return None
 
+    def schema_refused(self, error: Exception) -> bool:
+        """True when ``error`` is the provider refusing the response schema as too complex to serve
+        (the call is then asked again in JSON mode, and so is every later one with that schema)."""
+        return False
+
+    def refuse_schema(self, config: LLMConfig, template: TemplateDefinition) -> None:
+        """Remember that the provider will not serve ``template``'s schema for the config's model."""
+        schema = self.response_schema(output_json_schema(template))
+        if schema is not None:
+            _REFUSED_SCHEMAS.add((config.effective_model, _digest(schema)))
+
     def response_format(self, config: LLMConfig, template: TemplateDefinition) -> dict[str, Any]:
         """JSON Schema structured output where the model supports it (litellm's
         ``supports_response_schema``) and the provider takes the schema (``response_schema``),
@@ -74,6 +99,6 @@ class ProviderAdapter:
         if not supports_schema:
             return dict(JSON_MODE)
         schema = self.response_schema(output_json_schema(template))
-        if schema is None:
+        if schema is None or (config.effective_model, _digest(schema)) in _REFUSED_SCHEMAS:
             return dict(JSON_MODE)
         return {"type": "json_schema", "json_schema": {"name": "trial_extraction", "schema": schema, "strict": False}}

@@ -2,7 +2,8 @@
 unchanged, and Gemini accepts only a subset of JSON Schema (no ``default``, nothing beside a
 ``$ref``).
 
-What it holds: the schema reduced to that subset (``gemini_schema``). Claude on Vertex AI also
+What it holds: the schema reduced to that subset (``gemini_schema``), and the sign of a schema
+Gemini refuses as too complex to serve (``schema_refused``: then JSON mode). Claude on Vertex AI also
 gets Anthropic's cache marks (``cache_marks.marks_claude``, decided by ``adapter_for``). Gemini's
 rate limit says when to retry in its 429 body (``retryDelay``), which ``classify`` reads.
 
@@ -36,6 +37,13 @@ class GeminiAdapter(ProviderAdapter):
 
     def response_schema(self, schema: dict[str, Any]) -> dict[str, Any] | None:
         return gemini_schema(schema)
+
+    def schema_refused(self, error: Exception) -> bool:
+        # Gemini compiles a response schema into a state machine and refuses one too large to
+        # serve with a 400: "The specified schema produces a constraint that has too many states
+        # for serving" (ai.google.dev, structured output; the limit is not published). Ours (a
+        # hundred optional, nullable properties) can be that large: then JSON mode.
+        return "too many states for serving" in str(error)
 
 
 def gemini_schema(schema: dict[str, Any]) -> dict[str, Any]:
