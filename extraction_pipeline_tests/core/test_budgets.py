@@ -30,13 +30,15 @@ from extraction_pipeline.core.ledger.budgets import (
     what_calls_wait_for,
 )
 from extraction_pipeline.core.ledger.schema import provider_budgets
+from extraction_pipeline.core.llm.config import ANSWER_TOKENS
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
 from extraction_pipeline.core.llm.rate_headers import RateLimits, read_rate_limits
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 from extraction_pipeline_tests.support.extraction_cases import GOOD, PARSED
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, ProviderMeter, Reply
-from extraction_pipeline_tests.support.providers import OpenAIFake
+from extraction_pipeline_tests.support.providers import AnthropicFake, OpenAIFake
 from extraction_pipeline_tests.support.providers import Reply as ProviderReply
+from extraction_pipeline_tests.support.providers.anthropic import AnthropicMeter
 
 MODEL = "openai/fake-model"
 T0 = 1_000_000.0
@@ -378,3 +380,26 @@ def test_without_any_hint_the_wait_is_the_time_the_budget_takes_to_free_the_call
     configure(ledger, "openai/unknown", tokens_per_minute=None, requests_per_minute=None)
     blind = reserve(ledger, "openai/unknown", 6_000, now=T0)
     assert unhinted_wait(ledger, blind, RateLimits()) == 60.0  # nothing known: a per-minute limit's whole window
+
+
+def test_an_account_metering_output_apart_is_asked_within_its_output_allowance(ledger: Ledger) -> None:
+    """Anthropic meters output tokens per minute from each call's max_tokens when it starts: an
+    answer limit larger than the account's minute never starts. The first call (nothing known yet)
+    is refused and tells the limit; every call after asks within it, and none is refused."""
+    with AnthropicFake() as fake:
+        fake.meter = AnthropicMeter(input_per_minute=400_000, output_per_minute=6_000)
+        fake.answer = lambda messages: ProviderReply("{}")  # short answers: their unused output comes back at once
+        config = LLMConfig(
+            model="anthropic/claude-sonnet-4-5-20250929",
+            api_base=fake.api_base,
+            api_key="sk-ant-test",
+            budget=LedgerBudget(ledger),
+        )
+        messages = build_messages(RCT_TEMPLATE, [PARSED.pages_text[0]])
+        for _ in range(4):
+            complete_extraction(config, messages, RCT_TEMPLATE)
+        asked = [r.body["max_tokens"] for r in fake.requests]
+    assert asked == [ANSWER_TOKENS, 6_000, 6_000, 6_000, 6_000]  # the refused first ask, then within the limit
+    assert fake.meter.refused == 1 and len(fake.answered) == 4 and fake.violations == []
+    budget = get_budget(ledger, "anthropic/claude-sonnet-4-5-20250929")
+    assert budget is not None and budget.output_tokens_per_minute == 6_000 and budget.tokens_per_minute == 400_000

@@ -67,10 +67,13 @@ class Budget:
     paused_until: float = 0.0
     probe_until: float = 0.0
     answers_seen: int = 0
+    # Output tokens metered apart (Anthropic): then ``tokens_per_minute`` counts input tokens only.
+    output_tokens_per_minute: int | None = None
+    output_ready_at: float = 0.0
 
     @property
     def known(self) -> bool:
-        return bool(self.tokens_per_minute or self.requests_per_minute)
+        return bool(self.tokens_per_minute or self.requests_per_minute or self.output_tokens_per_minute)
 
     def tokens_in_use(self, now: float) -> int:
         """Tokens of the last minute's allowance reserved and not yet replenished."""
@@ -98,6 +101,7 @@ class Reservation:
     budget: Budget | None  # None: no limit known, nothing reserved
     again: bool = False  # another call is probing the provider: wait, then ask again
     probe: bool = False  # this call is the probe: its answer tells the provider's limits
+    output: int = 0  # of ``tokens``, those reserved on the output budget (a provider metering them apart)
 
 
 def _k(tokens: int) -> str:
@@ -124,6 +128,8 @@ def _budget(row: object) -> Budget:
         paused_until=float(r["paused_until"] or 0.0),
         probe_until=float(r["probe_until"] or 0.0),
         answers_seen=int(r["answers_seen"] or 0),
+        output_tokens_per_minute=r["learned_output_tokens_per_minute"] or None,
+        output_ready_at=float(r["output_ready_at"] or 0.0),
     )
 
 
@@ -155,6 +161,7 @@ def _ensure_row(ledger: Ledger, model: str) -> None:
                         paused_until=0.0,
                         probe_until=0.0,
                         answers_seen=0,
+                        output_ready_at=0.0,
                         updated_at=utcnow(),
                     )
                 )
@@ -176,6 +183,10 @@ def waiting_budgets(ledger: Ledger, now: float | None = None) -> list[str]:
             said.append(f"waiting for {budget.model}'s token budget: {used} of {limit} tokens/min in use")
         elif budget.requests_per_minute and budget.requests_ready_at - at > WINDOW_SECONDS:
             said.append(f"waiting for {budget.model}'s request budget: {budget.requests_per_minute} requests/min")
+        elif budget.output_tokens_per_minute and budget.output_ready_at - at > WINDOW_SECONDS:
+            said.append(
+                f"waiting for {budget.model}'s output token budget: {_k(budget.output_tokens_per_minute)} tokens/min"
+            )
     return said
 
 
@@ -209,7 +220,12 @@ def configure(ledger: Ledger, model: str, *, tokens_per_minute: int | None, requ
 
 
 def _compare_and_set(
-    ledger: Ledger, budget: Budget, tokens_ready_at: float, requests_ready_at: float, **learned: int | None
+    ledger: Ledger,
+    budget: Budget,
+    tokens_ready_at: float,
+    requests_ready_at: float,
+    output_ready_at: float | None = None,
+    **learned: int | None,
 ) -> bool:
     """Move the budget from the state ``budget`` was read in (False: another call moved it first)."""
     with ledger.engine.begin() as conn:
@@ -219,9 +235,14 @@ def _compare_and_set(
                 provider_budgets.c.model == budget.model,
                 provider_budgets.c.tokens_ready_at == budget.tokens_ready_at,
                 provider_budgets.c.requests_ready_at == budget.requests_ready_at,
+                provider_budgets.c.output_ready_at == budget.output_ready_at,
             )
             .values(
-                tokens_ready_at=tokens_ready_at, requests_ready_at=requests_ready_at, updated_at=utcnow(), **learned
+                tokens_ready_at=tokens_ready_at,
+                requests_ready_at=requests_ready_at,
+                output_ready_at=budget.output_ready_at if output_ready_at is None else output_ready_at,
+                updated_at=utcnow(),
+                **learned,
             )
         )
     return moved.rowcount == 1
@@ -240,10 +261,14 @@ def _attempts(seconds: float | None = None) -> Iterator[int]:
         attempt += 1
 
 
-def reserve(ledger: Ledger, model: str, tokens: int | Callable[[], int], *, now: float | None = None) -> Reservation:
+def reserve(
+    ledger: Ledger, model: str, tokens: int | Callable[[], int], *, output: int = 0, now: float | None = None
+) -> Reservation:
     """Reserve ``tokens`` and one request of ``model``'s budget: how long to wait before sending.
-    ``tokens`` may be a callable, asked only when a limit is known. A call larger than a whole
-    minute's allowance can never fit and is refused with the reason."""
+    ``tokens`` may be a callable, asked only when a limit is known. ``output``: of those, the
+    answer's ``max_tokens``, reserved on the output budget where the provider meters output apart
+    (then only the rest counts against ``tokens_per_minute``). A call larger than a whole minute's
+    allowance can never fit and is refused with the reason."""
     for _ in _attempts():
         budget = get_budget(ledger, model)
         at = time.time() if now is None else now
@@ -253,22 +278,33 @@ def reserve(ledger: Ledger, model: str, tokens: int | Callable[[], int], *, now:
             return Reservation(model, 0, max(0.0, budget.paused_until - at), None)
         if callable(tokens):
             tokens = tokens()
-        tokens_at, requests_at = budget.tokens_ready_at, budget.requests_ready_at
+        tokens_at, requests_at, output_at = budget.tokens_ready_at, budget.requests_ready_at, budget.output_ready_at
+        apart = output if budget.output_tokens_per_minute and 0 < output <= tokens else 0
+        counted = tokens - apart  # what counts against tokens_per_minute
         wait = budget.paused_until - at  # the provider's Retry-After, if it refused lately
         if budget.tokens_per_minute:
-            if tokens > budget.tokens_per_minute:
+            if counted > budget.tokens_per_minute:
                 raise PermanentError(
-                    f"one call to {model} needs about {tokens} tokens, more than its whole budget of "
+                    f"one call to {model} needs about {counted} tokens, more than its whole budget of "
                     f"{budget.tokens_per_minute} tokens/min: the provider would refuse it every time "
                     "(raise the budget, lower EXTRACTION_OUTPUT_TOKENS, or use a model with a larger budget)"
                 )
-            tokens_at = max(tokens_at, at) + tokens * WINDOW_SECONDS / budget.tokens_per_minute
+            tokens_at = max(tokens_at, at) + counted * WINDOW_SECONDS / budget.tokens_per_minute
             wait = max(wait, tokens_at - at - WINDOW_SECONDS)
+        if apart and budget.output_tokens_per_minute:
+            if apart > budget.output_tokens_per_minute:
+                raise PermanentError(
+                    f"one call to {model} asks for an answer of up to {apart} tokens, more than its whole output "
+                    f"budget of {budget.output_tokens_per_minute} tokens/min: the provider would refuse it every "
+                    "time (lower EXTRACTION_OUTPUT_TOKENS, or use an account with a larger output budget)"
+                )
+            output_at = max(output_at, at) + apart * WINDOW_SECONDS / budget.output_tokens_per_minute
+            wait = max(wait, output_at - at - WINDOW_SECONDS)
         if budget.requests_per_minute:
             requests_at = max(requests_at, at) + WINDOW_SECONDS / budget.requests_per_minute
             wait = max(wait, requests_at - at - WINDOW_SECONDS)
-        if _compare_and_set(ledger, budget, tokens_at, requests_at):
-            return Reservation(model, tokens, max(0.0, wait), budget)
+        if _compare_and_set(ledger, budget, tokens_at, requests_at, output_at):
+            return Reservation(model, tokens, max(0.0, wait), budget, output=apart)
     raise TransientError(
         f"could not reserve {model}'s budget for {CONTENTION_SECONDS:.0f} s: other calls kept moving it; "
         "the call is retried later"
@@ -305,20 +341,49 @@ def _heard(ledger: Ledger, model: str, *, spoke: bool) -> None:
         conn.execute(update(provider_budgets).where(provider_budgets.c.model == model).values(**values))
 
 
-def settle(ledger: Ledger, reservation: Reservation, used_tokens: int | None) -> None:
+def settle(
+    ledger: Ledger,
+    reservation: Reservation,
+    used_tokens: int | None,
+    used_output: int | None = None,
+    *,
+    tokens: bool = True,
+    output: bool = True,
+) -> None:
     """The answer came: give back what it reserved and did not use (``used_tokens`` None: the
-    call was not counted, e.g. refused before it ran, so all of it)."""
+    call was not counted, e.g. refused before it ran, so all of it). ``used_output``: of
+    ``used_tokens``, the answer's, given back to the output budget where it was reserved apart
+    (as the provider adjusts its own estimate when the answer ends). ``tokens`` / ``output``:
+    which of the two budgets to give back to."""
     if reservation.budget is None:
         return
-    unused = reservation.tokens - (used_tokens or 0) if used_tokens is not None else reservation.tokens
-    if unused <= 0:
+    if used_tokens is None:
+        unused_in, unused_out = reservation.tokens - reservation.output, reservation.output
+    elif reservation.output:
+        answer = used_output if used_output is not None else reservation.output
+        unused_out = reservation.output - answer
+        unused_in = (reservation.tokens - reservation.output) - (used_tokens - answer)
+    else:
+        unused_in, unused_out = reservation.tokens - used_tokens, 0
+    unused_in, unused_out = (unused_in if tokens else 0), (unused_out if output else 0)
+    if unused_in <= 0 and unused_out <= 0:
         return
     for _ in _attempts(BEST_EFFORT_SECONDS):
         budget = get_budget(ledger, reservation.model)
-        if budget is None or not budget.tokens_per_minute:
+        if budget is None:
             return
-        back = unused * WINDOW_SECONDS / budget.tokens_per_minute
-        if _compare_and_set(ledger, budget, budget.tokens_ready_at - back, budget.requests_ready_at):
+        back_in = unused_in * WINDOW_SECONDS / budget.tokens_per_minute if budget.tokens_per_minute else 0.0
+        otpm = budget.output_tokens_per_minute
+        back_out = unused_out * WINDOW_SECONDS / otpm if otpm and unused_out > 0 else 0.0
+        if back_in <= 0 and back_out <= 0:
+            return
+        if _compare_and_set(
+            ledger,
+            budget,
+            budget.tokens_ready_at - max(0.0, back_in),
+            budget.requests_ready_at,
+            budget.output_ready_at - back_out,
+        ):
             return
 
 
@@ -335,7 +400,8 @@ def learn(ledger: Ledger, model: str, limits: RateLimits, *, now: float | None =
         assert budget is not None
         learned_tokens = limits.tokens_limit or budget.learned_tokens
         learned_requests = limits.requests_limit or budget.learned_requests
-        tokens_at, requests_at = budget.tokens_ready_at, budget.requests_ready_at
+        learned_output = limits.output_tokens_limit or budget.output_tokens_per_minute
+        tokens_at, requests_at, output_at = budget.tokens_ready_at, budget.requests_ready_at, budget.output_ready_at
         tpm = _lower(budget.configured_tokens, learned_tokens)
         rpm = _lower(budget.configured_requests, learned_requests)
         if tpm and limits.tokens_remaining is not None and limits.tokens_limit:
@@ -344,13 +410,18 @@ def learn(ledger: Ledger, model: str, limits: RateLimits, *, now: float | None =
         if rpm and limits.requests_remaining is not None and limits.requests_limit:
             spent = max(0, limits.requests_limit - limits.requests_remaining)
             requests_at = max(requests_at, at + spent * WINDOW_SECONDS / limits.requests_limit)
+        if learned_output and limits.output_tokens_remaining is not None and limits.output_tokens_limit:
+            spent = max(0, limits.output_tokens_limit - limits.output_tokens_remaining)
+            output_at = max(output_at, at + spent * WINDOW_SECONDS / limits.output_tokens_limit)
         if _compare_and_set(
             ledger,
             budget,
             tokens_at,
             requests_at,
+            output_at,
             learned_tokens_per_minute=learned_tokens,
             learned_requests_per_minute=learned_requests,
+            learned_output_tokens_per_minute=learned_output,
         ):
             return
 
@@ -408,13 +479,13 @@ class LedgerBudget:
     on_refusal: Callable[[str, float], None] | None = None
     sleep: Callable[[float], None] = time.sleep
 
-    def before_call(self, model: str, tokens: Callable[[], int]) -> Reservation:
-        reservation = reserve(self.ledger, model, tokens)
+    def before_call(self, model: str, tokens: Callable[[], int], output_tokens: int = 0) -> Reservation:
+        reservation = reserve(self.ledger, model, tokens, output=output_tokens)
         while reservation.again:  # another call is asking the provider first: its answer tells the limits
             if self.on_wait is not None:
                 self.on_wait(model, reservation.wait_seconds, None)
             self.sleep(reservation.wait_seconds)
-            reservation = reserve(self.ledger, model, tokens)
+            reservation = reserve(self.ledger, model, tokens, output=output_tokens)
         deadline = time.monotonic() + reservation.wait_seconds
         while (left := deadline - time.monotonic()) > 0:
             if self.on_wait is not None:
@@ -422,9 +493,22 @@ class LedgerBudget:
             self.sleep(min(left, WAIT_STEP_SECONDS))
         return reservation
 
-    def after_call(self, reservation: Any, used_tokens: int | None, headers: Any) -> None:
-        settle(self.ledger, reservation, used_tokens if used_tokens is not None else reservation.tokens)
+    def output_cap(self, model: str) -> int | None:
+        """The most output tokens one call may ask for: the provider's output budget per minute,
+        where it meters output apart (a larger ``max_tokens`` could never start)."""
+        budget = get_budget(self.ledger, model)
+        return budget.output_tokens_per_minute if budget is not None else None
+
+    def after_call(
+        self, reservation: Any, used_tokens: int | None, headers: Any, used_output: int | None = None
+    ) -> None:
+        used = used_tokens if used_tokens is not None else reservation.tokens
+        # Tokens given back before the provider's word is learned (OpenAI counts a call's
+        # max_tokens and gives nothing back: its remaining tokens then stand); output tokens after
+        # (Anthropic's headers count max_tokens when the call starts and refund the rest at its end).
+        settle(self.ledger, reservation, used, used_output, output=False)
         learn(self.ledger, reservation.model, read_rate_limits(headers, time.time()))
+        settle(self.ledger, reservation, used, used_output, tokens=False)
         if reservation.probe:
             _heard(self.ledger, reservation.model, spoke=True)
 

@@ -233,6 +233,10 @@ provider_budgets = Table(
     # and refusals that carried word from the provider).
     Column("probe_until", Float, nullable=False, default=0.0),
     Column("answers_seen", Integer, nullable=False, default=0),
+    # A provider that meters output tokens apart (Anthropic, from each call's max_tokens when it
+    # starts): that limit, learned, and its own cell rate; input tokens then use the columns above.
+    Column("learned_output_tokens_per_minute", Integer, nullable=True),
+    Column("output_ready_at", Float, nullable=False, default=0.0),
 )
 
 parsed_documents = Table(

@@ -22,9 +22,16 @@ class CallBudget(Protocol):
     again (its reservation was given back in ``after_refusal``, which says how long a rate limit
     that gave no ``Retry-After`` is waited out)."""
 
-    def before_call(self, model: str, tokens: Callable[[], int]) -> Any: ...
+    def before_call(self, model: str, tokens: Callable[[], int], output_tokens: int = 0) -> Any: ...
 
-    def after_call(self, reservation: Any, used_tokens: int | None, headers: Any) -> None: ...
+    def output_cap(self, model: str) -> int | None:
+        """The most output tokens one call may ask for (a provider that meters output per minute
+        from each call's ``max_tokens``); None: no such limit known."""
+        ...
+
+    def after_call(
+        self, reservation: Any, used_tokens: int | None, headers: Any, used_output: int | None = None
+    ) -> None: ...
 
     def after_refusal(
         self, reservation: Any, retry_after: float | None, headers: Any, *, rate_limited: bool = False

@@ -195,6 +195,9 @@ def _completion(
 
     waited = 0.0
     for refusal in range(MAX_WAITED_REFUSALS + 1):
+        cap = budget.output_cap(config.effective_model) if kwargs.get("max_tokens") else None
+        if cap and kwargs["max_tokens"] > cap:  # learned from a refusal: a larger ask could never start
+            kwargs["max_tokens"] = cap
         try:
             response, reservation = _send(litellm, config, kwargs, budget, estimate)
         except RateLimitedError as exc:
@@ -205,9 +208,10 @@ def _completion(
             budget.waiting_out(str(exc), pause)
             continue
         usage = getattr(response, "usage", None)
-        used = int(getattr(usage, "prompt_tokens", 0) or 0) + int(getattr(usage, "completion_tokens", 0) or 0)
+        answer = int(getattr(usage, "completion_tokens", 0) or 0)
+        used = int(getattr(usage, "prompt_tokens", 0) or 0) + answer
         headers = (getattr(response, "_hidden_params", None) or {}).get("additional_headers")
-        budget.after_call(reservation, used or None, headers)
+        budget.after_call(reservation, used or None, headers, used_output=answer if used else None)
         return response
     raise AssertionError("unreachable: the last refusal is raised")
 
@@ -225,7 +229,8 @@ def _send(
     failure is classified, and told to the budget."""
     gate = config.call_gate() if config.call_gate is not None and not config.is_offline else nullcontext()
     with gate:
-        reservation = budget.before_call(config.effective_model, estimate) if budget is not None else None
+        asked = int(kwargs.get("max_tokens") or 0)
+        reservation = budget.before_call(config.effective_model, estimate, asked) if budget is not None else None
         try:
             return litellm.completion(**kwargs), reservation
         except Exception as exc:
@@ -238,6 +243,15 @@ def _send(
                 if isinstance(classified, RateLimitedError) and retry_after is None and waited:
                     classified.retry_after = waited  # a 429 with no hint: waited by the budget, not guessed
             raise classified from exc
+
+
+def answer_limit(config: LLMConfig) -> int | None:
+    """The ``max_tokens`` a call asks for: ``output_limit``, within the most the model's output
+    budget lets one call start with (a provider that meters output per minute from ``max_tokens``:
+    on an account allowed 8,000 output tokens a minute, a call asking for more never starts)."""
+    limit = output_limit(config)
+    cap = config.budget.output_cap(config.effective_model) if config.budget is not None and limit else None
+    return min(limit, cap) if limit and cap else limit
 
 
 def _call_kwargs(config: LLMConfig, messages: list[dict[str, str]], limit: int | None) -> dict[str, Any]:
@@ -269,7 +283,7 @@ def complete_json(config: LLMConfig, messages: list[dict[str, str]]) -> tuple[st
     TransientError / PermanentError as classified; the caller validates the content."""
     litellm = import_litellm()
     _check_context_window(config, messages)
-    limit = output_limit(config)
+    limit = answer_limit(config)
     kwargs = _call_kwargs(config, messages, limit)
     kwargs["response_format"] = {"type": "json_object"}
     response = _completion(litellm, config, kwargs, messages)
@@ -284,7 +298,7 @@ def complete_extraction(config: LLMConfig, messages: list[dict[str, str]], templ
     litellm = import_litellm()
     if config.is_offline:
         register_offline_provider()
-    limit = output_limit(config)
+    limit = answer_limit(config)
 
     def call(conversation: list[dict[str, str]]) -> Any:
         kwargs = _call_kwargs(config, conversation, limit)

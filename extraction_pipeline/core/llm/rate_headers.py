@@ -37,6 +37,11 @@ class RateLimits:
     requests_limit: int | None = None
     requests_remaining: int | None = None
     requests_reset_seconds: float | None = None
+    # Anthropic meters output tokens apart (``anthropic-ratelimit-output-tokens-*``), estimated from
+    # a call's ``max_tokens`` when it starts; then ``tokens_*`` above are its input tokens.
+    output_tokens_limit: int | None = None
+    output_tokens_remaining: int | None = None
+    output_tokens_reset_seconds: float | None = None
 
     @property
     def empty(self) -> bool:
@@ -59,27 +64,32 @@ def read_rate_limits(headers: Mapping[str, Any] | None, now: float) -> RateLimit
     def first(*names: str) -> str | None:
         return next((found[name] for name in names if name in found), None)
 
-    # Anthropic's tokens-* are the most restrictive of its limits in effect; an answer without
-    # them (some gateways pass only the split ones) still has input-tokens-*, the one prompts spend.
+    # Anthropic meters input and output tokens apart (input-tokens-*, output-tokens-*); its
+    # tokens-* (which litellm also hands on renamed x-ratelimit-*-tokens) are only the most
+    # restrictive of the two in effect, so the split ones come first and tokens-* serves an answer
+    # without them (some gateways pass only it).
     return RateLimits(
         tokens_limit=_int(
             first(
-                "x-ratelimit-limit-tokens", "anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-input-tokens-limit"
+                "anthropic-ratelimit-input-tokens-limit", "x-ratelimit-limit-tokens", "anthropic-ratelimit-tokens-limit"
             )
         ),
         tokens_remaining=_int(
             first(
+                "anthropic-ratelimit-input-tokens-remaining",
                 "x-ratelimit-remaining-tokens",
                 "anthropic-ratelimit-tokens-remaining",
-                "anthropic-ratelimit-input-tokens-remaining",
             )
         ),
         tokens_reset_seconds=_reset(
             first(
-                "x-ratelimit-reset-tokens", "anthropic-ratelimit-tokens-reset", "anthropic-ratelimit-input-tokens-reset"
+                "anthropic-ratelimit-input-tokens-reset", "x-ratelimit-reset-tokens", "anthropic-ratelimit-tokens-reset"
             ),
             now,
         ),
+        output_tokens_limit=_int(first("anthropic-ratelimit-output-tokens-limit")),
+        output_tokens_remaining=_int(first("anthropic-ratelimit-output-tokens-remaining")),
+        output_tokens_reset_seconds=_reset(first("anthropic-ratelimit-output-tokens-reset"), now),
         requests_limit=_int(first("x-ratelimit-limit-requests", "anthropic-ratelimit-requests-limit")),
         requests_remaining=_int(first("x-ratelimit-remaining-requests", "anthropic-ratelimit-requests-remaining")),
         requests_reset_seconds=_reset(first("x-ratelimit-reset-requests", "anthropic-ratelimit-requests-reset"), now),

@@ -26,12 +26,16 @@ rate_limit_error (with ``retry-after``), 529 overloaded_error, 400 invalid_reque
 from __future__ import annotations
 
 import json
+import math
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from extraction_pipeline_tests.support.providers.base import (
     Answered,
     ProviderFake,
+    Refusal,
     Reply,
     Request,
     SentReply,
@@ -88,12 +92,80 @@ def _block_text(block: dict[str, Any]) -> str:
     return ""
 
 
+class AnthropicMeter:
+    """An account's per-minute limits as Anthropic meters them (docs.anthropic.com, rate limits):
+    token buckets refilled continuously; input tokens (ITPM) counted when a call starts, output
+    tokens (OTPM) estimated from its ``max_tokens`` when it starts and adjusted to what it wrote
+    when it ends. A call that does not fit is refused with 429 ``rate_limit_error``, a
+    ``retry-after`` and the ``anthropic-ratelimit-*`` headers, each limit named apart."""
+
+    def __init__(self, input_per_minute: int, output_per_minute: int, requests_per_minute: int = 4000) -> None:
+        self.limits = {"input": input_per_minute, "output": output_per_minute, "requests": requests_per_minute}
+        self.left = {name: float(limit) for name, limit in self.limits.items()}
+        self.at = time.monotonic()
+        self.lock = threading.Lock()
+        self.refused = 0
+        self.largest_output_asked = 0
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        for name, limit in self.limits.items():
+            self.left[name] = min(float(limit), self.left[name] + (now - self.at) * limit / 60.0)
+        self.at = now
+
+    def admit(self, prompt: int, max_tokens: int) -> Refusal | None:
+        with self.lock:
+            self._refill()
+            self.largest_output_asked = max(self.largest_output_asked, max_tokens)
+            wanted = {"input": prompt, "output": max_tokens, "requests": 1}
+            short = {name: wanted[name] - self.left[name] for name in wanted if wanted[name] > self.left[name]}
+            if not short:
+                for name, amount in wanted.items():
+                    self.left[name] -= amount
+                return None
+            self.refused += 1
+            name = "output" if "output" in short else next(iter(short))
+            unit = {"input": "input tokens", "output": "output tokens", "requests": "requests"}[name]
+            # A call larger than a whole minute's allowance never fits: "try again later" (a second).
+            wait = max(short[n] * 60.0 / self.limits[n] if wanted[n] <= self.limits[n] else 1.0 for n in short)
+            message = (
+                f"This request would exceed the rate limit for your organization of {self.limits[name]:,} {unit} "
+                "per minute. For details, refer to: https://docs.claude.com/en/api/rate-limits. You can see the "
+                "response headers for current usage. Please reduce the prompt length or the maximum tokens "
+                "requested, or try again later."
+            )
+            headers = {**self._headers(), "retry-after": str(max(1, math.ceil(wait)))}
+            return Refusal(SentReply(429, _error("rate_limit_error", message), headers), message, capacity=True)
+
+    def settle(self, max_tokens: int, written: int) -> None:
+        with self.lock:
+            self.left["output"] = min(float(self.limits["output"]), self.left["output"] + max(0, max_tokens - written))
+
+    def headers(self) -> dict[str, str]:
+        with self.lock:
+            return self._headers()
+
+    def _headers(self) -> dict[str, str]:
+        reset = (datetime.now(UTC) + timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        found: dict[str, str] = {}
+        for name, header in (("input", "input-tokens"), ("output", "output-tokens"), ("requests", "requests")):
+            found[f"anthropic-ratelimit-{header}-limit"] = str(self.limits[name])
+            found[f"anthropic-ratelimit-{header}-remaining"] = str(max(0, int(self.left[name])))
+            found[f"anthropic-ratelimit-{header}-reset"] = reset
+        tight = min(("input", "output"), key=lambda n: self.left[n])  # tokens-*: the most restrictive in effect
+        found["anthropic-ratelimit-tokens-limit"] = str(self.limits[tight])
+        found["anthropic-ratelimit-tokens-remaining"] = str(max(0, int(self.left[tight])))
+        found["anthropic-ratelimit-tokens-reset"] = reset
+        return found
+
+
 class AnthropicFake(ProviderFake):
     name = "anthropic"
 
     def __init__(self) -> None:
         super().__init__()
         self.rate_limit_headers = self.rate_limits(tokens_remaining=390_000)
+        self.meter: AnthropicMeter | None = None  # the account's per-minute limits; None: unmetered
 
     @staticmethod
     def rate_limits(tokens_remaining: int, requests_remaining: int = 3999) -> dict[str, str]:
@@ -186,6 +258,11 @@ class AnthropicFake(ProviderFake):
                 f"input length and `max_tokens` exceed context limit: {prompt} + {asked} > {window}, decrease input "
                 "length or `max_tokens` and try again"
             )
+        if self.meter is not None:
+            refused = self.meter.admit(prompt, int(asked))
+            self.rate_limit_headers = {**self.rate_limit_headers, **self.meter.headers()}
+            if refused is not None:
+                raise refused
 
     def _all_blocks(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         """Tools, then system, then messages: the order Anthropic builds (and caches) the prompt in."""
@@ -298,6 +375,8 @@ class AnthropicFake(ProviderFake):
         body = request.body
         prompt = tokens(self.prompt_text(body))
         content, written, finish = answer_text(reply, int(body["max_tokens"]))
+        if self.meter is not None:
+            self.meter.settle(int(body["max_tokens"]), written)
         read, created = self.cache_use(body)
         self.record(Answered(request, prompt, written, read, created))
         choice = body.get("tool_choice") or {}
