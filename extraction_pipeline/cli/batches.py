@@ -231,7 +231,12 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
             )
             end = "\r" if args.watch and sys.stdout.isatty() and batch["status"] == "open" and not waiting else "\n"
             print(line, end=end, flush=True)
-            for text in [*waiting, *provider]:
+            abandoned = (
+                [f"{counts.abandoned_calls} calls abandoned after the timeout (the provider may have billed them)"]
+                if counts.abandoned_calls
+                else []
+            )
+            for text in [*waiting, *provider, *abandoned]:
                 print(f"  {text}", flush=True)
         if awaiting_workbook and not args.json and state != said:
             print(f"  {state}", flush=True)

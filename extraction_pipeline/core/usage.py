@@ -17,6 +17,9 @@ class Usage:
     cost_usd: float = 0.0  # what was paid: cached prompt tokens and batch calls at their own price
     cached_tokens: int = 0  # prompt tokens the provider read from its prompt cache
     saved_usd: float = 0.0  # what the same tokens would have cost as ordinary, uncached calls, less cost_usd
+    # Calls given up on after the timeout: the provider may still have answered them, and billed
+    # them, though nothing came back (counted, never priced: their tokens are unknown).
+    abandoned_calls: int = 0
 
     def __add__(self, other: Usage | None) -> Usage:
         """The sum of two calls' costs (``None``: nothing to add); the model is the first one named."""
@@ -29,4 +32,5 @@ class Usage:
             self.cost_usd + other.cost_usd,
             self.cached_tokens + other.cached_tokens,
             self.saved_usd + other.saved_usd,
+            self.abandoned_calls + other.abandoned_calls,
         )

@@ -379,7 +379,7 @@ def test_without_any_hint_the_wait_is_the_time_the_budget_takes_to_free_the_call
     assert unhinted_wait(ledger, reservation, hinted) == pytest.approx(9.5)  # the tokens ran out, not the requests
     configure(ledger, "openai/unknown", tokens_per_minute=None, requests_per_minute=None)
     blind = reserve(ledger, "openai/unknown", 6_000, now=T0)
-    assert unhinted_wait(ledger, blind, RateLimits()) == 60.0  # nothing known: a per-minute limit's whole window
+    assert unhinted_wait(ledger, blind, RateLimits()) is None  # nothing known: no guess, the step's backoff
 
 
 def test_an_account_metering_output_apart_is_asked_within_its_output_allowance(ledger: Ledger) -> None:

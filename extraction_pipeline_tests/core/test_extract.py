@@ -450,3 +450,18 @@ def _row(ledger: Ledger, item: int) -> ItemRow:
     row = states.get_item(ledger, item)
     assert row is not None
     return row
+
+
+def test_a_call_abandoned_after_the_timeout_is_counted_as_possibly_billed(
+    ledger: Ledger, fake_llm: FakeLLMServer
+) -> None:
+    from extraction_pipeline.core.ledger.queries import progress
+
+    item = _item(ledger)
+    fake_llm.answer = lambda messages: Reply(GOOD, delay=2.0)  # the provider answers, after the call gave up
+    with pytest.raises(TransientError, match="did not answer within 1 s"):
+        extract_item(ledger, item_id=item, run_id="r1", worker="w", parsed=PARSED, llm=_config(fake_llm, timeout=1))
+    row = states.get_item(ledger, item)
+    assert row is not None and row["status"] == "pending" and row["abandoned_calls"] == 1
+    assert row["tokens_in"] == 0  # nothing came back to count: the call is counted, not priced
+    assert progress(ledger, 1).abandoned_calls == 1

@@ -138,6 +138,15 @@ ROWS = [
             (Reply(status=400, error="invalid"), PermanentError, None),
         ),
     ),
+    # Gemini 2.5 Pro thinks before every answer (it cannot be turned off), out of the output limit.
+    Row(
+        "gemini-pro",
+        GeminiFake,
+        "gemini/gemini-2.5-pro",
+        "gemini-test-key",
+        True,
+        ((RATE_LIMIT, RateLimitedError, 17.0), (FILTERED_ANSWER, PermanentError, None)),
+    ),
     Row(
         "ollama",
         OllamaFake,
@@ -329,6 +338,25 @@ def test_a_schema_gemini_will_not_serve_is_asked_in_json_mode_once_refused(monke
     assert len(fake.answered) == 2 and fake.violations == []
 
 
+def test_gemini_thinking_is_counted_and_a_limit_spent_thinking_is_named() -> None:
+    """Gemini 2.5 spends thinking tokens out of maxOutputTokens and bills them as output: they are
+    in the answer's tokens and cost; a limit spent whole on thinking is named, not asked again in
+    smaller questions (each would think as long)."""
+    from extraction_pipeline.core.errors import AnswerCutError
+
+    spec = BY_NAME["gemini-pro"]
+    with spec.fake() as fake:
+        fake.answer = lambda messages: Reply(json.dumps({}))
+        reply = complete_extraction(_config(spec, fake), _short_messages(), RCT_TEMPLATE)
+        written = fake.answered[0].completion_tokens
+        assert reply.usage.tokens_out == written + 2_400 and reply.usage.cost_usd > 0  # the answer and the thoughts
+        with pytest.raises(PermanentError, match=r"spent its whole output limit of 1000 tokens thinking") as raised:
+            complete_extraction(replace(_config(spec, fake), output_tokens=1000), _short_messages(), RCT_TEMPLATE)
+        assert not isinstance(raised.value, AnswerCutError) and raised.value.usage is not None
+        assert raised.value.usage.tokens_out == 1000  # paid for, and counted
+        assert fake.violations == []
+
+
 def _short_messages() -> list[dict[str, str]]:
     return build_messages(RCT_TEMPLATE, ["Deaths occurred in 12 of 100 patients on placebo."])
 
@@ -374,6 +402,7 @@ def test_an_answer_slower_than_the_timeout_is_named_so_not_unreachable() -> None
             complete_extraction(replace(llm, timeout_seconds=1), _short_messages(), RCT_TEMPLATE)
     assert str(raised.value).startswith("provider did not answer within 1 s (the call was abandoned")
     assert raised.value.provider
+    assert raised.value.usage is not None and raised.value.usage.abandoned_calls == 1  # possibly billed
 
 
 def _paper_messages(corpus: Corpus, missed: tuple[str, ...] = ()) -> list[dict[str, str]]:

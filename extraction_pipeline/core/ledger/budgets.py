@@ -442,12 +442,11 @@ def refused(ledger: Ledger, model: str, retry_after: float | None, *, now: float
     _heard(ledger, model, spoke=True)  # the provider said when: no probe needed to learn that
 
 
-def unhinted_wait(ledger: Ledger, reservation: Reservation, limits: RateLimits) -> float:
-    """How long a rate limit that gave no ``Retry-After`` is waited out (OpenAI's 429s often
-    carry none): until the exhausted bucket refills, by the answer's own reset headers; else the
-    time the learned budget takes to free this call's tokens (or one request); else one window
-    (a per-minute limit has refilled within a minute). Never a fixed guess where the provider or
-    the budget tells more."""
+def unhinted_wait(ledger: Ledger, reservation: Reservation, limits: RateLimits) -> float | None:
+    """How long a rate limit that gave no ``Retry-After`` is waited out in the call (OpenAI's 429s
+    often carry none): until the exhausted bucket refills, by the answer's own reset headers; else
+    the time the learned budget takes to free this call's tokens (or one request). None when
+    neither tells: no fixed guess is waited in the call; the step's backoff retries it."""
     resets = []
     # (A probe reserved nothing: its bucket is exhausted when nothing is left in it.)
     tokens_short = limits.tokens_remaining is None or limits.tokens_remaining < max(1, reservation.tokens)
@@ -462,7 +461,7 @@ def unhinted_wait(ledger: Ledger, reservation: Reservation, limits: RateLimits) 
         return min(WINDOW_SECONDS, max(1.0, reservation.tokens * WINDOW_SECONDS / budget.tokens_per_minute))
     if budget is not None and budget.requests_per_minute:
         return WINDOW_SECONDS / budget.requests_per_minute
-    return WINDOW_SECONDS
+    return None
 
 
 WAIT_STEP_SECONDS = 5.0  # a long wait is slept in steps, each one reported (``on_wait``)

@@ -162,6 +162,8 @@ batch_items = Table(
     # against ordinary calls (tokens_in counts the cached ones too).
     Column("cached_tokens", Integer, nullable=False, default=0),
     Column("saved_usd", Float, nullable=False, default=0.0),
+    # Calls abandoned after the timeout (the provider may have billed them): see Usage.abandoned_calls.
+    Column("abandoned_calls", Integer, nullable=False, default=0),
     Column("result_json", Text, nullable=True),
     # 0 for the run that first launched the item; +1 each time it is dispatched again (its runs
     # died, or `batch retry`). Part of the dispatcher's run key, so each round gets a new run.

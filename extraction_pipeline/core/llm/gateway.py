@@ -30,7 +30,7 @@ from extraction_pipeline.core.errors import (
     TransientError,
 )
 from extraction_pipeline.core.llm.answer_parsing import parse_answer
-from extraction_pipeline.core.llm.classify import classify, refusal_headers
+from extraction_pipeline.core.llm.classify import ANSWER_TIMED_OUT, classify, network_cause, refusal_headers
 from extraction_pipeline.core.llm.config import (
     CallBudget,
     LLMConfig,
@@ -143,6 +143,16 @@ def _check_finished(response: Any, usage: Usage, limit: int | None) -> None:
         )
     if choices and getattr(choices[0], "finish_reason", None) == "length":
         at = limit or usage.tokens_out
+        details = getattr(getattr(response, "usage", None), "completion_tokens_details", None)
+        thought = int(getattr(details, "reasoning_tokens", 0) or 0)
+        if thought and not (getattr(getattr(choices[0], "message", None), "content", None) or "").strip():
+            # The whole limit went on thinking: a smaller question thinks as long again, so this is
+            # not a cut answer to ask in parts but a limit too small for the model.
+            raise PermanentError(
+                f"{usage.model} spent its whole output limit of {at} tokens thinking ({thought} reasoning tokens) "
+                "and wrote no answer: raise EXTRACTION_OUTPUT_TOKENS",
+                usage=usage,
+            )
         raise AnswerCutError(
             f"answer cut at {at} output tokens ({usage.model} stopped at its output limit)",
             output_tokens=at,
@@ -235,6 +245,9 @@ def _send(
             return litellm.completion(**kwargs), reservation
         except Exception as exc:
             classified = classify(exc, config.timeout_seconds)
+            if network_cause(exc) == ANSWER_TIMED_OUT and classified.usage is None:
+                # Asked and given up on: the provider may still answer it, and bill it.
+                classified.usage = Usage(config.effective_model, abandoned_calls=1)
             if budget is not None:
                 retry_after = classified.retry_after if isinstance(classified, TransientError) else None
                 said = refusal_headers(exc)

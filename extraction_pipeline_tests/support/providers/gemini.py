@@ -14,7 +14,10 @@ and a ``$ref`` with no sibling keys except ``$``-keys; ``responseSchema`` in the
 (no ``$ref``, no ``additionalProperties``); the prompt within the input limit.
 
 Answers: ``candidates[].content.parts``, ``finishReason`` STOP / MAX_TOKENS / SAFETY (a SAFETY
-candidate has no content), ``usageMetadata`` with ``promptTokenCount`` (cached included),
+candidate has no content); Gemini 2.5 thinks first (``THINKING``: a default spend, or
+``thinkingConfig.thinkingBudget`` within the model's range) out of ``maxOutputTokens``, billed in
+``thoughtsTokenCount``, and a limit spent whole on thinking ends at MAX_TOKENS with no text;
+``usageMetadata`` with ``promptTokenCount`` (cached included),
 ``candidatesTokenCount``, ``totalTokenCount`` and, when the implicit cache served a prefix of at
 least 1024 tokens (Gemini 2.5 Flash; 4096 for 2.5 Pro), ``cachedContentTokenCount``. Errors:
 ``{"error": {"code", "message", "status"}}`` -- 429 RESOURCE_EXHAUSTED (with a RetryInfo
@@ -42,6 +45,13 @@ GEMINI_MODELS = {
     "gemini-2.5-flash": (1_048_576, 65_536, 1024),
     "gemini-2.5-pro": (1_048_576, 65_536, 4096),
     "gemini-2.0-flash": (1_048_576, 8_192, 1_000_000_000),  # no implicit caching
+}
+# Gemini 2.5 thinks before it answers unless told not to, out of maxOutputTokens, and bills the
+# thoughts as output (usageMetadata.thoughtsTokenCount; ai.google.dev, "Gemini thinking"). model ->
+# (thinking tokens spent by default, least budget, most budget, may thinking be turned off with 0).
+THINKING = {
+    "gemini-2.5-flash": (1_200, 0, 24_576, True),
+    "gemini-2.5-pro": (2_400, 128, 32_768, False),
 }
 # What the fake takes for "too many states" (see check_generation_config): a schema of a few dozen
 # properties passes, the extraction's whole one (a hundred nullable properties: about 290) does not.
@@ -159,6 +169,7 @@ def _error(code: int, status: str, message: str, details: list[Any] | None = Non
 class GeminiFake(ProviderFake):
     name = "gemini"
     schema_state_limit = SCHEMA_STATE_LIMIT  # see _states
+    _model_in_check = ""  # the model of the request being checked (its thinking limits)
 
     @property
     def api_base(self) -> str:
@@ -190,6 +201,7 @@ class GeminiFake(ProviderFake):
             message = f"models/{model} is not found for API version v1beta, or is not supported for generateContent."
             raise self.refuse(404, _error(404, "NOT_FOUND", message), message)
         window, most_out, _ = GEMINI_MODELS[model]
+        self._model_in_check = model
         body = _camel_keys(request.body)
         for name in body:
             if name not in TOP_LEVEL:
@@ -224,6 +236,19 @@ class GeminiFake(ProviderFake):
                 f"Unable to submit request because it has a maxOutputTokens value of {asked} but the supported range "
                 f"is from 1 (inclusive) to {most_out + 1} (exclusive). Update the value and try again."
             )
+        thinking = _camel_keys(config.get("thinkingConfig") or {})
+        budget = thinking.get("thinkingBudget")
+        if budget is not None:
+            model_thinks = next((t for m, t in THINKING.items() if m == self._model_in_check), None)
+            if model_thinks is None:
+                raise self.bad("Thinking is not supported by this model.")
+            _, least, most, may_disable = model_thinks
+            if int(budget) == 0 and not may_disable:
+                raise self.bad("Budget 0 is invalid. This model only works in thinking mode.")
+            if int(budget) not in (-1, 0) and not least <= int(budget) <= most:
+                raise self.bad(
+                    f"The thinking budget {budget} is invalid. Please choose a value between {least} and {most}."
+                )
         temperature = config.get("temperature")
         if temperature is not None and not 0 <= float(temperature) <= 2:
             raise self.bad("* GenerationConfig.temperature: must be between 0.0 and 2.0")
@@ -330,7 +355,11 @@ class GeminiFake(ProviderFake):
         config = _camel_keys(_camel_keys(request.body).get("generationConfig") or {})
         text = self.prompt_text(request)
         prompt = tokens(text)
-        content, written, finish = answer_text(reply, int(config.get("maxOutputTokens") or GEMINI_MODELS[model][1]))
+        most = int(config.get("maxOutputTokens") or GEMINI_MODELS[model][1])
+        thoughts = self.thoughts(model, config)
+        spent_thinking = min(thoughts, most)  # thinking comes out of the same limit
+        left = most - spent_thinking
+        content, written, finish = answer_text(reply, left) if left > 0 else ("", 0, "length")
         shared = (
             tokens(text[: self.cache.hit(f"{model}\0{text}") - len(model) - 1])
             if self.cache.hit(f"{model}\0{text}") > len(model)
@@ -347,14 +376,18 @@ class GeminiFake(ProviderFake):
             ]
             written = 0
         else:
-            candidate["content"] = {"parts": [{"text": content}], "role": "model"}
+            # A limit spent whole on thinking leaves a candidate with no text at all.
+            parts = [{"text": content}] if left > 0 else []
+            candidate["content"] = {"parts": parts, "role": "model"} if parts else {"role": "model"}
             candidate["finishReason"] = {"stop": "STOP", "length": "MAX_TOKENS"}[finish]
         usage: dict[str, Any] = {
             "promptTokenCount": prompt,
             "candidatesTokenCount": written,
-            "totalTokenCount": prompt + written,
+            "totalTokenCount": prompt + written + spent_thinking,
             "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt}],
         }
+        if spent_thinking:
+            usage["thoughtsTokenCount"] = spent_thinking
         if cached:
             usage["cachedContentTokenCount"] = cached
             usage["cacheTokensDetails"] = [{"modality": "TEXT", "tokenCount": cached}]
@@ -364,6 +397,16 @@ class GeminiFake(ProviderFake):
             "modelVersion": model,
             "responseId": f"fake{len(self.answered)}",
         }
+
+    def thoughts(self, model: str, config: dict[str, Any]) -> int:
+        """The thinking tokens this answer spends: the model's default, or the budget asked for."""
+        if model not in THINKING:
+            return 0
+        default, _, _, _ = THINKING[model]
+        budget = _camel_keys(config.get("thinkingConfig") or {}).get("thinkingBudget")
+        if budget is None or int(budget) == -1:
+            return default
+        return min(default, int(budget))
 
     def error_reply(self, request: Request, reply: Reply) -> SentReply:
         kind = reply.error or {429: "rate_limit", 503: "overloaded", 400: "invalid"}.get(reply.status, "")
