@@ -117,18 +117,8 @@ def _print_estimate(args: argparse.Namespace, settings: Settings, ledger: Any, d
     from extraction_pipeline.cli.estimate_report import as_json, describe
     from extraction_pipeline.core.extraction.estimate import estimate_batch
     from extraction_pipeline.core.extraction.token_counts import ParseMode
-    from extraction_pipeline.core.llm.gateway import LLMConfig
 
-    llm = LLMConfig(
-        model=settings.model,
-        api_base=settings.api_base,
-        api_key=settings.api_key,
-        keys=settings.api_keys,
-        bases=settings.api_bases,
-        timeout_seconds=settings.llm_timeout_seconds,
-        context_tokens=settings.context_tokens or None,
-        output_tokens=settings.output_tokens or None,
-    )
+    llm = settings.llm()
 
     def progress(done: int, total: int, filename: str) -> None:
         # stderr: stdout may be JSON. Every document of a few, every 10th (and the last) of many.
@@ -266,7 +256,6 @@ def cmd_batch_cancel_provider(args: argparse.Namespace, settings: Settings) -> i
     from extraction_pipeline.core.errors import ExtractionRuntimeError
     from extraction_pipeline.core.extraction.batch_job_flow import cancel_provider_batches
     from extraction_pipeline.core.ledger.batches import get_batch
-    from extraction_pipeline.core.llm.gateway import LLMConfig
 
     ledger = open_ledger(settings)
     batch = get_batch(ledger, args.batch)
@@ -274,15 +263,8 @@ def cmd_batch_cancel_provider(args: argparse.Namespace, settings: Settings) -> i
         raise CliError(f"unknown batch {args.batch}", EXIT_USAGE)
     if batch["provider_batch"] is None:
         raise CliError(f"batch {args.batch} was not sent to a provider's batch API", EXIT_USAGE)
-    llm = LLMConfig(
-        model=settings.model,
-        api_base=settings.api_base,
-        api_key=settings.api_key,
-        keys=settings.api_keys,
-        bases=settings.api_bases,
-    )
     try:
-        done = cancel_provider_batches(ledger, args.batch, llm)
+        done = cancel_provider_batches(ledger, args.batch, settings.llm())
     except ExtractionRuntimeError as exc:
         raise CliError(f"the provider did not take the cancel: {exc}") from exc
     if not done:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from extraction_pipeline.core.errors import ConfigError
 
 if TYPE_CHECKING:  # imported lazily at run time: `batch create` must not pay for it
+    from extraction_pipeline.core.llm.config import LLMConfig
     from extraction_pipeline.core.pdf.parsing import ParseOptions
 
 PREFIX = "EXTRACTION_"
@@ -242,6 +243,22 @@ class Settings:
                 name.strip() for name in (_text(env, "ALLOWED_HOSTS") or "").split(",") if name.strip()
             ),
             trusted_proxies=_networks(env, "TRUSTED_PROXIES"),
+        )
+
+    def llm(self, *, with_key: bool = True) -> LLMConfig:
+        """The model configured here, with its key and endpoint and the other providers' ones
+        (``with_key`` False: no key at all, for what calls nobody, such as an estimate)."""
+        from extraction_pipeline.core.llm.config import LLMConfig
+
+        return LLMConfig(
+            model=self.model,
+            api_base=self.api_base,
+            api_key=self.api_key if with_key else None,
+            keys=self.api_keys if with_key else (),
+            bases=self.api_bases,
+            timeout_seconds=self.llm_timeout_seconds,
+            context_tokens=self.context_tokens or None,
+            output_tokens=self.output_tokens or None,
         )
 
     @property

@@ -46,7 +46,6 @@ from extraction_pipeline.core.ledger.templates import (
     latest_version,
     save_version,
 )
-from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.llm.offline import OFFLINE_WARNING
 from extraction_pipeline.core.pdf.parsing import parse_document
 from extraction_pipeline.core.pdf.registration import validate_project
@@ -244,13 +243,7 @@ def _model_name(value: object) -> str:
 
 def _estimate_view(ledger: Ledger, settings: Settings, project: str, launch: _Launch) -> _EstimateView:
     """The launch's estimate, never fatal to the page: a failure is said in the estimate's place."""
-    llm = LLMConfig(
-        model=settings.model,
-        api_base=settings.api_base,
-        bases=settings.api_bases,
-        context_tokens=settings.context_tokens or None,
-        output_tokens=settings.output_tokens or None,
-    )  # no key: the estimate calls nobody
+    llm = settings.llm(with_key=False)  # no key: the estimate calls nobody
     try:
         estimate = estimate_batch(
             ledger,

@@ -21,7 +21,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.llm.config import ANSWER_TOKENS, THINKING_TOKENS
-from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction, output_limit
+from extraction_pipeline.core.llm.gateway import LLMConfig, answer_limit, complete_extraction, output_limit
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
 from extraction_pipeline.core.templates.rct import BASE_TEMPLATES, RCT_BASE
 from extraction_pipeline.core.verification.grounding import JUDGEMENT_SUPPORTED, VERIFIED
@@ -119,10 +119,10 @@ def test_the_limit_is_what_an_answer_needs_within_litellms_figure_for_a_known_mo
     assert fake_llm.requests[-1]["max_tokens"] == ANSWER_TOKENS
     # A model that thinks unasked gets room to think beside the answer; one asked to think only
     # when asked (Claude) does not; and the model's own maximum bounds both.
-    assert output_limit(LLMConfig(model="openai/o4-mini")) == ANSWER_TOKENS + THINKING_TOKENS
-    assert output_limit(LLMConfig(model="gemini/gemini-2.5-pro")) == ANSWER_TOKENS + THINKING_TOKENS
-    assert output_limit(LLMConfig(model="anthropic/claude-sonnet-4-5-20250929")) == ANSWER_TOKENS
-    assert output_limit(LLMConfig(model="openai/gpt-3.5-turbo")) == 4096  # its own maximum
+    assert answer_limit(LLMConfig(model="openai/o4-mini")) == ANSWER_TOKENS + THINKING_TOKENS
+    assert answer_limit(LLMConfig(model="gemini/gemini-2.5-pro")) == ANSWER_TOKENS + THINKING_TOKENS
+    assert answer_limit(LLMConfig(model="anthropic/claude-sonnet-4-5-20250929")) == ANSWER_TOKENS
+    assert answer_limit(LLMConfig(model="openai/gpt-3.5-turbo")) == 4096  # its own maximum
     assert output_limit(LLMConfig(model="openai/a-model-nobody-knows")) is None  # then nothing is sent
 
 

@@ -137,7 +137,9 @@ def context_limit(config: LLMConfig) -> int | None:
 
 
 def _kept_for_answer(config: LLMConfig, window: int) -> int:
-    answer = output_limit(config) or 0
+    # A model that can think is kept room for it, asked or not: the window must hold the prompt
+    # and the whole max_tokens a call may send.
+    answer = output_limit(config, thinking=supports_reasoning(config)) or 0
     return answer if answer < window // 2 else 0  # a limit that large is not the window's share
 
 
@@ -147,7 +149,7 @@ def prompt_room(config: LLMConfig) -> str:
     limit = context_limit(config)
     if limit is None:
         return "an unknown number of prompt tokens"
-    kept = _kept_for_answer(config, limit + (output_limit(config) or 0))
+    kept = _kept_for_answer(config, limit + (output_limit(config, thinking=supports_reasoning(config)) or 0))
     if not kept:
         return f"{limit} prompt tokens"
     return f"{limit} prompt tokens (its {limit + kept}-token window less {kept} kept for the answer)"
@@ -165,11 +167,12 @@ ANSWER_TOKENS = 8_192
 THINKING_TOKENS = 8_192
 
 
-def output_limit(config: LLMConfig) -> int | None:
+def output_limit(config: LLMConfig, *, thinking: bool = False) -> int | None:
     """How many tokens an answer may have: the configured limit, else what an answer needs
-    (``ANSWER_TOKENS``, plus ``THINKING_TOKENS`` for a model that thinks unasked), within
-    litellm's figure for the model (``max_output_tokens``); None when neither is known (the
-    provider's default applies)."""
+    (``ANSWER_TOKENS``, plus ``THINKING_TOKENS`` when the model thinks before it answers:
+    ``thinking``, which the model's adapter knows, ``ProviderAdapter.thinks``), within litellm's
+    figure for the model (``max_output_tokens``); None when neither is known (the provider's
+    default applies)."""
     if config.is_offline:
         return None
     if config.output_tokens:
@@ -180,18 +183,12 @@ def output_limit(config: LLMConfig) -> int | None:
     most = info.get("max_output_tokens") or info.get("max_tokens")
     if not most:
         return None
-    return min(int(most), ANSWER_TOKENS + (THINKING_TOKENS if thinks_unasked(config) else 0))
+    return min(int(most), ANSWER_TOKENS + (THINKING_TOKENS if thinking else 0))
 
 
-def thinks_unasked(config: LLMConfig) -> bool:
-    """True when the model spends thinking tokens out of its output limit without being asked to:
-    a reasoning model (litellm's ``supports_reasoning``) of a provider whose reasoning is on by
-    default (its adapter says; Claude thinks only when asked)."""
-    if config.is_offline or not (model_info(config) or {}).get("supports_reasoning"):
-        return False
-    from extraction_pipeline.core.llm.providers import adapter_for  # the adapters import this module
-
-    return adapter_for(config).thinks_unasked
+def supports_reasoning(config: LLMConfig) -> bool:
+    """litellm's word on whether the model can think before it answers (asked or not)."""
+    return not config.is_offline and bool((model_info(config) or {}).get("supports_reasoning"))
 
 
 def sampling(config: LLMConfig) -> dict[str, Any]:

@@ -262,7 +262,7 @@ def answer_limit(config: LLMConfig) -> int | None:
     """The ``max_tokens`` a call asks for: ``output_limit``, within the most the model's output
     budget lets one call start with (a provider that meters output per minute from ``max_tokens``:
     on an account allowed 8,000 output tokens a minute, a call asking for more never starts)."""
-    limit = output_limit(config)
+    limit = output_limit(config, thinking=not config.is_offline and adapter_for(config).thinks(config))
     cap = config.budget.output_cap(config.effective_model) if config.budget is not None and limit else None
     return min(limit, cap) if limit and cap else limit
 

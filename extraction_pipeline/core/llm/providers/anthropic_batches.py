@@ -140,7 +140,7 @@ class AnthropicBatchDriver:
                 **sampling(config),
                 "response_format": self.adapter.response_format(config, template),
             }
-            limit = output_limit(config)
+            limit = output_limit(config, thinking=self.adapter.thinks(config))
             if limit:
                 asked["max_tokens"] = limit
             optional = dict(get_optional_params(model=model, custom_llm_provider=provider, **asked))

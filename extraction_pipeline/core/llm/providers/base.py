@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from extraction_pipeline.core.llm.batch_model import BatchDriver
-from extraction_pipeline.core.llm.config import LLMConfig
+from extraction_pipeline.core.llm.config import LLMConfig, supports_reasoning
 from extraction_pipeline.core.llm.litellm_loader import import_litellm
 from extraction_pipeline.core.llm.providers.cache_marks import with_cache_marks
 from extraction_pipeline.core.templates.definition import TemplateDefinition
@@ -75,6 +75,12 @@ class ProviderAdapter:
     def batch_api(self) -> BatchDriver | None:
         """The provider's batch driver; None when no batch API is driven here."""
         return None
+
+    def thinks(self, config: LLMConfig) -> bool:
+        """True when the model spends thinking tokens out of its output limit without being asked
+        (a reasoning model, by litellm's model info, of a family that thinks unasked): its
+        ``output_limit`` leaves room for that beside the answer."""
+        return self.thinks_unasked and supports_reasoning(config)
 
     def schema_refused(self, error: Exception) -> bool:
         """True when ``error`` is the provider refusing the response schema as too complex to serve

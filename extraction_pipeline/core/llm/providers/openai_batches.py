@@ -96,7 +96,7 @@ class OpenAIBatchDriver:
                 **sampling(config),
                 "response_format": self.adapter.response_format(config, template),
             }
-            limit = output_limit(config)
+            limit = output_limit(config, thinking=self.adapter.thinks(config))
             if limit:
                 asked["max_tokens"] = limit
             params = dict(get_optional_params(model=model, custom_llm_provider=provider, **asked))
