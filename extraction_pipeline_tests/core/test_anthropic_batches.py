@@ -112,8 +112,10 @@ def test_the_params_are_the_body_of_an_ordinary_call(fake: FakeAnthropicBatchSer
     params, beta = _driver(config).message_params(config, messages, RCT_TEMPLATE)
     assert {k: v for k, v in sent.items() if k != "stream"} == params  # key for key
     assert params["max_tokens"] == 2000 and params["temperature"] == 0
-    assert params["system"][0]["cache_control"] == {"type": "ephemeral"}  # the gateway's cache marks
-    assert params["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+    # The system prompt (the template, shared by the batch's requests) is marked; the paper is not:
+    # its next call comes after the batch has ended, long past the cache's 5 minutes.
+    assert params["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in json.dumps(params["messages"])
     assert "output_format" not in params and beta == {}  # JSON mode: the schema is too large to compile
 
 

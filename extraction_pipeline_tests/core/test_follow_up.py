@@ -7,7 +7,6 @@ the first answer."""
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from extraction_pipeline.core.extraction.extract import extract_item
 from extraction_pipeline.core.extraction.follow_up import merge_answered
 from extraction_pipeline.core.extraction.grounded import GroundedValue, Scalar, fields_of
 from extraction_pipeline.core.extraction.markers import MISSED_OPEN
+from extraction_pipeline.core.extraction.prompts import asked_schema
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.ledger.items import get_item
@@ -240,8 +240,8 @@ def test_a_batch_frozen_on_the_two_arm_template_asks_and_merges_in_its_fields(
 
 
 def _asked_modules(messages: list[dict[str, str]]) -> list[str]:
-    """The modules the prompt's field list asks for, in order."""
-    return re.findall(r"^(metadata|baseline|arms|risk_of_bias|outcomes|comparisons) \(", messages[-1]["content"], re.M)
+    """The modules the schema this call asks for holds, in order."""
+    return list(json.loads(asked_schema(messages))["properties"])
 
 
 def test_a_follow_up_that_is_cut_keeps_the_first_answer_and_its_cost(

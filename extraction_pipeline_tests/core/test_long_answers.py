@@ -8,6 +8,7 @@ at ``max_tokens`` and refuses a request asking for more than the model writes.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -16,7 +17,7 @@ from extraction_pipeline.core.errors import AnswerCutError, PermanentError
 from extraction_pipeline.core.export.workbook import answer_label
 from extraction_pipeline.core.extraction.extract import extract_item
 from extraction_pipeline.core.extraction.narrowing import with_arms
-from extraction_pipeline.core.extraction.prompts import build_messages, document_from_messages
+from extraction_pipeline.core.extraction.prompts import asked_schema, build_messages, document_from_messages
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch
@@ -49,9 +50,8 @@ def _document(pages: int) -> ParsedDocument:
 
 
 def _asked_modules(messages: list[dict[str, str]]) -> set[str]:
-    """The modules the prompt's field list asks for (each starts a line: "outcomes (a list, ...")."""
-    modules = "metadata|baseline|arms|risk_of_bias|outcomes|comparisons"
-    return set(re.findall(rf"^({modules}) \(", messages[-1]["content"], re.M))
+    """The modules the schema this call asks for holds."""
+    return set(json.loads(asked_schema(messages))["properties"])
 
 
 def _answer(messages: list[dict[str, str]]) -> Reply:

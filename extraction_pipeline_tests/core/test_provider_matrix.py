@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from extraction_pipeline.core.errors import PermanentError, QuotaExhaustedError, RateLimitedError, TransientError
+from extraction_pipeline.core.extraction.narrowing import outcomes_question
 from extraction_pipeline.core.extraction.prompts import build_messages, document_from_messages
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
@@ -410,51 +411,102 @@ def _paper_messages(corpus: Corpus, missed: tuple[str, ...] = ()) -> list[dict[s
     return build_messages(RCT_TEMPLATE, parsed.pages_text, parsed.tables, missed=missed)
 
 
+def _paper(corpus: Corpus, index: int) -> Any:
+    return list(corpus.parsed.values())[index]
+
+
 @pytest.mark.parametrize("name", ["openai", "azure", "anthropic", "gemini", "vllm"])
-def test_a_second_call_about_the_same_paper_reads_the_prompt_cache_and_saves(corpus: Corpus, name: str) -> None:
+def test_the_follow_up_reads_the_paper_and_the_next_paper_the_template_from_the_cache(
+    corpus: Corpus, name: str
+) -> None:
+    """The calls of a batch as the extraction makes them: a paper's first ask (marked: the follow-up
+    is expected), its follow-up (outcomes only: another schema), then the next paper."""
     spec = BY_NAME[name]
+    one, two = _paper(corpus, 0), _paper(corpus, 1)
+    narrowed = outcomes_question(RCT_TEMPLATE)
     with spec.fake() as fake:
         fake.answer = _oracle_answer(corpus)
         llm = _config(spec, fake)
-        first = complete_extraction(llm, _paper_messages(corpus), RCT_TEMPLATE)
-        follow_up = _paper_messages(corpus, missed=("All-cause mortality",))
-        second = complete_extraction(llm, follow_up, RCT_TEMPLATE)
+        first = complete_extraction(
+            llm, build_messages(RCT_TEMPLATE, one.pages_text, one.tables), RCT_TEMPLATE, cache=True
+        )
+        asked = build_messages(RCT_TEMPLATE, one.pages_text, one.tables, missed=("All-cause mortality",), only=narrowed)
+        follow_up = complete_extraction(llm, asked, narrowed, cache=True)  # marked: the prefix is fresh
+        other = complete_extraction(llm, build_messages(RCT_TEMPLATE, two.pages_text, two.tables), RCT_TEMPLATE)
         assert fake.violations == []
-    assert first.usage.cached_tokens == 0 and first.usage.saved_usd == 0
-    assert 1024 <= second.usage.cached_tokens < second.usage.tokens_in  # the prefix, not the follow-up's tail
-    assert second.usage.cached_tokens == fake.answered[1].cached_tokens
-    if spec.priced:
-        assert second.usage.cost_usd > 0 and second.usage.saved_usd > 0
-        assert second.usage.cost_usd < first.usage.cost_usd  # cached tokens are cheaper
+        schemas = [(r.body.get("response_format") or {}).get("type") for r in fake.requests]
+    assert first.usage.cached_tokens == 0
+    if name in ("openai", "azure"):
+        # OpenAI's cache starts with the structured output schema: the follow-up asks with another
+        # one and reads nothing; the next paper's first ask shares the schema and the template.
+        assert schemas == ["json_schema"] * 3 and follow_up.usage.cached_tokens == 0
     else:
-        assert second.usage.cost_usd == 0 and second.usage.saved_usd == 0
+        # The system prompt and the paper, read back: all of the first prompt but what the
+        # provider's cache steps leave (OpenAI-shaped: 128 tokens; vLLM: 16).
+        assert first.usage.tokens_in - 128 <= follow_up.usage.cached_tokens <= first.usage.tokens_in
+    # The next paper reads the template (the system prompt) and not the paper.
+    assert 1024 <= other.usage.cached_tokens < other.usage.tokens_in - 1000
+    for read in (follow_up, other):
+        if spec.priced and read.usage.cached_tokens:
+            assert read.usage.saved_usd > 0 and read.usage.cache_written_tokens == 0
+    if name == "anthropic":  # marked: written at 1.25x, which the reads pay back
+        assert first.usage.cache_written_tokens == first.usage.tokens_in and first.usage.saved_usd < 0
+        assert first.usage.saved_usd + follow_up.usage.saved_usd + other.usage.saved_usd > 0
+    else:  # the others cache unasked and charge nothing to write
+        assert first.usage.cache_written_tokens == 0 and first.usage.saved_usd == 0
 
 
-def test_anthropic_requests_mark_the_system_prompt_and_the_stable_prefix_only(corpus: Corpus) -> None:
+def test_a_cache_entry_past_its_lifetime_is_written_again_not_read(corpus: Corpus) -> None:
     spec = BY_NAME["anthropic"]
-    messages = _paper_messages(corpus, missed=("All-cause mortality",))
+    one = _paper(corpus, 0)
+    messages = build_messages(RCT_TEMPLATE, one.pages_text, one.tables)
+    with AnthropicFake() as fake:
+        fake.cache.ttl_seconds = 1.0  # Anthropic's is 5 minutes
+        fake.answer = _oracle_answer(corpus)
+        llm = _config(spec, fake)
+        first = complete_extraction(llm, messages, RCT_TEMPLATE, cache=True)
+        soon = complete_extraction(llm, messages, RCT_TEMPLATE, cache=True)
+        time.sleep(1.5)
+        late = complete_extraction(llm, messages, RCT_TEMPLATE, cache=True)
+        assert fake.violations == []
+    assert first.usage.cache_written_tokens > 0 and soon.usage.cached_tokens == first.usage.cache_written_tokens
+    assert late.usage.cached_tokens == 0 and late.usage.cache_written_tokens == first.usage.cache_written_tokens
+    assert late.usage.saved_usd < 0 < soon.usage.saved_usd  # a write past the lifetime is only a surcharge
+
+
+def test_anthropic_marks_the_template_always_and_the_paper_only_when_it_will_be_read(corpus: Corpus) -> None:
+    from extraction_pipeline.core.extraction.markers import TABLES_CLOSE
+
+    spec = BY_NAME["anthropic"]
+    one = _paper(corpus, 0)
+    narrowed = outcomes_question(RCT_TEMPLATE)
+    messages = build_messages(RCT_TEMPLATE, one.pages_text, one.tables, missed=("All-cause mortality",), only=narrowed)
     plain = json.loads(json.dumps(messages))
     with AnthropicFake() as fake:
         fake.answer = _oracle_answer(corpus)
         # The first answer is not JSON: the repair call appends to the same conversation.
         fake.push(Reply("not json"))
-        result = complete_extraction(_config(spec, fake), messages, RCT_TEMPLATE)
+        result = complete_extraction(_config(spec, fake), messages, narrowed, cache=True)
         assert result.repaired and fake.violations == []
-        first, repair = (r.body for r in fake.requests)
+        unmarked = complete_extraction(_config(spec, fake), messages, narrowed, cache=False)
+        first, repair, plain_call = (r.body for r in fake.requests)
     assert messages == plain  # the caller's messages (answer key, stored prompt) stay strings
-    for body in (first, repair):
+    for body in (first, repair, plain_call):
         [system] = body["system"]
         assert system["cache_control"] == {"type": "ephemeral"} and system["text"] == messages[0]["content"]
+    for body in (first, repair):
         prefix, tail = body["messages"][0]["content"]
-        assert prefix["cache_control"] == {"type": "ephemeral"} and "<FULL_TEXT>" in prefix["text"]
+        assert prefix["cache_control"] == {"type": "ephemeral"} and prefix["text"].endswith(TABLES_CLOSE)
         assert "cache_control" not in tail and tail["text"].lstrip().startswith("<THIS_CALL>")
         assert prefix["text"] + tail["text"] == messages[1]["content"]
     assert [m["role"] for m in repair["messages"]] == ["user", "assistant", "user"]
     assert "cache_control" not in json.dumps(repair["messages"][1:])  # only the prefix is marked
-    # The repair read what the first call wrote: only the marked prefixes are cached.
+    assert "cache_control" not in json.dumps(plain_call["messages"])  # no read expected: the paper unmarked
+    # The repair read what the first call wrote; the unmarked call read the template only.
     assert fake.answered[0].cache_written > 0 and fake.answered[0].cached_tokens == 0
     assert fake.answered[1].cached_tokens == fake.answered[0].cache_written
     assert result.usage.cached_tokens == fake.answered[1].cached_tokens
+    assert 0 < unmarked.usage.cached_tokens < result.usage.cached_tokens and unmarked.usage.cache_written_tokens == 0
 
 
 def test_only_anthropic_gets_cache_marks_and_unmarked_anthropic_prompts_are_not_cached(corpus: Corpus) -> None:
@@ -630,3 +682,60 @@ def test_cached_tokens_and_what_they_saved_are_on_the_item_and_the_batch_sheet(c
     sheet = {row[0]: row[1] for row in book["Batch"].iter_rows(values_only=True) if row and row[0]}
     assert sheet["cached_tokens"] == served[1] and sheet["saved_usd"] == pytest.approx(stored["saved_usd"], abs=1e-6)
     assert sheet["cost_usd"] == pytest.approx(stored["cost_usd"], abs=1e-6) and sheet["tokens_in"] > served[1]
+
+
+def test_cache_writes_and_reads_are_priced_on_the_item_and_the_batch_sheet_as_the_batch_asks(
+    corpus: Corpus, tmp_path: Any
+) -> None:
+    """Anthropic, through the extraction: without the follow-up the paper is sent unmarked (no read
+    is expected: only the template is written, a surcharge the next documents read back); with it,
+    the first ask writes the paper and the follow-up reads it, and the document's saving is net of
+    the writes, on the item and on the Batch sheet."""
+    import openpyxl
+
+    from extraction_pipeline.core.export.workbook import write_workbook
+    from extraction_pipeline.core.extraction.extract import extract_item
+    from extraction_pipeline.core.ledger.queries import batch_item_rows
+
+    spec = BY_NAME["anthropic"]
+    results = {}
+    for follow_up in (False, True):
+        with AnthropicFake() as fake:
+            fake.answer = _oracle_answer(corpus)
+            batch = create_batch(
+                corpus.ledger,
+                idempotency_key=f"matrix-cache-marks-{follow_up}",
+                project="matrix",
+                user="u",
+                document_ids=corpus.documents[:1],
+                fresh=True,
+                follow_up=follow_up,
+            ).id
+            [item] = batch_item_rows(corpus.ledger, batch)
+            parsed = corpus.parsed[item["sha256"]]
+            outcome = extract_item(
+                corpus.ledger, item_id=item["id"], run_id="r", worker="w", parsed=parsed, llm=_config(spec, fake)
+            )
+            assert outcome.status == "completed" and fake.violations == []
+            marked = ["cache_control" in json.dumps(r.body["messages"]) for r in fake.requests]
+            answered = list(fake.answered)
+        stored = states.get_item(corpus.ledger, item["id"])
+        assert stored is not None
+        results[follow_up] = (batch, outcome, marked, answered, stored)
+    _, alone, marked, answered, stored = results[False]
+    assert "follow_up" not in alone.result and marked == [False]  # the paper unmarked: nobody reads it again
+    system_tokens = answered[0].cache_written
+    assert 1024 <= system_tokens < answered[0].prompt_tokens / 2  # the template (the system prompt) only
+    assert stored["cache_written_tokens"] == system_tokens and stored["cached_tokens"] == 0
+    assert stored["saved_usd"] < 0  # written at 1.25x, read by nobody yet: a surcharge, shown as such
+    batch, asked, marked, answered, stored = results[True]
+    assert asked.result["follow_up"]["asked"] and marked == [True, True]  # first ask and follow-up marked
+    assert answered[0].cache_written == answered[0].prompt_tokens  # the template and the paper written
+    assert answered[1].cached_tokens == answered[0].prompt_tokens and answered[1].cache_written == 0
+    assert stored["cache_written_tokens"] == answered[0].cache_written
+    assert stored["cached_tokens"] == answered[1].cached_tokens and stored["saved_usd"] > 0
+    book = openpyxl.load_workbook(write_workbook(corpus.ledger, batch, tmp_path / "marks.xlsx"))
+    sheet = {row[0]: row[1] for row in book["Batch"].iter_rows(values_only=True) if row and row[0]}
+    assert sheet["cache_written_tokens"] == stored["cache_written_tokens"]
+    assert sheet["cached_tokens"] == stored["cached_tokens"]
+    assert sheet["saved_usd"] == pytest.approx(stored["saved_usd"], abs=1e-6)

@@ -8,6 +8,7 @@ records what was paid for.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,6 +19,7 @@ from extraction_pipeline.core.extraction.follow_up import check_recall, follows_
 from extraction_pipeline.core.extraction.grounded import GroundedFields, add_checks, ground_entries, stored_fields
 from extraction_pipeline.core.extraction.long_papers import Part, merge_parts, plan_parts
 from extraction_pipeline.core.extraction.narrowing import module_questions
+from extraction_pipeline.core.extraction.prompt_cache import PromptCache
 from extraction_pipeline.core.extraction.prompts import build_messages
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.answers import (
@@ -30,7 +32,7 @@ from extraction_pipeline.core.ledger.answers import (
 )
 from extraction_pipeline.core.ledger.audit import record_prompt
 from extraction_pipeline.core.ledger.templates import TemplateVersion
-from extraction_pipeline.core.llm.gateway import LLMConfig, LLMResult, complete_extraction, parse_answer
+from extraction_pipeline.core.llm.gateway import LLMConfig, LLMResult, cache_lifetime, complete_extraction, parse_answer
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.usage import Usage
@@ -59,16 +61,18 @@ def assemble(
     meter: Meter,
 ) -> Assembled:
     """Every answer the document's batch asks for, grounded and put together."""
-    first = ModelAsk(ledger, item_id, run_id, llm, template, parsed, meter)
+    follow_up = follows_up(ledger, item_id)
+    cache = PromptCache(cache_lifetime(llm), follow_up=follow_up)
+    first = ModelAsk(ledger, item_id, run_id, llm, template, parsed, meter, cache)
     reply, reused, grounded, part_notes = grounded_answer(first)
     checked = check_recall(
         grounded,
         parsed,
         template,
-        follow_up=follows_up(ledger, item_id),
+        follow_up=follow_up,
         # Parts of a long paper carry their pages; a cut answer asked module by module does not.
         whole_paper_fits=all(note.get("pages", "all") == "all" for note in part_notes),
-        ask=lambda messages, asked: _answer(first, messages, asked),
+        ask=lambda messages, asked: _answer(first, messages, asked, later=False),
     )
     grounded = checked.fields
     result: dict[str, Any] = {
@@ -145,10 +149,13 @@ class ModelAsk:
     template: TemplateDefinition
     parsed: ParsedDocument
     meter: Meter
+    cache: PromptCache  # its calls about the paper, as the provider's prompt cache sees them
 
     def by(self, model: str) -> ModelAsk:
-        """The same questions to another model (with its own key and endpoint: ``for_model``)."""
-        return replace(self, llm=self.llm.for_model(model))
+        """The same questions to another model (with its own key and endpoint: ``for_model``, and
+        its own provider's cache; no follow-up is asked of it)."""
+        llm = self.llm.for_model(model)
+        return replace(self, llm=llm, cache=PromptCache(cache_lifetime(llm)))
 
 
 def grounded_answer(ask: ModelAsk) -> tuple[LLMResult, dict[str, Any] | None, GroundedFields, list[dict[str, Any]]]:
@@ -156,6 +163,8 @@ def grounded_answer(ask: ModelAsk) -> tuple[LLMResult, dict[str, Any] | None, Gr
     when there was more than one)."""
     llm = ask.llm
     questions = first_questions(ask.template, ask.parsed, llm)
+    if len(questions) == 1 and questions[0].part is None:  # asked whole: the follow-up reads its prefix
+        questions = [replace(questions[0], later=ask.cache.follow_up)]
     asked = Asking(ask, Grounder(ask.parsed))
     answers = [
         answer
@@ -190,7 +199,10 @@ def first_prompts(template: TemplateDefinition, parsed: ParsedDocument, llm: LLM
     """The prompts of ``first_questions``, exactly as the extraction sends them (a provider batch
     submits these, and the document's run finds their answers under the same keys)."""
     questions = first_questions(template, parsed, llm)
-    return [question.messages(parsed, number, len(questions)) for number, question in enumerate(questions, start=1)]
+    return [
+        question.messages(template, parsed, number, len(questions))
+        for number, question in enumerate(questions, start=1)
+    ]
 
 
 @dataclass(frozen=True)
@@ -201,11 +213,14 @@ class Question:
     template: TemplateDefinition
     part: Part | None
     module: str | None = None  # set when the template was narrowed to one module ("outcomes with arms")
+    later: bool = False  # another call about the same prompt prefix is expected right after this one
 
-    def messages(self, parsed: ParsedDocument, number: int, of: int) -> list[dict[str, str]]:
+    def messages(self, whole: TemplateDefinition, parsed: ParsedDocument, number: int, of: int) -> list[dict[str, str]]:
+        """The prompt: ``whole`` (the batch's template) first, as every call of the batch repeats
+        it, this question's narrower template (if it is one) in the call's own part."""
         if self.part is None:
-            return build_messages(self.template, parsed.pages_text, parsed.tables)
-        return self.part.messages(self.template, parsed, number, of)
+            return build_messages(whole, parsed.pages_text, parsed.tables, only=self.template)
+        return self.part.messages(whole, parsed, number, of, only=self.template)
 
     @property
     def label(self) -> str:
@@ -249,6 +264,10 @@ class Asking:
                 ) from exc
             self.cut.append(f"{exc} for {question.label}: asked again in {len(smaller)} smaller questions")
             by_pages = smaller[0].part != question.part  # halves are numbered as parts of their own
+            if not by_pages:  # module by module over the same pages: each but the last is read again
+                smaller = [
+                    replace(piece, later=k < len(smaller) or question.later) for k, piece in enumerate(smaller, start=1)
+                ]
             return [
                 answer
                 for k, piece in enumerate(smaller, start=1)
@@ -278,8 +297,8 @@ class Asking:
         ]
 
     def _ask(self, question: Question, number: int, of: int) -> Answer:
-        messages = question.messages(self.ask.parsed, number, of)
-        reply, reused = _answer(self.ask, messages, question.template)
+        messages = question.messages(self.ask.template, self.ask.parsed, number, of)
+        reply, reused = _answer(self.ask, messages, question.template, later=question.later)
         note: dict[str, Any] = {"pages": question.part.label if question.part else "all", "reused": reused is not None}
         if question.module:
             note["module"] = question.module
@@ -317,12 +336,13 @@ def _second_extraction(ask: ModelAsk, first: GroundedFields) -> SecondExtraction
 
 
 def _answer(
-    ask: ModelAsk, messages: list[dict[str, str]], template: TemplateDefinition
+    ask: ModelAsk, messages: list[dict[str, str]], template: TemplateDefinition, *, later: bool
 ) -> tuple[LLMResult, dict[str, Any] | None]:
     """The model's answer to ``messages`` (asked with ``template``: the whole one, or one module
     of it): the one already paid for when the exact same prompt went to the same model before
     (unless the batch asks for fresh answers), else a new call, stored for next time. The offline
-    extractor costs nothing and is not stored."""
+    extractor costs nothing and is not stored. ``later``: another call about the same prefix comes
+    right after this one (``PromptCache`` decides the cache marks)."""
     ledger, item_id, llm, meter = ask.ledger, ask.item_id, ask.llm, ask.meter
     key = answer_key(llm.effective_model, messages)
     stored = None if llm.is_offline else answer_for(ledger, key, item_id)
@@ -340,12 +360,15 @@ def _answer(
         }
         return LLMResult(output, Usage(stored.model), repaired=False, content=stored.content), reused
     record_prompt(ledger, item_id=item_id, run_id=ask.run_id, model=llm.effective_model, messages=messages)
+    marked, sent_at = ask.cache.marks(later=later), time.monotonic()
     try:
-        reply = complete_extraction(llm, messages, template)
+        reply = complete_extraction(llm, messages, template, cache=marked)
     except AnswerCutError as cut:
+        ask.cache.sent(marked, sent_at)  # a cut answer's prompt was read and cached all the same
         if cut.usage is not None:
             meter.add(cut.usage)  # paid for, even though it cannot be used
         raise
+    ask.cache.sent(marked, sent_at)
     meter.add(reply.usage)
     if not llm.is_offline and reply.content:
         store_answer(ledger, StoredAnswer.paid(key, reply.content, reply.usage, item_id))

@@ -111,7 +111,9 @@ def check_recall(
         note = "follow-up not asked: the paper is too long for one call, so it was asked in parts"
         return Checked(fields, missed, {"asked": asked, "found": [], "skipped": note}, notes=[note])
     narrowed = outcomes_question(template)
-    messages = build_messages(narrowed, parsed.pages_text, parsed.tables, missed=asked)
+    # The batch's template first (the prompt the first answer repeated, read from the cache), the
+    # narrower question in this call's own part.
+    messages = build_messages(template, parsed.pages_text, parsed.tables, missed=asked, only=narrowed)
     try:
         reply, reused = ask(messages, narrowed)
     except PermanentError as exc:  # a cut or unreadable answer, a refused prompt

@@ -55,13 +55,21 @@ class Part:
     def tables(self, parsed: ParsedDocument) -> list[ParsedTable]:
         return [t for t in parsed.tables if self.first_page <= t.page <= self.last_page]
 
-    def messages(self, template: TemplateDefinition, parsed: ParsedDocument, k: int, n: int) -> list[dict[str, str]]:
+    def messages(
+        self,
+        template: TemplateDefinition,
+        parsed: ParsedDocument,
+        k: int,
+        n: int,
+        only: TemplateDefinition | None = None,
+    ) -> list[dict[str, str]]:
         return build_messages(
             template,
             parsed.pages_text[self.first_page - 1 : self.last_page],
             self.tables(parsed),
             first_page=self.first_page,
             part=(k, n),
+            only=only,
         )
 
     @property

@@ -13,9 +13,9 @@ FULL_TEXT_OPEN, FULL_TEXT_CLOSE = "<FULL_TEXT>", "</FULL_TEXT>"
 TABLES_OPEN, TABLES_CLOSE = "<HIGH_FIDELITY_TABLES>", "</HIGH_FIDELITY_TABLES>"
 CUSTOM_BEGIN, CUSTOM_END = "BEGIN CUSTOM EXTRACTION RULES", "END CUSTOM EXTRACTION RULES"
 MISSED_OPEN, MISSED_CLOSE = "<MISSED_OUTCOMES>", "</MISSED_OUTCOMES>"
-# What one call asks beyond the stable prefix (a part's pages, a follow-up's names) comes last,
-# between these: everything before THIS_CALL_OPEN is the same for every call about a paper, so a
-# provider's prompt cache can serve it (see split_stable_prefix).
+# What one call asks (a part's pages, a follow-up's names, a narrower schema) comes last, between
+# these: everything up to TABLES_CLOSE is the same for every call about a paper, so a provider's
+# prompt cache can serve it (see split_stable_prefix).
 THIS_CALL_OPEN, THIS_CALL_CLOSE = "<THIS_CALL>", "</THIS_CALL>"
 
 _SEP = r"[\s_]*"
@@ -40,9 +40,10 @@ def contains_marker(text: str) -> bool:
 
 def split_stable_prefix(content: str) -> tuple[str, str]:
     """A user message as (the part every call about the paper repeats, what this call adds): the
-    cut is at THIS_CALL_OPEN, which a document cannot forge (``defuse``); ('', ...) never happens:
-    a message without it is all prefix."""
-    at = content.rfind(THIS_CALL_OPEN)
-    if at <= 0:
+    cut is right after TABLES_CLOSE, which a document cannot forge (``defuse``); a message without
+    it is all prefix."""
+    at = content.find(TABLES_CLOSE)
+    if at < 0:
         return content, ""
-    return content[:at], content[at:]
+    end = at + len(TABLES_CLOSE)
+    return content[:end], content[end:]

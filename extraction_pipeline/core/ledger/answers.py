@@ -31,6 +31,7 @@ class StoredAnswer:
     created_at: datetime
     cached_tokens: int = 0
     saved_usd: float = 0.0
+    cache_written_tokens: int = 0
 
     @classmethod
     def paid(cls, key: str, content: str, usage: Usage, item_id: int) -> StoredAnswer:
@@ -46,6 +47,7 @@ class StoredAnswer:
             utcnow(),
             usage.cached_tokens,
             usage.saved_usd,
+            usage.cache_written_tokens,
         )
 
 

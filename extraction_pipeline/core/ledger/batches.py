@@ -116,6 +116,7 @@ def create_batch(
                     "cost_usd": literal(0.0),
                     "cached_tokens": literal(0),
                     "saved_usd": literal(0.0),
+                    "cache_written_tokens": literal(0),
                     "dispatch_round": literal(0),
                     "retry_round": literal(0),
                 }

@@ -43,6 +43,8 @@ ADDED_COLUMNS = (
     ("provider_batches", "submission_key", "VARCHAR(120)"),
     ("provider_budgets", "learned_output_tokens_per_minute", "INTEGER"),
     ("provider_budgets", "output_ready_at", "FLOAT NOT NULL DEFAULT 0"),
+    ("batch_items", "cache_written_tokens", "INTEGER NOT NULL DEFAULT 0"),
+    ("model_answers", "cache_written_tokens", "INTEGER NOT NULL DEFAULT 0"),
     ("batch_items", "abandoned_calls", "INTEGER NOT NULL DEFAULT 0"),
 )
 # Rows rewritten when a ledger is upgraded; constants, idempotent. Before the `exporting` state a

@@ -110,6 +110,7 @@ def usage_increments(usage: Usage) -> dict[str, Any]:
         "cost_usd": batch_items.c.cost_usd + usage.cost_usd,
         "cached_tokens": batch_items.c.cached_tokens + usage.cached_tokens,
         "saved_usd": batch_items.c.saved_usd + usage.saved_usd,
+        "cache_written_tokens": batch_items.c.cache_written_tokens + usage.cache_written_tokens,
         "abandoned_calls": batch_items.c.abandoned_calls + usage.abandoned_calls,
     }
 

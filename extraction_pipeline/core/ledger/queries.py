@@ -43,8 +43,11 @@ class Progress:
     tokens_out: int
     cost_usd: float
     cached_tokens: int = 0  # of tokens_in, served from the provider's prompt cache
-    saved_usd: float = 0.0  # against ordinary uncached calls: prompt caching and batch prices
+    saved_usd: float = (
+        0.0  # against ordinary uncached calls: prompt caching and batch prices (negative: unread cache writes)
+    )
     abandoned_calls: int = 0  # given up on after the timeout: the provider may have billed them
+    cache_written_tokens: int = 0  # of tokens_in, written to the provider's prompt cache
 
     @property
     def done(self) -> int:
@@ -104,16 +107,18 @@ def progress(ledger: Ledger, batch_id: int) -> Progress:
             func.coalesce(func.sum(batch_items.c.cached_tokens), 0),
             func.coalesce(func.sum(batch_items.c.saved_usd), 0.0),
             func.coalesce(func.sum(batch_items.c.abandoned_calls), 0),
+            func.coalesce(func.sum(batch_items.c.cache_written_tokens), 0),
         )
         .where(batch_items.c.batch_id == batch_id)
         .group_by(batch_items.c.status)
     )
     counts = {status.value: 0 for status in ItemStatus}
-    tokens_in = tokens_out = cached = abandoned = 0
+    tokens_in = tokens_out = cached = abandoned = written = 0
     cost = saved = 0.0
     with ledger.engine.connect() as conn:
-        for status, count, t_in, t_out, c, t_cached, s, gone in conn.execute(statement):
+        for status, count, t_in, t_out, c, t_cached, s, gone, t_written in conn.execute(statement):
             abandoned += int(gone)
+            written += int(t_written)
             counts[status] = int(count)
             tokens_in += int(t_in)
             tokens_out += int(t_out)
@@ -132,6 +137,7 @@ def progress(ledger: Ledger, batch_id: int) -> Progress:
         cached_tokens=cached,
         saved_usd=round(saved, 6),
         abandoned_calls=abandoned,
+        cache_written_tokens=written,
     )
 
 

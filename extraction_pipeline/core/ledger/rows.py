@@ -70,6 +70,7 @@ class ItemRow(TypedDict):
     cost_usd: float
     cached_tokens: int
     saved_usd: float
+    cache_written_tokens: int
     abandoned_calls: int
     result_json: str | None
     dispatch_round: int

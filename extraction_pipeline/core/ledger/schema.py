@@ -159,9 +159,11 @@ batch_items = Table(
     Column("tokens_out", Integer, nullable=False, default=0),
     Column("cost_usd", Float, nullable=False, default=0.0),
     # Prompt tokens the provider served from its cache, and what caching and batch prices saved
-    # against ordinary calls (tokens_in counts the cached ones too).
+    # against ordinary calls (tokens_in counts the cached ones too; negative: cache writes that
+    # were not read back); the prompt tokens written to the cache (Anthropic bills them at 1.25x).
     Column("cached_tokens", Integer, nullable=False, default=0),
     Column("saved_usd", Float, nullable=False, default=0.0),
+    Column("cache_written_tokens", Integer, nullable=False, default=0),
     # Calls abandoned after the timeout (the provider may have billed them): see Usage.abandoned_calls.
     Column("abandoned_calls", Integer, nullable=False, default=0),
     Column("result_json", Text, nullable=True),
@@ -329,6 +331,7 @@ model_answers = Table(
     Column("cost_usd", Float, nullable=False),
     Column("cached_tokens", Integer, nullable=False, default=0),
     Column("saved_usd", Float, nullable=False, default=0.0),
+    Column("cache_written_tokens", Integer, nullable=False, default=0),
     Column("item_id", Integer, nullable=False),  # the item whose call paid for it
     Column("created_at", DateTime, nullable=False),
 )

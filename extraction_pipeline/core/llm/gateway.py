@@ -52,6 +52,7 @@ __all__ = [
     "CallBudget",
     "LLMConfig",
     "LLMResult",
+    "cache_lifetime",
     "complete_extraction",
     "complete_json",
     "context_limit",
@@ -76,19 +77,22 @@ def _usage_of(litellm: Any, response: Any, config: LLMConfig) -> Usage:
     ``cache_creation_input_tokens`` are added in; Gemini's ``promptTokenCount`` holds its
     ``cachedContentTokenCount``), and the cache reads are ``prompt_tokens_details.cached_tokens``
     for all of them. ``completion_cost`` prices the reads (and Anthropic's cache writes) at their own
-    rates: that is what was paid. ``saved_usd`` is what the same tokens cost uncached, less that."""
+    rates: that is what was paid. ``saved_usd`` is what the same tokens cost uncached, less that
+    (negative when cache writes were not paid back); ``cache_written_tokens`` the cache writes."""
     usage = getattr(response, "usage", None)
     tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
     tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
     cached = _cached_tokens(usage)
+    written = _written_tokens(usage)
     cost = saved = 0.0
     if not config.is_offline:
         try:
             cost = float(litellm.completion_cost(completion_response=response) or 0.0)
         except Exception:  # unknown or local model: litellm has no price for it
             cost = 0.0
-        if cost and cached:
-            saved = max(0.0, _uncached_cost(litellm, config, tokens_in, tokens_out) - cost)
+        if cost and (cached or written):
+            # Negative when a cache write cost more than the reads it made cheaper.
+            saved = _uncached_cost(litellm, config, tokens_in, tokens_out) - cost
     return Usage(
         model=config.effective_model,
         tokens_in=tokens_in,
@@ -96,6 +100,7 @@ def _usage_of(litellm: Any, response: Any, config: LLMConfig) -> Usage:
         cost_usd=cost,
         cached_tokens=cached,
         saved_usd=saved,
+        cache_written_tokens=written,
     )
 
 
@@ -106,6 +111,15 @@ def _cached_tokens(usage: Any) -> int:
         cached = getattr(usage, "cache_read_input_tokens", None)
     try:
         return max(0, int(cached or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _written_tokens(usage: Any) -> int:
+    """Prompt tokens written to the cache on this call (Anthropic's ``cache_creation_input_tokens``,
+    which litellm keeps on its usage; providers that cache unasked charge nothing to write)."""
+    try:
+        return max(0, int(getattr(usage, "cache_creation_input_tokens", 0) or 0))
     except (TypeError, ValueError):
         return 0
 
@@ -258,6 +272,11 @@ def _send(
             raise classified from exc
 
 
+def cache_lifetime(config: LLMConfig) -> float:
+    """Seconds a prompt prefix stays in the model's provider's cache after its last use."""
+    return 0.0 if config.is_offline else adapter_for(config).cache_ttl_seconds
+
+
 def answer_limit(config: LLMConfig) -> int | None:
     """The ``max_tokens`` a call asks for: ``output_limit``, within the most the model's output
     budget lets one call start with (a provider that meters output per minute from ``max_tokens``:
@@ -267,8 +286,11 @@ def answer_limit(config: LLMConfig) -> int | None:
     return min(limit, cap) if limit and cap else limit
 
 
-def _call_kwargs(config: LLMConfig, messages: list[dict[str, str]], limit: int | None) -> dict[str, Any]:
-    """The arguments of one call, with what the provider needs beyond the OpenAI shape."""
+def _call_kwargs(
+    config: LLMConfig, messages: list[dict[str, str]], limit: int | None, *, cache: bool = False
+) -> dict[str, Any]:
+    """The arguments of one call, with what the provider needs beyond the OpenAI shape (``cache``:
+    mark the paper's prefix for a provider whose cache reads only what is marked)."""
     kwargs: dict[str, Any] = {
         "model": config.effective_model,
         "messages": messages,
@@ -286,7 +308,7 @@ def _call_kwargs(config: LLMConfig, messages: list[dict[str, str]], limit: int |
     if config.is_offline:
         return kwargs
     adapter = adapter_for(config)
-    kwargs["messages"] = adapter.messages_for(messages)
+    kwargs["messages"] = adapter.messages_for(messages, cache=cache)
     kwargs.update(adapter.call_options(config, messages, limit))
     return kwargs
 
@@ -305,16 +327,21 @@ def complete_json(config: LLMConfig, messages: list[dict[str, str]]) -> tuple[st
     return response.choices[0].message.content or "", usage
 
 
-def complete_extraction(config: LLMConfig, messages: list[dict[str, str]], template: TemplateDefinition) -> LLMResult:
-    """Ask the model for an answer shaped by ``template``. Raises TransientError /
-    PermanentError / OutputParseError (after one repair attempt) / AnswerCutError."""
+def complete_extraction(
+    config: LLMConfig, messages: list[dict[str, str]], template: TemplateDefinition, *, cache: bool = False
+) -> LLMResult:
+    """Ask the model for an answer shaped by ``template``. ``cache``: the caller expects the
+    paper's prefix to be read again within the provider's cache lifetime (``prompt_cache``), so a
+    provider that caches only what is marked gets the marks (the repair, appended to the same
+    conversation, reads them). Raises TransientError / PermanentError / OutputParseError (after one
+    repair attempt) / AnswerCutError."""
     litellm = import_litellm()
     if config.is_offline:
         register_offline_provider()
     limit = answer_limit(config)
 
     def call(conversation: list[dict[str, str]]) -> Any:
-        kwargs = _call_kwargs(config, conversation, limit)
+        kwargs = _call_kwargs(config, conversation, limit, cache=cache)
         if config.is_offline:
             return _completion(litellm, config, kwargs, conversation)
         adapter = adapter_for(config)

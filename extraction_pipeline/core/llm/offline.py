@@ -72,10 +72,11 @@ def pattern_extract(document: str, *, comparisons: bool = False) -> dict[str, An
 
 
 def asks_for_comparisons(messages: list[Any]) -> bool:
-    """Whether the prompt's JSON Schema (in its system message) has a ``comparisons`` list, as a
-    template that speaks in arms has."""
-    system = next((str(m.get("content") or "") for m in messages if m.get("role") == "system"), "")
-    return '"comparisons":' in system
+    """Whether the JSON Schema the prompt asks for has a ``comparisons`` list, as a template that
+    speaks in arms has."""
+    from extraction_pipeline.core.extraction.prompts import asked_schema
+
+    return '"comparisons":' in asked_schema(messages)
 
 
 def _extract_page(document: str) -> dict[str, dict[str, Any]]:

@@ -84,23 +84,43 @@ class Answered:
 
 class PrefixCache:
     """The prompts a provider has seen, for its prompt-prefix cache: ``hit(text)`` is the length
-    (characters) of the longest prefix shared with an earlier prompt."""
+    (characters) of the longest prefix shared with an earlier prompt still in the cache. An entry
+    lives ``ttl_seconds`` after its last use, and each use refreshes it. Anthropic: "the cache has a
+    5-minute lifetime, refreshed for no additional cost each time the cached content is used";
+    OpenAI: "cached prefixes generally remain active for 5 to 10 minutes of inactivity" (each
+    provider's prompt caching guide; the shorter figure). A test shortens ``ttl_seconds`` to see an
+    entry expire."""
 
-    def __init__(self) -> None:
-        self._seen: list[str] = []
+    def __init__(self, ttl_seconds: float = 300.0) -> None:
+        self.ttl_seconds = ttl_seconds
+        self._seen: dict[str, float] = {}  # prompt -> when it was last used (time.monotonic)
         self._lock = threading.Lock()
+
+    def _live(self) -> dict[str, float]:
+        now = time.monotonic()
+        for text in [t for t, used in self._seen.items() if now - used >= self.ttl_seconds]:
+            del self._seen[text]
+        return self._seen
 
     def hit(self, text: str) -> int:
         with self._lock:
-            return max((_common_prefix(text, seen) for seen in self._seen), default=0)
+            shared = {seen: _common_prefix(text, seen) for seen in self._live()}
+            best = max(shared, key=shared.__getitem__, default=None)
+            if best is None or not shared[best]:
+                return 0
+            self._seen[best] = time.monotonic()  # read: its lifetime starts again
+            return shared[best]
 
     def store(self, text: str) -> None:
         with self._lock:
-            self._seen.append(text)
+            self._seen[text] = time.monotonic()
 
-    def __contains__(self, text: str) -> bool:
+    def __contains__(self, text: object) -> bool:
         with self._lock:
-            return text in self._seen
+            if not isinstance(text, str) or text not in self._live():
+                return False
+            self._seen[text] = time.monotonic()  # read: its lifetime starts again
+            return True
 
     def clear(self) -> None:
         with self._lock:

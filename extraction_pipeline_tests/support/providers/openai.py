@@ -14,6 +14,7 @@ The Azure OpenAI and vLLM fakes are this one with their own routes, headers and 
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, ClassVar
 
@@ -294,8 +295,16 @@ class OpenAICompatibleFake(ProviderFake):
 
     # -- answering -------------------------------------------------------------------------------------
     def prompt_text(self, request: Request) -> str:
-        """The prompt as the provider tokenizes it, in order (what its prefix cache matches)."""
-        return "".join(
+        """The prompt as the provider tokenizes it, in order (what its prefix cache matches). "The
+        structured output schema serves as a prefix to the system message and can be cached"
+        (prompt caching guide): a call with another schema shares no prefix with this one."""
+        fmt = request.body.get("response_format")
+        schema = (
+            json.dumps(fmt.get("json_schema"), sort_keys=True)
+            if isinstance(fmt, dict) and fmt.get("type") == "json_schema"
+            else ""
+        )
+        return schema + "".join(
             f"<|{m.get('role')}|>{text_of(m.get('content'))}"
             for m in request.body.get("messages", [])
             if isinstance(m, dict)

@@ -149,7 +149,10 @@ class AnthropicBatchDriver:
             headers: dict[str, Any] = {}
             params = AnthropicConfig().transform_request(
                 model=model,
-                messages=self.adapter.messages_for(messages),  # type: ignore[arg-type]
+                # The system prompt marked (the batch's requests share it, read as they run), the
+                # paper not: its next call (the follow-up) comes after the batch has ended, hours
+                # past the cache's 5 minutes; a mark would only make every paper cost 1.25x.
+                messages=self.adapter.messages_for(messages, cache=False),  # type: ignore[arg-type]
                 optional_params=optional,
                 litellm_params={},
                 headers=headers,
@@ -508,5 +511,6 @@ def batch_usage(litellm: Any, config: LLMConfig, reported: Mapping[str, Any]) ->
         tokens_out=tokens_out,
         cost_usd=cost,
         cached_tokens=read,
-        saved_usd=max(0.0, ordinary - cost),
+        saved_usd=ordinary - cost,
+        cache_written_tokens=written,
     )

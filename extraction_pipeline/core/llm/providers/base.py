@@ -7,8 +7,9 @@ adapter. This base is the OpenAI shape itself: every method's default is "nothin
 
 - ``response_schema``: the template's JSON Schema as the provider takes it, or None for JSON mode
   (``response_format`` builds the call's format from it).
-- ``messages_for``: the messages as sent (Anthropic's cache marks; the messages given are never
-  changed: the answer key and the stored prompt use them).
+- ``messages_for``: the messages as sent (Anthropic's cache marks, when the caller expects a read
+  within ``cache_ttl_seconds``; the messages given are never changed: the answer key and the stored
+  prompt use them).
 - ``call_options``: arguments the call needs beyond the OpenAI ones (Ollama's context window).
 - ``batch_api``: the provider's batch driver (``batch_model.BatchDriver``), or None when no batch
   API is driven here.
@@ -56,6 +57,13 @@ class ProviderAdapter:
     provider: str  # litellm's provider for the model ("openai", "hosted_vllm", ...)
     model: str  # the model string of the config
     cache_marks: bool = False  # its prompt cache reads only what is marked (Claude, wherever served)
+    # How long a cached prompt prefix lives after its last use. Anthropic: "the cache has a 5-minute
+    # lifetime, refreshed for no additional cost each time the cached content is used" (prompt
+    # caching guide; a 1-hour cache costs 2x to write and is not used here). OpenAI: "cached
+    # prefixes generally remain active for 5 to 10 minutes of inactivity" (prompt caching guide).
+    # Gemini's implicit cache: "send requests with similar prefix in a short amount of time", no
+    # figure given. The shortest documented figure serves all.
+    cache_ttl_seconds: ClassVar[float] = 300.0
     # A reasoning model of this family thinks without being asked, out of its output limit
     # (OpenAI's o-series and gpt-5: always; config.output_limit leaves room for it).
     thinks_unasked: ClassVar[bool] = True
@@ -64,9 +72,12 @@ class ProviderAdapter:
         """The template's schema as this provider takes it; None: ask for JSON mode instead."""
         return schema
 
-    def messages_for(self, messages: list[dict[str, str]]) -> list[dict[str, Any]]:
-        """The messages as sent: with the cache marks when the provider caches only what is marked."""
-        return with_cache_marks(messages) if self.cache_marks else list(messages)
+    def messages_for(self, messages: list[dict[str, str]], *, cache: bool = True) -> list[dict[str, Any]]:
+        """The messages as sent: with the cache marks when the provider caches only what is marked:
+        the system prompt always (every document of the batch repeats it), the paper only with
+        ``cache`` (the caller expects it read again within ``cache_ttl_seconds``: a mark on a
+        prefix never read again costs 1.25x for nothing)."""
+        return with_cache_marks(messages, paper=cache) if self.cache_marks else list(messages)
 
     def call_options(self, config: LLMConfig, messages: list[dict[str, str]], limit: int | None) -> dict[str, Any]:
         """Arguments of a call beyond the OpenAI ones (``limit``: the answer's output limit)."""

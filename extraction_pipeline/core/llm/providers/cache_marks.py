@@ -20,11 +20,13 @@ def marks_claude(provider: str, model: str) -> bool:
     return provider in CLAUDE_HOSTS and "claude" in model
 
 
-def with_cache_marks(messages: list[dict[str, str]]) -> list[dict[str, Any]]:
-    """A copy of ``messages`` with Anthropic's cache breakpoints: the system prompt, and the first
-    user message's stable prefix (fields, rules, the paper) as its own marked text block, the
-    call's own tail (``<THIS_CALL>``) unmarked after it. Every call about a paper (a part, the
-    follow-up, the repair, which appends to the same conversation) repeats that prefix and reads
+def with_cache_marks(messages: list[dict[str, str]], *, paper: bool = True) -> list[dict[str, Any]]:
+    """A copy of ``messages`` with Anthropic's cache breakpoints: the system prompt (the rules and
+    the template's fields and schema: the same for every call of a batch, so each document after
+    the first reads it), and, with ``paper``, the first user message's stable prefix (the project's
+    rules, the paper's text and tables) as its own marked text block, the call's own part after it
+    unmarked. Every call about a paper (the first ask, the follow-up, the smaller questions after a
+    cut answer, the repair, which appends to the same conversation) repeats that prefix and reads
     it from the cache. Two marks of Anthropic's four; the messages given are not changed (the
     answer key and the stored prompt use them)."""
     marked: list[dict[str, Any]] = []
@@ -38,14 +40,10 @@ def with_cache_marks(messages: list[dict[str, str]]) -> list[dict[str, Any]]:
             marked.append(
                 {**message, "content": [{"type": "text", "text": content, "cache_control": dict(_EPHEMERAL)}]}
             )
-        elif message.get("role") == "user" and not user_marked:
+        elif message.get("role") == "user" and not user_marked and paper:
             user_marked = True
             prefix, tail = split_stable_prefix(content)
-            # The cache matches blocks exactly: the blank line before <THIS_CALL> goes with the
-            # tail, so the first call (no tail) and the follow-up mark the very same prefix.
-            stable = prefix.rstrip()
-            tail = prefix[len(stable) :] + tail
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": stable, "cache_control": dict(_EPHEMERAL)}]
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": prefix, "cache_control": dict(_EPHEMERAL)}]
             if tail.strip():  # Anthropic refuses a text block of only whitespace
                 blocks.append({"type": "text", "text": tail})
             marked.append({**message, "content": blocks})
