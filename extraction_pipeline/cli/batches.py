@@ -137,6 +137,7 @@ def _print_estimate(args: argparse.Namespace, settings: Settings, ledger: Any, d
         pinned_budget=(settings.tokens_per_minute or None, settings.requests_per_minute or None),
         llm_slots=_llm_slots(settings),
         progress=progress,
+        follow_up=args.follow_up,
     )
     if args.json:
         print_json(as_json(estimate))

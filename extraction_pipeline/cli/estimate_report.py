@@ -12,6 +12,7 @@ from extraction_pipeline.web.estimate_text import (
     TEXT_SOURCES,
     answer_source,
     budget_source,
+    cache_words,
     duration,
     duration_words,
     money,
@@ -36,7 +37,8 @@ def describe(estimate: BatchEstimate) -> list[str]:
             f"  documents to send: {model.documents} ({model.calls} call(s)); already answered, no cost: "
             f"{model.already_answered}"
         )
-        lines.append(f"  prompt tokens: {model.prompt_tokens:,}")
+        cached = cache_words(model.cache_read_tokens, model.cache_written_tokens)
+        lines.append(f"  prompt tokens: {model.prompt_tokens:,}" + (f" ({cached})" if cached else ""))
         lines.append(f"  answer tokens: {model.answer_tokens:,} ({answer_source(model.answer)})")
         lines.append(f"  cost: {money(model.cost_usd, price_note(model))}")
         lines.append(f"  with the provider's batch API: {_batch(model)}")
@@ -105,6 +107,8 @@ def _model_json(model: ModelEstimate) -> dict[str, Any]:
         "already_answered": model.already_answered,
         "calls": model.calls,
         "prompt_tokens": model.prompt_tokens,
+        "cache_read_tokens": model.cache_read_tokens,
+        "cache_written_tokens": model.cache_written_tokens,
         "answer_tokens_per_call": model.answer.tokens_per_call,
         "answer_source": answer_source(model.answer),
         "answer_tokens": model.answer_tokens,

@@ -33,6 +33,12 @@ LIMIT_ORIGINS = {
 }
 
 
+def cache_words(read: int, written: int) -> str:
+    """The prompt tokens' share of the provider's prompt cache, in words ('' when none)."""
+    said = [f"{read:,} read from the provider's cache" if read else "", f"{written:,} written to it" if written else ""]
+    return "; ".join(s for s in said if s)
+
+
 def money(value: float | None, unknown: str) -> str:
     if value is None:
         return unknown or "price unknown"

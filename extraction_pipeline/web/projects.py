@@ -56,6 +56,7 @@ from extraction_pipeline.web.estimate_text import (
     ROLES,
     answer_source,
     budget_source,
+    cache_words,
     duration,
     duration_words,
     money,
@@ -256,6 +257,7 @@ def _estimate_view(ledger: Ledger, settings: Settings, project: str, launch: _La
             parse_options=settings.parse_options(),
             pinned_budget=(settings.tokens_per_minute or None, settings.requests_per_minute or None),
             llm_slots=None,  # the pool's limit lives in Dagster's storage: the page does not open it
+            follow_up=launch.follow_up,
         )
     except ExtractionError as exc:
         return _EstimateView(None, [], "", "", "", "", 0, [], [], problem=str(exc)[:300])
@@ -269,7 +271,8 @@ def _estimate_view(ledger: Ledger, settings: Settings, project: str, launch: _La
             documents=m.documents,
             already_answered=m.already_answered,
             calls=m.calls,
-            prompt_tokens=f"{m.prompt_tokens:,}",
+            prompt_tokens=f"{m.prompt_tokens:,}"
+            + (f" ({cached})" if (cached := cache_words(m.cache_read_tokens, m.cache_written_tokens)) else ""),
             answer_tokens=f"{m.answer_tokens:,}",
             answer_source=answer_source(m.answer),
             cost=money(m.cost_usd, price_note(m)),

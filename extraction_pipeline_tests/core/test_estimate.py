@@ -47,7 +47,10 @@ def test_the_estimate_is_within_ten_percent_of_what_the_batch_then_cost(
     configure(home.ledger, MODEL, tokens_per_minute=100_000, requests_per_minute=None)
 
     chosen = [*short[1:], long]  # short[1] is already answered: it costs nothing
-    estimate = home.estimate(chosen, llm)
+    # This fake keeps no prompt cache: with as many slots as calls, none is expected to read one
+    # (every call goes before an answer came back); the cache is estimated against the provider
+    # fakes that keep one (test_provider_matrix).
+    estimate = home.estimate(chosen, llm, llm_slots=64)
     [first] = estimate.models
     assert estimate.documents == 5 and not estimate.unreadable
     assert first.already_answered == 1 and first.documents == 4
@@ -57,6 +60,7 @@ def test_the_estimate_is_within_ten_percent_of_what_the_batch_then_cost(
     assert first.answer.tokens_per_call == round(expected_answer)
     assert (first.answer.model, first.answer.stored_answers) == (MODEL, len(history))  # the median of the history
     assert first.cost_usd is not None and first.batch_cost_usd == pytest.approx(first.cost_usd / 2)
+    assert first.cache_read_tokens == first.cache_written_tokens == 0
     assert first.budget.tokens == Limit(100_000, LimitOrigin.CONFIGURED)
     assert first.minutes_by_budget == pytest.approx((first.prompt_tokens + first.answer_tokens) / 100_000)
     assert estimate.sources == {TextSource.CACHED.value: 1, TextSource.PARSED.value: 4}  # parsed for `history`
@@ -86,13 +90,20 @@ def test_double_extraction_counts_both_models_and_says_what_it_assumed(home: Hom
     assert first.answer_tokens == second.answer_tokens == 3 * DEFAULT_ANSWER_TOKENS
     assert first.answer.stored_answers == 0 and first.answer.tokens_per_call == DEFAULT_ANSWER_TOKENS == 1057
     mistral = price_of("mistral/mistral-small-latest")
+    # One slot: the first call writes the template to the cache, the other two read it at the
+    # cache's price (where the model map has one).
+    shared = second.cache_read_tokens // 2
+    assert shared >= 1024 and first.cache_read_tokens == 2 * (first.cache_read_tokens // 2) >= 2048
+    read_rate = mistral.cache_read_per_token if mistral.cache_read_per_token is not None else mistral.input_per_token
     assert second.cost_usd == pytest.approx(
-        second.prompt_tokens * mistral.input_per_token + second.answer_tokens * mistral.output_per_token
+        (second.prompt_tokens - second.cache_read_tokens) * mistral.input_per_token
+        + second.cache_read_tokens * read_rate
+        + second.answer_tokens * mistral.output_per_token
     )
     assert second.batch_cost_usd is None and second.price.known and not second.price.has_batch_api
     # --provider-batch sends the first model's prompts at the batch price, the second's as ordinary calls.
     assert estimate.batch_cost_usd == pytest.approx((first.batch_cost_usd or 0) + (second.cost_usd or 0))
-    assert first.batch_cost_usd == pytest.approx((first.cost_usd or 0) / 2)
+    assert first.batch_cost_usd == pytest.approx(first.price.batch_cost(first.prompt_tokens, first.answer_tokens))
     assert estimate.cost_usd == pytest.approx((first.cost_usd or 0) + (second.cost_usd or 0))
     assert not first.budget.known and first.budget.needed and estimate.minutes is None
     assert estimate.without_budget == [MODEL, "mistral/mistral-small-latest"] and estimate.priced_by_litellm

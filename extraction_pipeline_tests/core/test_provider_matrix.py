@@ -739,3 +739,52 @@ def test_cache_writes_and_reads_are_priced_on_the_item_and_the_batch_sheet_as_th
     assert sheet["cache_written_tokens"] == stored["cache_written_tokens"]
     assert sheet["cached_tokens"] == stored["cached_tokens"]
     assert sheet["saved_usd"] == pytest.approx(stored["saved_usd"], abs=1e-6)
+
+
+@pytest.mark.parametrize("name", ["openai", "anthropic"])
+def test_the_estimate_counts_the_cache_reads_and_writes_the_batch_then_meets(corpus: Corpus, name: str) -> None:
+    """One slot, two papers, one after the other: the first writes the template to the cache, the
+    second reads it. The estimate's cache figures and cost against what the provider then reported
+    (OpenAI's cache also holds the schema, which the estimate does not count: it may only be low)."""
+    from extraction_pipeline.core.extraction.estimate import estimate_batch
+    from extraction_pipeline.core.extraction.extract import extract_item
+    from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
+
+    spec = BY_NAME[name]
+    with spec.fake() as fake:
+        fake.answer = _oracle_answer(corpus)
+        llm = _config(spec, fake)
+        [model] = estimate_batch(
+            corpus.ledger, project="matrix", document_ids=corpus.documents, llm=llm, fresh=True, llm_slots=1
+        ).models
+        batch = create_batch(
+            corpus.ledger,
+            idempotency_key=f"matrix-estimate-cache-{name}",
+            project="matrix",
+            user="u",
+            document_ids=corpus.documents,
+            fresh=True,
+        ).id
+        for item in batch_item_rows(corpus.ledger, batch):
+            parsed = corpus.parsed[item["sha256"]]
+            outcome = extract_item(corpus.ledger, item_id=item["id"], run_id="r", worker="w", parsed=parsed, llm=llm)
+            assert outcome.status == "completed"
+        assert fake.violations == []
+        read = sum(a.cached_tokens for a in fake.answered)
+        written = sum(a.cache_written for a in fake.answered)
+    spent = progress(corpus.ledger, batch)
+    assert model.calls == len(fake.answered) == 2 and model.cache_read_tokens >= 1024
+    assert spent.cached_tokens == read and spent.cache_written_tokens == written
+    if name == "openai":
+        # OpenAI bills the structured output schema as prompt tokens too (the estimate does not
+        # count them: a known gap, docs/providers.md), so only the cache side is compared here.
+        assert read >= model.cache_read_tokens and written == model.cache_written_tokens == 0
+    else:  # the template, counted by litellm's tokenizer and the fake's: within 10%, and the cost
+        assert model.cache_read_tokens == pytest.approx(read, rel=0.10)
+        assert model.cache_written_tokens == pytest.approx(written, rel=0.10)
+        # Priced as estimated, with the answers' real length (the expected one is the median of the
+        # model's earlier answers in this ledger, which other tests add to).
+        priced = model.price.cached_cost(
+            model.prompt_tokens, spent.tokens_out, read=model.cache_read_tokens, written=model.cache_written_tokens
+        )
+        assert priced is not None and priced == pytest.approx(spent.cost_usd, rel=0.10)

@@ -5,10 +5,17 @@ priced with litellm's model map (``pricing.py``), and timed by the model's per-m
 the pool's pace so far (``pace.py``). The result is figures only: the command line
 (cli/estimate_report.py) and the project page (web/estimate_text.py) put them in words.
 
+Prompt caching is counted as the calls will meet it (``_cache_use``): the template (the system
+prompt, the same for every document) is read from the provider's cache by every call but those sent
+before the first answer came back (as many as the pool has slots), at the cache's read price; a
+provider that caches only what is marked (Anthropic) charges those first calls for writing it, and,
+when the batch asks the follow-up question, each paper asked whole for writing the paper too (the
+follow-up then reads it). A prefix shorter than ``CACHE_MIN_TOKENS`` is not cached.
+
 Not counted: the follow-up question (one more call per document whose recall check finds
-possibly missed outcomes, known only after the answer), the adjudicator (asked only about
-disputed values), a repair call after an invalid answer, and smaller questions after an answer
-cut at the output limit.
+possibly missed outcomes, known only after the answer; it reads the paper from the cache), the
+adjudicator (asked only about disputed values), a repair call after an invalid answer, and smaller
+questions after an answer cut at the output limit.
 
 Pure domain: no Dagster, no web. The pool's slot count is given by the caller.
 """
@@ -21,9 +28,11 @@ from enum import StrEnum
 
 from extraction_pipeline.core.extraction.pace import NO_BUDGET_NEEDED, CallBudget, call_budget, seconds_per_document
 from extraction_pipeline.core.extraction.pricing import Price, price_of, supports_provider_batches
+from extraction_pipeline.core.extraction.prompts import build_messages
 from extraction_pipeline.core.extraction.token_counts import (
     AnswerLength,
     ChosenDocument,
+    DocumentCount,
     DocumentText,
     ParseMode,
     Progress,
@@ -36,10 +45,15 @@ from extraction_pipeline.core.extraction.token_counts import (
 )
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.templates import latest_version
-from extraction_pipeline.core.llm.gateway import LLMConfig
+from extraction_pipeline.core.llm.gateway import LLMConfig, caches_only_marked, count_tokens
 from extraction_pipeline.core.pdf.parsing import ParseOptions
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.templates.rct import BASE_TEMPLATES, RCT_BASE
+
+# The shortest prompt prefix a provider caches: OpenAI's and Anthropic's Sonnet and Opus figure
+# (their prompt caching guides); Claude Haiku 4.5 and Gemini 2.5 Pro need more, so for them the
+# estimate may count reads that will not come.
+CACHE_MIN_TOKENS = 1024
 
 
 class ModelRole(StrEnum):
@@ -73,6 +87,8 @@ class ModelEstimate:
     budget: CallBudget
     minutes_by_budget: float | None  # None: no budget known
     unreadable: list[Unreadable] = field(default_factory=list)  # papers this model cannot take
+    cache_read_tokens: int = 0  # of prompt_tokens, expected to be read from the provider's cache
+    cache_written_tokens: int = 0  # of prompt_tokens, expected to be written to it at its write price
 
     @property
     def tokens(self) -> int:
@@ -159,11 +175,13 @@ def estimate_batch(
     pinned_budget: tuple[int | None, int | None] = (None, None),
     llm_slots: int | None = None,
     progress: Progress | None = None,
+    follow_up: bool = False,
 ) -> BatchEstimate:
     """The estimate for a batch of ``document_ids`` of ``project`` with ``llm`` (and
     ``second_model``, double extraction on the same endpoint). ``pinned_budget``: the tokens and
     requests per minute the environment sets for ``llm``'s model (every run states them again).
-    ``llm_slots``: the `llm` pool's size (None: unknown)."""
+    ``llm_slots``: the `llm` pool's size (None: unknown). ``follow_up``: the batch asks the
+    follow-up question (the first model's papers are then cached for it)."""
     options = parse_options or ParseOptions()
     template = template_for_new_batch(ledger, project)
     chosen = chosen_documents(ledger, document_ids)
@@ -173,7 +191,8 @@ def estimate_batch(
     for number, config in enumerate(configs):
         role = ModelRole.FIRST if number == 0 else ModelRole.SECOND
         pinned = pinned_budget if role is ModelRole.FIRST else (None, None)
-        models.append(_model_estimate(ledger, config, template.definition, chosen, texts, fresh, pinned, role))
+        asked = _Asked(fresh, pinned, role, follow_up and role is ModelRole.FIRST, llm_slots)
+        models.append(_model_estimate(ledger, config, template.definition, chosen, texts, asked))
     sources: dict[TextSource, int] = {}
     for text in texts.values():
         sources[text.source] = sources.get(text.source, 0) + 1
@@ -194,18 +213,27 @@ def estimate_batch(
     )
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """How one model is asked: what ``_model_estimate`` needs beyond the documents."""
+
+    fresh: bool
+    pinned: tuple[int | None, int | None]
+    role: ModelRole
+    follow_up: bool
+    llm_slots: int | None
+
+
 def _model_estimate(
     ledger: Ledger,
     llm: LLMConfig,
     template: TemplateDefinition,
     chosen: list[ChosenDocument],
     texts: dict[int, DocumentText],
-    fresh: bool,
-    pinned: tuple[int | None, int | None],
-    role: ModelRole,
+    asked: _Asked,
 ) -> ModelEstimate:
-    model = llm.effective_model
-    counts, too_long = count_prompts(ledger, llm, template, chosen, texts, fresh=fresh)
+    model, role, pinned = llm.effective_model, asked.role, asked.pinned
+    counts, too_long = count_prompts(ledger, llm, template, chosen, texts, fresh=asked.fresh)
     answer = answer_length(ledger, model)
     calls = sum(c.calls_to_pay for c in counts)
     prompt_tokens = sum(c.prompt_tokens for c in counts)
@@ -216,6 +244,7 @@ def _model_estimate(
     batch_cost = None
     if price.known and price.has_batch_api and role is ModelRole.FIRST and supports_provider_batches(model):
         batch_cost = price.batch_cost(prompt_tokens, answer_total)
+    read, written = _cache_use(llm, template, counts, price, asked)
     budget = NO_BUDGET_NEEDED if llm.is_offline else call_budget(ledger, model, pinned)
     return ModelEstimate(
         model=model,
@@ -227,9 +256,31 @@ def _model_estimate(
         answer=answer,
         answer_tokens=answer_total,
         price=price,
-        cost_usd=price.cost(prompt_tokens, answer_total),
+        cost_usd=price.cached_cost(prompt_tokens, answer_total, read=read, written=written),
         batch_cost_usd=batch_cost,
         budget=budget,
         minutes_by_budget=budget.minutes(prompt_tokens + answer_total, calls),
         unreadable=too_long,
+        cache_read_tokens=read,
+        cache_written_tokens=written,
     )
+
+
+def _cache_use(
+    llm: LLMConfig, template: TemplateDefinition, counts: list[DocumentCount], price: Price, asked: _Asked
+) -> tuple[int, int]:
+    """(read, written): the first asks' prompt tokens expected to be read from the provider's cache
+    and written to it at its write price (see the module's docstring)."""
+    calls = sum(c.calls_to_pay for c in counts)
+    if llm.is_offline or not price.known or not calls:
+        return 0, 0
+    shared = count_tokens(llm, build_messages(template, [])[:1])  # the system prompt: the template
+    shared = shared if shared >= CACHE_MIN_TOKENS else 0
+    first_wave = min(calls, asked.llm_slots or 1)  # sent before any answer came back: none reads
+    read = shared * (calls - first_wave) if price.cache_read_per_token is not None else 0
+    if not caches_only_marked(llm):
+        return read, 0  # cached unasked: nothing to pay for the write
+    written = shared * first_wave
+    if asked.follow_up:  # a paper asked whole is marked for its follow-up to read
+        written += sum(max(0, c.prompt_tokens - shared) for c in counts if c.calls == 1 and c.calls_to_pay == 1)
+    return read, written

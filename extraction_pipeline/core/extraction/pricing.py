@@ -24,6 +24,10 @@ class Price:
     output_per_token: float = 0.0
     batch_input_per_token: float | None = None
     batch_output_per_token: float | None = None
+    # Prompt tokens read from the provider's cache, and written to it (only Anthropic charges for
+    # the write: 1.25x; None where the map has no figure: no read is counted, a write costs input).
+    cache_read_per_token: float | None = None
+    cache_write_per_token: float | None = None
 
     @property
     def known(self) -> bool:
@@ -38,6 +42,21 @@ class Price:
         if not self.known:
             return None
         return prompt_tokens * self.input_per_token + answer_tokens * self.output_per_token
+
+    def cached_cost(self, prompt_tokens: int, answer_tokens: int, *, read: int, written: int) -> float | None:
+        """Dollars by ordinary calls of which ``read`` prompt tokens come from the provider's cache
+        and ``written`` are written to it, each at its own rate (None: no price known)."""
+        if not self.known:
+            return None
+        read_rate = self.input_per_token if self.cache_read_per_token is None else self.cache_read_per_token
+        write_rate = self.input_per_token if self.cache_write_per_token is None else self.cache_write_per_token
+        fresh = prompt_tokens - read - written
+        return (
+            fresh * self.input_per_token
+            + read * read_rate
+            + written * write_rate
+            + answer_tokens * self.output_per_token
+        )
 
     def batch_cost(self, prompt_tokens: int, answer_tokens: int) -> float | None:
         """Dollars through the provider's batch API (None: no batch price, or no price known)."""
@@ -67,12 +86,15 @@ def price_of(model: str) -> Price:
         return Price(PriceSource.UNKNOWN)
     batch_in, batch_out = info.get("input_cost_per_token_batches"), info.get("output_cost_per_token_batches")
     has_batch = batch_in is not None and batch_out is not None
+    read, write = info.get("cache_read_input_token_cost"), info.get("cache_creation_input_token_cost")
     return Price(
         PriceSource.LITELLM,
         float(prompt),
         float(answer),
         float(batch_in) if has_batch else None,
         float(batch_out) if has_batch else None,
+        float(read) if read is not None else None,
+        float(write) if write is not None else None,
     )
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "LLMConfig",
     "LLMResult",
     "cache_lifetime",
+    "caches_only_marked",
     "complete_extraction",
     "complete_json",
     "context_limit",
@@ -270,6 +271,11 @@ def _send(
                 if isinstance(classified, RateLimitedError) and retry_after is None and waited:
                     classified.retry_after = waited  # a 429 with no hint: waited by the budget, not guessed
             raise classified from exc
+
+
+def caches_only_marked(config: LLMConfig) -> bool:
+    """Whether the model's provider caches only what a request marks (and charges for the write)."""
+    return not config.is_offline and adapter_for(config).cache_marks
 
 
 def cache_lifetime(config: LLMConfig) -> float:
