@@ -125,6 +125,16 @@ ROWS = [
             (Reply(status=400, error="insufficient_quota"), QuotaExhaustedError, 600.0),
         ),
     ),
+    # The alias Anthropic's model list gives beside the dated name (the latest Sonnet 4.5 snapshot):
+    # litellm's model map knows it too (prices, 64,000 output tokens).
+    Row(
+        "anthropic-alias",
+        AnthropicFake,
+        "anthropic/claude-sonnet-4-5",
+        "sk-ant-test",
+        True,
+        ((RATE_LIMIT, RateLimitedError, 7.0), (FILTERED_ANSWER, PermanentError, None)),
+    ),
     Row(
         "gemini",
         GeminiFake,
