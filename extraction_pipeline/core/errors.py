@@ -73,6 +73,11 @@ class PermanentError(ExtractionRuntimeError):
     """Retrying cannot help; the item is marked ``error``."""
 
 
+class WithheldError(PermanentError):
+    """The provider withheld the answer (litellm's ``content_filter``: a content filter, a safety
+    system, or Gemini's RECITATION)."""
+
+
 class OutputParseError(PermanentError):
     """The model's output was not valid JSON for the schema, even after a repair attempt."""
 

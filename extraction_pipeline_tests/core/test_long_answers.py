@@ -196,6 +196,7 @@ def test_a_paper_whose_answer_is_too_long_completes_in_smaller_questions(
     assert answer_label(outcome.result) == f"new call; asked in 5 smaller calls after the {cuts[0]}"  # Documents sheet
     row = states.get_item(ledger, item)
     assert row is not None and row["status"] == "completed"
+    assert row["message"] == f"completed after: {cuts[0]}; {cuts[1]}"  # what `history` shows
     assert all(r["max_tokens"] == limit for r in fake_llm.requests)
     assert fake_llm.completion_tokens.count(limit) == 2  # the two cut answers ...
     assert row["tokens_out"] == sum(fake_llm.completion_tokens)  # ... are counted in the cost with the rest

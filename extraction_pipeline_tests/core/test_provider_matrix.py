@@ -798,3 +798,31 @@ def test_the_estimate_counts_the_cache_reads_and_writes_the_batch_then_meets(cor
             model.prompt_tokens, spent.tokens_out, read=model.cache_read_tokens, written=model.cache_written_tokens
         )
         assert priced is not None and priced == pytest.approx(spent.cost_usd, rel=0.10)
+
+
+def test_a_gemini_recitation_stop_is_asked_again_quoting_less_and_named_when_it_persists(corpus: Corpus) -> None:
+    from extraction_pipeline.core.errors import WithheldError
+    from extraction_pipeline.core.llm.gateway import QUOTE_LESS
+
+    spec = BY_NAME["gemini"]
+    one = _paper(corpus, 0)
+    messages = build_messages(RCT_TEMPLATE, one.pages_text, one.tables)
+    with GeminiFake() as fake:
+        fake.answer = _oracle_answer(corpus)
+        fake.push(Reply("{}", finish="recitation"))
+        answered = complete_extraction(_config(spec, fake), messages, RCT_TEMPLATE)
+        asked = [json.dumps(r.body) for r in fake.requests]
+        fake.push(Reply("{}", finish="recitation"), Reply("{}", finish="recitation"))
+        with pytest.raises(WithheldError, match=r"withheld the answer twice .*RECITATION") as twice:
+            complete_extraction(_config(spec, fake), messages, RCT_TEMPLATE)
+        assert fake.violations == [] and len(fake.requests) == 4
+    assert QUOTE_LESS not in asked[0] and QUOTE_LESS in asked[1]  # the second ask quotes less
+    assert answered.output.model_dump()["outcomes"]  # answered the second time
+    assert answered.usage.tokens_in > 2 * 5000  # both calls paid for and counted
+    assert twice.value.usage is not None and twice.value.usage.tokens_in > 2 * 5000
+    with OpenAIFake() as fake:  # another provider's content filter is not a recitation: not asked again
+        fake.answer = _oracle_answer(corpus)
+        fake.push(FILTERED_ANSWER)
+        with pytest.raises(WithheldError, match=r"withheld the answer \(finish_reason content_filter"):
+            complete_extraction(_config(BY_NAME["openai"], fake), messages, RCT_TEMPLATE)
+        assert len(fake.requests) == 1

@@ -301,6 +301,37 @@ def test_an_open_batchs_page_says_what_its_documents_wait_for(site: Site) -> Non
     assert "waiting for openai/gpt-4o-mini's token budget: 40k of 40k tokens/min in use" in page
 
 
+def test_an_account_without_credit_is_named_on_the_batch_page_and_the_next_document_sends_nothing(
+    site: Site,
+) -> None:
+    """OpenAI's 429 ``insufficient_quota``, met by a real extraction of the page's batch: the batch
+    page says the account has no credit left, and new calls are paused (no retry spent on it)."""
+    from extraction_pipeline.core.errors import QuotaExhaustedError
+    from extraction_pipeline.core.extraction.extract import extract_item
+    from extraction_pipeline.core.llm.gateway import LLMConfig
+    from extraction_pipeline.core.pdf.parsing import parse_document
+    from extraction_pipeline_tests.support.providers import OpenAIFake, Reply
+
+    ledger = site.case.ledger
+    [doc] = [d["id"] for d in project_documents(ledger, "p")]
+    with site.client() as client, OpenAIFake() as fake:
+        created = client.post("/extraction/projects/p/batches", data={"document": str(doc), "user": "ann"})
+        batch_page = created.headers["location"].split("?")[0]
+        [item] = batch_item_rows(ledger, int(batch_page.rstrip("/").rsplit("/", 1)[1]))
+        parsed = parse_document(ledger, sha256=item["sha256"], stored_path=item["stored_path"])
+        llm = LLMConfig(model="openai/gpt-4o-mini", api_base=fake.api_base, api_key="sk-test", timeout_seconds=10)
+        fake.push(Reply(status=429, error="insufficient_quota"))
+        with pytest.raises(QuotaExhaustedError):
+            extract_item(ledger, item_id=item["id"], run_id="r", worker="w", parsed=parsed, llm=llm)
+        page = html.unescape(client.get(batch_page).text)
+        sent = len(fake.requests)
+        again = extract_item(ledger, item_id=item["id"], run_id="r2", worker="w", parsed=parsed, llm=llm)
+    assert "waiting for the provider openai/gpt-4o-mini" in page
+    assert "the provider says the account has no credit left: You exceeded your current quota" in page
+    assert "new calls paused until" in page
+    assert again.status == "waiting" and len(fake.requests) == sent == 1  # nothing sent, no retry spent
+
+
 def test_review_pages_record_decisions_and_show_the_highlighted_page(site: Site) -> None:
     case = site.case
     batch_page = f"/extraction/batches/{case.batch_id}"

@@ -123,7 +123,7 @@ def complete(ledger: Ledger, item_id: int, *, run_id: str, result: dict[str, Any
         item_id,
         [batch_items.c.status == ItemStatus.EXTRACTING, batch_items.c.run_id == run_id],
         {
-            "message": journey(ledger, item_id),
+            "message": _completed_message(ledger, item_id, result),
             "status": ItemStatus.COMPLETED,
             "finished_at": utcnow(),
             "failing_since": None,
@@ -305,6 +305,17 @@ def item_history_of(ledger: Ledger, item_id: int) -> list[dict[str, Any]]:
 
 # What each history event means for the document, when it is told as a story.
 _JOURNEY_EVENTS = ("transient", "waited", "handed back", "taken over", "resumed", "requeue", "retry")
+
+
+def _completed_message(ledger: Ledger, item_id: int, result: dict[str, Any]) -> str | None:
+    """A completed document's message (what ``history`` shows): its ``journey``, and each answer
+    cut at the output limit and asked again in smaller questions (the result's notes, which the
+    workbook names too)."""
+    cuts = [str(note["cut"]) for note in result.get("parts") or [] if isinstance(note, dict) and note.get("cut")]
+    told = journey(ledger, item_id)
+    if not cuts:
+        return told
+    return _truncate("; ".join([told or "completed", *cuts]) if told else f"completed after: {'; '.join(cuts)}")
 
 
 def journey(ledger: Ledger, item_id: int) -> str | None:

@@ -28,6 +28,7 @@ from extraction_pipeline.core.errors import (
     PermanentError,
     RateLimitedError,
     TransientError,
+    WithheldError,
 )
 from extraction_pipeline.core.llm.answer_parsing import parse_answer
 from extraction_pipeline.core.llm.classify import ANSWER_TIMED_OUT, classify, network_cause, refusal_headers
@@ -151,7 +152,7 @@ def _check_finished(response: Any, usage: Usage, limit: int | None) -> None:
     if choices and getattr(choices[0], "finish_reason", None) == "content_filter":
         # litellm's word for Azure's content filter, Gemini's SAFETY (or a blocked prompt) and
         # Anthropic's refusal: the provider withheld the answer. Asked again, it withholds it again.
-        raise PermanentError(
+        raise WithheldError(
             f"{usage.model} withheld the answer (finish_reason content_filter: the provider's content filter or "
             "safety system stopped it); the document was not extracted",
             usage=usage,
@@ -319,6 +320,22 @@ def _call_kwargs(
     return kwargs
 
 
+QUOTE_LESS = (
+    "An earlier answer to this question was withheld, perhaps for quoting the document at length. "
+    "Quote no more than identifies each value: one sentence or one table row, never longer passages."
+)
+
+
+def quoting_less(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The same question, asking the last user turn to quote as little as identifies each value."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+    if last is None:
+        return list(messages)
+    asked = dict(messages[last])
+    asked["content"] = f"{asked.get('content') or ''}\n\n{QUOTE_LESS}"
+    return [*messages[:last], asked, *messages[last + 1 :]]
+
+
 def complete_json(config: LLMConfig, messages: list[dict[str, str]]) -> tuple[str, Usage]:
     """One call asking for a JSON object (no schema, no repair): (content, usage). Raises
     TransientError / PermanentError as classified; the caller validates the content."""
@@ -366,7 +383,32 @@ def complete_extraction(
     _check_context_window(config, messages)
     response = call(messages)
     usage = _usage_of(litellm, response, config)
-    _check_finished(response, usage, limit)
+    try:
+        _check_finished(response, usage, limit)
+    except WithheldError as withheld:
+        if config.is_offline or not adapter_for(config).withholds_recitation:
+            raise
+        # Perhaps a recitation stop: asked once more, to quote as little as identifies each value.
+        messages = quoting_less(messages)
+        try:
+            response = call(messages)
+        except TransientError as exc:
+            exc.usage = usage  # the withheld answer was paid for
+            raise
+        again = _usage_of(litellm, response, config)
+        usage = usage + again
+        try:
+            _check_finished(response, again, limit)
+        except WithheldError:
+            raise WithheldError(
+                f"{usage.model} withheld the answer twice (finish_reason content_filter, which litellm reports for "
+                "Gemini's RECITATION, a stop on text quoted at length, and for SAFETY alike), the second time when "
+                "asked to quote no more than a sentence or a table row per value; the document was not extracted",
+                usage=usage,
+            ) from withheld
+        except AnswerCutError as cut:
+            cut.usage = usage
+            raise
     content = response.choices[0].message.content
     try:
         return LLMResult(parse_answer(content, template), usage, repaired=False, content=content or "")

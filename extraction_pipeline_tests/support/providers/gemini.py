@@ -14,7 +14,9 @@ and a ``$ref`` with no sibling keys except ``$``-keys; ``responseSchema`` in the
 (no ``$ref``, no ``additionalProperties``); the prompt within the input limit.
 
 Answers: ``candidates[].content.parts``, ``finishReason`` STOP / MAX_TOKENS / SAFETY (a SAFETY
-candidate has no content); Gemini 2.5 thinks first (``THINKING``: a default spend, or
+candidate has no content) / RECITATION ("the response candidate content was flagged for
+recitation reasons": no content, a ``citationMetadata`` naming the sources it recited); Gemini
+2.5 thinks first (``THINKING``: a default spend, or
 ``thinkingConfig.thinkingBudget`` within the model's range) out of ``maxOutputTokens``, billed in
 ``thoughtsTokenCount``, and a limit spent whole on thinking ends at MAX_TOKENS with no text;
 ``usageMetadata`` with ``promptTokenCount`` (cached included),
@@ -367,9 +369,16 @@ class GeminiFake(ProviderFake):
         )
         self.cache.store(f"{model}\0{text}")
         cached = shared if shared >= GEMINI_MODELS[model][2] else 0
-        self.record(Answered(request, prompt, 0 if finish == "filtered" else written, cached))
+        withheld = finish in ("filtered", "recitation")
+        self.record(Answered(request, prompt, 0 if withheld else written, cached))
         candidate: dict[str, Any] = {"index": 0}
-        if finish == "filtered":
+        if finish == "recitation":
+            candidate["finishReason"] = "RECITATION"
+            candidate["citationMetadata"] = {
+                "citationSources": [{"startIndex": 0, "endIndex": min(len(content), 400), "uri": "https://example.org"}]
+            }
+            written = 0
+        elif finish == "filtered":
             candidate["finishReason"] = "SAFETY"
             candidate["safetyRatings"] = [
                 {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}

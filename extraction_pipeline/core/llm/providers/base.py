@@ -68,6 +68,10 @@ class ProviderAdapter:
     # (OpenAI's o-series and gpt-5: always; config.output_limit leaves room for it).
     thinks_unasked: ClassVar[bool] = True
 
+    # A withheld answer may be the provider stopping a long verbatim quote (Gemini's RECITATION,
+    # which litellm reports as content_filter like SAFETY): asked again to quote less, it may answer.
+    withholds_recitation: ClassVar[bool] = False
+
     def response_schema(self, schema: dict[str, Any]) -> dict[str, Any] | None:
         """The template's schema as this provider takes it; None: ask for JSON mode instead."""
         return schema

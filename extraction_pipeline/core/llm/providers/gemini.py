@@ -34,6 +34,10 @@ _GEMINI_SCHEMA_KEYS = frozenset(
 class GeminiAdapter(ProviderAdapter):
     family: ClassVar[str] = "Gemini"
     serves: ClassVar[frozenset[str]] = frozenset({"gemini", "vertex_ai", "vertex_ai_beta"})
+    # FinishReason RECITATION: "The response candidate content was flagged for recitation reasons"
+    # (Gemini API reference, GenerateContentResponse): what quoting a paper verbatim can meet.
+    # litellm maps it to content_filter, as it does SAFETY, so the two cannot be told apart here.
+    withholds_recitation: ClassVar[bool] = True
 
     def response_schema(self, schema: dict[str, Any]) -> dict[str, Any] | None:
         return gemini_schema(schema)
