@@ -67,7 +67,7 @@ def test_success_records_grounded_result_and_usage(ledger: Ledger, fake_llm: Fak
     [request] = fake_llm.requests
     assert request["response_format"] == {"type": "json_object"}
     assert "NCT01234567" in fake_llm.documents_requested()[0]
-    assert "arms (a list" in request["messages"][-1]["content"]  # asked in arms
+    assert "arms (a list" in request["messages"][0]["content"]  # asked in arms (the template: the system prompt)
 
 
 def test_a_batch_frozen_on_the_two_arm_template_is_extracted_in_its_fields(
@@ -86,7 +86,7 @@ def test_a_batch_frozen_on_the_two_arm_template_is_extracted_in_its_fields(
     assert fields["outcomes.1.ci_lower"]["reason"] == "value not in quote"
     assert fields["baseline.control_name"]["value"] == "placebo" and "outcomes.1.events_treatment" in fields
     assert not any(path.startswith(("arms.", "comparisons.")) for path in fields)
-    prompt = fake_llm.requests[0]["messages"][-1]["content"]
+    prompt = fake_llm.requests[0]["messages"][0]["content"]  # the template: the system prompt
     assert "events_treatment" in prompt and "arms (a list" not in prompt
 
 

@@ -109,10 +109,12 @@ def test_the_project_page_shows_the_estimate_before_the_launch_button(
         assert cells[1:6] == [
             "3",
             "0",
-            f"{expected.prompt_tokens:,}",
+            # one slot assumed: the second and third calls read the template from the cache
+            f"{expected.prompt_tokens:,} ({expected.cache_read_tokens:,} read from the provider's cache)",
             f"{expected.answer_tokens:,}",
             money(expected.cost_usd, ""),
         ]
+        assert expected.cache_read_tokens >= 2 * 1024 and expected.cache_written_tokens == 0
         assert cells[6] == money(expected.batch_cost_usd, "") and cells[7] == "no budget known"
         assert "Approximate" not in section  # parsed now: exact
         assert "Expected duration: <strong>no budget known</strong>" in section
