@@ -98,8 +98,12 @@ def test_every_call_about_a_paper_repeats_one_stable_prefix_and_a_document_canno
     assert whole_tail == "" and follow_tail.lstrip().startswith(THIS_CALL_OPEN)  # the ask is not
     assert "Myocardial infarction" in follow_tail
     # Each call answers its own schema: the narrower one in its own part, else the template's.
-    assert json.loads(asked_schema(follow_up)) == output_model(narrowed).model_json_schema()
+    assert list(json.loads(asked_schema(follow_up))["properties"]) == list(
+        output_model(narrowed).model_json_schema()["properties"]
+    )
     assert json.loads(asked_schema(whole)) == output_model(RCT_TEMPLATE).model_json_schema()
+    # Named, not a second schema: the narrower call is no longer than the first ask but for its names.
+    assert len(follow_tail) < 1000 and "$defs" not in follow_tail
     # A forged closing tag inside the document is defused: it cannot end the prefix early.
     assert "[/HIGH_FIDELITY_TABLES]" in whole_prefix and whole[1]["content"].count(TABLES_CLOSE) == 1
     assert whole[1]["content"].count(THIS_CALL_OPEN) == 0

@@ -830,3 +830,19 @@ def test_a_gemini_recitation_stop_is_asked_again_quoting_less_and_named_when_it_
         with pytest.raises(WithheldError, match=r"withheld the answer \(finish_reason content_filter"):
             complete_extraction(_config(BY_NAME["openai"], fake), messages, RCT_TEMPLATE)
         assert len(fake.requests) == 1
+
+
+def test_every_paid_answer_is_counted_when_a_re_ask_or_its_repair_fails(corpus: Corpus) -> None:
+    """Withheld, asked again quoting less, answered with no JSON, repaired, and the repair withheld:
+    the error carries all three answers' tokens (each was paid for)."""
+    from extraction_pipeline.core.errors import WithheldError
+
+    one = _paper(corpus, 0)
+    messages = build_messages(RCT_TEMPLATE, one.pages_text, one.tables)
+    with GeminiFake() as fake:
+        fake.push(Reply("{}", finish="recitation"), Reply("no JSON here"), Reply("{}", finish="recitation"))
+        with pytest.raises(WithheldError) as raised:
+            complete_extraction(_config(BY_NAME["gemini"], fake), messages, RCT_TEMPLATE)
+        paid = [a.prompt_tokens for a in fake.answered]
+    assert len(paid) == 3 and raised.value.usage is not None
+    assert raised.value.usage.tokens_in == sum(paid)

@@ -19,7 +19,7 @@ from extraction_pipeline.core.extraction.follow_up import check_recall, follows_
 from extraction_pipeline.core.extraction.grounded import GroundedFields, add_checks, ground_entries, stored_fields
 from extraction_pipeline.core.extraction.long_papers import Part, merge_parts, plan_parts
 from extraction_pipeline.core.extraction.narrowing import module_questions
-from extraction_pipeline.core.extraction.prompt_cache import PromptCache
+from extraction_pipeline.core.extraction.prompt_cache import PromptCache, prefix_key
 from extraction_pipeline.core.extraction.prompts import build_messages
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.answers import (
@@ -360,15 +360,16 @@ def _answer(
         }
         return LLMResult(output, Usage(stored.model), repaired=False, content=stored.content), reused
     record_prompt(ledger, item_id=item_id, run_id=ask.run_id, model=llm.effective_model, messages=messages)
-    marked, sent_at = ask.cache.marks(later=later), time.monotonic()
+    prefix = prefix_key(messages)
+    marked, sent_at = ask.cache.marks(prefix, later=later), time.monotonic()
     try:
         reply = complete_extraction(llm, messages, template, cache=marked)
     except AnswerCutError as cut:
-        ask.cache.sent(marked, sent_at)  # a cut answer's prompt was read and cached all the same
+        ask.cache.sent(prefix, marked, sent_at)  # a cut answer's prompt was read and cached all the same
         if cut.usage is not None:
             meter.add(cut.usage)  # paid for, even though it cannot be used
         raise
-    ask.cache.sent(marked, sent_at)
+    ask.cache.sent(prefix, marked, sent_at)
     meter.add(reply.usage)
     if not llm.is_offline and reply.content:
         store_answer(ledger, StoredAnswer.paid(key, reply.content, reply.usage, item_id))

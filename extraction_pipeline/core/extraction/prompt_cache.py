@@ -22,29 +22,44 @@ Pure domain: the caller gives the lifetime (``gateway.cache_lifetime``).
 
 from __future__ import annotations
 
+import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from extraction_pipeline.core.extraction.markers import split_stable_prefix
+
+
+def prefix_key(messages: list[dict[str, str]]) -> str:
+    """Which prefix a prompt repeats: the system prompt and its first user message's stable part
+    (the paper, or a part's pages), hashed."""
+    system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
+    user = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
+    stable = split_stable_prefix(user)[0]
+    return hashlib.sha256(f"{system}\0{stable}".encode()).hexdigest()
 
 
 @dataclass
 class PromptCache:
-    """One model's calls about one paper, as the provider's prompt cache sees them."""
+    """One model's calls about one paper, as the provider's prompt cache sees them: when each
+    prefix (the whole paper, or a part's pages) was last sent marked."""
 
     lifetime_seconds: float
     follow_up: bool = False  # the batch asks the follow-up question: a first ask asked whole is read again
-    marked_at: float | None = None  # when the prefix was last sent marked (time.monotonic)
+    marked_at: dict[str, float] = field(default_factory=dict)  # prefix_key -> time.monotonic
 
-    def marks(self, *, later: bool) -> bool:
-        """Whether the next call about the paper is marked (``later``: another call about the same
+    def marks(self, prefix: str, *, later: bool) -> bool:
+        """Whether the next call with this prefix is marked (``later``: another call with the same
         prefix is expected right after it)."""
-        return later or self.fresh()
+        return later or self.fresh(prefix)
 
-    def fresh(self) -> bool:
-        """The prefix was sent marked within the cache's lifetime: the provider still holds it."""
-        return self.marked_at is not None and time.monotonic() - self.marked_at < self.lifetime_seconds
+    def fresh(self, prefix: str) -> bool:
+        """This prefix was sent marked within the cache's lifetime: the provider still holds it."""
+        at = self.marked_at.get(prefix)
+        return at is not None and time.monotonic() - at < self.lifetime_seconds
 
-    def sent(self, marked: bool, at: float | None = None) -> None:
-        """A call was sent (``at``: when, by time.monotonic; the provider caches the prefix as the
-        request arrives, not when the answer comes back); a marked one writes or refreshes it."""
+    def sent(self, prefix: str, marked: bool, at: float | None = None) -> None:
+        """A call with this prefix was sent (``at``: when, by time.monotonic; the provider caches
+        the prefix as the request arrives, not when the answer comes back); a marked one writes or
+        refreshes it."""
         if marked:
-            self.marked_at = time.monotonic() if at is None else at
+            self.marked_at[prefix] = time.monotonic() if at is None else at

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from extraction_pipeline.core.errors import (
     AnswerCutError,
+    ExtractionRuntimeError,
     OutputParseError,
     PermanentError,
     RateLimitedError,
@@ -320,6 +321,12 @@ def _call_kwargs(
     return kwargs
 
 
+def _with_paid(spent: Usage, exc: ExtractionRuntimeError) -> Usage:
+    """What was paid before a call failed, plus what the failed call itself counts (a call
+    abandoned at the timeout: possibly billed)."""
+    return spent + (exc.usage if isinstance(exc.usage, Usage) else None)
+
+
 QUOTE_LESS = (
     "An earlier answer to this question was withheld, perhaps for quoting the document at length. "
     "Quote no more than identifies each value: one sentence or one table row, never longer passages."
@@ -391,9 +398,10 @@ def complete_extraction(
         # Perhaps a recitation stop: asked once more, to quote as little as identifies each value.
         messages = quoting_less(messages)
         try:
+            _check_context_window(config, messages)
             response = call(messages)
-        except TransientError as exc:
-            exc.usage = usage  # the withheld answer was paid for
+        except ExtractionRuntimeError as exc:
+            exc.usage = _with_paid(usage, exc)  # the withheld answer was paid for
             raise
         again = _usage_of(litellm, response, config)
         usage = usage + again
@@ -402,12 +410,13 @@ def complete_extraction(
         except WithheldError:
             raise WithheldError(
                 f"{usage.model} withheld the answer twice (finish_reason content_filter, which litellm reports for "
-                "Gemini's RECITATION, a stop on text quoted at length, and for SAFETY alike), the second time when "
-                "asked to quote no more than a sentence or a table row per value; the document was not extracted",
+                "Gemini's RECITATION, a stop on text quoted at length, for SAFETY and for a blocked prompt alike), "
+                "the second time when asked to quote no more than a sentence or a table row per value; the document "
+                "was not extracted",
                 usage=usage,
             ) from withheld
-        except AnswerCutError as cut:
-            cut.usage = usage
+        except ExtractionRuntimeError as exc:
+            exc.usage = usage  # both answers were paid for
             raise
     content = response.choices[0].message.content
     try:
@@ -425,14 +434,14 @@ def complete_extraction(
         ]
         try:
             response = call(repair)
-        except TransientError as exc:
-            exc.usage = usage  # the first answer's tokens were spent and must still be counted
+        except ExtractionRuntimeError as exc:
+            exc.usage = _with_paid(usage, exc)  # the first answer's tokens were spent and must still be counted
             raise
         repair_usage = _usage_of(litellm, response, config)
         try:
             _check_finished(response, repair_usage, limit)
-        except AnswerCutError as cut:
-            cut.usage = usage + repair_usage  # both answers were paid for
+        except ExtractionRuntimeError as exc:
+            exc.usage = usage + repair_usage  # both answers were paid for
             raise
         usage = usage + repair_usage
         repaired = response.choices[0].message.content

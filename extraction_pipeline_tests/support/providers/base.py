@@ -108,7 +108,9 @@ class PrefixCache:
             best = max(shared, key=shared.__getitem__, default=None)
             if best is None or not shared[best]:
                 return 0
-            self._seen[best] = time.monotonic()  # read: its lifetime starts again
+            # Read: the lifetime of what was read starts again, and only of that (a prompt that
+            # shares the template with paper A keeps the template alive, not paper A).
+            self._seen[best[: shared[best]]] = time.monotonic()
             return shared[best]
 
     def store(self, text: str) -> None:

@@ -362,11 +362,8 @@ class GeminiFake(ProviderFake):
         spent_thinking = min(thoughts, most)  # thinking comes out of the same limit
         left = most - spent_thinking
         content, written, finish = answer_text(reply, left) if left > 0 else ("", 0, "length")
-        shared = (
-            tokens(text[: self.cache.hit(f"{model}\0{text}") - len(model) - 1])
-            if self.cache.hit(f"{model}\0{text}") > len(model)
-            else 0
-        )
+        hit = self.cache.hit(f"{model}\0{text}")  # once: an entry may expire between two looks
+        shared = tokens(text[: hit - len(model) - 1]) if hit > len(model) else 0
         self.cache.store(f"{model}\0{text}")
         cached = shared if shared >= GEMINI_MODELS[model][2] else 0
         withheld = finish in ("filtered", "recitation")
