@@ -186,7 +186,7 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
     from extraction_pipeline.core.ledger.batch_jobs import describe_provider_batches
     from extraction_pipeline.core.ledger.batches import describe_state, get_batch
     from extraction_pipeline.core.ledger.budgets import what_calls_wait_for
-    from extraction_pipeline.core.ledger.queries import progress
+    from extraction_pipeline.core.ledger.queries import error_reasons, progress
 
     ledger = open_ledger(settings)
     closed_at: float | None = None
@@ -203,6 +203,7 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
         state = describe_state(batch)
         waiting = what_calls_wait_for(ledger) if batch["status"] == "open" else []
         provider = describe_provider_batches(ledger, batch)
+        errors = error_reasons(ledger, args.batch) if counts.error else []
         if args.json:
             if not (args.watch and awaiting_workbook and closed_at is not None):
                 print_json(
@@ -212,6 +213,7 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
                         "progress": counts.as_dict(),
                         "waiting_for": waiting,
                         "provider_batches": provider,
+                        "errors": [{"message": e.message, "documents": e.documents} for e in errors],
                     }
                 )
         elif closed_at is None or batch["status"] == "completed":
@@ -227,7 +229,8 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
                 if counts.abandoned_calls
                 else []
             )
-            for text in [*waiting, *provider, *abandoned]:
+            failed = [f"{e.documents} document(s) in error: {e.message}" for e in errors]
+            for text in [*waiting, *provider, *abandoned, *failed]:
                 print(f"  {text}", flush=True)
         if awaiting_workbook and not args.json and state != said:
             print(f"  {state}", flush=True)

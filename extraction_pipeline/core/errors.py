@@ -73,6 +73,11 @@ class PermanentError(ExtractionRuntimeError):
     """Retrying cannot help; the item is marked ``error``."""
 
 
+class InternalError(PermanentError):
+    """A bug of ours (an unexpected exception, a database error that is no outage): the document
+    fails with the cause named, and the run's log keeps the traceback for whoever fixes it."""
+
+
 class WithheldError(PermanentError):
     """The provider withheld the answer (litellm's ``content_filter``: a content filter, a safety
     system, or Gemini's RECITATION)."""

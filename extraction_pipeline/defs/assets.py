@@ -5,13 +5,14 @@ import os
 import socket
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
 import dagster as dg
 
-from extraction_pipeline.core.errors import PermanentError, TransientError
+from extraction_pipeline.core.errors import InternalError, PermanentError, TransientError
 from extraction_pipeline.core.export.closing import ExportError, ExportResult, failure_reason, write_batch_workbook
 from extraction_pipeline.core.export.workbook import NOTHING_FOUND, answer_label, write_workbook
 from extraction_pipeline.core.extraction.claiming import INTERRUPTED_MESSAGE, hand_back
@@ -141,6 +142,16 @@ def _parse_one(
     return {"batch": binding.batch_id, "filename": binding.document["filename"], **parsed.metadata()}
 
 
+def _internal_traceback(failure: dg.Failure) -> str:
+    """A bug's traceback, for the run's log: the failure's one line tells the analyst what
+    happened, this is for whoever fixes it. (Of several documents' failures the run raises one
+    new failure, which carries no document's traceback.)"""
+    cause = failure.__cause__
+    if not isinstance(cause, InternalError):
+        return ""
+    return "\n" + "".join(traceback.format_exception(cause)).rstrip()
+
+
 def _several_failed(failures: list[dg.Failure], documents: int) -> dg.Failure:
     lines = "; ".join(str(failure.description) for failure in failures[:20])
     return dg.Failure(
@@ -200,7 +211,7 @@ def extracted_document(
         unfinished[0] -= 1
         if isinstance(done.error, dg.Failure):
             failures.append(done.error)
-            context.log.error(f"{done.key}: {done.error.description}")
+            context.log.error(f"{done.key}: {done.error.description}{_internal_traceback(done.error)}")
         elif done.error is not None:
             stop = stop or done.error
         elif done.value is not None:

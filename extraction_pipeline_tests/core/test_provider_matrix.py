@@ -58,6 +58,7 @@ FILTERED_ANSWER = Reply("{}", finish="filtered")
 REFUSED = Reply("I can't help with that", finish="refused")
 NO_CHOICES = Reply("{}", finish="no_choices")
 NOT_JSON = Reply("{}", finish="not_json")  # a proxy's page with status 200
+HTML_PAGE = Reply(status=502, error="html_page")  # a proxy's own error page: every provider may meet one
 ROWS = [
     Row(
         "openai",
@@ -404,6 +405,10 @@ def test_each_providers_errors_are_classified_through_its_own_http_answers(row: 
             assert "You exceeded your current quota" in str(error) or "credit balance is too low" in str(error)
         if reply.finish == "not_json":
             assert str(error).startswith("provider answered HTTP 200 with a body that is not JSON: '<html>"), error
+    fake.push(HTML_PAGE)
+    with pytest.raises(TransientError, match=r": an HTML error page \(502 Bad Gateway\)$") as page:
+        complete_extraction(llm, _short_messages(), RCT_TEMPLATE)
+    assert page.value.provider  # the breaker is told
     fake.answer = lambda messages: Reply(json.dumps({}))
     complete_extraction(llm, _short_messages(), RCT_TEMPLATE)  # and it answers again afterwards
     assert fake.violations == []

@@ -222,6 +222,60 @@ def test_permanent_llm_failure_fails_the_run_without_retry(
     assert row["status"] == "error" and "401" in (row["message"] or "")
 
 
+def test_a_bug_fails_its_document_with_one_line_and_keeps_its_traceback_in_the_runs_log(
+    instance: dg.DagsterInstance,
+    home_ledger: Ledger,
+    home: Path,
+    fake_llm: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run of two documents whose first meets a bug of ours (a fault injected after the paid
+    call): that document fails with the cause in one line, the other completes, and the run's
+    log keeps the bug's traceback (the run raises one failure for its documents, which carries
+    none of theirs)."""
+    from extraction_pipeline.core.extraction import assembly
+
+    real = assembly.ground_entries
+    broken_once: list[bool] = []
+
+    def ground_entries(*args: Any, **kwargs: Any) -> Any:
+        if not broken_once:
+            broken_once.append(True)
+            raise RuntimeError("bug in grounding")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(assembly, "ground_entries", ground_entries)
+    doc_ids = register_trials(home_ledger, home, 2)
+    batch = create_batch(home_ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids).id
+    keys = [key_of(home_ledger, doc) for doc in doc_ids]
+    instance.add_dynamic_partitions(DOCUMENTS_PARTITIONS, keys)
+    fake_llm.answer = answer_from_trial
+    result = dg.materialize(
+        [parsed_document, extracted_document],
+        instance=instance,
+        resources=resources_for(home_ledger, home, fake_llm),
+        tags={
+            **batch_tags(home_ledger, batch),
+            "dagster/asset_partition_range_start": keys[0],
+            "dagster/asset_partition_range_end": keys[1],
+        },
+        raise_on_error=False,
+    )
+    assert not result.success
+    rows = {row["document_id"]: row for row in batch_item_rows(home_ledger, batch)}
+    failed = [row for row in rows.values() if row["status"] == "error"]
+    assert len(failed) == 1 and sorted(row["status"] for row in rows.values()) == ["completed", "error"]
+    assert failed[0]["message"] == "internal error: RuntimeError: bug in grounding"
+    logged = [
+        str(record.event_log_entry.user_message)
+        for record in instance.get_records_for_run(result.run_id).records
+        if record.event_log_entry.level >= 40  # ERROR
+    ]
+    [told] = [message for message in logged if "extraction failed: internal error: bug in grounding" in message]
+    assert "Traceback (most recent call last):" in told and "RuntimeError: bug in grounding" in told, told
+    assert "in ground_entries" in told  # down to the frame that raised
+
+
 def test_broken_pdf_fails_only_its_document(instance: dg.DagsterInstance, home_ledger: Ledger, home: Path) -> None:
     doc_ids = register_trials(home_ledger, home, 2)
     batch = create_batch(home_ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids).id

@@ -131,7 +131,8 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)  # extra response headers (Retry-After)
     # The provider fakes (support/providers/) say these each in their own words: how the model
     # stopped ("stop", "length", "filtered": content filter / safety / refusal) and which error a
-    # non-200 reply is ("rate_limit", "overloaded", "context_length", "filtered", "invalid", "" by status).
+    # non-200 reply is ("rate_limit", "overloaded", "context_length", "filtered", "invalid", "" by status;
+    # "html_page": not the provider's but its proxy's HTML error page, with the reply's status).
     finish: str = "stop"
     error: str = ""
     cached_tokens: int = 0  # this fake only: prompt tokens reported as read from the prompt cache

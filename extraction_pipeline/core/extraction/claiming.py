@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy.exc import SQLAlchemyError
 
 from extraction_pipeline.core.backoff import BreakerPolicy
-from extraction_pipeline.core.errors import PermanentError, TransientError
+from extraction_pipeline.core.errors import InternalError, PermanentError, TransientError
 from extraction_pipeline.core.extraction.assembly import Meter
 from extraction_pipeline.core.ledger import ItemStatus, Ledger
 from extraction_pipeline.core.ledger import items as item_states
@@ -85,7 +85,7 @@ def settled_on_failure(
         spent = meter.usage
         if not is_database_outage(exc):
             _fail_internal(ledger, item_id, run_id, exc, spent)
-            raise PermanentError(f"internal error: {exc}", original=exc) from exc
+            raise InternalError(f"internal error: {exc}", original=exc) from exc
         # The ledger itself is unreachable: worth a retry. Try to hand the item back; if even that
         # fails, the retry of this same run resumes it.
         cause = describe_database_outage(exc)
@@ -94,7 +94,7 @@ def settled_on_failure(
     except Exception as exc:
         # An unexpected bug must not leave the item stuck in extracting.
         _fail_internal(ledger, item_id, run_id, exc, meter.usage)
-        raise PermanentError(f"internal error: {exc}", original=exc) from exc
+        raise InternalError(f"internal error: {exc}", original=exc) from exc
     except BaseException:
         # Interrupted (the run was terminated, its worker is shutting down): hand the document
         # back so another run can take it, with what was already paid for; a second interrupt

@@ -141,6 +141,27 @@ def progress(ledger: Ledger, batch_id: int) -> Progress:
     )
 
 
+@dataclass(frozen=True)
+class ErrorReason:
+    """Why documents of a batch are in error: one message and how many documents it stopped."""
+
+    message: str
+    documents: int
+
+
+def error_reasons(ledger: Ledger, batch_id: int, limit: int = 5) -> list[ErrorReason]:
+    """The batch's errors grouped by message, the most frequent first (what `batch status` tells)."""
+    statement = (
+        select(batch_items.c.message, func.count().label("documents"))
+        .where(batch_items.c.batch_id == batch_id, batch_items.c.status == ItemStatus.ERROR.value)
+        .group_by(batch_items.c.message)
+        .order_by(func.count().desc(), batch_items.c.message)
+        .limit(limit)
+    )
+    with ledger.engine.connect() as conn:
+        return [ErrorReason(message or "(no message)", int(count)) for message, count in conn.execute(statement)]
+
+
 def _item_rows(ledger: Ledger, *where: Any, limit: int | None = None, newest_first: bool = False) -> list[ItemListing]:
     statement = (
         select(

@@ -152,7 +152,32 @@ def _parse_retry_after(headers: Any, now: float | None) -> float | None:
     return max(0.0, when - (now if now is not None else time.time()))
 
 
+# An error page in HTML (a load balancer's or proxy's, in front of the provider): its title says it.
+HTML_PAGE = re.compile(r"<html", re.IGNORECASE)
+HTML_TITLE = re.compile(r"<title>\s*([^<]{1,120}?)\s*</title>", re.IGNORECASE)
+
+
+def _error_page(exc: BaseException) -> str | None:
+    """The HTML page answered instead of the provider's JSON, where the exception or the HTTP
+    response it carries holds one (the OpenAI client keeps only "Error code: 502" in its words)."""
+    for cause in _chain(exc):
+        for text in (str(cause), _response_text(cause)):
+            if HTML_PAGE.search(text):
+                return text
+    return None
+
+
+def _response_text(exc: BaseException) -> str:
+    try:
+        return str(getattr(getattr(exc, "response", None), "text", "") or "")[:4000]
+    except Exception:  # a streamed response not read, or one of another shape: no page to tell
+        return ""
+
+
 def _provider_message(exc: BaseException) -> str:
+    if (page := _error_page(exc)) is not None:
+        title = HTML_TITLE.search(page)
+        return f"an HTML error page ({title.group(1)})" if title else "an HTML error page"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     # litellm prefixes "litellm.RateLimitError: RateLimitError: OpenAIException - <provider's words>".
     return text.rsplit(" - ", 1)[-1][:300] if " - " in text else text[:300]

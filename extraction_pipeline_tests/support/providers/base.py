@@ -224,6 +224,11 @@ class ProviderFake(LoopbackFake):
         if reply.finish == "not_json":
             # A proxy's or load balancer's page passed on with status 200: not the provider's JSON.
             return SentReply(200, {RAW_BODY: "<html><body>upstream answered</body></html>"}, self.rate_limit_headers)
+        if reply.error == "html_page":
+            # What stands before the provider (its load balancer, a proxy) answered with its own
+            # error page: the status it chose and HTML, none of the provider's JSON.
+            page = f"<html><head><title>{reply.status} Bad Gateway</title></head><body>nginx</body></html>"
+            return SentReply(reply.status, {RAW_BODY: page})
         if reply.status != 200 or reply.error:
             error = self.error_reply(request, reply)
             return SentReply(error.status, error.body, {**self.rate_limit_headers, **error.headers, **reply.headers})
