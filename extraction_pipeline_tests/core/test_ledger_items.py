@@ -153,3 +153,20 @@ def test_a_rate_limit_waited_out_in_the_call_is_told_in_the_documents_story(ledg
     row = states.get_item(ledger, item)
     assert row is not None
     assert row["message"] == "completed on attempt 1, after: waited out: HTTP 429 RateLimitError: slow down (2 times)"
+
+
+def test_a_document_retried_after_an_error_tells_the_error_when_it_completes(ledger: Ledger) -> None:
+    from extraction_pipeline.core.ledger.reopening import retry_failed
+
+    item = _one_item(ledger)
+    assert states.claim(ledger, item, run_id="r1", worker="w1")
+    assert states.fail(ledger, item, run_id="r1", message="openai/gpt-4o-mini refused: I can't help with that")
+    batch = states.get_item(ledger, item)["batch_id"]  # type: ignore[index]
+    assert retry_failed(ledger, batch, actor="ann").retried
+    assert states.claim(ledger, item, run_id="r2", worker="w2")
+    assert states.complete(ledger, item, run_id="r2", result={}, usage=Usage("m"))
+    row = states.get_item(ledger, item)
+    assert row is not None
+    assert row["message"] == (
+        "completed on attempt 2, after: openai/gpt-4o-mini refused: I can't help with that; retry requested by ann"
+    )

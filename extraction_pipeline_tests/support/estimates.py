@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import litellm
 
@@ -84,10 +86,15 @@ def estimate_home(tmp_path: Path) -> Iterator[Home]:
 def honest(fake: FakeLLMServer) -> list[int]:
     """The fake answers every document with three outcomes quoted from its own text (about 800
     tokens, a real answer's size) and reports its usage as OpenAI would: the prompt counted by
-    tiktoken, the answer's own tokens. Returns the list its answers' lengths are appended to."""
+    tiktoken, the structured output schema with it ("the structured output schema serves as a
+    prefix to the system message", OpenAI's prompt caching guide), the answer's own tokens.
+    Returns the list its answers' lengths are appended to."""
     lengths: list[int] = []
 
-    def answer(messages: list[dict[str, str]]) -> Reply:
+    def answer(body: dict[str, Any]) -> Reply:
+        messages = body["messages"]
+        sent = body.get("response_format") or {}
+        schema = json.dumps(sent["json_schema"], separators=(",", ":")) if sent.get("type") == "json_schema" else ""
         document = document_from_messages(messages)
         sentences = [s.strip() + "." for s in document.replace("\n", " ").split(".") if len(s.strip()) > 30]
         values: dict[str, tuple[object, str | None]] = {
@@ -103,11 +110,12 @@ def honest(fake: FakeLLMServer) -> list[int]:
             }
         content = extraction_json(values)
         tokens_in = litellm.token_counter(model="gpt-4o-mini", messages=messages)
+        tokens_in += litellm.token_counter(model="gpt-4o-mini", text=schema) if schema else 0
         tokens_out = litellm.token_counter(model="gpt-4o-mini", text=content)
         lengths.append(tokens_out)
         return Reply(content, tokens_in=tokens_in, tokens_out=tokens_out)
 
-    fake.answer = answer
+    fake.answer_request = answer
     return lengths
 
 

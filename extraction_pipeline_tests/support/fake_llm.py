@@ -146,6 +146,8 @@ class FakeLLMServer(LoopbackFake):
         self.answer: Callable[[list[dict[str, str]]], Reply] = lambda messages: Reply(json.dumps({}))
         # When set, answers by model: (model string as sent, messages) -> Reply (double extraction).
         self.answer_by_model: Callable[[str, list[dict[str, str]]], Reply] | None = None
+        # When set, answers from the whole request body (what a call sends beside its messages).
+        self.answer_request: Callable[[dict[str, Any]], Reply] | None = None
         self.served_tokens_in = 0  # tokens of the answers actually sent (200 replies)
         self.peak_in_flight = 0
         self._in_flight = 0
@@ -177,6 +179,8 @@ class FakeLLMServer(LoopbackFake):
             self.requests.append(body)
             if self.replies:
                 return self.replies.popleft()
+        if self.answer_request is not None:
+            return self.answer_request(body)
         if self.answer_by_model is not None:
             return self.answer_by_model(str(body.get("model", "")), body.get("messages", []))
         return self.answer(body.get("messages", []))

@@ -45,7 +45,7 @@ from extraction_pipeline.core.extraction.token_counts import (
 )
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.templates import latest_version
-from extraction_pipeline.core.llm.gateway import LLMConfig, caches_only_marked, count_tokens
+from extraction_pipeline.core.llm.gateway import LLMConfig, caches_only_marked, count_tokens, schema_prompt_tokens
 from extraction_pipeline.core.pdf.parsing import ParseOptions
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.templates.rct import BASE_TEMPLATES, RCT_BASE
@@ -274,7 +274,9 @@ def _cache_use(
     calls = sum(c.calls_to_pay for c in counts)
     if llm.is_offline or not price.known or not calls:
         return 0, 0
-    shared = count_tokens(llm, build_messages(template, [])[:1])  # the system prompt: the template
+    # The system prompt (the template), after the response schema where the provider bills and
+    # caches it as the prompt's first part (OpenAI).
+    shared = count_tokens(llm, build_messages(template, [])[:1]) + schema_prompt_tokens(llm, template)
     shared = shared if shared >= CACHE_MIN_TOKENS else 0
     first_wave = min(calls, asked.llm_slots or 1)  # sent before any answer came back: none reads
     read = shared * (calls - first_wave) if price.cache_read_per_token is not None else 0

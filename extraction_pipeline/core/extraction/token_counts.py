@@ -37,7 +37,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.answers import answer_key
 from extraction_pipeline.core.ledger.id_lists import id_in
 from extraction_pipeline.core.ledger.schema import documents, model_answers, parsed_documents
-from extraction_pipeline.core.llm.gateway import LLMConfig, count_tokens
+from extraction_pipeline.core.llm.gateway import LLMConfig, count_tokens, schema_prompt_tokens
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.pdf.parsing import ParseOptions, parse_document
 from extraction_pipeline.core.templates.definition import TemplateDefinition
@@ -245,6 +245,7 @@ def count_prompts(
     """Each readable document's calls and prompt tokens for ``llm``'s model, and the papers no
     split fits into its window."""
     model = llm.effective_model
+    schema = schema_prompt_tokens(llm, template)  # billed with every call's messages, where it is
     too_long: list[Unreadable] = []
     asked: list[tuple[ChosenDocument, DocumentText, list[tuple[str, int]]]] = []
     for document in chosen:
@@ -257,7 +258,11 @@ def count_prompts(
             too_long.append(Unreadable(document.id, document.filename, str(exc), model))
             continue
         asked.append(
-            (document, text, [(answer_key(model, messages), count_tokens(llm, messages)) for messages in questions])
+            (
+                document,
+                text,
+                [(answer_key(model, messages), count_tokens(llm, messages) + schema) for messages in questions],
+            )
         )
     # The offline extractor stores nothing (and costs nothing): every call is made again.
     stored = set() if fresh or llm.is_offline else _stored_keys(ledger, [k for _, _, calls in asked for k, _ in calls])

@@ -15,6 +15,7 @@ window) is asked of the model's adapter (``providers.adapter_for``): no provider
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -283,6 +284,20 @@ def caches_only_marked(config: LLMConfig) -> bool:
 def cache_lifetime(config: LLMConfig) -> float:
     """Seconds a prompt prefix stays in the model's provider's cache after its last use."""
     return 0.0 if config.is_offline else adapter_for(config).cache_ttl_seconds
+
+
+def schema_prompt_tokens(config: LLMConfig, template: TemplateDefinition) -> int:
+    """Prompt tokens a call pays for the response schema sent beside its messages: the schema's
+    tokens where the provider bills it as prompt and the call sends it (structured output, not
+    JSON mode), else 0. What the estimate adds to each call's messages."""
+    if config.is_offline:
+        return 0
+    adapter = adapter_for(config)
+    sent = adapter.response_format(config, template)
+    if not adapter.bills_schema_as_prompt() or sent.get("type") != "json_schema":
+        return 0
+    text = json.dumps(sent["json_schema"], separators=(",", ":"))
+    return int(import_litellm().token_counter(model=config.effective_model, text=text))
 
 
 def answer_limit(config: LLMConfig) -> int | None:

@@ -22,3 +22,6 @@ from extraction_pipeline.core.llm.providers.base import ProviderAdapter
 class AzureAdapter(ProviderAdapter):
     family: ClassVar[str] = "Azure OpenAI"
     serves: ClassVar[frozenset[str]] = frozenset({"azure"})
+
+    def bills_schema_as_prompt(self) -> bool:
+        return True  # OpenAI's models and caching, served by Azure (its prompt caching page)

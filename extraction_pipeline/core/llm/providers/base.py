@@ -72,6 +72,11 @@ class ProviderAdapter:
     # which litellm reports as content_filter like SAFETY): asked again to quote less, it may answer.
     withholds_recitation: ClassVar[bool] = False
 
+    def bills_schema_as_prompt(self) -> bool:
+        """True when the provider counts the response schema sent beside the messages as prompt
+        tokens (and caches it as the prompt's first part). Only where its documentation says so."""
+        return False
+
     def response_schema(self, schema: dict[str, Any]) -> dict[str, Any] | None:
         """The template's schema as this provider takes it; None: ask for JSON mode instead."""
         return schema

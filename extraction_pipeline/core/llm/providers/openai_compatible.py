@@ -28,5 +28,10 @@ class OpenAICompatibleAdapter(ProviderAdapter):
     family: ClassVar[str] = "OpenAI-compatible"
     serves: ClassVar[frozenset[str]] = frozenset({OPENAI})  # and every provider no other family serves
 
+    def bills_schema_as_prompt(self) -> bool:
+        # "The structured output schema serves as a prefix to the system message and can be
+        # cached" (OpenAI's prompt caching guide): part of every call's prompt, billed as such.
+        return self.provider == OPENAI
+
     def batch_api(self) -> BatchDriver | None:
         return OpenAIBatchDriver(self) if self.provider == OPENAI else None
