@@ -230,6 +230,10 @@ def cmd_batch_status(args: argparse.Namespace, settings: Settings) -> int:
                 else []
             )
             failed = [f"{e.documents} document(s) in error: {e.message}" for e in errors]
+            others = counts.error - sum(e.documents for e in errors)
+            if others > 0:
+                listing = f"history --batch {args.batch} --status error"
+                failed.append(f"{others} more document(s) in error for other reasons (`{listing}`)")
             for text in [*waiting, *provider, *abandoned, *failed]:
                 print(f"  {text}", flush=True)
         if awaiting_workbook and not args.json and state != said:

@@ -225,6 +225,35 @@ def test_batch_status_says_what_an_open_batch_waits_for(tmp_path: Path, pdfs: li
     assert status["waiting_for"] == [said]
 
 
+def test_batch_status_says_why_documents_failed_most_frequent_first(tmp_path: Path, pdfs: list[Path]) -> None:
+    from extraction_pipeline.core.ledger import Ledger
+    from extraction_pipeline.core.ledger import items as states
+    from extraction_pipeline.core.ledger.queries import batch_item_rows, error_reasons
+
+    home = tmp_path / "home"
+    run_cli(home, "init", check=True)
+    run_cli(home, "documents", "add", "fails", *map(str, pdfs), check=True)
+    created = run_cli(home, "batch", "create", "fails", "--user", "ann", "--idempotency-key", "f", check=True)
+    batch = created.stdout.split()[1]
+    ledger = Ledger.connect(f"sqlite:///{home / 'ledger.db'}")
+    items = [row["id"] for row in batch_item_rows(ledger, int(batch))]
+    assert len(items) >= 3
+    refused = "openai/gpt-4o-mini refused: I can't help with that"
+    for item, message in zip(items, [refused, refused, "parse failed: no text layer"], strict=False):
+        assert states.claim(ledger, item, run_id="r", worker="w")
+        assert states.fail(ledger, item, run_id="r", message=message)
+    said = run_cli(home, "batch", "status", batch, check=True).stdout
+    assert f"  2 document(s) in error: {refused}\n  1 document(s) in error: parse failed: no text layer" in said
+    status = json.loads(run_cli(home, "batch", "status", batch, "--json", check=True).stdout)
+    assert status["errors"] == [
+        {"message": refused, "documents": 2},
+        {"message": "parse failed: no text layer", "documents": 1},
+    ]
+    [first] = error_reasons(ledger, int(batch), limit=1)  # the rest is counted, not dropped
+    assert first.documents == 2
+    ledger.dispose()
+
+
 def test_batch_create_loads_no_heavy_library(home: Path, pdfs: list[Path]) -> None:
     """`batch create` must answer fast: it must not import dagster, litellm, pymupdf or pydantic
     (the template's output models; freezing a template needs only its definition)."""

@@ -110,3 +110,19 @@ def test_provider_errors_both_ways(exc: Exception, transient: bool) -> None:
     classified = classify(exc)
     assert isinstance(classified, TransientError) is transient
     assert not isinstance(classified, RateLimitedError)
+
+
+def test_an_html_error_page_is_named_by_its_title_and_a_message_quoting_html_is_not_a_page() -> None:
+    page = "<!DOCTYPE html>\n<html><head><title>502 Bad\n  Gateway &amp; co</title></head><body>nginx</body></html>"
+    response = httpx.Response(502, request=REQUEST, text=page)
+    # The OpenAI client keeps only "Error code: 502" in its words: the page is in the response.
+    bare = classify(litellm.BadGatewayError("Error code: 502", llm_provider="openai", model="m", response=response))
+    assert isinstance(bare, TransientError) and bare.provider
+    assert str(bare) == "HTTP 502 BadGatewayError: an HTML error page (502 Bad Gateway & co)"
+    said = classify(litellm.BadGatewayError(f"AnthropicException - {page}", llm_provider="anthropic", model="m"))
+    assert str(said).endswith(": an HTML error page (502 Bad Gateway & co)")
+    quoted = classify(
+        litellm.BadRequestError('invalid value "<html>" for field stop', model="m", llm_provider="openai")
+    )
+    assert isinstance(quoted, PermanentError) and "HTML error page" not in str(quoted)
+    assert 'invalid value "<html>" for field stop' in str(quoted)

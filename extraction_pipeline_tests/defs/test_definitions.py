@@ -236,13 +236,14 @@ def test_a_bug_fails_its_document_with_one_line_and_keeps_its_traceback_in_the_r
     from extraction_pipeline.core.extraction import assembly
     from extraction_pipeline.core.extraction.grounded import ground_entries as real
 
-    broken_once: list[bool] = []
+    breaks = [RuntimeError("bug in grounding")]  # once: the two documents run in two lanes at once
 
     def ground_entries(*args: Any, **kwargs: Any) -> Any:
-        if not broken_once:
-            broken_once.append(True)
-            raise RuntimeError("bug in grounding")
-        return real(*args, **kwargs)
+        try:
+            bug = breaks.pop()  # atomic: only one lane gets it
+        except IndexError:
+            return real(*args, **kwargs)
+        raise bug
 
     monkeypatch.setattr(assembly, "ground_entries", ground_entries)
     doc_ids = register_trials(home_ledger, home, 2)
@@ -267,8 +268,7 @@ def test_a_bug_fails_its_document_with_one_line_and_keeps_its_traceback_in_the_r
     assert len(failed) == 1 and sorted(row["status"] for row in rows.values()) == ["completed", "error"]
     assert failed[0]["message"] == "internal error: RuntimeError: bug in grounding"
     logged = [
-        str(record.event_log_entry.user_message)
-        for record in instance.get_records_for_run(result.run_id).records
+        str(record.event_log_entry.user_message) for record in instance.get_records_for_run(result.run_id).records
     ]
     [told] = [message for message in logged if "extraction failed: internal error: bug in grounding" in message]
     assert "Traceback (most recent call last):" in told and "RuntimeError: bug in grounding" in told, told

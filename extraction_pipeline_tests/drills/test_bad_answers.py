@@ -147,9 +147,10 @@ def test_every_kind_of_bad_answer_is_named_and_loses_nothing(make_drill: Callabl
                 ]
                 assert any(bad.words in message for message in logged), (kind, logged[-20:])
         slow = drill.items(batches["too slow"])
-        assert [item["abandoned_calls"] for item in slow] == [1] * DOCUMENTS_PER_KIND  # possibly billed, counted
+        assert all(item["abandoned_calls"] >= 1 for item in slow), slow  # possibly billed, counted
         abandoned = drill.cli("batch", "status", str(batches["too slow"]))
-        assert f"{DOCUMENTS_PER_KIND} calls abandoned after the timeout" in abandoned.stdout, abandoned.stdout
+        told_abandoned = sum(item["abandoned_calls"] for item in slow)
+        assert f"{told_abandoned} calls abandoned after the timeout" in abandoned.stdout, abandoned.stdout
         assert failing_providers(drill.ledger) == []  # every kind was told to the breaker, and answers closed it
         assert fake.violations == []  # every request was one the service takes
         assert drill.tracebacks() == []

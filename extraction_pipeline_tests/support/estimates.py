@@ -88,6 +88,8 @@ def honest(fake: FakeLLMServer) -> list[int]:
     tokens, a real answer's size) and reports its usage as OpenAI would: the prompt counted by
     tiktoken, the structured output schema with it ("the structured output schema serves as a
     prefix to the system message", OpenAI's prompt caching guide), the answer's own tokens.
+    The schema is counted as the estimate counts it (its compact JSON, by tiktoken): that it is
+    counted at all is what a test can show here; OpenAI's own count of it is not known.
     Returns the list its answers' lengths are appended to."""
     lengths: list[int] = []
 

@@ -318,6 +318,9 @@ def _completed_message(ledger: Ledger, item_id: int, result: dict[str, Any]) -> 
     return _truncate("; ".join([told or "completed", *cuts]) if told else f"completed after: {'; '.join(cuts)}")
 
 
+RETRIED_ERROR_CHARS = 300  # of a retried document's error in its story, so who retried it stays in
+
+
 def journey(ledger: Ledger, item_id: int) -> str | None:
     """What a document went through before completing, in words, from its history: "completed on
     attempt 3, after: HTTP 429 RateLimitError: Rate limit reached (2 times); dispatched again
@@ -333,9 +336,12 @@ def journey(ledger: Ledger, item_id: int) -> str | None:
     if not rows:
         return None
     told: dict[str, int] = {}
-    for _event, message in rows:
-        # A requeue's history also says what the item was before (" (was: ...)"): the cause is enough.
-        cause = (message or "").split(" (was: ", 1)[0]
+    for event, message in rows:
+        # A requeue's history also says what the item was before (" (was: ...)"): the cause is
+        # enough. A retry's is not: what the document failed with is part of its story.
+        cause, _, was = (message or "").partition(" (was: ")
+        if event == "retry" and was:
+            cause = f"{was.removesuffix(')')[:RETRIED_ERROR_CHARS]}; {cause}"
         told[cause] = told.get(cause, 0) + 1
     parts = [cause if count == 1 else f"{cause} ({count} times)" for cause, count in told.items()]
     return _truncate(f"completed on attempt {attempts or 1}, after: {'; '.join(parts)}")

@@ -91,11 +91,8 @@ def retry_failed(
                 )
             ).rowcount
             if moved:
-                # What it failed with stays in the document's story ("completed on attempt 2,
-                # after: <the error>; retry requested by ann"): the retry alone would hide it.
-                failed_with = f"{item['message']}; " if item["message"] else ""
                 row = history_row(
-                    item_row(item), "retry", ItemStatus.PENDING, f"{failed_with}retry requested by {actor}", actor, now
+                    item_row(item), "retry", ItemStatus.PENDING, f"retry requested by {actor}", actor, now
                 )
                 conn.execute(insert(item_history).values(**row))
                 retried.append(item["document_id"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import html
 import re
 import socket
 import time
@@ -153,7 +154,8 @@ def _parse_retry_after(headers: Any, now: float | None) -> float | None:
 
 
 # An error page in HTML (a load balancer's or proxy's, in front of the provider): its title says it.
-HTML_PAGE = re.compile(r"<html", re.IGNORECASE)
+# A page is what the body starts with (litellm puts the provider's name before it: "... - <html>").
+HTML_PAGE = re.compile(r"(?:^|\s-\s)\s*(?:<!doctype html|<html)", re.IGNORECASE)
 HTML_TITLE = re.compile(r"<title>\s*([^<]{1,120}?)\s*</title>", re.IGNORECASE)
 
 
@@ -177,7 +179,8 @@ def _response_text(exc: BaseException) -> str:
 def _provider_message(exc: BaseException) -> str:
     if (page := _error_page(exc)) is not None:
         title = HTML_TITLE.search(page)
-        return f"an HTML error page ({title.group(1)})" if title else "an HTML error page"
+        words = " ".join(html.unescape(title.group(1)).split()) if title else ""
+        return f"an HTML error page ({words})" if words else "an HTML error page"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     # litellm prefixes "litellm.RateLimitError: RateLimitError: OpenAIException - <provider's words>".
     return text.rsplit(" - ", 1)[-1][:300] if " - " in text else text[:300]
