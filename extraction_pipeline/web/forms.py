@@ -3,6 +3,11 @@
 A form post must come from this server's own pages: a browser sends ``Origin`` (or at least
 ``Referer``) with every POST, and a page on another site that tries to make a reviewer's browser
 post here (cross-site request forgery) is refused. Who posted is web/identity.py's business.
+
+A form is read only when it says its size (``Content-Length``, which browsers always send with a
+form) and that size is within ``FORM_MAX_BYTES``: the biggest form of ours is a template of
+100,000 characters. Nothing larger is read, so no form post spools to disk. (PDF uploads are
+streamed with their own cap: web/upload_stream.py.)
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 CROSS_SITE = "form posts are accepted from this server's own pages only"
+FORM_MAX_BYTES = 1024 * 1024
 
 
 def same_origin(request: Request) -> bool:
@@ -28,6 +34,11 @@ def same_origin(request: Request) -> bool:
 async def read_form(request: Request, *, max_files: int = 0) -> FormData:
     if not same_origin(request):
         raise HTTPException(403, CROSS_SITE)
+    declared = request.headers.get("content-length", "")
+    if not declared.isdigit():
+        raise HTTPException(411, "a form post must say its size (Content-Length)")
+    if int(declared) > FORM_MAX_BYTES:
+        raise HTTPException(413, f"a form of more than {FORM_MAX_BYTES // 1024} KB is not read")
     return await request.form(max_files=max(max_files, 1), max_fields=5000)
 
 

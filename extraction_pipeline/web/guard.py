@@ -13,7 +13,17 @@ send requests here; the browser attaches the analyst's cookies but cannot read t
   (an ``<img src=…/graphql?query=mutation…>`` ran mutations before); a POST, or a live-update
   websocket, whose ``Origin`` is another site is refused.
 
-Our own pages refuse cross-site form posts themselves (``forms.read_form``).
+- **Every write** (any method but GET, HEAD and OPTIONS, on any path): an ``Origin`` other than this
+  server's own (scheme, host and port: ``https://`` where it is served as ``http://`` is another
+  origin; the origin of ``EXTRACTION_PUBLIC_URL`` is its own too) or ``null``, or a browser saying
+  ``Sec-Fetch-Site: cross-site``, is refused. Dagster's REST writes (``report_asset_*``) also need
+  ``Content-Type: application/json``: their bodiless form is a request any page can send.
+- **Frames**: no page of this server may be shown inside another site's page (``X-Frame-Options:
+  DENY``, ``Content-Security-Policy: frame-ancestors 'none'`` on every answer, ours and Dagster's),
+  so a click on a framed page can never be the analyst's.
+- **One Host header**: with two, this guard and the application could read different ones.
+
+Our own pages refuse cross-site form posts themselves too (``forms.read_form``).
 """
 
 from __future__ import annotations
@@ -21,9 +31,13 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlsplit
 
 from starlette.responses import PlainTextResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+OUR_PREFIX = "/extraction"  # our pages (web/urls.py): their forms are checked by forms.read_form
+# Sent with every answer: no other site may frame a page of this server (clickjacking).
+FRAME_HEADERS = ((b"x-frame-options", b"DENY"), (b"content-security-policy", b"frame-ancestors 'none'"))
 WILDCARD_BINDS = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 (recognised, not bound)
 GRAPHQL_PATH = "/graphql"
 
@@ -66,18 +80,28 @@ def is_mutation(query: str) -> bool:
     )
 
 
-class RequestGuard:
-    """ASGI middleware, outermost: refuses requests other sites could have made the browser send."""
+def origin_of(url: str) -> str | None:
+    """``scheme://host[:port]`` of a URL, lower case (None when it has no scheme or host)."""
+    parts = urlsplit(url.strip())
+    return f"{parts.scheme}://{parts.netloc}".lower() if parts.scheme and parts.netloc else None
 
-    def __init__(self, app: ASGIApp, hosts: frozenset[str] | None) -> None:
+
+class RequestGuard:
+    """ASGI middleware, outermost: refuses requests other sites could have made the browser send,
+    and tells browsers never to show this server's pages inside another site's."""
+
+    def __init__(self, app: ASGIApp, hosts: frozenset[str] | None, public_url: str = "") -> None:
         self.app = app
         self.hosts = hosts
+        self.public_origin = origin_of(public_url) if public_url else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+        if scope["type"] == "http":
+            send = _unframeable(send)
         refusal = self._refusal(scope, headers)
         if refusal is None:
             await self.app(scope, receive, send)
@@ -87,6 +111,8 @@ class RequestGuard:
             await PlainTextResponse(refusal[1] + "\n", status_code=refusal[0])(scope, receive, send)
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
+        if sum(1 for name, _ in scope["headers"] if name.lower() == b"host") > 1:
+            return 400, "a request must name this server in one Host header, not several"
         host = host_name(headers.get("host", ""))
         if host is None:
             return 400, "a request must name this server in its Host header"
@@ -95,18 +121,26 @@ class RequestGuard:
                 f"this server is not served as {host!r}: add it to EXTRACTION_ALLOWED_HOSTS "
                 "(or set EXTRACTION_PUBLIC_URL) if that is how users reach it"
             )
-        if scope["path"].rstrip("/") != GRAPHQL_PATH:
+        path = scope["path"].rstrip("/")
+        graphql = path == GRAPHQL_PATH
+        writes = scope["type"] == "http" and scope["method"] not in SAFE_METHODS
+        if not (graphql or writes):
             return None
-        origin = headers.get("origin")
-        if origin and origin != "null" and urlsplit(origin).netloc.lower() != headers.get("host", "").lower():
-            return 403, "GraphQL requests from another site are refused"
-        if origin == "null" or headers.get("sec-fetch-site") == "cross-site":
-            return 403, "GraphQL requests from another site are refused"
+        if self._from_another_site(scope, headers):
+            what = "GraphQL requests" if graphql else f"{scope.get('method', 'websocket')} requests"
+            return 403, f"{what} from another site are refused"
         if scope["type"] == "websocket":
+            return None
+        content_type = headers.get("content-type", "").split(";")[0].strip().lower()
+        if writes and not graphql and not path.startswith(OUR_PREFIX) and content_type != "application/json":
+            return 415, (
+                "Dagster's endpoints that change something take Content-Type: application/json only "
+                "(parameters in a JSON body): a request without it is one any web page can send"
+            )
+        if not graphql:
             return None
         method = scope["method"]
         if method == "POST":
-            content_type = headers.get("content-type", "").split(";")[0].strip().lower()
             if content_type != "application/json":
                 return 415, "GraphQL requests are accepted as POST with Content-Type: application/json only"
             return None
@@ -115,3 +149,31 @@ class RequestGuard:
             if query and any(is_mutation(text) for text in query):
                 return 405, "a GraphQL mutation needs a POST with Content-Type: application/json"
         return None
+
+    def _from_another_site(self, scope: Scope, headers: dict[str, str]) -> bool:
+        """The browser says the request comes from a page of another origin: its ``Origin`` (scheme
+        included) is not this server's as the request names it, nor the public URL's."""
+        if headers.get("sec-fetch-site") == "cross-site":
+            return True
+        origin = headers.get("origin")
+        if origin is None:
+            return False  # not sent by a browser's cross-site request (they all carry one for writes)
+        if origin == "null":
+            return True
+        scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", "http"), scope.get("scheme", "http"))
+        own = {f"{scheme}://{headers.get('host', '')}".lower(), self.public_origin}
+        return origin_of(origin) not in own
+
+
+def _unframeable(send: Send) -> Send:
+    """``send`` with the frame headers added to the answer's start (replacing any of the app's)."""
+
+    async def framed(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            kept = [
+                (name, value) for name, value in message.get("headers", []) if name.lower() not in (b"x-frame-options",)
+            ]
+            message = {**message, "headers": [*kept, *FRAME_HEADERS]}
+        await send(message)
+
+    return framed

@@ -123,10 +123,10 @@ def _projects_page(request: Request, error: str | None = None, status_code: int 
 
 
 async def create_project(request: Request) -> Response:
-    form = await read_form(request)
-    user = signed_in(request)
+    user = signed_in(request)  # who asks, before anything of the form is read
     if isinstance(user, Response):
         return user
+    form = await read_form(request)
     name = str(form.get("project") or "").strip()
     try:
         validate_project(name)
@@ -403,10 +403,10 @@ async def upload(request: Request, project: str) -> Response:
 
 
 async def save_template(request: Request, project: str) -> Response:
-    form = await read_form(request)
-    user = admin(request)
+    user = admin(request)  # who asks, before anything of the form is read
     if isinstance(user, Response):
         return user
+    form = await read_form(request)
     text = str(form.get("template") or "")[:MAX_TEMPLATE_CHARS]
     try:
         data = json.loads(text)
@@ -433,10 +433,10 @@ def _budget_words(budget: Budget) -> str:
 
 
 async def save_budget(request: Request, project: str) -> Response:
-    form = await read_form(request)
-    user = admin(request)
+    user = admin(request)  # who asks, before anything of the form is read
     if isinstance(user, Response):
         return user
+    form = await read_form(request)
     settings = settings_of(request)
     model = " ".join(str(form.get("model") or "").split())[:200]
     if not model:
@@ -471,10 +471,10 @@ async def save_budget(request: Request, project: str) -> Response:
 async def start_batch(request: Request, project: str) -> Response:
     from extraction_pipeline.core.llm.batch_api import supports_provider_batches
 
-    form = await read_form(request)
-    user = signed_in(request)
+    user = signed_in(request)  # who asks, before anything of the form is read
     if isinstance(user, Response):
         return user
+    form = await read_form(request)
     ledger, settings = ledger_of(request), settings_of(request)
     owned = {d["id"] for d in project_documents(ledger, project)}
     try:

@@ -51,7 +51,8 @@ def build_app(settings: Settings, dagster_app: Any, *, token: str | None, bind_h
         return identity.passes_gate(scope, ledger, settings)
 
     gated = TokenGate(app, token, accepts=signed_in) if token else app
-    return RequestGuard(gated, allowed_hosts(bind_host, settings.public_url, settings.allowed_hosts))
+    hosts = allowed_hosts(bind_host, settings.public_url, settings.allowed_hosts)
+    return RequestGuard(gated, hosts, public_url=settings.public_url)
 
 
 def check_binding(host: str, token: str | None) -> None:

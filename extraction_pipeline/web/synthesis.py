@@ -145,12 +145,12 @@ async def _batch_form(request: Request) -> tuple[Ledger, int, FormData, User] | 
     answer with (an unknown batch, a visitor not signed in)."""
     ledger = ledger_of(request)
     batch_id = request.path_params["batch_id"]
-    form = await read_form(request)
-    if get_batch(ledger, batch_id) is None:
-        return message_page("Batch", error=f"unknown batch {batch_id}", status_code=404)
-    reviewer = signed_in(request)
+    reviewer = signed_in(request)  # who asks, before anything of the form is read
     if isinstance(reviewer, Response):
         return reviewer
+    if get_batch(ledger, batch_id) is None:
+        return message_page("Batch", error=f"unknown batch {batch_id}", status_code=404)
+    form = await read_form(request)
     return ledger, batch_id, form, reviewer
 
 

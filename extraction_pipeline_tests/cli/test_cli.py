@@ -204,15 +204,20 @@ def test_batch_create_status_history_export(home: Path, pdfs: list[Path], tmp_pa
     assert [c.value for c in sheet[2]][:3] == [1, "trial-001.pdf", "pending"]
 
 
+def _new_batch(tmp_path: Path, pdfs: list[Path], project: str) -> tuple[Path, str]:
+    """A new home with ``pdfs`` registered in ``project`` and one batch of them: (home, batch id)."""
+    home = tmp_path / "home"
+    run_cli(home, "init", check=True)
+    run_cli(home, "documents", "add", project, *map(str, pdfs), check=True)
+    created = run_cli(home, "batch", "create", project, "--user", "ann", "--idempotency-key", project, check=True)
+    return home, created.stdout.split()[1]
+
+
 def test_batch_status_says_what_an_open_batch_waits_for(tmp_path: Path, pdfs: list[Path]) -> None:
     from extraction_pipeline.core.ledger import Ledger
     from extraction_pipeline.core.ledger.budgets import configure, reserve
 
-    home = tmp_path / "home"
-    run_cli(home, "init", check=True)
-    run_cli(home, "documents", "add", "waits", *map(str, pdfs), check=True)
-    created = run_cli(home, "batch", "create", "waits", "--user", "ann", "--idempotency-key", "w", check=True)
-    batch = created.stdout.split()[1]
+    home, batch = _new_batch(tmp_path, pdfs, "waits")
     ledger = Ledger.connect(f"sqlite:///{home / 'ledger.db'}")
     model = "openai/gpt-4o-mini"
     assert "waiting for" not in run_cli(home, "batch", "status", batch, check=True).stdout
@@ -230,11 +235,7 @@ def test_batch_status_says_why_documents_failed_most_frequent_first(tmp_path: Pa
     from extraction_pipeline.core.ledger import items as states
     from extraction_pipeline.core.ledger.queries import batch_item_rows, error_reasons
 
-    home = tmp_path / "home"
-    run_cli(home, "init", check=True)
-    run_cli(home, "documents", "add", "fails", *map(str, pdfs), check=True)
-    created = run_cli(home, "batch", "create", "fails", "--user", "ann", "--idempotency-key", "f", check=True)
-    batch = created.stdout.split()[1]
+    home, batch = _new_batch(tmp_path, pdfs, "fails")
     ledger = Ledger.connect(f"sqlite:///{home / 'ledger.db'}")
     items = [row["id"] for row in batch_item_rows(ledger, int(batch))]
     assert len(items) >= 3

@@ -4,7 +4,6 @@ so it is scheduled with the other end-to-end tests, not in the drills' own lane.
 
 from __future__ import annotations
 
-import html
 import threading
 import time
 from collections.abc import Callable
@@ -16,14 +15,14 @@ from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.breakers import failing_providers
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.synthetic import make_trial, write_report
-from extraction_pipeline_tests.support.drills import Drill, get_page, wait_for
+from extraction_pipeline_tests.support.drills import Drill, wait_for
 from extraction_pipeline_tests.support.fake_llm import Reply, extraction_json
 from extraction_pipeline_tests.support.invariant import batch_runs
 
 pytestmark = pytest.mark.e2e
 
 
-LLM_TIMEOUT_SECONDS = 4
+LLM_TIMEOUT_SECONDS = 2
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,7 @@ BAD_ANSWERS = {
         Reply(status=502, error="html_page"), "HTTP 502 BadGatewayError: an HTML error page (502 Bad Gateway)", True
     ),
     "too slow": BadAnswer(
-        Reply("{}", delay=LLM_TIMEOUT_SECONDS + 3),
+        Reply("{}", delay=LLM_TIMEOUT_SECONDS + 2),
         f"provider did not answer within {LLM_TIMEOUT_SECONDS} s "
         "(the call was abandoned; the provider may still bill it)",
         True,
@@ -116,7 +115,7 @@ def test_every_kind_of_bad_answer_is_named_and_loses_nothing(make_drill: Callabl
                 user=f"drill-{len(batches)}",
                 document_ids=documents,
             ).id
-        url = drill.start_ui()
+        drill.start_daemon()  # the batch page is read by Drill.told, beside `history`
         started = time.monotonic()
         for kind, batch in batches.items():
             drill.wait_closed(batch)
@@ -138,8 +137,6 @@ def test_every_kind_of_bad_answer_is_named_and_loses_nothing(make_drill: Callabl
                 drill.assert_nothing_lost(batch)
                 told = drill.told(batch)
                 assert len(told) == DOCUMENTS_PER_KIND and all(bad.words in words for words in told.values()), told
-                page = html.unescape(get_page(f"{url}/batches/{batch}") or "")
-                assert bad.words in page, (kind, page[-2000:])
                 logged = [
                     str(record.event_log_entry.user_message)
                     for run in batch_runs(instance, get_batch(drill.ledger, batch))  # type: ignore[arg-type]

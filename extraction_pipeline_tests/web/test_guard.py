@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -70,6 +72,22 @@ class Ui:
             return response.status, response.read()
         finally:
             connection.close()
+
+    def answer_headers(self, method: str, path: str, headers: dict[str, str] | None = None) -> dict[str, str]:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            connection.request(method, path, headers=headers or {})
+            response = connection.getresponse()
+            response.read()
+            return {name.lower(): value for name, value in response.getheaders()}
+        finally:
+            connection.close()
+
+    def raw(self, request: bytes) -> bytes:
+        """Bytes sent as they are (what http.client would not send: two Host headers)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as connection:
+            connection.sendall(request)
+            return connection.recv(65536)
 
     def graphql(self, query: str, **headers: str) -> tuple[int, bytes]:
         data = json.dumps({"query": query}).encode()
@@ -160,64 +178,154 @@ def test_a_request_naming_another_host_is_refused(ui: Ui) -> None:
         assert ui.request("GET", "/server_info", headers={"Host": host})[0] == 200
 
 
-class _HostilePage(BaseHTTPRequestHandler):
+MATERIALIZATIONS = (
+    '{ assetOrError(assetKey: {path: ["batch_workbook"]}) { ... on Asset { assetMaterializations { timestamp } } } }'
+)
+
+
+def _materializations(ui: Ui) -> int:
+    status, body = ui.graphql(MATERIALIZATIONS)
+    assert status == 200, body
+    return len(json.loads(body)["data"]["assetOrError"]["assetMaterializations"])
+
+
+@pytest.mark.e2e
+def test_no_answer_may_be_framed_and_a_write_from_another_origin_or_scheme_is_refused(ui: Ui) -> None:
+    refused_mutation = f"/graphql?query={quote(ZERO_POOL)}"
+    for path in ("/extraction/projects", "/extraction/signin", "/server_info", "/", refused_mutation):
+        headers = ui.answer_headers("GET", path)  # ours, Dagster's, and a refusal of the guard's
+        assert headers.get("x-frame-options") == "DENY", (path, headers)
+        assert headers.get("content-security-policy") == "frame-ancestors 'none'", (path, headers)
+    # The same host and port over another scheme is another origin.
+    https = f"https://127.0.0.1:{ui.port}"
+    status, body = ui.graphql(ZERO_POOL, Origin=https)
+    assert status == 403 and b"another site" in body
+    form = {"Origin": https, "Content-Type": "application/x-www-form-urlencoded"}
+    status, body = ui.request("POST", "/extraction/projects", body=b"name=from-https", headers=form)
+    assert status == 403 and b"POST requests from another site are refused" in body
+    # Dagster's REST writes: never from another site, never in the bodiless form any page can send.
+    report = "/report_asset_materialization/batch_workbook"
+    status, body = ui.request("POST", report, headers={"Origin": "http://evil.example"})
+    assert status == 403, body
+    status, body = ui.request("POST", f"{report}?description=planted")
+    assert status == 415 and b"Content-Type: application/json" in body
+    assert _materializations(ui) == 0
+    status, body = ui.request(  # as a script reports one, the documented JSON way: accepted
+        "POST", report, body=b'{"description": "reported"}', headers={"Content-Type": "application/json"}
+    )
+    assert status == 200, body
+    assert _materializations(ui) == 1
+    # Two Host headers: the guard and the application could each read another one.
+    doubled = (
+        f"GET /server_info HTTP/1.1\r\nHost: 127.0.0.1:{ui.port}\r\nHost: evil.example\r\nConnection: close\r\n\r\n"
+    ).encode()
+    answer = ui.raw(doubled)
+    assert answer.startswith(b"HTTP/1.1 400") and b"one Host header" in answer, answer[:300]
+    assert ui.pool() == 5
+    assert b"from-https" not in ui.request("GET", "/extraction/projects")[1]
+
+
+def _text_of(frame: Any) -> str:
+    try:
+        return str(frame.evaluate("document.body ? document.body.innerText : ''"))
+    except Exception:  # an error page of the browser's own may not be read at all
+        return ""
+
+
+def _framing_page(target: str) -> str:
+    """A page on another site that shows the server's sign-in page and a Dagster page in frames."""
+    return (
+        f'<!doctype html><html><body><iframe src="{target}/extraction/signin" width=600 height=300></iframe>'
+        f'<iframe src="{target}/runs" width=600 height=300></iframe></body></html>'
+    )
+
+
+@pytest.mark.e2e
+@pytest.mark.browser
+def test_a_page_on_another_site_cannot_frame_the_server(ui: Ui, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with _other_site(_framing_page(ui.origin)) as framing, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        page = browser.new_page()
+        page.goto(framing, wait_until="load")
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(tmp_path / "framed.png"))
+        frames = [(frame.url, _text_of(frame)) for frame in page.frames[1:]]
+        browser.close()
+    assert len(frames) == 2, frames
+    # Chromium puts its error page in a frame it refused to fill: neither page of ours was shown.
+    assert not any(url.startswith(ui.origin) for url, _ in frames), frames
+    assert not any("Sign in" in text for _, text in frames), frames
+
+
+def _hostile_page(target: str) -> str:
     """The page on another site: it tries every way a page can make the browser send a mutation."""
-
-    target = ""
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        mutation = quote(ZERO_POOL)
-        html = f"""<!doctype html><html><body>
-<img src="{self.target}/graphql?query={mutation}">
-<form id="plain" method="post" enctype="text/plain" action="{self.target}/graphql?query={mutation}" target="f1">
+    mutation = quote(ZERO_POOL)
+    return f"""<!doctype html><html><body>
+<img src="{target}/graphql?query={mutation}">
+<form id="plain" method="post" enctype="text/plain" action="{target}/graphql?query={mutation}" target="f1">
 <input name="x" value="y"></form>
-<form id="urlenc" method="post" action="{self.target}/graphql?query={mutation}" target="f2">
+<form id="urlenc" method="post" action="{target}/graphql?query={mutation}" target="f2">
 <input name="query" value='{ZERO_POOL}'></form>
 <iframe name="f1"></iframe><iframe name="f2"></iframe>
 <script>
 document.getElementById('plain').submit();
 document.getElementById('urlenc').submit();
-fetch("{self.target}/graphql", {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}},
+fetch("{target}/graphql", {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}},
   body: JSON.stringify({{query: '{ZERO_POOL}'}})}});
-fetch("{self.target}/graphql", {{method: "POST", headers: {{"Content-Type": "application/json"}},
+fetch("{target}/graphql", {{method: "POST", headers: {{"Content-Type": "application/json"}},
   body: JSON.stringify({{query: '{ZERO_POOL}'}})}}).catch(() => {{}});
 setTimeout(() => {{ document.title = "done"; }}, 2500);
 </script></body></html>"""
-        data = html.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+
+
+@contextlib.contextmanager
+def _other_site(page: str) -> Iterator[str]:
+    """``page`` served at another origin (and another host): its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            data = page.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.2", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.2:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _chromium() -> str:
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"Chromium is required in CI: {CHROMIUM} is missing (./dev test installs it)")
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    return CHROMIUM
 
 
 @pytest.mark.e2e
 @pytest.mark.browser
 def test_a_page_on_another_site_cannot_change_the_instance_through_the_browser(ui: Ui, tmp_path: Path) -> None:
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"Chromium is required in CI: {CHROMIUM} is missing (./dev test installs it)")
-        pytest.skip(f"no Chromium at {CHROMIUM}")
     from playwright.sync_api import sync_playwright
 
-    page_class = type("Hostile", (_HostilePage,), {"target": ui.origin})
-    hostile = ThreadingHTTPServer(("127.0.0.2", 0), page_class)  # another origin (and another host)
-    threading.Thread(target=hostile.serve_forever, daemon=True).start()
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-            page = browser.new_page()
-            page.goto(f"{ui.origin}/extraction")  # the analyst has the workbench open
-            page.goto(f"http://127.0.0.2:{hostile.server_address[1]}/")
-            page.wait_for_function("document.title === 'done'", timeout=30_000)
-            page.screenshot(path=str(tmp_path / "hostile.png"))
-            browser.close()
-    finally:
-        hostile.shutdown()
-        hostile.server_close()
+    with _other_site(_hostile_page(ui.origin)) as hostile, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        page = browser.new_page()
+        page.goto(f"{ui.origin}/extraction")  # the analyst has the workbench open
+        page.goto(hostile)
+        page.wait_for_function("document.title === 'done'", timeout=30_000)
+        page.screenshot(path=str(tmp_path / "hostile.png"))
+        browser.close()
     assert ui.pool() == 5  # the llm pool was not set to 0
 
 
