@@ -7,6 +7,7 @@ take the ledger and the settings from the request (web/deps.py).
 
 from __future__ import annotations
 
+import math
 from urllib.parse import quote
 
 from starlette.requests import Request
@@ -25,6 +26,7 @@ from extraction_pipeline.web.identity import (
     identify,
     sso_refused,
 )
+from extraction_pipeline.web.signin_throttle import count_failure, retry_after, too_many
 from extraction_pipeline.web.templating import render
 from extraction_pipeline.web.urls import PREFIX
 
@@ -81,6 +83,7 @@ def _form_page(
     status_code: int = 200,
     refresh: bool = False,
     confirm: tuple[User, str] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Response:
     """The sign-in form; with ``confirm`` (a sign-in link's user and token) a button that signs in
     as that user — a link alone never signs anyone in (another person's link would sign you in as
@@ -97,7 +100,16 @@ def _form_page(
         reload_to=f"{SIGNIN_PATH}?next={quote(next_path, safe='')}" if refresh else None,
         confirm_as=confirm[0].name if confirm else None,
         token=confirm[1] if confirm else "",
-        headers={"referrer-policy": "same-origin", "cache-control": "no-store"},
+        headers={"referrer-policy": "same-origin", "cache-control": "no-store", **(headers or {})},
+    )
+
+
+def _wait_page(next_path: str, seconds: float) -> Response:
+    return _form_page(
+        next_path,
+        error=f"too many failed sign-ins from this address: try again in {math.ceil(seconds)} s",
+        status_code=429,
+        headers=retry_after(seconds),
     )
 
 
@@ -105,8 +117,11 @@ async def signin_page(request: Request) -> Response:
     next_path = safe_next(request.query_params.get("next"))
     token = request.query_params.get("token")
     if token is not None:  # the link `users add` printed: confirmed by a click (a same-origin POST)
+        if wait := too_many(request, settings_of(request)):
+            return _wait_page(next_path, wait)
         user = user_by_token(ledger_of(request), token.strip())
         if user is None:
+            count_failure(request, settings_of(request))
             return _form_page(next_path, error=BAD_TOKEN, status_code=401)
         return _form_page(next_path, confirm=(user, token.strip()))
     found = identify(request, ledger_of(request), settings_of(request))
@@ -122,8 +137,11 @@ async def signin_page(request: Request) -> Response:
 async def signin(request: Request) -> Response:
     form = await read_form(request)
     next_path = safe_next(text_field(form, "next", MAX_NEXT_CHARS))
+    if wait := too_many(request, settings_of(request)):
+        return _wait_page(next_path, wait)
     user = user_by_token(ledger_of(request), text_field(form, "token", 500).strip())
     if user is None:
+        count_failure(request, settings_of(request))
         return _form_page(next_path, error=BAD_TOKEN, status_code=401)
     return _signed_in(request, user, next_path)
 

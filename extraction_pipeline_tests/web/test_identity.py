@@ -194,6 +194,26 @@ def test_a_form_is_read_only_when_it_says_its_size_and_that_size_is_small(ledger
         assert _me(client)[0] == 200
 
 
+def test_failed_sign_ins_are_throttled_per_client_and_logged_without_the_token(
+    ledger: Ledger, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from extraction_pipeline.web.signin_throttle import FAILURES_ALLOWED
+
+    _, token = add_user(ledger, "alice", Role.REVIEWER)
+    guesses = [f"guess-{n}-not-a-token" for n in range(FAILURES_ALLOWED + 1)]
+    with caplog.at_level("WARNING"), _serving(ledger, _settings(tmp_path)) as base, _client(base) as client:
+        statuses = [client.post("/extraction/signin", data={"token": guess}).status_code for guess in guesses]
+        assert statuses == [401] * FAILURES_ALLOWED + [429]
+        held = client.post("/extraction/signin", data={"token": token})  # right, but within the pause
+        assert held.status_code == 429 and 0 < int(held.headers["retry-after"]) <= 60
+        assert "too many failed sign-ins" in held.text and _me(client)[0] == 401
+        linked = client.get("/extraction/signin", params={"token": guesses[0]})  # the link's way too
+        assert linked.status_code == 429
+    failures = [r.getMessage() for r in caplog.records if "failed sign-in from 127.0.0.1" in r.getMessage()]
+    assert len(failures) == FAILURES_ALLOWED
+    assert not any(guess in r.getMessage() or token in r.getMessage() for r in caplog.records for guess in guesses)
+
+
 def test_the_printed_link_asks_before_it_signs_in(ledger: Ledger, tmp_path: Path) -> None:
     _, token = add_user(ledger, "alice", Role.REVIEWER)
     with _serving(ledger, _settings(tmp_path)) as base, _client(base) as client:
