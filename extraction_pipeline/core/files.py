@@ -5,7 +5,9 @@ it over the target (atomic on one file system): a reader sees the previous file 
 never part of one, even when the writer is SIGKILLed. What a killed writer leaves behind is a
 hidden partial file naming its host and process, so a later writer on the same host removes those
 whose process is gone (another host's, or a live process's, are left alone: a shared folder may
-serve several machines).
+serve several machines). A temporary folder of ours (an upload being staged) is hidden and marked
+``.extraction-<what>.<host>.<pid>.``: only names of that exact shape are ever removed, so a user's
+file or folder beside the workbooks is never taken for one.
 """
 
 from __future__ import annotations
@@ -99,10 +101,11 @@ def _fsync_folder(folder: Path) -> None:
             os.close(fd)
 
 
-_OWNED = re.compile(r"^(?P<prefix>[a-z]+)-(?P<host>[^./]+)-(?P<pid>\d+)-[A-Za-z0-9_]+$")
+# Hidden, and marked as ours: a user's folder named like "backup-<host>-2024-final" is never one.
+_OWNED = re.compile(r"^\.extraction-(?P<prefix>[a-z]+)\.(?P<host>[^./]+)\.(?P<pid>\d+)\.[A-Za-z0-9_]+$")
 
 
 def owned_name(prefix: str) -> str:
     """A prefix for a temporary folder that ``remove_stale_partials`` removes once this process is
-    gone (``tempfile.mkdtemp(prefix=owned_name("upload"))``)."""
-    return f"{prefix}-{_host()}-{os.getpid()}-"
+    gone (``tempfile.mkdtemp(prefix=owned_name("upload"))``): hidden, and marked as ours."""
+    return f".extraction-{prefix}.{_host()}.{os.getpid()}."

@@ -326,7 +326,7 @@ def test_uploads_survive_a_server_killed_mid_upload(tmp_path: Path) -> None:
         uploading.start()
         # Killed while a file is staged and some are already registered: in the middle of the 10.
         deadline = time.monotonic() + 120
-        while not (len(project_documents(ledger, "trials")) >= 1 and any(staging.glob("upload-*"))):
+        while not (len(project_documents(ledger, "trials")) >= 1 and any(staging.glob(".extraction-upload.*"))):
             assert time.monotonic() < deadline and uploading.is_alive(), "the upload never got under way"
             time.sleep(0.002)
     finally:
@@ -334,7 +334,7 @@ def test_uploads_survive_a_server_killed_mid_upload(tmp_path: Path) -> None:
     uploading.join(timeout=60)
     registered = project_documents(ledger, "trials")
     assert 1 <= len(registered) < 10, len(registered)
-    assert any(staging.glob("upload-*"))  # what the killed server left
+    assert any(staging.glob(".extraction-upload.*"))  # what the killed server left
     for document in registered:  # every registered document is whole: its stored copy is its bytes
         assert sha256_of(Path(document["stored_path"])) == document["sha256"]
 
