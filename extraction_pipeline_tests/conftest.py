@@ -98,7 +98,8 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
                 "TRUNCATE provider_batch_entries, provider_batches, missed_reviews, outcome_labels, model_answers, "
                 "review_decisions, item_history, "
                 "provider_breakers, provider_budgets, prompt_audit, "
-                "batch_items, batches, templates, documents, parsed_documents, document_contents, user_sessions, users "
+                "batch_items, batches, templates, documents, parsed_documents, document_contents, signin_codes, "
+                "user_sessions, users "
                 "RESTART IDENTITY CASCADE"
             )
         )

@@ -1,5 +1,6 @@
-"""The pages that sign users in and out: a personal token (typed, or from the link `users add`
-printed) becomes a session cookie; signing out ends it; ``/me`` says who the session is.
+"""The pages that sign users in and out: a personal token (typed) or a one-time sign-in link
+(`users add`, `users link`: good once, for minutes, never the token) becomes a session cookie;
+signing out ends it; ``/me`` says who the session is.
 
 Who a request proves to be is web/identity.py's; these handlers, like every other route module's,
 take the ledger and the settings from the request (web/deps.py).
@@ -14,7 +15,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from extraction_pipeline.core.ledger.users import SESSION_DAYS, User, end_session, start_session, user_by_token
+from extraction_pipeline.core.ledger.users import (
+    SESSION_DAYS,
+    User,
+    end_session,
+    start_session,
+    use_signin_code,
+    user_by_code,
+    user_by_token,
+)
 from extraction_pipeline.web.deps import ledger_of, settings_of, user_of
 from extraction_pipeline.web.forms import read_form, text_field
 from extraction_pipeline.web.identity import (
@@ -32,6 +41,10 @@ from extraction_pipeline.web.urls import PREFIX
 
 HOME_PATH = f"{PREFIX}/"
 MAX_NEXT_CHARS = 2000
+BAD_CODE = (
+    "that sign-in link is not valid: it works once, for 15 minutes "
+    "(ask an admin for a new one: extraction-pipeline users link NAME)"
+)
 BAD_TOKEN = "that token is not valid (ask an admin for a new one: extraction-pipeline users token NAME)"  # noqa: S105 (a message)
 
 
@@ -83,6 +96,7 @@ def _form_page(
     status_code: int = 200,
     refresh: bool = False,
     confirm: tuple[User, str] | None = None,
+    confirm_field: str = "code",
     headers: dict[str, str] | None = None,
 ) -> Response:
     """The sign-in form; with ``confirm`` (a sign-in link's user and token) a button that signs in
@@ -99,7 +113,8 @@ def _form_page(
         status_code=status_code,
         reload_to=f"{SIGNIN_PATH}?next={quote(next_path, safe='')}" if refresh else None,
         confirm_as=confirm[0].name if confirm else None,
-        token=confirm[1] if confirm else "",
+        secret_field=confirm_field,
+        secret=confirm[1] if confirm else "",
         headers={"referrer-policy": "same-origin", "cache-control": "no-store", **(headers or {})},
     )
 
@@ -115,15 +130,24 @@ def _wait_page(next_path: str, seconds: float) -> Response:
 
 async def signin_page(request: Request) -> Response:
     next_path = safe_next(request.query_params.get("next"))
+    code = request.query_params.get("code")
+    if code is not None:  # the one-time link `users add` / `users link` printed: confirmed by a click
+        if wait := too_many(request, settings_of(request)):
+            return _wait_page(next_path, wait)
+        user = user_by_code(ledger_of(request), code.strip())
+        if user is None:
+            count_failure(request, settings_of(request))
+            return _form_page(next_path, error=BAD_CODE, status_code=401)
+        return _form_page(next_path, confirm=(user, code.strip()))
     token = request.query_params.get("token")
-    if token is not None:  # the link `users add` printed: confirmed by a click (a same-origin POST)
+    if token is not None:  # a link of an older release, which carried the token: confirmed the same way
         if wait := too_many(request, settings_of(request)):
             return _wait_page(next_path, wait)
         user = user_by_token(ledger_of(request), token.strip())
         if user is None:
             count_failure(request, settings_of(request))
             return _form_page(next_path, error=BAD_TOKEN, status_code=401)
-        return _form_page(next_path, confirm=(user, token.strip()))
+        return _form_page(next_path, confirm=(user, token.strip()), confirm_field="token")
     found = identify(request, ledger_of(request), settings_of(request))
     if isinstance(found, User):
         if "next" in request.query_params:
@@ -139,6 +163,13 @@ async def signin(request: Request) -> Response:
     next_path = safe_next(text_field(form, "next", MAX_NEXT_CHARS))
     if wait := too_many(request, settings_of(request)):
         return _wait_page(next_path, wait)
+    code = text_field(form, "code", 500).strip()
+    if code:  # the click on a one-time link's page: the code is used up
+        user = use_signin_code(ledger_of(request), code)
+        if user is None:
+            count_failure(request, settings_of(request))
+            return _form_page(next_path, error=BAD_CODE, status_code=401)
+        return _signed_in(request, user, next_path)
     user = user_by_token(ledger_of(request), text_field(form, "token", 500).strip())
     if user is None:
         count_failure(request, settings_of(request))

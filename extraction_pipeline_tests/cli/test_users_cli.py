@@ -5,6 +5,7 @@ line."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,11 +36,33 @@ def home_ledger(home: Path) -> Iterator[Ledger]:
     handle.dispose()
 
 
+LINK = re.compile(r"https://review\.example\.org/extraction/signin\?code=([A-Za-z0-9_-]{43}) ")
+
+
 def _token_of(stdout: str, name: str) -> str:
     token, how = stdout.strip().splitlines()
-    assert how.startswith(f"{name} signs in at https://review.example.org/extraction/signin?token={token} ")
-    assert "pastes the token at https://review.example.org/extraction/signin)" in how
+    assert how.startswith(f"{name} signs in once at https://review.example.org/extraction/signin?code="), how
+    assert LINK.search(how) and token not in how  # the link holds a one-time code, never the token
+    assert "(good for 15 min; `extraction-pipeline users link" in how
+    assert "pastes the token at https://review.example.org/extraction/signin;" in how
     return token
+
+
+def test_a_sign_in_link_is_a_code_good_once(home: Path, home_ledger: Ledger) -> None:
+    from extraction_pipeline.core.ledger.users import use_signin_code
+
+    added = run_cli(home, "users", "add", "alice", check=True).stdout
+    first = LINK.search(added)
+    assert first is not None
+    linked = run_cli(home, "users", "link", "ALICE", check=True).stdout
+    second = LINK.search(linked)
+    assert second is not None and second.group(1) != first.group(1)
+    assert "good once, for 15 min: it signs alice in" in linked
+    for code in (first.group(1), second.group(1)):  # both good (a new link does not end the other)
+        used = use_signin_code(home_ledger, code)
+        assert used is not None and used.name == "alice"
+        assert use_signin_code(home_ledger, code) is None  # once
+    one_line_error(run_cli(home, "users", "link", "nobody"), 2, "no active user 'nobody'")
 
 
 def test_add_prints_the_token_and_where_to_sign_in(home: Path, home_ledger: Ledger) -> None:

@@ -185,3 +185,25 @@ def test_an_existing_ledger_gets_the_user_tables_when_opened(ledger_url: str) ->
             conn.execute(delete(user_sessions))
             conn.execute(delete(users))
         upgraded.dispose()
+
+
+def test_a_sign_in_code_signs_in_once_until_it_expires_and_never_a_disabled_user(ledger: Ledger) -> None:
+    from extraction_pipeline.core.ledger.schema import signin_codes
+    from extraction_pipeline.core.ledger.users import issue_signin_code, use_signin_code, user_by_code
+
+    alice, _ = add_user(ledger, "alice")
+    code = issue_signin_code(ledger, alice)
+    assert user_by_code(ledger, code) == alice and user_by_code(ledger, code) == alice  # looking uses nothing
+    assert use_signin_code(ledger, code) == alice
+    assert use_signin_code(ledger, code) is None and user_by_code(ledger, code) is None  # good once
+    late = issue_signin_code(ledger, alice)
+    with ledger.engine.begin() as conn:  # its 15 minutes have passed
+        conn.execute(update(signin_codes).values(expires_at=utcnow() - timedelta(seconds=1)))
+    assert use_signin_code(ledger, late) is None
+    held = issue_signin_code(ledger, alice)
+    disable_user(ledger, "alice")
+    assert use_signin_code(ledger, held) is None
+    assert use_signin_code(ledger, "") is None and use_signin_code(ledger, "x" * 500) is None
+    with ledger.engine.connect() as conn:  # only digests are kept
+        stored = {row.id for row in conn.execute(select(signin_codes))}
+    assert code not in stored and late not in stored and len(stored) >= 1

@@ -214,6 +214,27 @@ def test_failed_sign_ins_are_throttled_per_client_and_logged_without_the_token(
     assert not any(guess in r.getMessage() or token in r.getMessage() for r in caplog.records for guess in guesses)
 
 
+def test_a_one_time_link_asks_before_it_signs_in_and_works_once(ledger: Ledger, tmp_path: Path) -> None:
+    from extraction_pipeline.core.ledger.users import issue_signin_code
+
+    alice, token = add_user(ledger, "alice", Role.REVIEWER)
+    code = issue_signin_code(ledger, alice)
+    with _serving(ledger, _settings(tmp_path)) as base, _client(base) as client:
+        asked = client.get("/extraction/signin", params={"code": code, "next": "/extraction/projects"})
+        assert asked.status_code == 200 and "Sign in as <strong>alice</strong>?" in asked.text
+        assert token not in asked.text and _me(client)[0] == 401  # the page holds the code, not the token
+        fields = dict(re.findall(r'name="([^"]+)" value="([^"]*)"', asked.text))
+        assert fields == {"next": "/extraction/projects", "code": code}
+        confirmed = client.post("/extraction/signin", data=fields)
+        assert confirmed.status_code == 303 and confirmed.headers["location"] == "/extraction/projects"
+        assert _me(client) == (200, {"name": "alice", "role": "reviewer"})
+    with _serving(ledger, _settings(tmp_path)) as base, _client(base) as other:  # the same link again
+        again = other.get("/extraction/signin", params={"code": code})
+        assert again.status_code == 401 and "works once, for 15 minutes" in again.text
+        assert other.post("/extraction/signin", data={"code": code}).status_code == 401
+        assert _me(other)[0] == 401
+
+
 def test_the_printed_link_asks_before_it_signs_in(ledger: Ledger, tmp_path: Path) -> None:
     _, token = add_user(ledger, "alice", Role.REVIEWER)
     with _serving(ledger, _settings(tmp_path)) as base, _client(base) as client:

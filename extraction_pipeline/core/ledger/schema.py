@@ -410,6 +410,18 @@ user_sessions = Table(
 )
 Index("ix_user_sessions_user", user_sessions.c.user_id)
 
+signin_codes = Table(
+    "signin_codes",
+    metadata,
+    # A sign-in link's code: good once, for minutes (the link never carries the personal token).
+    # The id is the sha256 of the code; the code itself is never stored.
+    Column("id", String(64), primary_key=True),
+    Column("user_id", Integer, ForeignKey("users.id"), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Column("expires_at", DateTime, nullable=False),
+    Column("used_at", DateTime, nullable=True),
+)
+
 outcome_labels = Table(
     "outcome_labels",
     metadata,

@@ -26,11 +26,12 @@ from sqlalchemy.exc import IntegrityError
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger.database import Ledger, utcnow
-from extraction_pipeline.core.ledger.schema import user_sessions, users
+from extraction_pipeline.core.ledger.schema import signin_codes, user_sessions, users
 
 MAX_NAME_CHARS = 100
 NAME_PUNCTUATION = frozenset(" .-_@+")  # + for e-mail sub-addresses (a+b@x.org) from single sign-on
 SESSION_DAYS = 14
+SIGNIN_CODE_MINUTES = 15  # a sign-in link is good once, for this long
 TOKEN_BYTES = 32  # secrets.token_urlsafe(32): 43 characters, 256 random bits
 # Far longer than any token we issue: a longer value is refused before it is hashed or looked up.
 MAX_SECRET_CHARS = 200
@@ -240,3 +241,55 @@ def end_session(ledger: Ledger, secret: str) -> None:
         return
     with ledger.engine.begin() as conn:
         conn.execute(delete(user_sessions).where(user_sessions.c.id == digest(secret)))
+
+
+def issue_signin_code(ledger: Ledger, user: User, *, minutes: float = SIGNIN_CODE_MINUTES) -> str:
+    """A code for a sign-in link: good once, for ``minutes`` (only its digest is stored)."""
+    if minutes <= 0:
+        raise ConfigError(f"a sign-in code lasts more than 0 minutes, got {minutes}")
+    code = secrets.token_urlsafe(TOKEN_BYTES)
+    now = utcnow()
+    with ledger.engine.begin() as conn:
+        # Housekeeping where codes are made, so the table holds live codes only.
+        conn.execute(delete(signin_codes).where(signin_codes.c.expires_at <= now))
+        conn.execute(
+            insert(signin_codes).values(
+                id=digest(code), user_id=user.id, created_at=now, expires_at=now + timedelta(minutes=minutes)
+            )
+        )
+    return code
+
+
+def user_by_code(ledger: Ledger, code: str) -> User | None:
+    """The user a sign-in code is for, while it is unused and unexpired (the code is not used up)."""
+    if not code or len(code) > MAX_SECRET_CHARS:
+        return None
+    query = (
+        select(users)
+        .join(signin_codes, signin_codes.c.user_id == users.c.id)
+        .where(
+            signin_codes.c.id == digest(code),
+            signin_codes.c.used_at.is_(None),
+            signin_codes.c.expires_at > utcnow(),
+            users.c.disabled_at.is_(None),
+        )
+    )
+    with ledger.engine.connect() as conn:
+        row = conn.execute(query).mappings().first()
+    return _from_row(row) if row else None
+
+
+def use_signin_code(ledger: Ledger, code: str) -> User | None:
+    """Use a sign-in code up: its user, or None when it is unknown, used, expired or its user
+    disabled. One conditional update: two clicks on one link sign in once."""
+    user = user_by_code(ledger, code)
+    if user is None:
+        return None
+    now = utcnow()
+    used = (
+        update(signin_codes)
+        .where(signin_codes.c.id == digest(code), signin_codes.c.used_at.is_(None), signin_codes.c.expires_at > now)
+        .values(used_at=now)
+    )
+    with ledger.engine.begin() as conn:
+        return user if conn.execute(used).rowcount == 1 else None
