@@ -80,10 +80,22 @@ def is_mutation(query: str) -> bool:
     )
 
 
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
 def origin_of(url: str) -> str | None:
-    """``scheme://host[:port]`` of a URL, lower case (None when it has no scheme or host)."""
-    parts = urlsplit(url.strip())
-    return f"{parts.scheme}://{parts.netloc}".lower() if parts.scheme and parts.netloc else None
+    """``scheme://host[:port]`` of a URL, lower case, without the scheme's default port (None when
+    it has no scheme or host): ``https://X.org:443`` and ``https://x.org`` are one origin."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if not scheme or not host:
+        return None
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}" if port in (None, DEFAULT_PORTS.get(scheme)) else f"{scheme}://{host}:{port}"
 
 
 class RequestGuard:
@@ -128,7 +140,14 @@ class RequestGuard:
             return None
         if self._from_another_site(scope, headers):
             what = "GraphQL requests" if graphql else f"{scope.get('method', 'websocket')} requests"
-            return 403, f"{what} from another site are refused"
+            said = origin_of(headers.get("origin", "")) or ""
+            hint = (
+                f" (Origin {said} is not {self._own_origin(scope, headers)}: behind a TLS proxy, set "
+                f"EXTRACTION_PUBLIC_URL={said})"
+                if said.startswith("https://") and self.public_origin != said
+                else ""
+            )
+            return 403, f"{what} from another site are refused{hint}"
         if scope["type"] == "websocket":
             return None
         content_type = headers.get("content-type", "").split(";")[0].strip().lower()
@@ -160,9 +179,13 @@ class RequestGuard:
             return False  # not sent by a browser's cross-site request (they all carry one for writes)
         if origin == "null":
             return True
+        return origin_of(origin) not in {self._own_origin(scope, headers), self.public_origin}
+
+    @staticmethod
+    def _own_origin(scope: Scope, headers: dict[str, str]) -> str | None:
+        """This server's origin as the request names it (a websocket's ``ws`` is ``http``)."""
         scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", "http"), scope.get("scheme", "http"))
-        own = {f"{scheme}://{headers.get('host', '')}".lower(), self.public_origin}
-        return origin_of(origin) not in own
+        return origin_of(f"{scheme}://{headers.get('host', '')}")
 
 
 def _unframeable(send: Send) -> Send:

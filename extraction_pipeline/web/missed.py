@@ -128,15 +128,15 @@ async def review_missed(request: Request) -> Response:
     """Dismiss, reopen, or turn into a value one item of a document's possibly-missed list."""
     ledger, settings = ledger_of(request), settings_of(request)
     item_id = request.path_params["item_id"]
+    reviewer = signed_in(request)  # who asks, before anything of the form is read
+    if isinstance(reviewer, Response):
+        return reviewer
     form = await read_form(request)
     item = get_item(ledger, item_id)
     if item is None:
         return PlainTextResponse(f"unknown item {item_id}\n", status_code=404)
     key = text_field(form, "key", 200)
     back = f"{PREFIX}/batches/{item['batch_id']}/documents/{item_id}?{urlencode({'value': MISSED_PREFIX + key})}"
-    reviewer = signed_in(request)
-    if isinstance(reviewer, Response):
-        return reviewer
     response = RedirectResponse(back, status_code=303)
     action = text_field(form, "action", 20)
     try:

@@ -231,20 +231,21 @@ async def image(request: Request) -> Response:
 async def decide(request: Request) -> Response:
     ledger, settings = ledger_of(request), settings_of(request)
     item_id = request.path_params["item_id"]
-    form = await read_form(request)
     item = get_item(ledger, item_id)
     if item is None:
         return PlainTextResponse(f"unknown item {item_id}\n", status_code=404)
+    reviewer = signed_in(request)  # who asks, before anything of the form is read
+    if isinstance(reviewer, Response):
+        if request.headers.get("sec-fetch-mode") == "navigate" or "text/html" in request.headers.get("accept", ""):
+            back = RedirectResponse(_document_url(item["batch_id"], item_id), status_code=303)
+            set_flash(back, "sign in to record decisions", error=True)
+            return back
+        return reviewer
+    form = await read_form(request)
     action = text_field(form, "action", 20)
     paths = [p[:300] for p in form.getlist("path") if isinstance(p, str)][:200]
     path = paths[0] if paths else ""
     response = RedirectResponse(_document_url(item["batch_id"], item_id, value=path or None), status_code=303)
-    reviewer = signed_in(request)
-    if isinstance(reviewer, Response):
-        if request.headers.get("sec-fetch-mode") == "navigate" or "text/html" in request.headers.get("accept", ""):
-            set_flash(response, "sign in to record decisions", error=True)
-            return response
-        return reviewer
     if action == APPROVE_ROW:
         return _approve_row(ledger, item, paths, reviewer.name, response)
     seen = text_field(form, "seen_seq", 12)

@@ -207,3 +207,13 @@ def test_a_sign_in_code_signs_in_once_until_it_expires_and_never_a_disabled_user
     with ledger.engine.connect() as conn:  # only digests are kept
         stored = {row.id for row in conn.execute(select(signin_codes))}
     assert code not in stored and late not in stored and len(stored) >= 1
+
+
+def test_a_new_token_ends_the_sign_in_links_not_yet_used(ledger: Ledger) -> None:
+    from extraction_pipeline.core.ledger.users import issue_signin_code, use_signin_code
+
+    alice, _ = add_user(ledger, "alice")
+    code = issue_signin_code(ledger, alice)
+    new_token(ledger, "alice")  # replaced because something may have leaked: the links too
+    assert use_signin_code(ledger, code) is None
+    assert use_signin_code(ledger, issue_signin_code(ledger, alice)) == alice  # a new link works

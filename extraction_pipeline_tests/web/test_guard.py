@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 import pytest
 
-from extraction_pipeline.web.guard import allowed_hosts, host_name, is_mutation
+from extraction_pipeline.web.guard import allowed_hosts, host_name, is_mutation, origin_of
 from extraction_pipeline_tests.support.web import free_port
 
 CHROMIUM = os.environ.get("EXTRACTION_CHROMIUM", "/usr/bin/chromium")
@@ -40,6 +40,13 @@ def test_the_allowed_hosts_are_loopback_the_bound_address_the_public_url_and_the
     assert "0.0.0.0" not in (allowed_hosts("0.0.0.0", "http://127.0.0.1:3000", ()) or ())  # noqa: S104
     assert allowed_hosts("0.0.0.0", "http://x", ("*",)) is None  # noqa: S104  # any name, by choice
     assert host_name("[::1]:3000") == "::1" and host_name("Example.org:80") == "example.org"
+    # One origin however it is written: the scheme's default port, case; another scheme or port is another.
+    assert origin_of("HTTPS://Review.Example.org:443/") == origin_of("https://review.example.org") is not None
+    assert (
+        origin_of("http://127.0.0.1:80") == "http://127.0.0.1" and origin_of("http://[::1]:3000") == "http://[::1]:3000"
+    )
+    assert origin_of("https://127.0.0.1:3000") != origin_of("http://127.0.0.1:3000")
+    assert origin_of("null") is None and origin_of("http://x:99999") is None
 
 
 def test_a_mutation_is_told_from_a_query_however_it_is_written() -> None:

@@ -235,6 +235,19 @@ def test_a_one_time_link_asks_before_it_signs_in_and_works_once(ledger: Ledger, 
         assert _me(other)[0] == 401
 
 
+def test_another_sites_page_cannot_lock_the_analyst_out_with_failed_sign_ins(ledger: Ledger, tmp_path: Path) -> None:
+    """An image or link on a hostile page makes the browser ask for sign-in pages with bad codes:
+    the browser says another site sent them (Sec-Fetch-Site), so they are not counted."""
+    _, token = add_user(ledger, "alice", Role.REVIEWER)
+    with _serving(ledger, _settings(tmp_path)) as base, _client(base) as client:
+        for n in range(20):
+            planted = client.get(
+                "/extraction/signin", params={"code": f"x{n}"}, headers={"Sec-Fetch-Site": "cross-site"}
+            )
+            assert planted.status_code == 401
+        assert client.post("/extraction/signin", data={"token": token}).status_code == 303  # not locked out
+
+
 def test_the_printed_link_asks_before_it_signs_in(ledger: Ledger, tmp_path: Path) -> None:
     _, token = add_user(ledger, "alice", Role.REVIEWER)
     with _serving(ledger, _settings(tmp_path)) as base, _client(base) as client:

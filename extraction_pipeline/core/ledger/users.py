@@ -132,7 +132,8 @@ def add_user(ledger: Ledger, name: str, role: Role | str = Role.REVIEWER) -> tup
 
 def new_token(ledger: Ledger, name: str) -> str:
     """Replace the user's personal token. The old token stops working, and so do the sessions
-    started with it: a token is replaced because it may have leaked, and so may what it opened."""
+    started with it and the sign-in links not yet used: a token is replaced because it may have
+    leaked, and so may what it opened."""
     token = secrets.token_urlsafe(TOKEN_BYTES)
     with ledger.engine.begin() as conn:
         row = _known(conn, name)
@@ -140,6 +141,7 @@ def new_token(ledger: Ledger, name: str) -> str:
             raise UserDisabled(f"user {row['name']!r} is disabled: a new token would not sign them in")
         conn.execute(update(users).where(users.c.id == row["id"]).values(token_hash=digest(token)))
         conn.execute(delete(user_sessions).where(user_sessions.c.user_id == row["id"]))
+        conn.execute(delete(signin_codes).where(signin_codes.c.user_id == row["id"]))  # links out there too
     return token
 
 
