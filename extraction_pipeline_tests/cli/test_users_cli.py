@@ -36,7 +36,7 @@ def home_ledger(home: Path) -> Iterator[Ledger]:
     handle.dispose()
 
 
-LINK = re.compile(r"https://review\.example\.org/extraction/signin\?code=([A-Za-z0-9_-]{43}) ")
+LINK = re.compile(r"https://review\.example\.org/extraction/signin\?code=([A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])")
 
 
 def _token_of(stdout: str, name: str) -> str:

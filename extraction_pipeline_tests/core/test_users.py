@@ -167,21 +167,23 @@ def test_a_single_sign_on_user_is_created_once_as_a_reviewer(ledger: Ledger) -> 
 def test_an_existing_ledger_gets_the_user_tables_when_opened(ledger_url: str) -> None:
     old = Ledger.connect(ledger_url)
     with old.engine.begin() as conn:
+        conn.execute(text("DROP TABLE signin_codes"))
         conn.execute(text("DROP TABLE user_sessions"))
         conn.execute(text("DROP TABLE users"))
         # What a ledger of the release before had recorded.
         conn.execute(update(ledger_meta).where(ledger_meta.c.key == "schema").values(value="before-users"))
-    assert not {"users", "user_sessions"} & set(inspect(old.engine).get_table_names())
+    assert not {"users", "user_sessions", "signin_codes"} & set(inspect(old.engine).get_table_names())
     old.dispose()
 
     upgraded = Ledger.connect(ledger_url)
     try:
-        assert {"users", "user_sessions"} <= set(inspect(upgraded.engine).get_table_names())
+        assert {"users", "user_sessions", "signin_codes"} <= set(inspect(upgraded.engine).get_table_names())
         user, token = add_user(upgraded, "alice", Role.REVIEWER)
         assert user_by_session(upgraded, start_session(upgraded, user)) == user
         assert user_by_token(upgraded, token) == user
     finally:
         with upgraded.engine.begin() as conn:
+            conn.execute(text("DELETE FROM signin_codes"))
             conn.execute(delete(user_sessions))
             conn.execute(delete(users))
         upgraded.dispose()
