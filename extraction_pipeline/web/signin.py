@@ -130,24 +130,19 @@ def _wait_page(next_path: str, seconds: float) -> Response:
 
 async def signin_page(request: Request) -> Response:
     next_path = safe_next(request.query_params.get("next"))
-    code = request.query_params.get("code")
-    if code is not None:  # the one-time link `users add` / `users link` printed: confirmed by a click
+    # The one-time link `users add` / `users link` printed, or a link of an older release, which
+    # carried the token: either is confirmed by a click (a same-origin POST), never signed in here.
+    for field, find, bad in (("code", user_by_code, BAD_CODE), ("token", user_by_token, BAD_TOKEN)):
+        secret = request.query_params.get(field)
+        if secret is None:
+            continue
         if wait := too_many(request, settings_of(request)):
             return _wait_page(next_path, wait)
-        user = user_by_code(ledger_of(request), code.strip())
+        user = find(ledger_of(request), secret.strip())
         if user is None:
             count_failure(request, settings_of(request))
-            return _form_page(next_path, error=BAD_CODE, status_code=401)
-        return _form_page(next_path, confirm=(user, code.strip()))
-    token = request.query_params.get("token")
-    if token is not None:  # a link of an older release, which carried the token: confirmed the same way
-        if wait := too_many(request, settings_of(request)):
-            return _wait_page(next_path, wait)
-        user = user_by_token(ledger_of(request), token.strip())
-        if user is None:
-            count_failure(request, settings_of(request))
-            return _form_page(next_path, error=BAD_TOKEN, status_code=401)
-        return _form_page(next_path, confirm=(user, token.strip()), confirm_field="token")
+            return _form_page(next_path, error=bad, status_code=401)
+        return _form_page(next_path, confirm=(user, secret.strip()), confirm_field=field)
     found = identify(request, ledger_of(request), settings_of(request))
     if isinstance(found, User):
         if "next" in request.query_params:

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, Table, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from extraction_pipeline.core.errors import ConfigError
@@ -206,15 +206,19 @@ def start_session(ledger: Ledger, user: User, *, days: float = SESSION_DAYS) -> 
     """A new browser session for ``user``; returns the cookie's secret (only its digest is stored)."""
     if days <= 0:
         raise ConfigError(f"a session lasts more than 0 days, got {days}")
+    return _issue_secret(ledger, user_sessions, user, timedelta(days=days))
+
+
+def _issue_secret(ledger: Ledger, table: Table, user: User, lifetime: timedelta) -> str:
+    """A new secret for ``user`` in ``table`` (sessions, sign-in codes), good for ``lifetime``:
+    returns it; only its digest is stored."""
     secret = secrets.token_urlsafe(TOKEN_BYTES)
     now = utcnow()
     with ledger.engine.begin() as conn:
-        # Housekeeping where sessions are made, so the table holds live sessions only.
-        conn.execute(delete(user_sessions).where(user_sessions.c.expires_at <= now))
+        # Housekeeping where secrets are made, so the table holds live ones only.
+        conn.execute(delete(table).where(table.c.expires_at <= now))
         conn.execute(
-            insert(user_sessions).values(
-                id=digest(secret), user_id=user.id, created_at=now, expires_at=now + timedelta(days=days)
-            )
+            insert(table).values(id=digest(secret), user_id=user.id, created_at=now, expires_at=now + lifetime)
         )
     return secret
 
@@ -249,17 +253,7 @@ def issue_signin_code(ledger: Ledger, user: User, *, minutes: float = SIGNIN_COD
     """A code for a sign-in link: good once, for ``minutes`` (only its digest is stored)."""
     if minutes <= 0:
         raise ConfigError(f"a sign-in code lasts more than 0 minutes, got {minutes}")
-    code = secrets.token_urlsafe(TOKEN_BYTES)
-    now = utcnow()
-    with ledger.engine.begin() as conn:
-        # Housekeeping where codes are made, so the table holds live codes only.
-        conn.execute(delete(signin_codes).where(signin_codes.c.expires_at <= now))
-        conn.execute(
-            insert(signin_codes).values(
-                id=digest(code), user_id=user.id, created_at=now, expires_at=now + timedelta(minutes=minutes)
-            )
-        )
-    return code
+    return _issue_secret(ledger, signin_codes, user, timedelta(minutes=minutes))
 
 
 def user_by_code(ledger: Ledger, code: str) -> User | None:
