@@ -26,13 +26,14 @@ PARTIAL_SUFFIX = ".partial"
 _PARTIAL = re.compile(r"^\.(?P<name>.+)\.(?P<host>[^./]+)\.(?P<pid>\d+)\.partial$")
 
 
-def _host() -> str:
+def host_tag() -> str:
+    """This machine's name as the files its processes leave carry it."""
     return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:60] or "host"
 
 
 def partial_path(target: Path) -> Path:
     """Where this process writes ``target`` before renaming it into place."""
-    return target.with_name(f".{target.name}.{_host()}.{os.getpid()}{PARTIAL_SUFFIX}")
+    return target.with_name(f".{target.name}.{host_tag()}.{os.getpid()}{PARTIAL_SUFFIX}")
 
 
 def owner_gone(name: str) -> bool:
@@ -41,7 +42,7 @@ def owner_gone(name: str) -> bool:
     match = _PARTIAL.match(name) or _OWNED.match(name)
     if match is None:
         return False
-    return match["host"] == _host() and not worker_alive(int(match["pid"]))
+    return match["host"] == host_tag() and not worker_alive(int(match["pid"]))
 
 
 def remove_stale_partials(folder: Path) -> list[Path]:
@@ -108,4 +109,4 @@ _OWNED = re.compile(r"^\.extraction-(?P<prefix>[a-z]+)\.(?P<host>[^./]+)\.(?P<pi
 def owned_name(prefix: str) -> str:
     """A prefix for a temporary folder that ``remove_stale_partials`` removes once this process is
     gone (``tempfile.mkdtemp(prefix=owned_name("upload"))``): hidden, and marked as ours."""
-    return f".extraction-{prefix}.{_host()}.{os.getpid()}."
+    return f".extraction-{prefix}.{host_tag()}.{os.getpid()}."

@@ -254,16 +254,16 @@ def test_only_partial_files_of_gone_processes_on_this_host_are_swept(tmp_path: P
 
 def test_files_of_users_that_look_like_ours_are_never_swept(tmp_path: Path) -> None:
     """What a user keeps beside the workbooks, named like what a killed writer leaves, stays."""
-    from extraction_pipeline.core.files import _host, owned_name
+    from extraction_pipeline.core.files import host_tag, owned_name
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     pid = gone.stdout.strip()  # a process of this host that is gone
     look_alikes = [
-        tmp_path / f"backup-{_host()}-{pid}-final",  # the folder the old rule would have removed
-        tmp_path / f"upload-{_host()}-{pid}-x",
-        tmp_path / f"report-{_host()}.{pid}.partial",
-        tmp_path / f"batch-1.xlsx.{_host()}.{pid}.partial",  # not hidden: no writer of ours names it so
-        tmp_path / f".notes.{_host()}.{pid}.txt",
+        tmp_path / f"backup-{host_tag()}-{pid}-final",  # the folder the old rule would have removed
+        tmp_path / f"upload-{host_tag()}-{pid}-x",
+        tmp_path / f"report-{host_tag()}.{pid}.partial",
+        tmp_path / f"batch-1.xlsx.{host_tag()}.{pid}.partial",  # not hidden: no writer of ours names it so
+        tmp_path / f".notes.{host_tag()}.{pid}.txt",
     ]
     for path in look_alikes[:2]:
         path.mkdir()
@@ -272,7 +272,7 @@ def test_files_of_users_that_look_like_ours_are_never_swept(tmp_path: Path) -> N
         path.write_text("a user's")
     ours = tmp_path / f"{owned_name('upload')}abc123".replace(f".{os.getpid()}.", f".{pid}.")
     ours.mkdir()
-    partial = tmp_path / f".batch-1.xlsx.{_host()}.{pid}.partial"
+    partial = tmp_path / f".batch-1.xlsx.{host_tag()}.{pid}.partial"
     partial.write_text("left by a killed writer")
     assert sorted(remove_stale_partials(tmp_path)) == sorted([ours, partial])
     assert all(path.exists() for path in look_alikes)

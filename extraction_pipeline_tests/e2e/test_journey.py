@@ -134,7 +134,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         [*cli, "users", "add", REVIEWER, "--role", "admin"], env=env, check=True, capture_output=True, text=True
     )
     token = added.stdout.splitlines()[0]
-    assert "signs in at" in added.stdout and len(token) >= 40
+    assert "signs in once at" in added.stdout and len(token) >= 40
     log = home / "ui.log"
     with log.open("wb") as out:
         process = subprocess.Popen(

@@ -94,7 +94,10 @@ class Ui:
         """Bytes sent as they are (what http.client would not send: two Host headers)."""
         with socket.create_connection(("127.0.0.1", self.port), timeout=30) as connection:
             connection.sendall(request)
-            return connection.recv(65536)
+            answer = b""
+            while chunk := connection.recv(65536):  # to the end: the server closes (Connection: close)
+                answer += chunk
+            return answer
 
     def graphql(self, query: str, **headers: str) -> tuple[int, bytes]:
         data = json.dumps({"query": query}).encode()
