@@ -1,5 +1,5 @@
-"""Every kind of bad answer a provider gives, through the daemon: a batch of eight documents per
-kind, served by the strict OpenAI fake (support/providers/openai.py). No timing rule is at stake,
+"""Every kind of bad answer a provider gives, through the daemon: a batch of three documents per
+kind (a run of several, so a bad answer meets a multi-document run), served by the strict OpenAI fake (support/providers/openai.py). No timing rule is at stake,
 so it is scheduled with the other end-to-end tests, not in the drills' own lane."""
 
 from __future__ import annotations
@@ -53,14 +53,14 @@ BAD_ANSWERS = {
         True,
     ),
 }
-DOCUMENTS_PER_KIND = 8
+DOCUMENTS_PER_KIND = 3
 
 
 def test_every_kind_of_bad_answer_is_named_and_loses_nothing(make_drill: Callable[..., Drill]) -> None:
-    """Five batches at once through the daemon, one per kind of bad answer, eight documents each;
+    """Five batches at once through the daemon, one per kind of bad answer, three documents each;
     every document's first call gets its batch's bad answer. Transient kinds are retried until
     every document completes; a refusal fails its documents, named, and a retry once the model
-    answers completes them: 0 of 40 lost, and each kind said in the provider's terms everywhere
+    answers completes them: 0 of 15 lost, and each kind said in the provider's terms everywhere
     an analyst or an operator looks."""
     from extraction_pipeline_tests.support.providers import OpenAIFake
 
