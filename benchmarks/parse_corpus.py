@@ -24,9 +24,9 @@ from pathlib import Path
 
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.pdf.engine import TABLE_DETECTION_MODES, EngineOptions
-from extraction_pipeline.core.pdf.isolation import run_isolated
+from extraction_pipeline.core.pdf.isolation import ParseOptions, run_isolated
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
-from extraction_pipeline.core.pdf.parsing import ParseOptions, parse_document
+from extraction_pipeline.core.pdf.parsing import parse_document
 from extraction_pipeline.core.pdf.registration import sha256_of
 
 GOLD_FIELDS = {

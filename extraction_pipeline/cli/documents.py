@@ -28,11 +28,12 @@ def cmd_documents_add(args: argparse.Namespace, settings: Settings) -> int:
 
     validate_project(args.project)
     ledger = open_ledger(settings)
+    options = settings.parse_options()
     registered = []
     refused = 0
     for path in (Path(p) for p in args.pdfs):
         try:
-            registered.append(register_pdf(ledger, settings.documents_dir, args.project, path, settings.max_pdf_bytes))
+            registered.append(register_pdf(ledger, settings.documents_dir, args.project, path, options))
         except ExtractionError as exc:
             refused += 1
             print(f"error: {exc}", file=sys.stderr)

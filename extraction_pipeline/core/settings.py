@@ -18,7 +18,7 @@ from extraction_pipeline.core.errors import ConfigError
 
 if TYPE_CHECKING:  # imported lazily at run time: `batch create` must not pay for it
     from extraction_pipeline.core.llm.config import LLMConfig
-    from extraction_pipeline.core.pdf.parsing import ParseOptions
+    from extraction_pipeline.core.pdf.isolation import ParseOptions
 
 PREFIX = "EXTRACTION_"
 DEFAULT_HOME = Path(".extraction_home")
@@ -157,6 +157,9 @@ class Settings:
     parse_timeout_seconds: float = 120.0  # hard limit for parsing one PDF (child process killed)
     max_pages: int = 300
     max_pdf_mb: float = 200.0
+    # Memory one PDF may use while it is read (registration, estimate, parse, page images): the
+    # child reading it is capped there, so a decompression bomb costs one document, not the machine.
+    pdf_memory_mb: int = 2048
     table_detection: str = "lines"  # lines | layout | off (see pdf/engine.py)
     # Transient failures (provider outage, rate limit, database restart) are retried for this long
     # from the first failure, with waits from retry_base_seconds doubling up to retry_max_delay_seconds.
@@ -221,6 +224,7 @@ class Settings:
             ),
             max_pages=int(_number(env, "MAX_PAGES", d.max_pages, minimum=0, strict=True)),
             max_pdf_mb=_number(env, "MAX_PDF_MB", d.max_pdf_mb, minimum=0, strict=True),
+            pdf_memory_mb=_count(env, "PDF_MEMORY_MB", d.pdf_memory_mb, minimum=256, maximum=1_048_576),
             table_detection=_choice(env, "TABLE_DETECTION", ("lines", "layout", "off"), d.table_detection),
             retry_budget_minutes=_number(env, "RETRY_BUDGET_MINUTES", d.retry_budget_minutes, minimum=0, strict=True),
             retry_base_seconds=_number(env, "RETRY_BASE_SECONDS", d.retry_base_seconds, minimum=0, strict=True),
@@ -270,12 +274,13 @@ class Settings:
     ) -> ParseOptions:
         """The parse limits these settings describe, optionally overriding the table mode or timeout."""
         from extraction_pipeline.core.pdf.engine import EngineOptions
-        from extraction_pipeline.core.pdf.parsing import ParseOptions
+        from extraction_pipeline.core.pdf.isolation import ParseOptions
 
         limits = EngineOptions(
             max_pages=self.max_pages,
             max_bytes=self.max_pdf_bytes,
             table_detection=table_detection or self.table_detection,
+            memory_mb=self.pdf_memory_mb,
         )
         return ParseOptions(timeout_seconds=timeout_seconds or self.parse_timeout_seconds, limits=limits)
 

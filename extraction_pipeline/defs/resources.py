@@ -14,7 +14,7 @@ import dagster as dg
 from extraction_pipeline.core.backoff import PROBE_AT_LEAST_EVERY_SECONDS, BreakerPolicy, RetrySchedule
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.llm.gateway import LLMConfig
-from extraction_pipeline.core.pdf.parsing import ParseOptions
+from extraction_pipeline.core.pdf.isolation import ParseOptions
 from extraction_pipeline.core.runs.reconcile import Limits
 from extraction_pipeline.core.settings import Settings, per_provider
 

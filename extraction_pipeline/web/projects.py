@@ -387,7 +387,7 @@ async def upload(request: Request, project: str) -> Response:
                 project,
                 staged.sent_name,
                 staged.path,
-                settings.max_pdf_bytes,
+                settings.parse_options(),
             )
             for staged in files
         ]

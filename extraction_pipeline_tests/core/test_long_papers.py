@@ -20,7 +20,8 @@ from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.engine import EngineOptions
-from extraction_pipeline.core.pdf.parsing import ParseOptions, parse_document
+from extraction_pipeline.core.pdf.isolation import ParseOptions
+from extraction_pipeline.core.pdf.parsing import parse_document
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.templates.rct import BASE_TEMPLATES, RCT_BASE
 from extraction_pipeline.core.verification.grounding import GroundingStatus

@@ -13,9 +13,9 @@ from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.pdf import parsing
 from extraction_pipeline.core.pdf.engine import EngineOptions
-from extraction_pipeline.core.pdf.isolation import ParseTimeout, run_isolated
-from extraction_pipeline.core.pdf.parsing import ParseOptions, parse_document
-from extraction_pipeline.core.pdf.registration import sha256_of
+from extraction_pipeline.core.pdf.isolation import ParseOptions, ParseTimeout, run_isolated
+from extraction_pipeline.core.pdf.parsing import parse_document
+from extraction_pipeline.core.pdf.registration import count_pdf_pages, sha256_of
 from extraction_pipeline_tests.support import pdf_samples
 
 CORPUS_PDF = pdf_samples.CORPUS / "pdf" / "3321528.pdf"
@@ -116,6 +116,22 @@ def test_hanging_parser_and_its_children_are_killed(tmp_path: Path, ignores_sigt
     assert not _alive(parser_pid) and not _alive(grandchild_pid)
 
 
+def test_a_pdf_that_exhausts_its_child_costs_itself_only(tmp_path: Path) -> None:
+    """Several PDFs read by one child: the one that needs more than the memory cap is named so,
+    and the PDFs after it are read by a fresh child (a child whose MuPDF ran out of memory is not
+    trusted with the next file)."""
+    from extraction_pipeline.core.pdf.isolation import run_each
+    from extraction_pipeline_tests.support import pdf_bombs
+
+    pdfs = [pdf_samples.good(tmp_path, 1), pdf_bombs.nested_xobjects(tmp_path), pdf_samples.good(tmp_path, 2)]
+    outcomes = run_each(pdfs, timeout_seconds=60, limits=EngineOptions(memory_mb=300), task="text")
+    assert [bool(o.value and o.value["pages_text"]) for o in outcomes] == [True, False, True]
+    assert str(outcomes[1].error) == "needs more memory than the limit of 300 MB (EXTRACTION_PDF_MEMORY_MB)"
+    # Registration reads it the same way and refuses it in one line.
+    with pytest.raises(PermanentError, match=r"^nested-xobjects.pdf: needs more memory than the limit of 300 MB"):
+        count_pdf_pages(pdfs[1], ParseOptions(limits=EngineOptions(memory_mb=300)))
+
+
 def test_crashing_parser_is_a_clean_permanent_error(tmp_path: Path) -> None:
     command = _script(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
     with pytest.raises(PermanentError, match=r"parser crashed \(signal 11\)"):
@@ -148,7 +164,11 @@ def test_timed_out_content_is_not_parsed_again_unless_the_limit_grows(
     [
         (lambda d: pdf_samples.write(d, "notes.pdf", b"just text, no PDF"), {}, "not a readable PDF"),
         (lambda d: pdf_samples.write(d, "empty.pdf", b""), {}, "empty file"),
-        (lambda d: pdf_samples.write(d, "cut.pdf", pdf_samples.good(d).read_bytes()[:400]), {}, "not a readable PDF"),
+        (
+            lambda d: pdf_samples.write(d, "cut.pdf", pdf_samples.good(d).read_bytes()[:400]),
+            {},
+            "truncated or damaged PDF",
+        ),
         (pdf_samples.encrypted, {}, "PDF is encrypted (password-protected)"),
         (pdf_samples.zero_pages, {}, "PDF has no pages"),
         (pdf_samples.scanned, {}, "no text layer (scanned PDF?)"),

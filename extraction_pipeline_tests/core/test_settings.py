@@ -29,8 +29,10 @@ def test_environment_overrides(tmp_path: Path) -> None:
             "EXTRACTION_API_KEY": "sk-very-secret",
             "EXTRACTION_STALE_MINUTES": "5",
             "EXTRACTION_RECONCILE_GRACE_SECONDS": "0",
+            "EXTRACTION_PDF_MEMORY_MB": "768",
         }
     )
+    assert settings.parse_options().limits.memory_mb == 768  # every reader of a PDF gets the cap
     assert settings.exports_dir == tmp_path / "exports"
     assert settings.ledger_url == "postgresql+psycopg2://u@h/db"
     assert (settings.model, settings.stale_minutes, settings.reconcile_grace_seconds) == ("openai/gpt-4o-mini", 5, 0)
@@ -48,6 +50,7 @@ def test_environment_overrides(tmp_path: Path) -> None:
         ("EXTRACTION_DOCUMENTS_PER_RUN", "2.5", "must be a whole number from 1 to 100, got '2.5'"),
         ("EXTRACTION_DOCUMENTS_PER_RUN", "500", "must be a whole number from 1 to 100, got '500'"),
         ("EXTRACTION_LLM_SLOTS_PER_USER", "-1", "EXTRACTION_LLM_SLOTS_PER_USER must be >= 0"),
+        ("EXTRACTION_PDF_MEMORY_MB", "64", "EXTRACTION_PDF_MEMORY_MB must be >= 256"),
     ],
 )
 def test_bad_values_are_named_in_one_message(name: str, value: str, message: str) -> None:

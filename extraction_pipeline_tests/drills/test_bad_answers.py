@@ -1,6 +1,7 @@
 """Every kind of bad answer a provider gives, through the daemon: a batch of three documents per
-kind (a run of several, so a bad answer meets a multi-document run), served by the strict OpenAI fake (support/providers/openai.py). No timing rule is at stake,
-so it is scheduled with the other end-to-end tests, not in the drills' own lane."""
+kind (one run of several, so each bad answer meets a multi-document run), served by the strict
+OpenAI fake (support/providers/openai.py). No timing rule is at stake, so it is scheduled with
+the other end-to-end tests, not in the drills' own lane."""
 
 from __future__ import annotations
 

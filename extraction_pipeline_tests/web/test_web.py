@@ -3,7 +3,6 @@ loopback port), the token gate both ways, path traversal refused, and the meta-a
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
@@ -42,7 +41,7 @@ from extraction_pipeline.core.usage import Usage
 from extraction_pipeline.web.server import build_app, check_binding
 from extraction_pipeline_tests.support.ledgers import add_documents
 from extraction_pipeline_tests.support.templates import freeze_version_1
-from extraction_pipeline_tests.support.web import free_port
+from extraction_pipeline_tests.support.web import UiServer, create_project, free_port, post_pdfs
 
 TOKEN = "s3cret-token-for-tests"
 ALL_INTERFACES = "0.0.0.0"  # noqa: S104  (checked that it is refused, never bound)
@@ -226,90 +225,6 @@ def test_ui_serves_dagster_and_our_pages_on_one_port(tmp_path: Path) -> None:
 # --- uploads survive a server kill ------------------------------------------------------------
 
 
-class _UiServer:
-    """`extraction-pipeline ui` on a home of its own, as a user runs it."""
-
-    def __init__(self, home: Path, log: Path) -> None:
-        self.home, self.port = home, free_port()
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("EXTRACTION_", "DAGSTER_"))}
-        self.env["EXTRACTION_HOME"] = str(home)
-        self.log = log
-        with log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "extraction_pipeline.cli", "ui", "--port", str(self.port)],
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + 120
-        while True:
-            with contextlib.suppress(OSError):
-                if _get(f"{self.url}/extraction", token=None)[0] == 200:
-                    break
-            assert time.monotonic() < deadline and self.process.poll() is None, log.read_text()[-2000:]
-            time.sleep(0.5)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def kill(self) -> None:
-        """SIGKILL of the server and of the daemon it started, as a crash of the machine's service."""
-        daemon = re.search(r"daemon pid (\d+)", self.log.read_text())
-        for group in (self.process.pid, int(daemon.group(1)) if daemon else None):
-            if group is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(group, signal.SIGKILL)
-        self.process.wait(timeout=30)
-
-    def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
-        self.process.wait(timeout=120)
-
-
-def _post_pdfs(url: str, pdfs: list[Path], personal_token: str) -> None:
-    """The upload form's POST (multipart, same origin), by a signed-in user (a personal token)."""
-    boundary = "----upload-boundary-7d3c425"
-    body = io.BytesIO()
-    for pdf in pdfs:
-        body.write(
-            f'--{boundary}\r\nContent-Disposition: form-data; name="pdfs"; filename="{pdf.name}"\r\n'
-            "Content-Type: application/pdf\r\n\r\n".encode()
-        )
-        body.write(pdf.read_bytes() + b"\r\n")
-    body.write(f"--{boundary}--\r\n".encode())
-    request = urllib.request.Request(
-        f"{url}/extraction/projects/trials/documents",
-        data=body.getvalue(),
-        headers={
-            "Content-Type": f"multipart/form-data; boundary={boundary}",
-            "Origin": url,
-            "Authorization": f"Bearer {personal_token}",
-        },
-        method="POST",
-    )
-    with contextlib.suppress(OSError), urllib.request.urlopen(request, timeout=120) as response:
-        response.read()
-
-
-def _create_project(url: str, name: str, personal_token: str) -> None:
-    """The Projects page's form (an upload goes to a project that exists)."""
-    request = urllib.request.Request(
-        f"{url}/extraction/projects",
-        data=f"project={name}".encode(),
-        headers={
-            "Content-Type": "application/x-www-form-urlencoded",
-            "Origin": url,
-            "Authorization": f"Bearer {personal_token}",
-        },
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        assert response.status == 200  # redirected to the new project's page
-
-
 def test_uploads_survive_a_server_killed_mid_upload(tmp_path: Path) -> None:
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EXTRACTION_", "DAGSTER_"))}
@@ -319,10 +234,10 @@ def test_uploads_survive_a_server_killed_mid_upload(tmp_path: Path) -> None:
     ledger = Ledger.connect(f"sqlite:///{home / 'ledger.db'}")
     _, personal = add_user(ledger, "Uma")
     staging = home / "uploads"
-    server = _UiServer(home, tmp_path / "ui-1.log")
+    server = UiServer(home, tmp_path / "ui-1.log")
     try:
-        _create_project(server.url, "trials", personal)
-        uploading = threading.Thread(target=_post_pdfs, args=(server.url, pdfs, personal))
+        create_project(server.url, "trials", personal)
+        uploading = threading.Thread(target=post_pdfs, args=(server.url, pdfs, personal), kwargs={"may_be_cut": True})
         uploading.start()
         # Killed while a file is staged and some are already registered: in the middle of the 10.
         deadline = time.monotonic() + 120
@@ -338,12 +253,12 @@ def test_uploads_survive_a_server_killed_mid_upload(tmp_path: Path) -> None:
     for document in registered:  # every registered document is whole: its stored copy is its bytes
         assert sha256_of(Path(document["stored_path"])) == document["sha256"]
 
-    server = _UiServer(home, tmp_path / "ui-2.log")
+    server = UiServer(home, tmp_path / "ui-2.log")
     try:
         assert re.search(r"removed [12] unfinished upload\(s\)", server.log.read_text())
         assert list(staging.iterdir()) == []
         assert [p.name for p in (home / "documents").iterdir() if not p.name.endswith(".pdf")] == []
-        _post_pdfs(server.url, pdfs, personal)  # the analyst uploads the same 10 again: nothing is missing after
+        post_pdfs(server.url, pdfs, personal)  # the analyst uploads the same 10 again: nothing is missing after
         documents = project_documents(ledger, "trials")
         assert sorted(d["filename"] for d in documents) == sorted(p.name for p in pdfs)
         assert all(sha256_of(Path(d["stored_path"])) == d["sha256"] for d in documents)

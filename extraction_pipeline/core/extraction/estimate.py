@@ -46,7 +46,7 @@ from extraction_pipeline.core.extraction.token_counts import (
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.templates import latest_version
 from extraction_pipeline.core.llm.gateway import LLMConfig, caches_only_marked, count_tokens, schema_prompt_tokens
-from extraction_pipeline.core.pdf.parsing import ParseOptions
+from extraction_pipeline.core.pdf.isolation import ParseOptions
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.templates.rct import BASE_TEMPLATES, RCT_BASE
 

@@ -38,8 +38,9 @@ from extraction_pipeline.core.ledger.answers import answer_key
 from extraction_pipeline.core.ledger.id_lists import id_in
 from extraction_pipeline.core.ledger.schema import documents, model_answers, parsed_documents
 from extraction_pipeline.core.llm.gateway import LLMConfig, count_tokens, schema_prompt_tokens
+from extraction_pipeline.core.pdf.isolation import ParseOptions, run_each
 from extraction_pipeline.core.pdf.model import ParsedDocument
-from extraction_pipeline.core.pdf.parsing import ParseOptions, parse_document
+from extraction_pipeline.core.pdf.parsing import parse_document
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 
 # What a call is expected to answer while the ledger holds no answer of the model yet: the median
@@ -163,8 +164,7 @@ def read_texts(
             else:
                 texts[document.id] = DocumentText(parsed, TextSource.CACHED)
     if mode is ParseMode.QUICK:
-        for document in missing:
-            quick = _quick_text(document, options)
+        for document, quick in zip(missing, _quick_texts(missing, options), strict=True):
             if isinstance(quick, Unreadable):
                 unreadable.append(quick)
             else:
@@ -192,26 +192,25 @@ def _parse(ledger: Ledger, document: ChosenDocument, options: ParseOptions) -> P
         return Unreadable(document.id, document.filename, str(exc))
 
 
-def _quick_text(document: ChosenDocument, options: ParseOptions) -> ParsedDocument | Unreadable:
-    """The PDF's plain text per page, read here without the child process or table detection:
-    the same PyMuPDF text the parse engine starts from, so only the tables' HTML is missing. The
-    file was opened the same way when it was registered."""
-    from extraction_pipeline.core.pdf.engine import import_pymupdf
-
-    pymupdf = import_pymupdf()
-    path = Path(document.stored_path)
-    try:
-        with pymupdf.open(path, filetype="pdf") as pdf:
-            if pdf.page_count > options.limits.max_pages:
-                return Unreadable(
-                    document.id,
-                    document.filename,
-                    f"{pdf.page_count} pages exceeds the limit of {options.limits.max_pages} pages",
-                )
-            pages = [page.get_text("text") for page in pdf]
-    except Exception as exc:  # a missing copy or a damaged file: pymupdf raises several types
-        return Unreadable(document.id, document.filename, f"cannot be read: {str(exc).splitlines()[0][:200]}")
-    return ParsedDocument(sha256=document.sha256, pages_text=pages)
+def _quick_texts(documents: list[ChosenDocument], options: ParseOptions) -> list[ParsedDocument | Unreadable]:
+    """Each PDF's plain text per page, without table detection: the same PyMuPDF text the parse
+    engine starts from, so only the tables' HTML is missing. Read in one child process under the
+    parse's limits (a PDF that hangs or exhausts it costs itself only, pdf/isolation.py)."""
+    if not documents:
+        return []
+    outcomes = run_each(
+        [Path(d.stored_path) for d in documents],
+        timeout_seconds=options.timeout_seconds,
+        limits=options.limits,
+        task="text",
+    )
+    texts: list[ParsedDocument | Unreadable] = []
+    for document, outcome in zip(documents, outcomes, strict=True):
+        if outcome.error is not None or outcome.value is None:
+            texts.append(Unreadable(document.id, document.filename, str(outcome.error)))
+        else:
+            texts.append(ParsedDocument(sha256=document.sha256, pages_text=list(outcome.value["pages_text"])))
+    return texts
 
 
 def _questions(template: TemplateDefinition, parsed: ParsedDocument, llm: LLMConfig) -> list[list[dict[str, str]]]:

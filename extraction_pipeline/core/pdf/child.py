@@ -1,39 +1,55 @@
-"""Child-process entry point: ``python -m extraction_pipeline.core.pdf.child PDF OUT.json LIMITS``.
+"""Child-process entry point: ``python -m extraction_pipeline.core.pdf.child PDF OUT SPEC [PDF...]``,
+started through isolation.py (which caps its memory first).
 
-Writes {"ok": result} or {"error": reason} to OUT.json and exits 0 or 3. Anything else (a crash,
-a signal) is reported by the parent as a crash. Kept free of heavy imports until it runs.
+SPEC is JSON: {"task": "parse" | "inspect" | "text", "limits": EngineOptions}. For each PDF in
+order, one JSON line is appended to OUT as soon as it is done: {"ok": result} or {"error": reason}.
+Exits 0 when all are done, or 3 right after the first that failed. A PDF the child dies on (a
+crash, a signal, the timeout) has no line: the parent names it. Either way the parent starts a new
+child for the rest. Kept free of heavy imports
+until it runs.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from extraction_pipeline.core.pdf.engine import EngineOptions, ParseFailure, parse_pdf
+from extraction_pipeline.core.pdf.engine import EngineOptions, ParseFailure, inspect_pdf, parse_pdf, read_text
+from extraction_pipeline.core.pdf.isolation import EXIT_STOPPED, out_of_memory
 
-EXIT_PARSE_FAILURE = 3
+TASKS: dict[str, Callable[[Path, EngineOptions], dict[str, Any]]] = {
+    "parse": parse_pdf,
+    "inspect": inspect_pdf,
+    "text": read_text,
+}
 
 
-def _write(out: Path, payload: dict[str, object]) -> None:
-    tmp = out.with_suffix(".partial")
-    tmp.write_text(json.dumps(payload, ensure_ascii=False))
-    os.replace(tmp, out)
+def _answer(task: Callable[[Path, EngineOptions], dict[str, Any]], pdf: Path, limits: EngineOptions) -> dict[str, Any]:
+    try:
+        return {"ok": task(pdf, limits)}
+    except ParseFailure as exc:  # MuPDF's refused allocation surfaces as damage: say what it was
+        return {"error": out_of_memory(exc) or str(exc)}
+    except Exception as exc:  # a bug, an unforeseen library error or the memory cap: one clean line
+        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+        return {"error": out_of_memory(exc) or f"parser failed ({type(exc).__name__}: {first_line})"}
 
 
 def main(argv: list[str]) -> int:
-    pdf, out, limits_json = Path(argv[0]), Path(argv[1]), json.loads(argv[2])
-    try:
-        result = parse_pdf(pdf, EngineOptions(**limits_json))
-    except ParseFailure as exc:
-        _write(out, {"error": str(exc)})
-        return EXIT_PARSE_FAILURE
-    except Exception as exc:  # a bug or an unforeseen library error: still one clean line
-        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
-        _write(out, {"error": f"parser failed ({type(exc).__name__}: {first_line})"})
-        return EXIT_PARSE_FAILURE
-    _write(out, {"ok": result})
+    out, spec = Path(argv[1]), json.loads(argv[2])
+    pdfs = [Path(argv[0]), *map(Path, argv[3:])]
+    task, limits = TASKS[spec["task"]], EngineOptions(**spec["limits"])
+    with out.open("a", encoding="utf-8") as results:
+        for pdf in pdfs:
+            answer = _answer(task, pdf, limits)
+            results.write(json.dumps(answer, ensure_ascii=False) + "\n")
+            results.flush()  # the parent reads progress, and what is done survives a later kill
+            if "error" in answer:
+                # A PDF that failed may have left MuPDF's memory exhausted or its state damaged:
+                # the next PDF gets a fresh child (the parent starts one for the rest).
+                return EXIT_STOPPED
     return 0
 
 

@@ -39,6 +39,9 @@ class EngineOptions:
     max_pages: int = 300
     max_bytes: int = 200 * 1024 * 1024
     table_detection: str = "lines"
+    # The child's memory cap (0: none). Parsing a 20-page paper with the layout model peaks near
+    # 400 MB; a decompression bomb asks for gigabytes and is refused at the cap.
+    memory_mb: int = 2048
 
     def __post_init__(self) -> None:
         if self.table_detection not in TABLE_DETECTION_MODES:
@@ -133,12 +136,6 @@ def _line_boxes(page: Any, text: str) -> list[list[float]]:
 
 
 def _read_pages(doc: Any, limits: EngineOptions) -> tuple[list[str], list[dict[str, Any]], list[list[list[float]]]]:
-    if doc.needs_pass:
-        raise ParseFailure("PDF is encrypted (password-protected)")
-    if doc.page_count == 0:
-        raise ParseFailure("PDF has no pages")
-    if doc.page_count > limits.max_pages:
-        raise ParseFailure(f"{doc.page_count} pages exceeds the limit of {limits.max_pages} pages")
     pages_text: list[str] = []
     tables: list[dict[str, Any]] = []
     layout: list[list[list[float]]] = []
@@ -161,11 +158,10 @@ def _read_pages(doc: Any, limits: EngineOptions) -> tuple[list[str], list[dict[s
     return pages_text, tables, layout
 
 
-def parse_pdf(path: Path, limits: EngineOptions) -> dict[str, Any]:
-    """Parse ``path`` into {pages_text, tables, layout, engine, engine_version, parser_version, seconds}."""
+def _open(path: Path, limits: EngineOptions) -> Any:
+    """The PDF opened, after the checks that cost nothing: its size, then (before any page is
+    read) encryption and the page count, so a page-count bomb is refused at once."""
     pymupdf = import_pymupdf()
-
-    started = time.perf_counter()
     size = path.stat().st_size
     if size == 0:
         raise ParseFailure("empty file")
@@ -174,7 +170,54 @@ def parse_pdf(path: Path, limits: EngineOptions) -> dict[str, Any]:
     try:
         doc = pymupdf.open(path, filetype="pdf")
     except Exception as exc:  # pymupdf raises several unrelated types for damaged files
+        with path.open("rb") as handle:
+            kind = "truncated or damaged PDF" if b"%PDF-" in handle.read(1024) else "not a readable PDF"
+        raise ParseFailure(f"{kind} ({_describe(exc)})") from exc
+    try:
+        if doc.needs_pass:
+            raise ParseFailure("PDF is encrypted (password-protected)")
+        pages = int(doc.page_count)
+        if pages == 0:
+            raise ParseFailure("PDF has no pages")
+        if pages > limits.max_pages:
+            raise ParseFailure(f"{pages} pages exceeds the limit of {limits.max_pages} pages")
+    except Exception as exc:
+        doc.close()
+        if isinstance(exc, ParseFailure):
+            raise
         raise ParseFailure(f"not a readable PDF ({_describe(exc)})") from exc
+    return doc
+
+
+def inspect_pdf(path: Path, limits: EngineOptions) -> dict[str, Any]:
+    """What registration needs: {pages}, after making sure the PDF has text to extract. Reads
+    pages only up to the first with text (a normal paper costs one page's text)."""
+    doc = _open(path, limits)
+    try:
+        with doc:
+            has_text = any(page.get_text().strip() for page in doc)
+            pages = int(doc.page_count)
+    except Exception as exc:  # MuPDF reports damage from many places (page tree, xref, streams)
+        raise ParseFailure(f"damaged PDF ({_describe(exc)})") from exc
+    if not has_text:
+        raise ParseFailure("no text layer (scanned PDF?); OCR is not supported")
+    return {"pages": pages}
+
+
+def read_text(path: Path, limits: EngineOptions) -> dict[str, Any]:
+    """{pages_text}: the plain text the parse starts from, without tables (a quick estimate)."""
+    doc = _open(path, limits)
+    try:
+        with doc:
+            return {"pages_text": [page.get_text("text") for page in doc]}
+    except Exception as exc:
+        raise ParseFailure(f"damaged PDF ({_describe(exc)})") from exc
+
+
+def parse_pdf(path: Path, limits: EngineOptions) -> dict[str, Any]:
+    """Parse ``path`` into {pages_text, tables, layout, engine, engine_version, parser_version, seconds}."""
+    started = time.perf_counter()
+    doc = _open(path, limits)
     try:
         with doc:
             pages_text, tables, layout = _read_pages(doc, limits)

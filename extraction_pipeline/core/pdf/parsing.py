@@ -17,7 +17,6 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +27,12 @@ from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger.contents import read_content
 from extraction_pipeline.core.ledger.schema import parsed_documents
-from extraction_pipeline.core.pdf.engine import ENGINE, EngineOptions
-from extraction_pipeline.core.pdf.isolation import ParseTimeout, run_isolated
+from extraction_pipeline.core.pdf.engine import ENGINE
+from extraction_pipeline.core.pdf.isolation import ParseOptions, ParseTimeout, run_isolated
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
 from extraction_pipeline.core.pdf.registration import READD_HINT, copy_hashing, open_stored_copy
 
 __all__ = ["ParseOptions", "ParsedDocument", "parse_document"]
-
-
-@dataclass(frozen=True)
-class ParseOptions:
-    timeout_seconds: float = 120.0
-    limits: EngineOptions = field(default_factory=EngineOptions)
 
 
 def _from_row(row: Any, sha256: str, started: float, parser_version: str) -> ParsedDocument:

@@ -23,6 +23,7 @@ from extraction_pipeline.core.files import replacing
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.contents import documents_without_content, store_content
 from extraction_pipeline.core.ledger.documents import get_document, insert_document
+from extraction_pipeline.core.pdf.isolation import ParseOptions, run_isolated
 
 PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 MAX_PDF_BYTES = 200 * 1024 * 1024
@@ -84,29 +85,19 @@ def open_stored_copy(path: Path) -> io.BufferedReader:
     return os.fdopen(fd, "rb")
 
 
-def count_pdf_pages(path: Path) -> int:
+def count_pdf_pages(path: Path, options: ParseOptions | None = None) -> int:
     """Open the PDF, count its pages and make sure it has text to extract; raise PermanentError
-    with a specific reason if it is unusable — at registration, not only when its batch runs."""
-    from extraction_pipeline.core.pdf.engine import import_pymupdf
+    with a specific reason if it is unusable — at registration, not only when its batch runs.
+    Read in a child with the parse's time and memory limits (pdf/isolation.py), the page limit
+    checked before any page is read: a hostile file costs its child, never this process."""
+    from extraction_pipeline.core.pdf.isolation import ParseOptions
 
-    pymupdf = import_pymupdf()  # lazy: most processes never need it
-
+    options = options or ParseOptions()
     try:
-        with pymupdf.open(path, filetype="pdf") as doc:
-            if doc.needs_pass:
-                raise PermanentError(f"{path.name}: PDF is encrypted (password-protected)")
-            pages = int(doc.page_count)
-            # Stops at the first page with text: a normal paper costs one page's text.
-            has_text = any(page.get_text().strip() for page in doc)
-    except PermanentError:
-        raise
-    except Exception as exc:  # pymupdf raises several unrelated types for damaged files
-        raise PermanentError(f"{path.name}: truncated or damaged PDF ({exc})", original=exc) from exc
-    if pages == 0:
-        raise PermanentError(f"{path.name}: PDF has no pages")
-    if not has_text:
-        raise PermanentError(f"{path.name}: no text layer (scanned images only?); OCR is not supported")
-    return pages
+        inspected = run_isolated(path, timeout_seconds=options.timeout_seconds, limits=options.limits, task="inspect")
+    except PermanentError as exc:
+        raise PermanentError(f"{path.name}: {exc}", original=exc) from exc
+    return int(inspected["pages"])
 
 
 def check_pdf_file(path: Path, max_bytes: int = MAX_PDF_BYTES) -> None:
@@ -127,14 +118,15 @@ def check_pdf_file(path: Path, max_bytes: int = MAX_PDF_BYTES) -> None:
 
 
 def register_pdf(
-    ledger: Ledger, store_dir: Path, project: str, source: Path, max_bytes: int = MAX_PDF_BYTES
+    ledger: Ledger, store_dir: Path, project: str, source: Path, options: ParseOptions | None = None
 ) -> RegisteredDocument:
-    """Validate ``source``, copy it into the store and record it. Idempotent per (project, content)."""
+    """Validate ``source``, copy it into the store and record it. Idempotent per (project, content).
+    ``options``: the limits a PDF is read under (size, pages, time, memory); the defaults if None."""
     validate_project(project)
     source = Path(source)
-    check_pdf_file(source, max_bytes)
+    check_pdf_file(source, options.limits.max_bytes if options else MAX_PDF_BYTES)
     try:
-        pages = count_pdf_pages(source)
+        pages = count_pdf_pages(source, options)
     except PermanentError as exc:
         raise ConfigError(str(exc)) from exc
     digest = sha256_of(source)

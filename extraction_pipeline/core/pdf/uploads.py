@@ -16,6 +16,7 @@ from pathlib import Path
 from extraction_pipeline.core.errors import ExtractionError
 from extraction_pipeline.core.files import owned_name, remove_stale_partials
 from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.pdf.isolation import ParseOptions
 from extraction_pipeline.core.pdf.registration import RegisteredDocument, register_pdf
 
 MAX_FILENAME_CHARS = 200
@@ -39,14 +40,15 @@ def safe_filename(sent: str | None) -> str:
 
 
 def register_staged(
-    ledger: Ledger, store_dir: Path, project: str, sent_name: str | None, staged: Path | None, max_bytes: int
+    ledger: Ledger, store_dir: Path, project: str, sent_name: str | None, staged: Path | None, options: ParseOptions
 ) -> UploadVerdict:
-    """Register one staged upload (``staged``: None when it was over ``max_bytes`` and not kept)."""
+    """Register one staged upload (``staged``: None when it was over the size limit and not kept)."""
     filename = safe_filename(sent_name)
     if staged is None:
-        return UploadVerdict(filename, None, f"larger than the limit of {max_bytes} bytes (EXTRACTION_MAX_PDF_MB)")
+        limit = options.limits.max_bytes
+        return UploadVerdict(filename, None, f"larger than the limit of {limit} bytes (EXTRACTION_MAX_PDF_MB)")
     try:
-        return UploadVerdict(filename, register_pdf(ledger, store_dir, project, staged, max_bytes), None)
+        return UploadVerdict(filename, register_pdf(ledger, store_dir, project, staged, options), None)
     except ExtractionError as exc:
         # The reason names the staged path: show the user's file name instead.
         return UploadVerdict(filename, None, str(exc).replace(str(staged), filename).replace(f"{filename}: ", ""))

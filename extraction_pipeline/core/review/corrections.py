@@ -13,7 +13,8 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.documents import get_document
 from extraction_pipeline.core.ledger.items import get_item
 from extraction_pipeline.core.ledger.templates import definition_of, template_of_item
-from extraction_pipeline.core.pdf.parsing import ParseOptions, parse_document
+from extraction_pipeline.core.pdf.isolation import ParseOptions
+from extraction_pipeline.core.pdf.parsing import parse_document
 from extraction_pipeline.core.review import decisions
 from extraction_pipeline.core.review.arm_references import is_arm_reference, item_arms, resolve_arm
 from extraction_pipeline.core.review.values import CORRECT

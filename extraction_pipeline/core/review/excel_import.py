@@ -29,7 +29,7 @@ from extraction_pipeline.core.export.workbook import (
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.id_lists import id_in
 from extraction_pipeline.core.ledger.schema import batch_items, batches, review_decisions
-from extraction_pipeline.core.pdf.parsing import ParseOptions
+from extraction_pipeline.core.pdf.isolation import ParseOptions
 from extraction_pipeline.core.review import corrections, decisions
 from extraction_pipeline.core.review.row_ids import RowId, parse_row_id, signed_by
 from extraction_pipeline.core.review.values import CORRECT, DECISIONS, MARK_NOT_REPORTED

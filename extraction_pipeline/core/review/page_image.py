@@ -8,14 +8,14 @@ A table span is found by its letters and digits among the page's words, row by r
 text is rebuilt from cells, so it has no offsets on the page).
 
 Rendering reads an untrusted PDF, so the web layer calls ``render_isolated``: a child process with
-a hard timeout, like the parse step, so a page that hangs or crashes MuPDF costs one image.
+a hard timeout and the memory cap, like the parse step, so a page that hangs, crashes or
+exhausts MuPDF costs one image.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import unicodedata
@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from extraction_pipeline.core.errors import PermanentError
-from extraction_pipeline.core.pdf.isolation import group_alive, kill_process_group
+from extraction_pipeline.core.pdf.engine import EngineOptions
+from extraction_pipeline.core.pdf.isolation import ParseTimeout, isolated_command, out_of_memory, run_child
 
 HIGHLIGHT_FILL = (1.0, 0.85, 0.0)
 HIGHLIGHT_EDGE = (0.9, 0.45, 0.0)
@@ -140,30 +141,24 @@ def render_isolated(
     *,
     zoom: float = DEFAULT_ZOOM,
     timeout_seconds: float = RENDER_TIMEOUT_SECONDS,
+    memory_mb: int = EngineOptions.memory_mb,
 ) -> tuple[bytes, list[list[float]]]:
-    """``render`` in a child process in its own session, killed (with anything it started) on timeout."""
+    """``render`` in a child process in its own session, under the memory cap, killed (with
+    anything it started) on timeout (pdf/isolation.py)."""
     with tempfile.TemporaryDirectory(prefix="page-") as tmp:
         out = Path(tmp) / "page"
         spec = json.dumps({"page": page_number, "span": span.__dict__ if span else None, "zoom": zoom})
-        with subprocess.Popen(
-            [sys.executable, "-m", WORKER_MODULE, str(pdf), str(out), spec],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        ) as process:
-            try:
-                output, _ = process.communicate(timeout=timeout_seconds)
-            except subprocess.TimeoutExpired:
-                kill_process_group(process)
-                raise PermanentError(f"rendering the page timed out after {timeout_seconds:g} s") from None
-            finally:
-                if process.poll() is None or group_alive(process.pid):
-                    kill_process_group(process)
+        try:
+            ended = run_child(
+                [*isolated_command(WORKER_MODULE, memory_mb), str(pdf), str(out), spec],
+                timeout_seconds=timeout_seconds,
+                what="rendering the page",
+            )
+        except ParseTimeout as exc:
+            raise PermanentError(str(exc)) from None
         meta = out.with_suffix(".json")
         if not meta.exists():
-            last = (output or b"").decode(errors="replace").strip().splitlines()[-1:] or [""]
-            raise PermanentError(f"rendering the page failed: {last[0][:300]}")
+            raise PermanentError(ended.crash_reason(memory_mb, "rendering the page"))
         payload = json.loads(meta.read_text())
         if "error" in payload:
             raise PermanentError(str(payload["error"]))
@@ -178,7 +173,8 @@ def main(argv: list[str]) -> int:
         png, rects = render(pdf, int(spec["page"]), span, zoom)
     except Exception as exc:  # one clean line for the page, whatever MuPDF raised
         first_line = (str(exc).strip().splitlines() or [""])[0][:300]
-        out.with_suffix(".json").write_text(json.dumps({"error": f"cannot render the page ({first_line})"}))
+        reason = out_of_memory(exc) or first_line
+        out.with_suffix(".json").write_text(json.dumps({"error": f"cannot render the page ({reason})"}))
         return 3
     out.with_suffix(".png").write_bytes(png)
     tmp = out.with_suffix(".partial")

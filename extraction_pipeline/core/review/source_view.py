@@ -21,7 +21,8 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.documents import get_document
 from extraction_pipeline.core.ledger.items import get_item
 from extraction_pipeline.core.ledger.rows import DocumentRow
-from extraction_pipeline.core.pdf.parsing import ParseOptions, parse_document
+from extraction_pipeline.core.pdf.isolation import ParseOptions
+from extraction_pipeline.core.pdf.parsing import parse_document
 from extraction_pipeline.core.pdf.registration import READD_HINT, copy_hashing, open_stored_copy
 from extraction_pipeline.core.review.page_image import DEFAULT_ZOOM, Span, render_isolated
 
@@ -91,7 +92,8 @@ def page_image(
     if cached_png.is_file() and cached_meta.is_file():
         rects = json.loads(cached_meta.read_text())
         return PageImage(cached_png.read_bytes(), shown, document["pages"], rects)
-    png, rects = _render_registered(document, documents_dir, shown, span, DEFAULT_ZOOM * scale)
+    memory_mb = (options or ParseOptions()).limits.memory_mb
+    png, rects = _render_registered(document, documents_dir, shown, span, DEFAULT_ZOOM * scale, memory_mb)
     cache_dir.mkdir(parents=True, exist_ok=True)
     cached_png.write_bytes(png)
     cached_meta.write_text(json.dumps(rects))
@@ -99,7 +101,7 @@ def page_image(
 
 
 def _render_registered(
-    document: DocumentRow, documents_dir: Path, page: int, span: Span | None, zoom: float
+    document: DocumentRow, documents_dir: Path, page: int, span: Span | None, zoom: float, memory_mb: int
 ) -> tuple[bytes, list[list[float]]]:
     stored = Path(document["stored_path"])
     if not stored.resolve().is_relative_to(documents_dir.resolve()):
@@ -110,4 +112,4 @@ def _render_registered(
             digest = copy_hashing(source, target)
         if digest != document["sha256"]:
             raise PermanentError(f"the stored copy of {document['filename']} has changed: {READD_HINT}")
-        return render_isolated(copy, page, span, zoom=zoom)
+        return render_isolated(copy, page, span, zoom=zoom, memory_mb=memory_mb)
