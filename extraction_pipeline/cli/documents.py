@@ -24,22 +24,23 @@ from extraction_pipeline.core.settings import Settings
 def cmd_documents_add(args: argparse.Namespace, settings: Settings) -> int:
     """Each file on its own: the good ones are registered, each bad one is named with its reason
     (one line on stderr), and the exit status says whether any was refused."""
-    from extraction_pipeline.core.pdf.registration import register_pdf, validate_project
+    from extraction_pipeline.core.pdf.registration import RegisteredDocument, register_pdfs, validate_project
 
     validate_project(args.project)
     ledger = open_ledger(settings)
-    options = settings.parse_options()
-    registered = []
+    paths = [Path(p) for p in args.pdfs]
+    registered: list[RegisteredDocument] = []
     refused = 0
-    for path in (Path(p) for p in args.pdfs):
-        try:
-            registered.append(register_pdf(ledger, settings.documents_dir, args.project, path, options))
-        except ExtractionError as exc:
-            refused += 1
-            print(f"error: {exc}", file=sys.stderr)
-        except OSError as exc:  # unreadable file, directory in the way
-            refused += 1
-            print(f"error: {path}: {exc.strerror or exc}", file=sys.stderr)
+    verdicts = register_pdfs(ledger, settings.documents_dir, args.project, paths, settings.parse_options())
+    for path, verdict in zip(paths, verdicts, strict=True):
+        if isinstance(verdict, RegisteredDocument):
+            registered.append(verdict)
+            continue
+        refused += 1
+        if isinstance(verdict, OSError):  # unreadable file, directory in the way
+            print(f"error: {path}: {verdict.strerror or verdict}", file=sys.stderr)
+        else:
+            print(f"error: {verdict}", file=sys.stderr)
     if args.json:
         print_json([doc.__dict__ for doc in registered])
     else:

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from extraction_pipeline.core.errors import PermanentError
+from extraction_pipeline.core.errors import ConfigError, PermanentError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.pdf import parsing
 from extraction_pipeline.core.pdf.engine import EngineOptions
 from extraction_pipeline.core.pdf.isolation import ParseOptions, ParseTimeout, run_isolated
 from extraction_pipeline.core.pdf.parsing import parse_document
-from extraction_pipeline.core.pdf.registration import count_pdf_pages, sha256_of
+from extraction_pipeline.core.pdf.registration import register_pdf, sha256_of
 from extraction_pipeline_tests.support import pdf_samples
 
 CORPUS_PDF = pdf_samples.CORPUS / "pdf" / "3321528.pdf"
@@ -128,8 +128,9 @@ def test_a_pdf_that_exhausts_its_child_costs_itself_only(tmp_path: Path) -> None
     assert [bool(o.value and o.value["pages_text"]) for o in outcomes] == [True, False, True]
     assert str(outcomes[1].error) == "needs more memory than the limit of 300 MB (EXTRACTION_PDF_MEMORY_MB)"
     # Registration reads it the same way and refuses it in one line.
-    with pytest.raises(PermanentError, match=r"^nested-xobjects.pdf: needs more memory than the limit of 300 MB"):
-        count_pdf_pages(pdfs[1], ParseOptions(limits=EngineOptions(memory_mb=300)))
+    ledger = Ledger.connect(f"sqlite:///{tmp_path / 'ledger.db'}")
+    with pytest.raises(ConfigError, match=r"^nested-xobjects.pdf: needs more memory than the limit of 300 MB"):
+        register_pdf(ledger, tmp_path / "store", "p", pdfs[1], ParseOptions(limits=EngineOptions(memory_mb=300)))
 
 
 def test_crashing_parser_is_a_clean_permanent_error(tmp_path: Path) -> None:

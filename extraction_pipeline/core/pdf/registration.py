@@ -23,7 +23,7 @@ from extraction_pipeline.core.files import replacing
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.contents import documents_without_content, store_content
 from extraction_pipeline.core.ledger.documents import get_document, insert_document
-from extraction_pipeline.core.pdf.isolation import ParseOptions, run_isolated
+from extraction_pipeline.core.pdf.isolation import ParseOptions, run_each
 
 PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 MAX_PDF_BYTES = 200 * 1024 * 1024
@@ -85,21 +85,6 @@ def open_stored_copy(path: Path) -> io.BufferedReader:
     return os.fdopen(fd, "rb")
 
 
-def count_pdf_pages(path: Path, options: ParseOptions | None = None) -> int:
-    """Open the PDF, count its pages and make sure it has text to extract; raise PermanentError
-    with a specific reason if it is unusable — at registration, not only when its batch runs.
-    Read in a child with the parse's time and memory limits (pdf/isolation.py), the page limit
-    checked before any page is read: a hostile file costs its child, never this process."""
-    from extraction_pipeline.core.pdf.isolation import ParseOptions
-
-    options = options or ParseOptions()
-    try:
-        inspected = run_isolated(path, timeout_seconds=options.timeout_seconds, limits=options.limits, task="inspect")
-    except PermanentError as exc:
-        raise PermanentError(f"{path.name}: {exc}", original=exc) from exc
-    return int(inspected["pages"])
-
-
 def check_pdf_file(path: Path, max_bytes: int = MAX_PDF_BYTES) -> None:
     """Cheap checks before opening: exists, regular file, non-empty, within size, PDF magic."""
     if not path.exists():
@@ -121,14 +106,52 @@ def register_pdf(
     ledger: Ledger, store_dir: Path, project: str, source: Path, options: ParseOptions | None = None
 ) -> RegisteredDocument:
     """Validate ``source``, copy it into the store and record it. Idempotent per (project, content).
-    ``options``: the limits a PDF is read under (size, pages, time, memory); the defaults if None."""
+    ``options``: the limits a PDF is read under (size, pages, time, memory); the defaults if None.
+    Raises ConfigError with the reason it is refused (OSError when it cannot be read at all)."""
+    verdict = register_pdfs(ledger, store_dir, project, [source], options)[0]
+    if isinstance(verdict, BaseException):
+        raise verdict
+    return verdict
+
+
+def register_pdfs(
+    ledger: Ledger, store_dir: Path, project: str, sources: list[Path], options: ParseOptions | None = None
+) -> list[RegisteredDocument | ConfigError | OSError]:
+    """Each of ``sources`` registered, or why not, in order: one bad PDF never costs the others.
+    Each PDF is opened only in a child with the parse's time and memory limits (pdf/isolation.py):
+    its page count checked first, then that it has text. One child reads them all, one after
+    another (a new child after a PDF that fails), so a hostile file costs its child, never this
+    process, and a hundred papers cost one child's start, not a hundred."""
     validate_project(project)
-    source = Path(source)
-    check_pdf_file(source, options.limits.max_bytes if options else MAX_PDF_BYTES)
-    try:
-        pages = count_pdf_pages(source, options)
-    except PermanentError as exc:
-        raise ConfigError(str(exc)) from exc
+    options = options or ParseOptions()
+    paths = [Path(source) for source in sources]
+    verdicts: list[RegisteredDocument | ConfigError | OSError | None] = [None] * len(paths)
+    readable: list[int] = []
+    for index, path in enumerate(paths):
+        try:
+            check_pdf_file(path, options.limits.max_bytes)
+            readable.append(index)
+        except ConfigError as exc:
+            verdicts[index] = exc
+        except OSError as exc:  # unreadable file
+            verdicts[index] = exc
+    inspected = run_each(
+        [paths[i] for i in readable], timeout_seconds=options.timeout_seconds, limits=options.limits, task="inspect"
+    )
+    for index, outcome in zip(readable, inspected, strict=True):
+        if outcome.error is not None or outcome.value is None:
+            verdicts[index] = ConfigError(f"{paths[index].name}: {outcome.error}")
+            continue
+        try:
+            verdicts[index] = _record(ledger, store_dir, project, paths[index], int(outcome.value["pages"]))
+        except (ConfigError, OSError) as exc:
+            verdicts[index] = exc
+    done = [verdict for verdict in verdicts if verdict is not None]
+    assert len(done) == len(paths), "every file gets a verdict"
+    return done
+
+
+def _record(ledger: Ledger, store_dir: Path, project: str, source: Path, pages: int) -> RegisteredDocument:
     digest = sha256_of(source)
     stored = _store_copy(store_dir, source, digest)
     size = stored.lstat().st_size
