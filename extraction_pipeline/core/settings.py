@@ -57,6 +57,17 @@ def _count(env: Mapping[str, str], name: str, default: int, *, minimum: int, max
     return int(value)
 
 
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    value = (_text(env, name) or "").lower()
+    if not value:
+        return default
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{PREFIX}{name} must be true or false, got {_text(env, name)!r}")
+
+
 def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
     raw = _text(env, name)
     if raw is None:
@@ -193,6 +204,9 @@ class Settings:
     # Peers (IPs or CIDR networks) whose X-Forwarded-User / X-Forwarded-Email header names the
     # signed-in user: a single-sign-on proxy. Empty: the header is never believed.
     trusted_proxies: tuple[str, ...] = ()
+    # Anonymous requests from a loopback address may do everything through Dagster's own endpoints
+    # (launch, terminate, wipe, pools), as plain Dagster allows. Off: they only read (web/dagster_roles.py).
+    open_loopback: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -247,6 +261,7 @@ class Settings:
                 name.strip() for name in (_text(env, "ALLOWED_HOSTS") or "").split(",") if name.strip()
             ),
             trusted_proxies=_networks(env, "TRUSTED_PROXIES"),
+            open_loopback=_flag(env, "OPEN_LOOPBACK", d.open_loopback),
         )
 
     def llm(self, *, with_key: bool = True) -> LLMConfig:

@@ -20,6 +20,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.web import downloads, identity, missed, projects, review, signin, synthesis
 from extraction_pipeline.web.auth import TokenGate, is_loopback
+from extraction_pipeline.web.dagster_roles import DagsterRoles
 from extraction_pipeline.web.guard import RequestGuard, allowed_hosts
 from extraction_pipeline.web.pages import not_found
 from extraction_pipeline.web.urls import PREFIX
@@ -44,7 +45,9 @@ def build_app(settings: Settings, dagster_app: Any, *, token: str | None, bind_h
     ]
     # Anything else under our prefix is a 404 of ours, never Dagster's UI page in its place.
     unknown = Route(f"{PREFIX}/{{rest:path}}", not_found, methods=["GET", "HEAD", "POST"])
-    app: Any = Starlette(routes=[*ours, unknown, Mount("/", app=dagster_app)])
+    # Dagster's own endpoints take our users' roles (web/dagster_roles.py).
+    dagster = DagsterRoles(dagster_app, ledger, settings)
+    app: Any = Starlette(routes=[*ours, unknown, Mount("/", app=dagster)])
     app.state.ledger, app.state.settings = ledger, settings  # for the handlers (web/deps.py)
 
     def signed_in(scope: Scope) -> bool:  # a reviewer's session or personal token also opens the gate

@@ -24,6 +24,8 @@ from urllib.parse import quote
 
 import pytest
 
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.users import Role, add_user
 from extraction_pipeline.web.guard import allowed_hosts, host_name, is_mutation, origin_of
 from extraction_pipeline_tests.support.web import free_port
 
@@ -64,6 +66,7 @@ class Ui:
     port: int
     process: subprocess.Popen[bytes]
     log: Path
+    admin: dict[str, str]  # an admin's personal token as a header: Dagster's writes are an admin's
 
     @property
     def origin(self) -> str:
@@ -116,12 +119,15 @@ def _start_ui(home: Path, log: Path, *, token: str | None) -> Ui:
         env["EXTRACTION_UI_TOKEN"] = token
     cli = [sys.executable, "-m", "extraction_pipeline.cli"]
     subprocess.run([*cli, "init"], env=env, check=True, capture_output=True)
+    ledger = Ledger.connect(f"sqlite:///{home / 'ledger.db'}")
+    admin = {"Authorization": f"Bearer {add_user(ledger, 'Ada Admin', Role.ADMIN)[1]}"}
+    ledger.dispose()
     port = free_port()
     with log.open("wb") as out:
         process = subprocess.Popen(
             [*cli, "ui", "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-    ui = Ui(port, process, log)
+    ui = Ui(port, process, log, admin)
     deadline = time.monotonic() + 120
     auth = {"Authorization": f"Bearer {token}"} if token else {}
     while True:
@@ -164,10 +170,11 @@ def test_graphql_changes_state_only_through_a_same_site_json_post(ui: Ui) -> Non
     assert ui.pool() == 5  # nothing above changed anything
     status, body = ui.request("GET", f"/graphql?query={quote(READ_POOL)}")
     assert status == 200 and json.loads(body)["data"]["instance"]["concurrencyLimit"]["slotCount"] == 5  # reads stay
-    status, body = ui.graphql('mutation { setConcurrencyLimit(concurrencyKey: "llm", limit: 6) }', Origin=ui.origin)
+    six = 'mutation { setConcurrencyLimit(concurrencyKey: "llm", limit: 6) }'
+    status, body = ui.graphql(six, Origin=ui.origin, **ui.admin)
     assert status == 200 and json.loads(body)["data"]["setConcurrencyLimit"] is True  # the UI's own way works
     assert ui.pool() == 6
-    ui.graphql('mutation { setConcurrencyLimit(concurrencyKey: "llm", limit: 5) }')
+    ui.graphql('mutation { setConcurrencyLimit(concurrencyKey: "llm", limit: 5) }', **ui.admin)
     assert ui.pool() == 5
 
 
@@ -220,8 +227,8 @@ def test_no_answer_may_be_framed_and_a_write_from_another_origin_or_scheme_is_re
     status, body = ui.request("POST", f"{report}?description=planted")
     assert status == 415 and b"Content-Type: application/json" in body
     assert _materializations(ui) == 0
-    status, body = ui.request(  # as a script reports one, the documented JSON way: accepted
-        "POST", report, body=b'{"description": "reported"}', headers={"Content-Type": "application/json"}
+    status, body = ui.request(  # as an admin's script reports one, the documented JSON way: accepted
+        "POST", report, body=b'{"description": "reported"}', headers={"Content-Type": "application/json", **ui.admin}
     )
     assert status == 200, body
     assert _materializations(ui) == 1

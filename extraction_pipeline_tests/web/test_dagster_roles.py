@@ -1,0 +1,217 @@
+"""Dagster's own actions behind our users' roles (web/dagster_roles.py): real GraphQL and REST
+through a real `ui`, one test per action class, each allowed and refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from graphql import parse
+
+from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.users import Role, add_user
+from extraction_pipeline.web.dagster_roles import Action, classify
+from extraction_pipeline_tests.support.web import UiServer
+
+READ_POOL = '{ instance { concurrencyLimit(concurrencyKey: "llm") { slotCount } } }'
+ADD_PARTITION = """mutation Add($key: String!) {
+  addDynamicPartition(
+    repositorySelector: {repositoryName: "__repository__", repositoryLocationName: "extraction_pipeline"},
+    partitionsDefName: "documents", partitionKey: $key) { __typename ... on PythonError { message } }
+}"""
+LAUNCH_BACKFILL = """mutation Launch($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message }
+  }
+}"""
+BACKFILL_TAGS = (
+    "query Tags($id: String!) { partitionBackfillOrError(backfillId: $id)"
+    " { ... on PartitionBackfill { tags { key value } } } }"
+)
+# One of each kind of "operate" the issue found open: pools, wiping, deleting, partitions, sensors.
+OPERATIONS = [
+    'mutation { setConcurrencyLimit(concurrencyKey: "llm", limit: 0) }',
+    'mutation { wipeAssets(assetPartitionRanges: [{assetKey: {path: ["batch_workbook"]}}]) { __typename } }',
+    'mutation { deleteRun(runId: "no-such-run") { __typename } }',
+    'mutation { stopSensor(id: "x", instigationSelector: {repositoryName: "__repository__", '
+    'repositoryLocationName: "extraction_pipeline", name: "batch_aggregator"}) { __typename } }',
+]
+
+
+def test_each_mutation_is_classified_by_what_it_does_however_it_is_written() -> None:
+    def action(query: str) -> Action:
+        return classify(parse(query))[0]
+
+    assert action(READ_POOL) is Action.READ
+    assert (
+        action(
+            'mutation { logTelemetry(action: "x", datetime: "y", clientTime: "z", clientId: "c", metadata: "{}")'
+            " { __typename } }"
+        )
+        is Action.READ
+    )
+    assert action(LAUNCH_BACKFILL) is Action.LAUNCH
+    assert action("mutation { r: launchRunReexecution(reexecutionParams: $p) { __typename } }") is Action.LAUNCH
+    assert all(action(query) is Action.OPERATE for query in OPERATIONS)
+    # An alias, a fragment or an inline fragment does not hide what runs; a mutation this module
+    # does not know is an admin's.
+    assert action("mutation { harmless: wipeAssets(assetPartitionRanges: []) { __typename } }") is Action.OPERATE
+    assert action('mutation { ...F } fragment F on Mutation { deleteRun(runId: "x") { __typename } }') is Action.OPERATE
+    assert action("mutation { ... on Mutation { terminateRuns(runIds: []) { __typename } } }") is Action.OPERATE
+    assert action("mutation { someFutureMutation { __typename } }") is Action.OPERATE
+    assert action(f"{LAUNCH_BACKFILL} mutation Two {{ setNuxSeen }}") is Action.LAUNCH
+
+
+@dataclass
+class Served:
+    server: UiServer
+    ledger: Ledger
+    tokens: dict[str, str]  # user name -> personal token
+
+    def post(self, path: str, body: dict[str, Any], user: str | None = None) -> tuple[int, dict[str, Any]]:
+        headers = {"Content-Type": "application/json", "Origin": self.server.url}
+        if user:
+            headers["Authorization"] = f"Bearer {self.tokens[user]}"
+        request = urllib.request.Request(
+            f"{self.server.url}{path}", data=json.dumps(body).encode(), headers=headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"{}")
+
+    def graphql(
+        self, query: str, variables: dict[str, Any] | None = None, user: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        return self.post("/graphql", {"query": query, "variables": variables or {}}, user)
+
+    def pool(self) -> int:
+        status, answer = self.graphql(READ_POOL)
+        assert status == 200, answer
+        return int(answer["data"]["instance"]["concurrencyLimit"]["slotCount"])
+
+
+def _serve(root: Path, env: dict[str, str] | None = None) -> Iterator[Served]:
+    home = root / "home"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("EXTRACTION_", "DAGSTER_"))}
+    subprocess.run(
+        [sys.executable, "-m", "extraction_pipeline.cli", "init"],
+        env={**clean, "EXTRACTION_HOME": str(home)},
+        check=True,
+        capture_output=True,
+    )
+    ledger = Ledger.connect(f"sqlite:///{home / 'ledger.db'}")
+    tokens = {
+        name: add_user(ledger, name, role)[1]
+        for name, role in (("Rita Reviewer", Role.REVIEWER), ("Ana Analyst", Role.REVIEWER), ("Ada Admin", Role.ADMIN))
+    }
+    server = UiServer(home, root / "ui.log", env=env)
+    try:
+        yield Served(server, ledger, tokens)
+    finally:
+        server.stop()
+        ledger.dispose()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    yield from _serve(tmp_path_factory.mktemp("roles"))
+
+
+def _partition(served: Served, key: str) -> None:
+    status, answer = served.graphql(ADD_PARTITION, {"key": key}, user="Ada Admin")
+    assert status == 200 and answer["data"]["addDynamicPartition"]["__typename"] == "AddDynamicPartitionSuccess", answer
+
+
+def _launch(served: Served, key: str, tags: list[dict[str, str]], user: str | None) -> tuple[int, dict[str, Any]]:
+    params = {"assetSelection": [{"path": ["parsed_document"]}], "partitionNames": [key], "tags": tags}
+    return served.graphql(LAUNCH_BACKFILL, {"params": params}, user=user)
+
+
+def _tags(served: Served, backfill_id: str) -> dict[str, str]:
+    status, answer = served.graphql(BACKFILL_TAGS, {"id": backfill_id})
+    assert status == 200, answer
+    return {tag["key"]: tag["value"] for tag in answer["data"]["partitionBackfillOrError"]["tags"]}
+
+
+@pytest.mark.e2e
+def test_reading_is_open_to_anyone_who_passes_the_gate(served: Served) -> None:
+    assert served.pool() == 5
+    telemetry = "mutation { setNuxSeen }"  # the UI's own bookkeeping
+    assert served.graphql(telemetry)[0] == 200
+
+
+@pytest.mark.e2e
+def test_operating_the_instance_is_an_admins_alone(served: Served) -> None:
+    for query in OPERATIONS:
+        status, answer = served.graphql(query)
+        assert status == 401 and "only signed-in users may change the instance" in answer["errors"][0]["message"], (
+            answer
+        )
+        status, answer = served.graphql(query, user="Rita Reviewer")
+        assert status == 403, answer
+        assert (
+            "only an admin may change the instance through Dagster (you are signed in as Rita Reviewer, a reviewer)"
+            in answer["errors"][0]["message"]
+        )
+    assert served.pool() == 5  # nothing above changed it
+    report = "/report_asset_materialization/batch_workbook"
+    assert served.post(report, {"description": "planted"})[0] == 401
+    assert served.post(report, {"description": "planted"}, user="Rita Reviewer")[0] == 403
+    status, answer = served.graphql(
+        'mutation { setConcurrencyLimit(concurrencyKey: "llm", limit: 6) }', user="Ada Admin"
+    )
+    assert status == 200 and answer["data"]["setConcurrencyLimit"] is True
+    assert served.pool() == 6
+    served.graphql('mutation { setConcurrencyLimit(concurrencyKey: "llm", limit: 5) }', user="Ada Admin")
+    assert served.post(report, {"description": "reported"}, user="Ada Admin")[0] == 200
+    log = served.server.log.read_text()
+    assert "Dagster action by Ada Admin: setConcurrencyLimit" in log
+    assert "refused a request to Dagster's /graphql from 127.0.0.1: only an admin may" in log
+
+
+@pytest.mark.e2e
+def test_launching_needs_a_signed_in_user_and_is_recorded_under_their_name(served: Served) -> None:
+    _partition(served, "roles-1")
+    status, answer = _launch(served, "roles-1", [], user=None)
+    assert status == 401 and "only signed-in users may launch runs" in answer["errors"][0]["message"], answer
+    # A reviewer's typed name is replaced by their own: no backfill "by Ana Analyst" from Rita.
+    status, answer = _launch(served, "roles-1", [{"key": "extraction/user", "value": "Ana Analyst"}], "Rita Reviewer")
+    assert status == 200 and answer["data"]["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", answer
+    assert _tags(served, answer["data"]["launchPartitionBackfill"]["backfillId"])["extraction/user"] == "Rita Reviewer"
+    status, answer = _launch(served, "roles-1", [], "Rita Reviewer")  # no tag: the launcher's is added
+    assert _tags(served, answer["data"]["launchPartitionBackfill"]["backfillId"])["extraction/user"] == "Rita Reviewer"
+    # An admin may launch for another user, one that exists.
+    status, answer = _launch(served, "roles-1", [{"key": "extraction/user", "value": "Ana Analyst"}], "Ada Admin")
+    assert _tags(served, answer["data"]["launchPartitionBackfill"]["backfillId"])["extraction/user"] == "Ana Analyst"
+    status, answer = _launch(served, "roles-1", [{"key": "extraction/user", "value": "Nobody"}], "Ada Admin")
+    assert status == 400 and "'Nobody' names no user of this server" in answer["errors"][0]["message"], answer
+    # Parameters written into the query cannot carry a name past the server.
+    inline = (
+        "mutation { launchPartitionBackfill(backfillParams: "
+        '{partitionNames: ["roles-1"], tags: [{key: "extraction/user", value: "Ana Analyst"}]}) { __typename } }'
+    )
+    status, answer = served.graphql(inline, user="Rita Reviewer")
+    assert status == 400 and "as a GraphQL variable" in answer["errors"][0]["message"], answer
+
+
+@pytest.mark.e2e
+def test_an_instance_may_open_dagster_to_its_own_machine(tmp_path: Path) -> None:
+    """EXTRACTION_OPEN_LOOPBACK=true: an anonymous request from loopback may operate, as plain Dagster."""
+    for served in _serve(tmp_path, env={"EXTRACTION_OPEN_LOOPBACK": "true"}):
+        status, answer = served.graphql('mutation { setConcurrencyLimit(concurrencyKey: "llm", limit: 7) }')
+        assert status == 200 and answer["data"]["setConcurrencyLimit"] is True, answer
+        assert served.pool() == 7
+        _partition(served, "open-1")
+        status, answer = _launch(served, "open-1", [{"key": "extraction/user", "value": "Nobody"}], user=None)
+        assert status == 400, answer  # a name must still be a user's
