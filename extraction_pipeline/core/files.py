@@ -1,13 +1,14 @@
 """Files users pick up are never half-written, and what a killed writer leaves is swept.
 
-A writer writes ``.<name>.<host>.<pid>.partial`` beside the target, flushes it to disk and renames
-it over the target (atomic on one file system): a reader sees the previous file or the new one,
-never part of one, even when the writer is SIGKILLed. What a killed writer leaves behind is a
-hidden partial file naming its host and process, so a later writer on the same host removes those
-whose process is gone (another host's, or a live process's, are left alone: a shared folder may
-serve several machines). A temporary folder of ours (an upload being staged) is hidden and marked
-``.extraction-<what>.<host>.<pid>.``: only names of that exact shape are ever removed, so a user's
-file or folder beside the workbooks is never taken for one.
+A writer writes ``<name>.<host>.<pid>.partial`` in a hidden folder of ours beside the target
+(``.extraction-partial/``, on the same file system), flushes it to disk and renames it over the
+target (atomic on one file system): a reader sees the previous file or the new one, never part of
+one, even when the writer is SIGKILLed. What a killed writer leaves behind is a partial file in
+that folder naming its host and process, so a later writer on the same host removes those whose
+process is gone (another host's, or a live process's, are left alone: a shared folder may serve
+several machines). A temporary folder of ours (an upload being staged) is hidden and marked
+``.extraction-<what>.<host>.<pid>.``. Only those two are ever removed: a user's file or folder
+beside the workbooks, however it is named, is never taken for one of ours.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.runs.liveness import worker_alive
 
 PARTIAL_SUFFIX = ".partial"
-_PARTIAL = re.compile(r"^\.(?P<name>.+)\.(?P<host>[^./]+)\.(?P<pid>\d+)\.partial$")
+PARTIAL_FOLDER = ".extraction-partial"  # where partial files are written: no user puts files there
+_PARTIAL = re.compile(r"^(?P<name>.+)\.(?P<host>[^./]+)\.(?P<pid>\d+)\.partial$")
 
 
 def host_tag() -> str:
@@ -33,27 +36,33 @@ def host_tag() -> str:
 
 def partial_path(target: Path) -> Path:
     """Where this process writes ``target`` before renaming it into place."""
-    return target.with_name(f".{target.name}.{host_tag()}.{os.getpid()}{PARTIAL_SUFFIX}")
+    return target.parent / PARTIAL_FOLDER / f"{target.name}.{host_tag()}.{os.getpid()}{PARTIAL_SUFFIX}"
 
 
-def owner_gone(name: str) -> bool:
-    """Whether a file or folder named by ``partial_path``/``owned_name`` belongs to a process of
-    this host that no longer exists."""
-    match = _PARTIAL.match(name) or _OWNED.match(name)
-    if match is None:
-        return False
-    return match["host"] == host_tag() and not worker_alive(int(match["pid"]))
+def _owner_gone(match: re.Match[str] | None) -> bool:
+    return match is not None and match["host"] == host_tag() and not worker_alive(int(match["pid"]))
 
 
 def remove_stale_partials(folder: Path) -> list[Path]:
-    """Remove the partial files and owned folders in ``folder`` whose writer on this host is gone."""
+    """Remove what writers of this host that are gone left for ``folder``: their partial files (in
+    its hidden partial folder) and their owned temporary folders (in ``folder``)."""
+    removed: list[Path] = []
+    for place, pattern in ((folder / PARTIAL_FOLDER, _PARTIAL), (folder, _OWNED)):
+        removed += _remove_gone(place, pattern)
+    if removed:
+        with contextlib.suppress(OSError):  # a live writer's file still in it: it stays
+            (folder / PARTIAL_FOLDER).rmdir()
+    return removed
+
+
+def _remove_gone(folder: Path, pattern: re.Pattern[str]) -> list[Path]:
     removed: list[Path] = []
     try:
         entries = list(os.scandir(folder))
     except (FileNotFoundError, NotADirectoryError):
         return removed
     for entry in entries:
-        if not owner_gone(entry.name):
+        if not _owner_gone(pattern.match(entry.name)):
             continue
         path = Path(entry.path)
         with contextlib.suppress(FileNotFoundError):
@@ -67,13 +76,12 @@ def remove_stale_partials(folder: Path) -> list[Path]:
 
 @contextlib.contextmanager
 def replacing(target: Path) -> Iterator[Path]:
-    """Yield the partial path to write; on success it is flushed to disk and renamed over
-    ``target``; on any failure (or interruption) it is removed and ``target`` is untouched."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_partials(target.parent)
+    """Yield the partial path to write (created empty, so it is ours: write it without O_EXCL); on
+    success it is flushed to disk and renamed over ``target``; on any failure (or interruption) it
+    is removed and ``target`` is untouched."""
     tmp = partial_path(target)
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()  # left by an earlier process that had our pid
+    remove_stale_partials(target.parent)
+    _create(tmp)
     try:
         yield tmp
         _fsync(tmp)
@@ -82,6 +90,26 @@ def replacing(target: Path) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        with contextlib.suppress(OSError):  # another writer's file still in it: it stays
+            tmp.parent.rmdir()  # nothing of ours is left in a user's folder
+
+
+def _create(tmp: Path) -> None:
+    """Create the empty partial file (never through a link), and its folder if needed. Another
+    writer that finishes may remove the folder when it is empty, so that is tried again."""
+    for _ in range(5):
+        tmp.parent.parent.mkdir(parents=True, exist_ok=True)  # the target's folder
+        tmp.parent.mkdir(exist_ok=True)
+        if tmp.parent.is_symlink():  # it would put the partial file wherever the link points
+            raise ConfigError(f"{tmp.parent} is a symbolic link: remove it (this server writes partial files there)")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()  # left by an earlier process that had our pid
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
+            return
+        except FileNotFoundError:
+            continue  # the folder was removed in between
+    raise ConfigError(f"{tmp.parent}: could not create a partial file there")
 
 
 def _fsync(path: Path) -> None:

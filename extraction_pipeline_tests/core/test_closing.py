@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import update
 
 from extraction_pipeline.core.export.closing import ExportError, ExportResult, write_batch_workbook
-from extraction_pipeline.core.files import partial_path, remove_stale_partials
+from extraction_pipeline.core.files import PARTIAL_FOLDER, partial_path, remove_stale_partials
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
 from extraction_pipeline.core.ledger.batches import (
@@ -178,7 +178,7 @@ def _kill_mid_write(home: Path, folder: Path, *args: str) -> None:
     """Start the command and SIGKILL it while its partial file is being written."""
     proc = _cli(home, *args)
     deadline = time.monotonic() + 120
-    while not any(p.name.endswith(".partial") and _size(p) > 0 for p in _entries(folder)):
+    while not any(p.name.endswith(".partial") and _size(p) > 0 for p in _entries(folder / PARTIAL_FOLDER)):
         assert proc.poll() is None, f"finished before it could be killed: {proc.communicate()}"
         assert time.monotonic() < deadline, "no partial file appeared"
         time.sleep(0.002)
@@ -242,11 +242,12 @@ def test_a_workbook_write_killed_mid_save_leaves_the_previous_file_or_nothing(
 def test_only_partial_files_of_gone_processes_on_this_host_are_swept(tmp_path: Path) -> None:
     target = tmp_path / "batch-1.xlsx"
     mine = partial_path(target)  # this process is alive: its partial file stays
+    mine.parent.mkdir()
     mine.write_text("mine")
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = mine.with_name(mine.name.replace(f".{os.getpid()}.", f".{gone.stdout.strip()}."))
     dead.write_text("dead")
-    other_host = mine.with_name(f".batch-1.xlsx.another-machine.{gone.stdout.strip()}.partial")
+    other_host = mine.with_name(f"batch-1.xlsx.another-machine.{gone.stdout.strip()}.partial")
     other_host.write_text("elsewhere")
     assert remove_stale_partials(tmp_path) == [dead]
     assert mine.exists() and other_host.exists() and not dead.exists()
@@ -262,7 +263,8 @@ def test_files_of_users_that_look_like_ours_are_never_swept(tmp_path: Path) -> N
         tmp_path / f"backup-{host_tag()}-{pid}-final",  # the folder the old rule would have removed
         tmp_path / f"upload-{host_tag()}-{pid}-x",
         tmp_path / f"report-{host_tag()}.{pid}.partial",
-        tmp_path / f"batch-1.xlsx.{host_tag()}.{pid}.partial",  # not hidden: no writer of ours names it so
+        tmp_path / f"batch-1.xlsx.{host_tag()}.{pid}.partial",
+        tmp_path / f".batch-1.xlsx.{host_tag()}.{pid}.partial",  # named as partial files once were: not in our folder
         tmp_path / f".notes.{host_tag()}.{pid}.txt",
     ]
     for path in look_alikes[:2]:
@@ -272,7 +274,8 @@ def test_files_of_users_that_look_like_ours_are_never_swept(tmp_path: Path) -> N
         path.write_text("a user's")
     ours = tmp_path / f"{owned_name('upload')}abc123".replace(f".{os.getpid()}.", f".{pid}.")
     ours.mkdir()
-    partial = tmp_path / f".batch-1.xlsx.{host_tag()}.{pid}.partial"
+    partial = tmp_path / PARTIAL_FOLDER / f"batch-1.xlsx.{host_tag()}.{pid}.partial"
+    partial.parent.mkdir()
     partial.write_text("left by a killed writer")
     assert sorted(remove_stale_partials(tmp_path)) == sorted([ours, partial])
     assert all(path.exists() for path in look_alikes)

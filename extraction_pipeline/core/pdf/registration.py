@@ -210,7 +210,7 @@ def _write_copy(source: Path, stored: Path, digest: str) -> None:
     # planted there is replaced, never written through.
     try:
         with replacing(stored) as tmp:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)  # created by replacing
             with os.fdopen(fd, "wb") as target, source.open("rb") as handle:
                 copied = copy_hashing(handle, target)
             if copied != digest:
