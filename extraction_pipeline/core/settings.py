@@ -168,6 +168,10 @@ class Settings:
     parse_timeout_seconds: float = 120.0  # hard limit for parsing one PDF (child process killed)
     max_pages: int = 300
     max_pdf_mb: float = 200.0
+    # The most one request may send: a form post (our biggest is a template of 100,000 characters)
+    # and an upload of PDFs (all its files together; each also within max_pdf_mb).
+    max_form_kb: int = 1024
+    max_upload_mb: int = 2048
     # Memory one PDF may use while it is read (registration, estimate, parse, page images): the
     # child reading it is capped there, so a decompression bomb costs one document, not the machine.
     pdf_memory_mb: int = 2048
@@ -238,6 +242,8 @@ class Settings:
             ),
             max_pages=int(_number(env, "MAX_PAGES", d.max_pages, minimum=0, strict=True)),
             max_pdf_mb=_number(env, "MAX_PDF_MB", d.max_pdf_mb, minimum=0, strict=True),
+            max_form_kb=_count(env, "MAX_FORM_KB", d.max_form_kb, minimum=64, maximum=1_048_576),
+            max_upload_mb=_count(env, "MAX_UPLOAD_MB", d.max_upload_mb, minimum=1, maximum=1_048_576),
             pdf_memory_mb=_count(env, "PDF_MEMORY_MB", d.pdf_memory_mb, minimum=256, maximum=1_048_576),
             table_detection=_choice(env, "TABLE_DETECTION", ("lines", "layout", "off"), d.table_detection),
             retry_budget_minutes=_number(env, "RETRY_BUDGET_MINUTES", d.retry_budget_minutes, minimum=0, strict=True),

@@ -5,9 +5,9 @@ A form post must come from this server's own pages: a browser sends ``Origin`` (
 post here (cross-site request forgery) is refused. Who posted is web/identity.py's business.
 
 A form is read only when it says its size (``Content-Length``, which browsers always send with a
-form) and that size is within ``FORM_MAX_BYTES``: the biggest form of ours is a template of
-100,000 characters. Nothing larger is read, so no form post spools to disk. (PDF uploads are
-streamed with their own cap: web/upload_stream.py.)
+form) and that size is within ``EXTRACTION_MAX_FORM_KB`` (1 MB by default: the biggest form of ours
+is a template of 100,000 characters). Nothing larger is read, so no form post spools to disk.
+(PDF uploads are streamed with their own caps: web/upload_stream.py.)
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from extraction_pipeline.web.deps import settings_of
+
 CROSS_SITE = "form posts are accepted from this server's own pages only"
-FORM_MAX_BYTES = 1024 * 1024
 
 
 def same_origin(request: Request) -> bool:
@@ -37,8 +38,9 @@ async def read_form(request: Request, *, max_files: int = 0) -> FormData:
     declared = request.headers.get("content-length", "")
     if not declared.isdigit():
         raise HTTPException(411, "a form post must say its size (Content-Length)")
-    if int(declared) > FORM_MAX_BYTES:
-        raise HTTPException(413, f"a form of more than {FORM_MAX_BYTES // 1024} KB is not read")
+    limit_kb = settings_of(request).max_form_kb
+    if int(declared) > limit_kb * 1024:
+        raise HTTPException(413, f"a form of more than {limit_kb} KB is not read (EXTRACTION_MAX_FORM_KB)")
     return await request.form(max_files=max(max_files, 1), max_fields=5000)
 
 

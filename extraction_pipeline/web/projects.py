@@ -67,7 +67,7 @@ from extraction_pipeline.web.estimate_text import (
 from extraction_pipeline.web.forms import CROSS_SITE, read_form, same_origin, set_flash
 from extraction_pipeline.web.pages import not_found_page
 from extraction_pipeline.web.templating import render
-from extraction_pipeline.web.upload_stream import stream_files
+from extraction_pipeline.web.upload_stream import UploadTooLarge, stream_files, too_big
 from extraction_pipeline.web.urls import PREFIX, project_url
 
 MAX_UPLOAD_FILES = 500
@@ -365,6 +365,10 @@ async def upload(request: Request, project: str) -> Response:
     if isinstance(user, Response):
         return user
     ledger, settings = ledger_of(request), settings_of(request)
+    limit = settings.max_upload_mb * 1024 * 1024
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:  # refused before a byte of it is read
+        return _project_page(request, project, error=f"upload not read: larger than {too_big(limit)}", status_code=413)
     with staging_area(settings.home_dir) as staging:
         try:
             files = await stream_files(
@@ -373,9 +377,11 @@ async def upload(request: Request, project: str) -> Response:
                 directory=Path(staging),
                 max_bytes=settings.max_pdf_bytes,
                 max_files=MAX_UPLOAD_FILES,
+                max_request_bytes=limit,
             )
         except (ConfigError, MultipartParseError) as exc:
-            return _project_page(request, project, error=f"upload not read: {exc}", status_code=400)
+            status = 413 if isinstance(exc, UploadTooLarge) else 400
+            return _project_page(request, project, error=f"upload not read: {exc}", status_code=status)
         if not files:
             return _project_page(request, project, error="choose one or more PDF files to upload", status_code=400)
         # Registration parses each PDF: off the event loop, so other pages stay responsive.

@@ -2,7 +2,9 @@
 
 A file stops being written the moment it passes the size cap (what was written of it is
 removed), so nothing larger than the cap ever lands on disk; a multipart form parsed the usual way
-would first spool the whole body (1 GB sent, 1 GB written) before any check could run.
+would first spool the whole body (1 GB sent, 1 GB written) before any check could run. The whole
+request has a cap too (``max_request_bytes``): a body that passes it is not read further, and
+what it staged is removed with the staging folder.
 """
 
 from __future__ import annotations
@@ -17,6 +19,14 @@ from starlette.requests import Request
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.pdf.uploads import safe_filename
+
+
+class UploadTooLarge(ConfigError):
+    """The request passed its cap: not read further."""
+
+
+def too_big(max_request_bytes: int) -> str:
+    return f"{max_request_bytes // (1024 * 1024)} MB for one upload (EXTRACTION_MAX_UPLOAD_MB)"
 
 
 @dataclass
@@ -36,9 +46,10 @@ class _Part:
 
 
 async def stream_files(
-    request: Request, *, field_name: str, directory: Path, max_bytes: int, max_files: int
+    request: Request, *, field_name: str, directory: Path, max_bytes: int, max_files: int, max_request_bytes: int
 ) -> list[StagedFile]:
-    """Every file sent in ``field_name``, staged in ``directory`` (which the caller removes)."""
+    """Every file sent in ``field_name``, staged in ``directory`` (which the caller removes).
+    ConfigError when the request is not an upload, has too many files or is over its cap."""
     content_type, options = parse_options_header(request.headers.get("content-type", ""))
     boundary = options.get(b"boundary")
     if content_type != b"multipart/form-data" or not boundary:
@@ -112,8 +123,12 @@ async def stream_files(
             "on_part_end": on_part_end,
         },
     )
+    received = 0
     try:
         async for chunk in request.stream():
+            received += len(chunk)
+            if received > max_request_bytes:
+                raise UploadTooLarge(f"larger than {too_big(max_request_bytes)}")
             parser.write(chunk)
         parser.finalize()
     finally:
