@@ -31,14 +31,14 @@ def _signin_link(settings: Settings, user: User) -> str:
     from extraction_pipeline.web.urls import PREFIX
 
     code = issue_signin_code(open_ledger(settings), user)
-    return f"{settings.public_url.rstrip('/')}{PREFIX}/signin?code={code}"
+    return f"{settings.link_base()}{PREFIX}/signin?code={code}"
 
 
 def _print_token(token: str, user: User, settings: Settings) -> None:
     from extraction_pipeline.core.ledger.users import SIGNIN_CODE_MINUTES
     from extraction_pipeline.web.urls import PREFIX
 
-    page = f"{settings.public_url.rstrip('/')}{PREFIX}/signin"
+    page = f"{settings.link_base()}{PREFIX}/signin"
     # The token alone on the first line, for scripts: `users add bob | head -1`.
     print(token)
     print(

@@ -25,6 +25,8 @@ DEFAULT_HOME = Path(".extraction_home")
 DEFAULT_BROKER = "pyamqp://guest@127.0.0.1//"
 # Dagster concurrency pools (set by `init --parse-slots/--llm-slots`, read back from the instance).
 DEFAULT_PARSE_SLOTS = 2
+DEFAULT_UI_URL = "http://127.0.0.1:3000"  # `ui` with no options
+UI_URL_FILE = "ui.url"  # under the home: the address `ui` serves, written when it starts
 DEFAULT_LLM_SLOTS = 5
 BROKER_SCHEMES = ("pyamqp://", "amqp://", "amqps://", "redis://", "rediss://")
 
@@ -202,7 +204,9 @@ class Settings:
     celery_broker: str = field(default=DEFAULT_BROKER, repr=False)  # may hold a password
     celery_backend: str = field(default="rpc://", repr=False)
     ui_token: str | None = field(default=None, repr=False)  # required to serve `ui` beyond loopback
-    public_url: str = "http://127.0.0.1:3000"  # how users reach `ui` (its host is an allowed host)
+    # How users reach `ui` when that is not the address it serves (a proxy, TLS): its host is an
+    # allowed host, and printed sign-in links name it. Empty: what `ui` serves (``link_base``).
+    public_url: str = ""
     # Host names `ui` answers to besides loopback, its bound address and public_url's host ("*": any).
     allowed_hosts: tuple[str, ...] = ()
     # Peers (IPs or CIDR networks) whose X-Forwarded-User / X-Forwarded-Email header names the
@@ -285,6 +289,23 @@ class Settings:
             context_tokens=self.context_tokens or None,
             output_tokens=self.output_tokens or None,
         )
+
+    def link_base(self) -> str:
+        """Where users reach `ui`, for links printed elsewhere (a sign-in link by `users add`):
+        EXTRACTION_PUBLIC_URL; else the URL the running (or last) `ui` of this home serves, which
+        it records when it starts; else `ui`'s default address."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        try:
+            served = (self.home_dir / UI_URL_FILE).read_text().strip()
+        except OSError:
+            served = ""
+        return served if served.startswith(("http://", "https://")) else DEFAULT_UI_URL
+
+    def record_ui_url(self, url: str) -> None:
+        """What `ui` serves, for ``link_base`` (the public URL wins when configured)."""
+        self.home_dir.mkdir(parents=True, exist_ok=True)
+        (self.home_dir / UI_URL_FILE).write_text((self.public_url or url).rstrip("/") + "\n")
 
     @property
     def max_pdf_bytes(self) -> int:

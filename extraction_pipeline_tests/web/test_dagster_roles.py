@@ -1,10 +1,12 @@
 """Dagster's own actions behind our users' roles (web/dagster_roles.py): real GraphQL and REST
-through a real `ui`, one test per action class, each allowed and refused."""
+through a real `ui`, one test per action class, each allowed and refused; and the sign-in link
+`users link` prints for that `ui`."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.error
@@ -14,12 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from graphql import parse
 
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.users import Role, add_user
 from extraction_pipeline.web.dagster_roles import Action, classify
+from extraction_pipeline_tests.support.cli import run_cli
 from extraction_pipeline_tests.support.web import UiServer
 
 READ_POOL = '{ instance { concurrencyLimit(concurrencyKey: "llm") { slotCount } } }'
@@ -215,3 +219,20 @@ def test_an_instance_may_open_dagster_to_its_own_machine(tmp_path: Path) -> None
         _partition(served, "open-1")
         status, answer = _launch(served, "open-1", [{"key": "extraction/user", "value": "Nobody"}], user=None)
         assert status == 400, answer  # a name must still be a user's
+
+
+@pytest.mark.e2e
+def test_a_printed_sign_in_link_names_the_address_ui_serves(served: Served) -> None:
+    """No EXTRACTION_PUBLIC_URL: `users link` names the port this `ui` serves (not 3000), and the
+    link signs the user in there."""
+    linked = run_cli(served.server.home, "users", "link", "Ana Analyst", check=True).stdout
+    found = re.search(r"(http://\S+/extraction/signin\?code=[A-Za-z0-9_-]{43})", linked)
+    assert found and found.group(1).startswith(f"{served.server.url}/extraction/signin?code="), linked
+    with httpx.Client(headers={"Origin": served.server.url}, timeout=30) as client:
+        assert client.get(found.group(1)).status_code == 200  # asks before it signs in
+        code = found.group(1).split("code=")[1]
+        signed = client.post(f"{served.server.url}/extraction/signin", data={"code": code})
+        assert (
+            signed.status_code == 303
+            and client.get(f"{served.server.url}/extraction/me").json()["name"] == "Ana Analyst"
+        )
