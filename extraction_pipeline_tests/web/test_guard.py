@@ -195,6 +195,10 @@ def test_a_request_naming_another_host_is_refused(ui: Ui) -> None:
         assert ui.request("GET", "/server_info", headers={"Host": host})[0] == 200
 
 
+# What the hostile page posts: a "latest workbook" whose link points to another site.
+PLANT = "/report_asset_materialization/batch_workbook?description=planted&metadata=" + quote(
+    '{"url": "http://evil.example"}', safe=""
+)
 MATERIALIZATIONS = (
     '{ assetOrError(assetKey: {path: ["batch_workbook"]}) { ... on Asset { assetMaterializations { timestamp } } } }'
 )
@@ -285,7 +289,8 @@ def _hostile_page(target: str) -> str:
 <input name="x" value="y"></form>
 <form id="urlenc" method="post" action="{target}/graphql?query={mutation}" target="f2">
 <input name="query" value='{ZERO_POOL}'></form>
-<iframe name="f1"></iframe><iframe name="f2"></iframe>
+<form id="plant" method="post" action="{target}{PLANT}" target="f3"><input name="x" value="y"></form>
+<iframe name="f1"></iframe><iframe name="f2"></iframe><iframe name="f3"></iframe>
 <script>
 document.getElementById('plain').submit();
 document.getElementById('urlenc').submit();
@@ -293,6 +298,13 @@ fetch("{target}/graphql", {{method: "POST", mode: "no-cors", headers: {{"Content
   body: JSON.stringify({{query: '{ZERO_POOL}'}})}});
 fetch("{target}/graphql", {{method: "POST", headers: {{"Content-Type": "application/json"}},
   body: JSON.stringify({{query: '{ZERO_POOL}'}})}}).catch(() => {{}});
+// Dagster's REST write: a "latest workbook" event planted with a link to another site.
+fetch("{target}{PLANT}", {{method: "POST", mode: "no-cors"}});
+fetch("{target}{PLANT}", {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}},
+  body: '{{"description": "planted"}}'}});
+fetch("{target}{PLANT}", {{method: "POST", headers: {{"Content-Type": "application/json"}},
+  body: '{{"description": "planted"}}'}}).catch(() => {{}});
+document.getElementById('plant').submit();
 setTimeout(() => {{ document.title = "done"; }}, 2500);
 </script></body></html>"""
 
@@ -335,6 +347,7 @@ def _chromium() -> str:
 def test_a_page_on_another_site_cannot_change_the_instance_through_the_browser(ui: Ui, tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
+    events = _materializations(ui)
     with _other_site(_hostile_page(ui.origin)) as hostile, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
         page = browser.new_page()
@@ -344,6 +357,7 @@ def test_a_page_on_another_site_cannot_change_the_instance_through_the_browser(u
         page.screenshot(path=str(tmp_path / "hostile.png"))
         browser.close()
     assert ui.pool() == 5  # the llm pool was not set to 0
+    assert _materializations(ui) == events  # and no workbook event was planted
 
 
 @pytest.fixture(scope="module")
