@@ -69,6 +69,7 @@ def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
 
     from extraction_pipeline.core.pdf.uploads import sweep_stale_uploads
     from extraction_pipeline.instance import DaemonProcess, dagster_env, init_home, is_initialized
+    from extraction_pipeline.web.guard import served_host
     from extraction_pipeline.web.server import check_binding, serve
 
     check_binding(args.host, settings.ui_token)
@@ -92,7 +93,7 @@ def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
     _stop_on_signals()
     daemon = DaemonProcess(settings).start()
     assert daemon.process is not None  # started just above
-    url = f"http://{_url_host(args.host)}:{args.port}"
+    url = f"http://{served_host(args.host)}:{args.port}"
     settings.record_ui_url(url)  # the address `users add` prints sign-in links for
     print(
         f"Dagster UI on {url}, batches and downloads on {url}/extraction (daemon pid {daemon.process.pid}, "
@@ -104,15 +105,6 @@ def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
     daemon.drain(settings.drain_seconds, say=lambda text: print(text, flush=True))
     print("stopped", flush=True)
     return 0
-
-
-def _url_host(host: str) -> str:
-    """``host`` as a URL names it: every address (0.0.0.0, ::) by this machine's name, IPv6 in brackets."""
-    import socket
-
-    if host in ("0.0.0.0", "::", ""):  # noqa: S104 (recognised, not bound)
-        return socket.getfqdn()
-    return f"[{host}]" if ":" in host else host
 
 
 def cmd_daemon(args: argparse.Namespace, settings: Settings) -> int:

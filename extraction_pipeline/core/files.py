@@ -1,6 +1,6 @@
 """Files users pick up are never half-written, and what a killed writer leaves is swept.
 
-A writer writes ``<name>.<host>.<pid>.partial`` in a hidden folder of ours beside the target
+A writer writes ``<name>.<host>.<pid>.<mark>.partial`` in a hidden folder of ours beside the target
 (``.extraction-partial/``, on the same file system), flushes it to disk and renames it over the
 target (atomic on one file system): a reader sees the previous file or the new one, never part of
 one, even when the writer is SIGKILLed. What a killed writer leaves behind is a partial file in
@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import shutil
 import socket
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from extraction_pipeline.core.runs.liveness import worker_alive
 
 PARTIAL_SUFFIX = ".partial"
 PARTIAL_FOLDER = ".extraction-partial"  # where partial files are written: no user puts files there
-_PARTIAL = re.compile(r"^(?P<name>.+)\.(?P<host>[^./]+)\.(?P<pid>\d+)\.partial$")
+_PARTIAL = re.compile(r"^(?P<name>.+)\.(?P<host>[^./]+)\.(?P<pid>\d+)\.[0-9a-f]{12}\.partial$")
 
 
 def host_tag() -> str:
@@ -35,8 +36,10 @@ def host_tag() -> str:
 
 
 def partial_path(target: Path) -> Path:
-    """Where this process writes ``target`` before renaming it into place."""
-    return target.parent / PARTIAL_FOLDER / f"{target.name}.{host_tag()}.{os.getpid()}{PARTIAL_SUFFIX}"
+    """Where this writer writes ``target`` before renaming it into place: named after its host and
+    process, and its own (two threads writing one target at once never share a partial file)."""
+    mark = secrets.token_hex(6)
+    return target.parent / PARTIAL_FOLDER / f"{target.name}.{host_tag()}.{os.getpid()}.{mark}{PARTIAL_SUFFIX}"
 
 
 def _owner_gone(match: re.Match[str] | None) -> bool:
@@ -102,8 +105,6 @@ def _create(tmp: Path) -> None:
         tmp.parent.mkdir(exist_ok=True)
         if tmp.parent.is_symlink():  # it would put the partial file wherever the link points
             raise ConfigError(f"{tmp.parent} is a symbolic link: remove it (this server writes partial files there)")
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()  # left by an earlier process that had our pid
         try:
             os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
             return

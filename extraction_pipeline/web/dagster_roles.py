@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from enum import IntEnum
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -55,16 +56,18 @@ class Action(IntEnum):
 
 # Mutations the UI sends for its own sake, which change nothing of the instance's work.
 UI_BOOKKEEPING = frozenset({"logTelemetry", "setNuxSeen"})
-# Mutations that start work: each argument that carries the run's tags, and where they are in it.
-LAUNCHES: dict[str, tuple[str, ...]] = {
-    "launchPipelineExecution": ("executionParams",),
-    "launchRun": ("executionParams",),
-    "launchMultipleRuns": ("multipleExecutionParams",),
-    "launchPipelineReexecution": ("executionParams", "reexecutionParams"),
-    "launchRunReexecution": ("executionParams", "reexecutionParams"),
-    "launchPartitionBackfill": ("backfillParams",),
-    "reexecutePartitionBackfill": ("reexecutionParams",),
-    "resumePartitionBackfill": (),  # resumes a backfill as it was launched, under its own tags
+# Mutations that start work, and where each argument carries the run's tags (Dagster's input
+# types: ExecutionParams.executionMetadata.tags, ReexecutionParams.extraTags, LaunchBackfillParams.tags).
+# Re-executing or resuming a *backfill* is not here: Dagster launches it under the tags of the
+# backfill it continues (another user's, maybe), so it is an admin's.
+EXECUTION, REEXECUTION, BACKFILL = ("executionMetadata", "tags"), ("extraTags",), ("tags",)
+LAUNCHES: dict[str, dict[str, tuple[str, ...]]] = {
+    "launchPipelineExecution": {"executionParams": EXECUTION},
+    "launchRun": {"executionParams": EXECUTION},
+    "launchMultipleRuns": {"multipleExecutionParams": EXECUTION},
+    "launchPipelineReexecution": {"executionParams": EXECUTION, "reexecutionParams": REEXECUTION},
+    "launchRunReexecution": {"executionParams": EXECUTION, "reexecutionParams": REEXECUTION},
+    "launchPartitionBackfill": {"backfillParams": BACKFILL},
 }
 
 
@@ -141,35 +144,34 @@ def tag_launches(launches: list[Any], variables: dict[str, Any], user: User | No
 
     for field in launches:
         for argument in field.arguments:
-            places = LAUNCHES[field.name.value]
-            if argument.name.value not in places:
+            place = LAUNCHES[field.name.value].get(argument.name.value)
+            if place is None:
                 continue
-            if not isinstance(argument.value, VariableNode):
+            value = variables.get(argument.value.name.value) if isinstance(argument.value, VariableNode) else None
+            items = value if isinstance(value, list) else [value]
+            checked = [params for params in items if isinstance(params, dict)]
+            # Written into the query, or left to a variable's default, the parameters would pass unread.
+            if not checked or len(checked) != len(items):
                 raise Refused(
                     400,
-                    f"pass {field.name.value}'s {argument.name.value} as a GraphQL variable: this server sets "
-                    f"the {USER_TAG} tag of what is launched to the signed-in user",
+                    f"pass {field.name.value}'s {argument.name.value} as a GraphQL variable with its value: "
+                    f"this server sets the {USER_TAG} tag of what is launched to the signed-in user",
                 )
-            value = variables.get(argument.value.name.value)
-            for params in value if isinstance(value, list) else [value]:
-                if isinstance(params, dict):
-                    _tag(_tags_of(params), user, ledger)
+            for params in checked:
+                _tag(_tags_at(params, place), user, ledger)
 
 
-def _tags_of(params: dict[str, Any]) -> list[Any]:
-    """The tag list of a launch's parameters, created where absent."""
-    if "executionMetadata" in params or "selector" in params or "runConfigData" in params:
-        metadata = params.get("executionMetadata")
-        if not isinstance(metadata, dict):
-            metadata = params["executionMetadata"] = {}
-        key, holder = "tags", metadata
-    elif "parentRunId" in params:  # ReexecutionParams
-        key, holder = "extraTags", params
-    else:  # LaunchBackfillParams
-        key, holder = "tags", params
-    tags = holder.get(key)
+def _tags_at(params: dict[str, Any], place: tuple[str, ...]) -> list[Any]:
+    """The tag list at ``place`` in a launch's parameters, created where absent."""
+    holder = params
+    for key in place[:-1]:
+        inner = holder.get(key)
+        if not isinstance(inner, dict):
+            inner = holder[key] = {}
+        holder = inner
+    tags = holder.get(place[-1])
     if not isinstance(tags, list):
-        tags = holder[key] = []
+        tags = holder[place[-1]] = []
     return tags
 
 
@@ -200,7 +202,8 @@ class DagsterRoles:
             return
         try:
             body = await _read_body(receive)
-            scope, body = self._allowed(scope, body)
+            # Parsing and the ledger's queries off the event loop: other requests go on meanwhile.
+            scope, body = await run_in_threadpool(self._allowed, scope, body)
         except Refused as refused:
             client = (scope.get("client") or ("?",))[0]
             log.warning("refused a request to Dagster's %s from %s: %s", scope["path"], client, refused)
@@ -219,14 +222,17 @@ class DagsterRoles:
         if path_of(scope).rstrip("/") != GRAPHQL_PATH:
             action = Action.OPERATE  # Dagster's REST writes (report_asset_*)
         else:
+            scope = _as_checked(scope, body)
             try:
                 payload = json.loads(body)
                 if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
                     raise ValueError("not one operation")
+                if isinstance(payload.get("variables"), str):  # Dagster takes them as a JSON string too
+                    payload["variables"] = json.loads(payload["variables"])
                 document = parse(payload["query"])
                 action, launches = classify(document)
                 names = ", ".join(mutation_names(document))
-            except (ValueError, GraphQLError):
+            except (ValueError, GraphQLError, RecursionError):
                 raise Refused(400, 'send one GraphQL operation as JSON: {"query": ..., "variables": ...}') from None
         if action is Action.READ:
             return scope, body  # most of what the UI sends: no need to know who asks
@@ -246,7 +252,7 @@ class DagsterRoles:
                 variables = payload["variables"] = {}
             tag_launches(launches, variables, None if open_door else user, self.ledger)
             body = json.dumps(payload).encode()
-            scope = _with_length(scope, len(body))
+            scope = _as_checked(scope, body)
         if action is Action.OPERATE:  # the instance changed by hand: said in the server's log
             log.warning("Dagster action by %s: %s", user.name if user else "an anonymous loopback client", names)
         return scope, body
@@ -256,6 +262,15 @@ def path_of(scope: Scope) -> str:
     """The request's path inside the mounted app."""
     root = scope.get("root_path", "")
     return str(scope["path"][len(root) :] if root and scope["path"].startswith(root) else scope["path"])
+
+
+def _as_checked(scope: Scope, body: bytes) -> Scope:
+    """A GraphQL POST exactly as checked: Dagster reads the query from the URL when it does not
+    recognise the body's type (its test is case-sensitive), so the URL's query goes and the type
+    is said the way Dagster reads it; the body is the one operation checked here."""
+    kept = [(n, v) for n, v in scope["headers"] if n.lower() not in (b"content-type", b"content-length")]
+    headers = [*kept, (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    return {**scope, "headers": headers, "query_string": b""}
 
 
 async def _read_body(receive: Receive) -> bytes:
@@ -290,8 +305,3 @@ def _drained() -> Receive:
         return {"type": "http.disconnect"}
 
     return receive
-
-
-def _with_length(scope: Scope, length: int) -> Scope:
-    headers = [(name, value) for name, value in scope["headers"] if name.lower() != b"content-length"]
-    return {**scope, "headers": [*headers, (b"content-length", str(length).encode())]}

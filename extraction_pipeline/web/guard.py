@@ -47,12 +47,21 @@ def allowed_hosts(bind_host: str, public_url: str, configured: tuple[str, ...]) 
     if "*" in configured:
         return None
     names = set(LOOPBACK_NAMES) | {name.strip().lower().strip("[]") for name in configured if name.strip()}
-    if bind_host not in WILDCARD_BINDS:
-        names.add(bind_host.lower().strip("[]"))
+    names.add(served_host(bind_host).lower().strip("[]"))  # the name `ui` prints for itself
     public = urlsplit(public_url).hostname
     if public:
         names.add(public.lower())
     return frozenset(names)
+
+
+def served_host(bind_host: str) -> str:
+    """How a URL names the server bound to ``bind_host``: every address (0.0.0.0, ::) by this
+    machine's name, IPv6 in brackets."""
+    import socket
+
+    if bind_host in WILDCARD_BINDS:
+        return socket.getfqdn()
+    return f"[{bind_host}]" if ":" in bind_host else bind_host
 
 
 def host_name(header: str) -> str | None:
@@ -125,6 +134,9 @@ class RequestGuard:
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
         if sum(1 for name, _ in scope["headers"] if name.lower() == b"host") > 1:
             return 400, "a request must name this server in one Host header, not several"
+        if sum(1 for name, _ in scope["headers"] if name.lower() == b"content-type") > 1:
+            # This guard reads the last, Dagster the first: one type, or a checked request could run another.
+            return 400, "a request must say its Content-Type once, not several times"
         host = host_name(headers.get("host", ""))
         if host is None:
             return 400, "a request must name this server in its Host header"

@@ -247,10 +247,27 @@ def test_only_partial_files_of_gone_processes_on_this_host_are_swept(tmp_path: P
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = mine.with_name(mine.name.replace(f".{os.getpid()}.", f".{gone.stdout.strip()}."))
     dead.write_text("dead")
-    other_host = mine.with_name(f"batch-1.xlsx.another-machine.{gone.stdout.strip()}.partial")
+    other_host = mine.with_name(f"batch-1.xlsx.another-machine.{gone.stdout.strip()}.0123456789ab.partial")
     other_host.write_text("elsewhere")
     assert remove_stale_partials(tmp_path) == [dead]
     assert mine.exists() and other_host.exists() and not dead.exists()
+
+
+def test_two_writers_of_one_target_at_once_each_write_their_own_partial_file(tmp_path: Path) -> None:
+    """Two downloads of the same reviewed workbook at once (two threads of one server): neither
+    removes or renames the other's half-written file; the last to finish is what stays."""
+    from extraction_pipeline.core.files import replacing
+
+    target = tmp_path / "batch-1.xlsx"
+    with replacing(target) as first:
+        first.write_bytes(b"first, half")
+        with replacing(target) as second:
+            assert second != first
+            second.write_bytes(b"second, whole")
+        assert target.read_bytes() == b"second, whole" and first.read_bytes() == b"first, half"
+        first.write_bytes(b"first, whole")
+    assert target.read_bytes() == b"first, whole"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["batch-1.xlsx"]  # nothing of ours left
 
 
 def test_files_of_users_that_look_like_ours_are_never_swept(tmp_path: Path) -> None:
@@ -263,8 +280,8 @@ def test_files_of_users_that_look_like_ours_are_never_swept(tmp_path: Path) -> N
         tmp_path / f"backup-{host_tag()}-{pid}-final",  # the folder the old rule would have removed
         tmp_path / f"upload-{host_tag()}-{pid}-x",
         tmp_path / f"report-{host_tag()}.{pid}.partial",
-        tmp_path / f"batch-1.xlsx.{host_tag()}.{pid}.partial",
-        tmp_path / f".batch-1.xlsx.{host_tag()}.{pid}.partial",  # named as partial files once were: not in our folder
+        tmp_path / f"batch-1.xlsx.{host_tag()}.{pid}.0123456789ab.partial",  # named as ours, not in our folder
+        tmp_path / f".batch-1.xlsx.{host_tag()}.{pid}.partial",  # named as partial files once were
         tmp_path / f".notes.{host_tag()}.{pid}.txt",
     ]
     for path in look_alikes[:2]:
@@ -274,7 +291,7 @@ def test_files_of_users_that_look_like_ours_are_never_swept(tmp_path: Path) -> N
         path.write_text("a user's")
     ours = tmp_path / f"{owned_name('upload')}abc123".replace(f".{os.getpid()}.", f".{pid}.")
     ours.mkdir()
-    partial = tmp_path / PARTIAL_FOLDER / f"batch-1.xlsx.{host_tag()}.{pid}.partial"
+    partial = tmp_path / PARTIAL_FOLDER / f"batch-1.xlsx.{host_tag()}.{pid}.0123456789ab.partial"
     partial.parent.mkdir()
     partial.write_text("left by a killed writer")
     assert sorted(remove_stale_partials(tmp_path)) == sorted([ours, partial])

@@ -13,16 +13,18 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 from graphql import parse
 
 from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline.core.ledger.users import Role, add_user
-from extraction_pipeline.web.dagster_roles import Action, classify
+from extraction_pipeline.core.ledger.users import Role, User, add_user
+from extraction_pipeline.web.dagster_roles import USER_TAG, Action, Refused, classify, tag_launches
 from extraction_pipeline_tests.support.cli import run_cli
 from extraction_pipeline_tests.support.web import UiServer
 
@@ -73,6 +75,45 @@ def test_each_mutation_is_classified_by_what_it_does_however_it_is_written() -> 
     assert action("mutation { ... on Mutation { terminateRuns(runIds: []) { __typename } } }") is Action.OPERATE
     assert action("mutation { someFutureMutation { __typename } }") is Action.OPERATE
     assert action(f"{LAUNCH_BACKFILL} mutation Two {{ setNuxSeen }}") is Action.LAUNCH
+    # Continuing a backfill launches under the backfill's own tags (maybe another user's): an admin's.
+    assert action("mutation { reexecutePartitionBackfill(reexecutionParams: $p) { __typename } }") is Action.OPERATE
+    assert action('mutation { resumePartitionBackfill(backfillId: "x") { __typename } }') is Action.OPERATE
+
+
+def test_the_launchers_name_goes_where_each_kind_of_launch_keeps_its_tags() -> None:
+    """By the argument, not by the keys the client sent: a job backfill's parameters have a
+    ``selector`` like a run's, but their tags are their own ``tags``."""
+    reviewer = User(1, "Rita Reviewer", Role.REVIEWER, datetime.now(UTC), False)
+    query = """mutation($b: LaunchBackfillParams!, $r: ReexecutionParams!, $m: LaunchMultipleRunsParams!) {
+      a: launchPartitionBackfill(backfillParams: $b) { __typename }
+      b: launchRunReexecution(reexecutionParams: $r) { __typename }
+      c: launchMultipleRuns(multipleExecutionParams: $m) { __typename } }"""
+    variables: dict[str, Any] = {
+        "b": {
+            "selector": {"partitionSetName": "x"},
+            "partitionNames": ["k"],
+            "tags": [{"key": USER_TAG, "value": "Ana"}],
+        },
+        "r": {"parentRunId": "run-1", "strategy": "FROM_FAILURE"},
+        "m": [{"selector": {"jobName": "j"}}, {"selector": {"jobName": "j"}, "executionMetadata": {"tags": []}}],
+    }
+    tag_launches(classify(parse(query))[1], variables, reviewer, ledger=None)  # type: ignore[arg-type]
+    assert (
+        variables["b"]["tags"] == [{"key": USER_TAG, "value": "Rita Reviewer"}]
+        and "executionMetadata" not in variables["b"]
+    )
+    assert variables["r"]["extraTags"] == [{"key": USER_TAG, "value": "Rita Reviewer"}]
+    assert all(
+        params["executionMetadata"]["tags"] == [{"key": USER_TAG, "value": "Rita Reviewer"}]
+        for params in variables["m"]
+    )
+    # A variable left to its default (or missing) would carry a name past the check: refused.
+    defaulted = (
+        'mutation($p: LaunchBackfillParams = {partitionNames: ["k"]})'
+        " { launchPartitionBackfill(backfillParams: $p) { __typename } }"
+    )
+    with pytest.raises(Refused, match="as a GraphQL variable with its value"):
+        tag_launches(classify(parse(defaulted))[1], {}, reviewer, ledger=None)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -179,6 +220,17 @@ def test_operating_the_instance_is_an_admins_alone(served: Served) -> None:
     assert served.pool() == 6
     served.graphql('mutation { setConcurrencyLimit(concurrencyKey: "llm", limit: 5) }', user="Ada Admin")
     assert served.post(report, {"description": "reported"}, user="Ada Admin")[0] == 200
+    # What Dagster runs is what was checked: not a query in the URL behind a body it would not read.
+    zero = quote('mutation { setConcurrencyLimit(concurrencyKey: "llm", limit: 0) }')
+    request = urllib.request.Request(
+        f"{served.server.url}/graphql?query={zero}",
+        data=json.dumps({"query": READ_POOL}).encode(),
+        headers={"Content-Type": "Application/JSON", "Origin": served.server.url},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status == 200 and "instance" in json.loads(response.read())["data"]
+    assert served.pool() == 5
     log = served.server.log.read_text()
     assert "Dagster action by Ada Admin: setConcurrencyLimit" in log
     assert "refused a request to Dagster's /graphql from 127.0.0.1: only an admin may" in log

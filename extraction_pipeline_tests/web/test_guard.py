@@ -242,6 +242,14 @@ def test_no_answer_may_be_framed_and_a_write_from_another_origin_or_scheme_is_re
     ).encode()
     answer = ui.raw(doubled)
     assert answer.startswith(b"HTTP/1.1 400") and b"one Host header" in answer, answer[:300]
+    # Two Content-Types: this guard reads one, Dagster the other (its body or the URL's query).
+    typed_twice = (
+        f"POST /graphql?query={quote(ZERO_POOL)} HTTP/1.1\r\nHost: 127.0.0.1:{ui.port}\r\n"
+        "Content-Type: text/plain\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+        "Connection: close\r\n\r\n{}"
+    ).encode()
+    answer = ui.raw(typed_twice)
+    assert answer.startswith(b"HTTP/1.1 400") and b"Content-Type once" in answer, answer[:300]
     assert ui.pool() == 5
     assert b"from-https" not in ui.request("GET", "/extraction/projects")[1]
 

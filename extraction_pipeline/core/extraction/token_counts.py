@@ -30,7 +30,7 @@ from pathlib import Path
 
 from sqlalchemy import desc, select
 
-from extraction_pipeline.core.errors import ExtractionError
+from extraction_pipeline.core.errors import ExtractionError, PermanentError
 from extraction_pipeline.core.extraction.long_papers import plan_parts
 from extraction_pipeline.core.extraction.prompts import build_messages
 from extraction_pipeline.core.ledger import Ledger
@@ -41,6 +41,7 @@ from extraction_pipeline.core.llm.gateway import LLMConfig, count_tokens, schema
 from extraction_pipeline.core.pdf.isolation import ParseOptions, run_each
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.pdf.parsing import parse_document
+from extraction_pipeline.core.pdf.registration import open_stored_copy
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 
 # What a call is expected to answer while the ledger holds no answer of the model yet: the median
@@ -196,16 +197,29 @@ def _quick_texts(documents: list[ChosenDocument], options: ParseOptions) -> list
     """Each PDF's plain text per page, without table detection: the same PyMuPDF text the parse
     engine starts from, so only the tables' HTML is missing. Read in one child process under the
     parse's limits (a PDF that hangs or exhausts it costs itself only, pdf/isolation.py)."""
-    if not documents:
-        return []
-    outcomes = run_each(
-        [Path(d.stored_path) for d in documents],
-        timeout_seconds=options.timeout_seconds,
-        limits=options.limits,
-        task="text",
+    refused: dict[int, str] = {}
+    for document in documents:
+        try:  # a stored copy is read only as a regular file, never through a link
+            open_stored_copy(Path(document.stored_path)).close()
+        except PermanentError as exc:
+            refused[document.id] = str(exc)
+    readable = [d for d in documents if d.id not in refused]
+    outcomes = iter(
+        run_each(
+            [Path(d.stored_path) for d in readable],
+            timeout_seconds=options.timeout_seconds,
+            limits=options.limits,
+            task="text",
+        )
+        if readable
+        else []
     )
     texts: list[ParsedDocument | Unreadable] = []
-    for document, outcome in zip(documents, outcomes, strict=True):
+    for document in documents:
+        if document.id in refused:
+            texts.append(Unreadable(document.id, document.filename, refused[document.id]))
+            continue
+        outcome = next(outcomes)
         if outcome.error is not None or outcome.value is None:
             texts.append(Unreadable(document.id, document.filename, str(outcome.error)))
         else:

@@ -1,12 +1,11 @@
-"""Child-process entry point: ``python -m extraction_pipeline.core.pdf.child PDF OUT SPEC [PDF...]``,
-started through isolation.py (which caps its memory first).
+"""Child-process entry point: ``python -m extraction_pipeline.core.pdf.child OUT SPEC``, started
+through isolation.py (which caps its memory and CPU time first).
 
-SPEC is JSON: {"task": "parse" | "inspect" | "text", "limits": EngineOptions}. For each PDF in
-order, one JSON line is appended to OUT as soon as it is done: {"ok": result} or {"error": reason}.
-Exits 0 when all are done, or 3 right after the first that failed. A PDF the child dies on (a
-crash, a signal, the timeout) has no line: the parent names it. Either way the parent starts a new
-child for the rest. Kept free of heavy imports
-until it runs.
+SPEC is a JSON file: {"task": "parse" | "inspect" | "text", "limits": EngineOptions, "pdfs":
+[path, ...]}. For each PDF in order, one JSON line is appended to OUT as soon as it is done:
+{"ok": result} or {"error": reason}. Exits 0 when all are done, or 3 right after the first that
+failed. A PDF the child dies on (a crash, a signal, the timeout) has no line: the parent names it.
+Either way the parent starts a new child for the rest. Kept free of heavy imports until it runs.
 """
 
 from __future__ import annotations
@@ -38,13 +37,14 @@ def _answer(task: Callable[[Path, EngineOptions], dict[str, Any]], pdf: Path, li
 
 
 def main(argv: list[str]) -> int:
-    out, spec = Path(argv[1]), json.loads(argv[2])
-    pdfs = [Path(argv[0]), *map(Path, argv[3:])]
+    out, spec = Path(argv[0]), json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+    pdfs = [Path(path) for path in spec["pdfs"]]
     task, limits = TASKS[spec["task"]], EngineOptions(**spec["limits"])
     with out.open("a", encoding="utf-8") as results:
         for pdf in pdfs:
             answer = _answer(task, pdf, limits)
-            results.write(json.dumps(answer, ensure_ascii=False) + "\n")
+            # ASCII: a page's U+2028 or U+0085, written raw, would be a line break to the reader.
+            results.write(json.dumps(answer, ensure_ascii=True) + "\n")
             results.flush()  # the parent reads progress, and what is done survives a later kill
             if "error" in answer:
                 # A PDF that failed may have left MuPDF's memory exhausted or its state damaged:

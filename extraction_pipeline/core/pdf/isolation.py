@@ -6,8 +6,9 @@ child it costs one document. On timeout or cancellation of the caller: SIGTERM t
 whole process group, up to 3 s grace, then SIGKILL, so nothing the reader started survives it.
 
 Children start through this module (``python -m extraction_pipeline.core.pdf.isolation MEMORY_MB
-MODULE ARGS...``): it caps the child's memory (RLIMIT_DATA: the heap and private mappings, not
-the shared libraries) and then runs MODULE as ``__main__``. A decompression bomb then fails
+CPU_SECONDS MODULE ARGS...``): it caps the child's memory (RLIMIT_DATA: the heap and private
+mappings, not the shared libraries) and its CPU time (a backstop should its caller die) and then
+runs MODULE as ``__main__``. A decompression bomb then fails
 inside the child with "needs more memory than the limit" instead of swapping the machine. One
 home for the limits, whatever the child does: registration checks, the estimate's quick text,
 parsing (pdf/child.py) and page images (review/page_image.py).
@@ -16,6 +17,7 @@ parsing (pdf/child.py) and page images (review/page_image.py).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import runpy
@@ -36,6 +38,7 @@ WORKER_MODULE = "extraction_pipeline.core.pdf.child"
 EXIT_STOPPED = 3  # the child's exit right after a PDF that failed, its answer written (pdf/child.py)
 ISOLATION_MODULE = "extraction_pipeline.core.pdf.isolation"
 MEMORY_HINT = "EXTRACTION_PDF_MEMORY_MB"
+OUTPUT_TAIL_BYTES = 4096
 # What an allocation refused by the cap looks like, from Python, MuPDF or a C++ library.
 _OUT_OF_MEMORY = re.compile(
     r"MemoryError|bad_alloc|\b(?:m|c|re)alloc\b.*\bfailed|out of memory|cannot allocate", re.IGNORECASE
@@ -80,10 +83,7 @@ def memory_cap_mb() -> int | None:
 
 def kill_process_group(process: subprocess.Popen[bytes], grace: float = TERM_GRACE_SECONDS) -> None:
     """SIGTERM the child's group, wait up to ``grace`` seconds, then SIGKILL whatever is left."""
-    try:
-        pgid = os.getpgid(process.pid)
-    except ProcessLookupError:
-        return
+    pgid = process.pid  # started in a session of its own: its group's id is its pid, even once it is reaped
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(pgid, sig)
@@ -109,9 +109,15 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def isolated_command(module: str, memory_mb: int) -> list[str]:
-    """How to start ``module`` as a child with the memory cap (0: no cap)."""
-    return [sys.executable, "-m", ISOLATION_MODULE, str(memory_mb), module]
+def isolated_command(module: str, memory_mb: int, cpu_seconds: float) -> list[str]:
+    """How to start ``module`` as a child with the memory cap (0: no cap) and a CPU-time cap: a
+    backstop for a child whose parent died and so never kills it at its timeout (generous, as a
+    child may run threads: the parent's timeout is what applies otherwise)."""
+    return [sys.executable, "-m", ISOLATION_MODULE, str(memory_mb), str(math.ceil(cpu_seconds)), module]
+
+
+def cpu_cap(timeout_seconds: float, pdfs: int = 1) -> float:
+    return 4 * timeout_seconds * pdfs + 60
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,8 @@ class ChildExit:
         if memory_mb and _OUT_OF_MEMORY.search(self.last_line):
             return memory_message(memory_mb)
         code = self.returncode
+        if code == -signal.SIGXCPU:
+            return f"{what} used more CPU time than its limit (its caller was gone?)"
         reason = f"signal {-code}" if code < 0 else f"exit status {code}"
         return f"{what} crashed ({reason}) {self.last_line[:300]}".rstrip()
 
@@ -150,7 +158,8 @@ def run_child(argv: list[str], *, timeout_seconds: float, what: str, progress: P
                 # leave the child or anything it spawned behind.
                 if process.poll() is None or group_alive(process.pid):
                     kill_process_group(process)
-        output.seek(0)
+        # Only the end: a child may have printed MuPDF's complaints for minutes.
+        output.seek(max(output.seek(0, os.SEEK_END) - OUTPUT_TAIL_BYTES, 0))
         lines = output.read().decode(errors="replace").strip().splitlines()
     return ChildExit(process.returncode, lines[-1] if lines else "")
 
@@ -217,13 +226,15 @@ def run_each(
         todo = pdfs[len(outcomes) :]
         with tempfile.TemporaryDirectory(prefix="pdf-") as tmp:
             out = Path(tmp) / "results.jsonl"
-            argv = command or isolated_command(WORKER_MODULE, limits.memory_mb)
-            spec = json.dumps({"task": task, "limits": asdict(limits)})
+            argv = command or isolated_command(WORKER_MODULE, limits.memory_mb, cpu_cap(timeout_seconds, len(todo)))
+            # In a file: thousands of paths would pass the system's limit on a command line.
+            spec = Path(tmp) / "spec.json"
+            spec.write_text(json.dumps({"task": task, "limits": asdict(limits), "pdfs": [str(p) for p in todo]}))
             failure: PermanentError
             ended: ChildExit | None
             try:
                 ended = run_child(
-                    [*argv, str(todo[0]), str(out), spec, *map(str, todo[1:])],
+                    [*argv, str(out), str(spec)],
                     timeout_seconds=timeout_seconds,
                     what=what,
                     progress=out if len(todo) > 1 else None,
@@ -234,7 +245,8 @@ def run_each(
                 failure = PermanentError(ended.crash_reason(limits.memory_mb, "parser" if task == "parse" else what))
             done = _answers(out)[: len(todo)]
         outcomes.extend(done)
-        chose_to_stop = ended is not None and ended.returncode == EXIT_STOPPED and bool(done) and done[-1].error
+        # A child stops right after a PDF that failed, its answer written: the next PDF was not begun.
+        chose_to_stop = bool(done) and done[-1].error is not None
         if len(outcomes) < len(pdfs) and not chose_to_stop:
             outcomes.append(Outcome(None, failure))  # the PDF the child was reading when it ended
     return outcomes
@@ -245,10 +257,10 @@ def _answers(out: Path) -> list[Outcome]:
     answers: list[Outcome] = []
     if not out.exists():
         return answers
-    for line in out.read_text().splitlines():
+    for line in out.read_bytes().split(b"\n"):
         try:
-            payload = json.loads(line)
-        except json.JSONDecodeError:
+            payload = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
             break
         if "ok" in payload:
             answers.append(Outcome(dict(payload["ok"]), None))
@@ -258,14 +270,16 @@ def _answers(out: Path) -> list[Outcome]:
 
 
 def main(argv: list[str]) -> None:
-    """``MEMORY_MB MODULE ARGS...``: cap this process's memory, then run MODULE as the program."""
+    """``MEMORY_MB CPU_SECONDS MODULE ARGS...``: cap this process's memory and CPU time, then run
+    MODULE as the program."""
     import resource
 
-    memory_mb, module = int(argv[0]), argv[1]
+    memory_mb, cpu_seconds, module = int(argv[0]), int(argv[1]), argv[2]
     if memory_mb > 0:
         cap = memory_mb * _MIB
         resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
-    sys.argv = [module, *argv[2:]]
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+    sys.argv = [module, *argv[3:]]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.pdf.engine import EngineOptions
-from extraction_pipeline.core.pdf.isolation import ParseTimeout, isolated_command, out_of_memory, run_child
+from extraction_pipeline.core.pdf.isolation import ParseTimeout, cpu_cap, isolated_command, out_of_memory, run_child
 
 HIGHLIGHT_FILL = (1.0, 0.85, 0.0)
 HIGHLIGHT_EDGE = (0.9, 0.45, 0.0)
@@ -150,7 +150,7 @@ def render_isolated(
         spec = json.dumps({"page": page_number, "span": span.__dict__ if span else None, "zoom": zoom})
         try:
             ended = run_child(
-                [*isolated_command(WORKER_MODULE, memory_mb), str(pdf), str(out), spec],
+                [*isolated_command(WORKER_MODULE, memory_mb, cpu_cap(timeout_seconds)), str(pdf), str(out), spec],
                 timeout_seconds=timeout_seconds,
                 what="rendering the page",
             )
