@@ -133,6 +133,19 @@ def test_a_pdf_that_exhausts_its_child_costs_itself_only(tmp_path: Path) -> None
         register_pdf(ledger, tmp_path / "store", "p", pdfs[1], ParseOptions(limits=EngineOptions(memory_mb=300)))
 
 
+def test_a_childs_answers_keep_every_character_of_the_page(tmp_path: Path) -> None:
+    """Text with characters some readers take for line breaks (U+2028, U+2029, U+0085) and
+    non-ASCII letters comes back whole, one answer per PDF."""
+    from extraction_pipeline.core.pdf.child import answer_line
+    from extraction_pipeline.core.pdf.isolation import read_answers
+
+    pages = ["Å\u2028b\u2029c\x85d – 95% CI", "second"]
+    out = tmp_path / "results.jsonl"
+    out.write_text(answer_line({"ok": {"pages_text": pages}}) + answer_line({"error": "damaged PDF"}))
+    first, second = read_answers(out)
+    assert first.value == {"pages_text": pages} and str(second.error) == "damaged PDF"
+
+
 def test_crashing_parser_is_a_clean_permanent_error(tmp_path: Path) -> None:
     command = _script(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
     with pytest.raises(PermanentError, match=r"parser crashed \(signal 11\)"):

@@ -36,6 +36,12 @@ def _answer(task: Callable[[Path, EngineOptions], dict[str, Any]], pdf: Path, li
         return {"error": out_of_memory(exc) or f"parser failed ({type(exc).__name__}: {first_line})"}
 
 
+def answer_line(answer: dict[str, Any]) -> str:
+    """One answer as the parent reads it (isolation.read_answers): ASCII JSON, so a page's U+2028 or
+    U+0085 is never a line break, whatever the reader splits on."""
+    return json.dumps(answer, ensure_ascii=True) + "\n"
+
+
 def main(argv: list[str]) -> int:
     out, spec = Path(argv[0]), json.loads(Path(argv[1]).read_text(encoding="utf-8"))
     pdfs = [Path(path) for path in spec["pdfs"]]
@@ -43,8 +49,7 @@ def main(argv: list[str]) -> int:
     with out.open("a", encoding="utf-8") as results:
         for pdf in pdfs:
             answer = _answer(task, pdf, limits)
-            # ASCII: a page's U+2028 or U+0085, written raw, would be a line break to the reader.
-            results.write(json.dumps(answer, ensure_ascii=True) + "\n")
+            results.write(answer_line(answer))
             results.flush()  # the parent reads progress, and what is done survives a later kill
             if "error" in answer:
                 # A PDF that failed may have left MuPDF's memory exhausted or its state damaged:

@@ -243,7 +243,7 @@ def run_each(
                 ended, failure = None, exc
             else:
                 failure = PermanentError(ended.crash_reason(limits.memory_mb, "parser" if task == "parse" else what))
-            done = _answers(out)[: len(todo)]
+            done = read_answers(out)[: len(todo)]
         outcomes.extend(done)
         # A child stops right after a PDF that failed, its answer written: the next PDF was not begun.
         chose_to_stop = bool(done) and done[-1].error is not None
@@ -252,7 +252,7 @@ def run_each(
     return outcomes
 
 
-def _answers(out: Path) -> list[Outcome]:
+def read_answers(out: Path) -> list[Outcome]:
     """The answers a child wrote, one JSON line per PDF; a line cut short by a kill is not one."""
     answers: list[Outcome] = []
     if not out.exists():
