@@ -38,10 +38,18 @@ class TokenGate:
     """ASGI middleware: every HTTP request must carry the token; websockets (Dagster's live
     updates) are checked by their cookie. ``accepts`` lets through what the token did not open."""
 
-    def __init__(self, app: ASGIApp, token: str, *, accepts: Accepts | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str,
+        *,
+        accepts: Accepts | None = None,
+        secure: Callable[[HTTPConnection], bool] = lambda conn: conn.url.scheme == "https",
+    ) -> None:
         self.app = app
         self.token = token
         self.accepts = accepts
+        self.secure = secure  # whether the remembered token's cookie is for https only
 
     def _presented(self, request: HTTPConnection) -> tuple[str | None, bool]:
         header = request.headers.get("authorization", "")
@@ -77,7 +85,7 @@ class TokenGate:
             # Remember it and drop it from the address bar (and from later Referer headers).
             clean = request.url.remove_query_params("token")
             redirect = Response(status_code=303, headers={"location": str(clean)})
-            redirect.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
+            redirect.set_cookie(COOKIE, self.token, httponly=True, samesite="strict", secure=self.secure(request))
             await redirect(scope, receive, send)
             return
         await self.app(scope, receive, send)

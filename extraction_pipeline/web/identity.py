@@ -44,6 +44,7 @@ __all__ = [
     "current_user",
     "from_trusted_proxy",
     "identify",
+    "over_https",
     "passes_gate",
     "require_admin",
     "require_user",
@@ -79,6 +80,15 @@ def from_trusted_proxy(conn: HTTPConnection, settings: Settings) -> bool:
     if isinstance(peer, ipaddress.IPv6Address) and peer.ipv4_mapped is not None:
         peer = peer.ipv4_mapped  # a dual-stack socket reports IPv4 peers as ::ffff:a.b.c.d
     return any(peer in network for network in _networks(settings.trusted_proxies))
+
+
+def over_https(conn: HTTPConnection, settings: Settings) -> bool:
+    """Did the request come over https (to us, to the trusted proxy in front of us, or to the
+    public URL users are told to use)? Then a cookie we set is sent back over https only."""
+    if conn.url.scheme in ("https", "wss") or settings.public_url.lower().startswith("https://"):
+        return True
+    forwarded = conn.headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
+    return forwarded == "https" and from_trusted_proxy(conn, settings)
 
 
 def _sso_name(conn: HTTPConnection, settings: Settings) -> str | None:

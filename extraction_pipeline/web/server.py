@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.requests import HTTPConnection
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
@@ -53,7 +54,10 @@ def build_app(settings: Settings, dagster_app: Any, *, token: str | None, bind_h
     def signed_in(scope: Scope) -> bool:  # a reviewer's session or personal token also opens the gate
         return identity.passes_gate(scope, ledger, settings)
 
-    gated = TokenGate(app, token, accepts=signed_in) if token else app
+    def https(conn: HTTPConnection) -> bool:
+        return identity.over_https(conn, settings)
+
+    gated = TokenGate(app, token, accepts=signed_in, secure=https) if token else app
     hosts = allowed_hosts(bind_host, settings.public_url, settings.allowed_hosts)
     return RequestGuard(gated, hosts, public_url=settings.public_url)
 

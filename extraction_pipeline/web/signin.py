@@ -31,8 +31,8 @@ from extraction_pipeline.web.identity import (
     SESSION_COOKIE,
     SIGNIN_PATH,
     SIGNOUT_PATH,
-    from_trusted_proxy,
     identify,
+    over_https,
     sso_refused,
 )
 from extraction_pipeline.web.signin_throttle import count_failure, retry_after, too_many
@@ -62,14 +62,6 @@ def safe_next(value: str | None) -> str:
     return HOME_PATH
 
 
-def _secure(request: Request) -> bool:
-    """Came the request over https (to us, or to the trusted proxy in front of us)?"""
-    if request.url.scheme == "https":
-        return True
-    forwarded = request.headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
-    return forwarded == "https" and from_trusted_proxy(request, settings_of(request))
-
-
 def _signed_in(request: Request, user: User, target: str) -> Response:
     """A new session (never the one the browser brought: that one is ended), then ``target``."""
     ledger = ledger_of(request)
@@ -84,7 +76,7 @@ def _signed_in(request: Request, user: User, target: str) -> Response:
         path="/",  # Dagster's pages and live updates pass the gate by it too
         httponly=True,
         samesite="strict",
-        secure=_secure(request),
+        secure=over_https(request, settings_of(request)),
     )
     return response
 

@@ -437,6 +437,24 @@ def test_a_session_cookie_is_secure_when_the_trusted_proxy_says_https(ledger: Le
         assert "Secure" in _session_cookie(trusted)
 
 
+def test_the_instance_tokens_cookie_is_secure_behind_tls(tmp_path: Path) -> None:
+    """The cookie that remembers the instance's access token is sent back over https only when
+    the request came over https (here: a trusted proxy says so)."""
+    from extraction_pipeline.web.server import build_app
+
+    async def dagster_ui(request: Request) -> Response:
+        return PlainTextResponse("dagster ui")
+
+    for trusted, secure in (((), False), (("127.0.0.0/8",), True)):
+        settings = _settings(tmp_path / str(secure), trusted_proxies=trusted)
+        settings.home_dir.mkdir(parents=True)
+        app = build_app(settings, Starlette(routes=[Route("/{rest:path}", dagster_ui)]), token="instance-token-x")
+        with serving(app) as base, httpx.Client(base_url=base, timeout=30) as client:
+            answer = client.get("/runs?token=instance-token-x", headers={"X-Forwarded-Proto": "https"})
+            assert answer.status_code == 303, answer.text
+            assert ("Secure" in answer.headers["set-cookie"]) is secure, answer.headers["set-cookie"]
+
+
 def test_trusted_proxies_come_from_the_environment_and_a_bad_one_is_named() -> None:
     assert Settings.from_env({}).trusted_proxies == ()
     env = {"EXTRACTION_TRUSTED_PROXIES": " 10.0.0.5, 10.1.0.0/16 ,,::1 "}
