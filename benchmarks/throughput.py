@@ -13,7 +13,7 @@ machine's busy time during the run, from /proc/stat), the peak RSS of a run work
 server's peak number of calls in flight.
 
     .venv/bin/python -m benchmarks.throughput [--documents 40] [--latency 0] [--no-baseline]
-        [--postgres] [--documents-per-run N] [--fairness M] [--pool 5]
+        [--postgres] [--documents-per-run N] [--fairness M] [--pool 5] [--jobs N]
         [--tokens-per-minute T [--requests-per-minute R] [--configure-budget] [--corpus DIR]]
 
 With ``--latency`` > 0 it also prints the makespan against the ideal ceil(N / pool) x latency.
@@ -53,6 +53,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.pdf.parsing import parse_document
-from extraction_pipeline.core.pdf.registration import register_pdf
+from extraction_pipeline.core.pdf.registration import register_pdfs
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.demo import wait_for_batch
@@ -264,6 +265,55 @@ class BatchSpec:
     start_after: float = 0.0  # seconds after the first batch
 
 
+def _write_trial(number: int, folder: Path) -> tuple[Any, Path]:
+    trial = make_trial(number)
+    return trial, write_report(trial, folder)
+
+
+def prepare(
+    ledger: Ledger, settings: Settings, total: int, root: Path, metering: Metering | None
+) -> tuple[dict[str, Any], list[int]]:
+    """``total`` documents made, registered and parsed (the parse cached) before the clock starts,
+    by ``--jobs`` workers: PDFs written by a pool of processes, registered in ``--jobs`` lists (one
+    isolated child reads each list), parsed ``--jobs`` at a time (each parse its own child).
+    Returns the synthetic trials by NCT number and the document ids, in order."""
+    started = time.monotonic()
+    trials: dict[str, Any] = {}
+    if metering is not None:
+        pdfs = corpus_copies(metering.corpus, total, root / "pdfs")
+    else:
+        with ProcessPoolExecutor(max_workers=JOBS) as pool:
+            made = list(pool.map(_write_trial, range(10_001, 10_001 + total), [root / "pdfs"] * total, chunksize=16))
+        trials = {trial.nct_number: trial for trial, _ in made}
+        pdfs = [pdf for _, pdf in made]
+    made_at = time.monotonic()
+    chunks = [pdfs[k::JOBS] for k in range(JOBS)]  # every JOBS-th PDF: the lists are the same size
+
+    def register(chunk: list[Path]) -> list[Any]:
+        return register_pdfs(ledger, settings.documents_dir, "bench", chunk, settings.parse_options())
+
+    with ThreadPoolExecutor(max_workers=JOBS) as threads:
+        registered = list(threads.map(register, chunks))
+    ordered = [registered[k % JOBS][k // JOBS] for k in range(total)]
+    refused = [verdict for verdict in ordered if isinstance(verdict, BaseException)]
+    if refused:
+        raise SystemExit(f"the benchmark's documents could not be registered: {refused[0]}")
+    registered_at = time.monotonic()
+
+    def parse(doc: Any) -> None:
+        parse_document(ledger, sha256=doc.sha256, stored_path=str(settings.documents_dir / f"{doc.sha256}.pdf"))
+
+    with ThreadPoolExecutor(max_workers=JOBS) as threads:
+        list(threads.map(parse, ordered))
+    done = time.monotonic()
+    print(
+        f"  prepared {total} documents in {done - started:.1f} s with {JOBS} jobs: made "
+        f"{made_at - started:.1f} s, registered {registered_at - made_at:.1f} s, parsed {done - registered_at:.1f} s",
+        flush=True,
+    )
+    return trials, [doc.id for doc in ordered]
+
+
 def measure_pipeline(
     documents: int,
     latency: float,
@@ -295,24 +345,9 @@ def measure_pipeline(
     init_home(settings, {"llm": POOL})  # --pool: the instance's own `llm` limit, as `init --llm-slots` sets it
     print(f"  instance pools (read back): {pool_limits(settings)}", flush=True)
     ledger = Ledger.connect(settings.ledger_url)
-    trials: dict[str, Any] = {}
     specs = [BatchSpec("analyst-a", documents), *([second] if second else [])]
-    ids: list[list[int]] = []
-    counter = 0
-    copies = iter(corpus_copies(metering.corpus, sum(s.documents for s in specs), root / "pdfs") if metering else [])
-    for spec in specs:
-        ids.append([])
-        for _ in range(spec.documents):
-            counter += 1
-            if metering is not None:
-                pdf = next(copies)
-            else:
-                trial = make_trial(10_000 + counter)
-                trials[trial.nct_number] = trial
-                pdf = write_report(trial, root / "pdfs")
-            doc = register_pdf(ledger, settings.documents_dir, "bench", pdf)
-            parse_document(ledger, sha256=doc.sha256, stored_path=str(settings.documents_dir / f"{doc.sha256}.pdf"))
-            ids[-1].append(doc.id)
+    trials, doc_ids = prepare(ledger, settings, sum(s.documents for s in specs), root, metering)
+    ids = [doc_ids[sum(s.documents for s in specs[:k]) :][: spec.documents] for k, spec in enumerate(specs)]
     fake.answer = _corpus_answer(latency) if metering else _answer(trials, latency)
     daemon = DaemonProcess(settings).start()
     faulty = FaultyProvider(fake, fault) if fault else None
@@ -378,6 +413,7 @@ def _run_batch(
 
 
 SHOW_TIMELINE = False
+JOBS = os.cpu_count() or 1  # --jobs: workers preparing the documents
 POOL = 5
 
 
@@ -536,6 +572,12 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=5, help="the `llm` pool's limit (init's default: 5)")
     parser.add_argument("--timeline", action="store_true", help="print when each run's documents ran")
     parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="workers that make, register and parse the documents before the clock starts (default: the cores)",
+    )
+    parser.add_argument(
         "--tokens-per-minute",
         type=int,
         default=0,
@@ -554,8 +596,8 @@ def main() -> None:
         "--corpus", type=Path, default=Path(os.environ.get("EXTRACTION_CORPUS", oracle.CORPUS)), help="with T"
     )
     args = parser.parse_args()
-    global SHOW_TIMELINE, POOL
-    SHOW_TIMELINE, POOL = args.timeline, args.pool
+    global SHOW_TIMELINE, POOL, JOBS
+    SHOW_TIMELINE, POOL, JOBS = args.timeline, args.pool, max(args.jobs, 1)
     if args.documents_per_run is not None:
         os.environ["EXTRACTION_DOCUMENTS_PER_RUN"] = str(args.documents_per_run)
     if args.output_tokens is not None:
@@ -570,7 +612,7 @@ def main() -> None:
     print(
         f"throughput: {args.documents} documents, fake LLM latency {args.latency:g} s, cached parses, "
         f"{'PostgreSQL' if args.postgres else 'SQLite'} storage, documents per run <= {per_run}, "
-        f"pool {args.pool}, cores={os.cpu_count()}"
+        f"pool {args.pool}, preparation jobs {JOBS}, cores={os.cpu_count()}"
     )
     if metering:
         print(

@@ -279,14 +279,14 @@ def test_before_the_provider_has_said_anything_one_call_goes_first(ledger: Ledge
     fake_llm.meter = ProviderMeter(tokens_per_minute=2 * cost)  # the minute takes two such calls
     results: list[str] = []
     threads = [
-        threading.Thread(target=lambda: results.append(_call(_config(fake_llm, ledger), messages))) for _ in range(4)
+        threading.Thread(target=lambda: results.append(_call(_config(fake_llm, ledger), messages))) for _ in range(3)
     ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=240)
-    assert results == ["ok"] * 4
-    assert fake_llm.meter.refused == 0  # blind, four at once, at least two would have been refused
+    assert results == ["ok"] * 3
+    assert fake_llm.meter.refused == 0  # blind, three at once, at least one would have been refused
     budget = get_budget(ledger, MODEL)
     assert budget is not None and budget.learned_tokens == 2 * cost and budget.answers_seen >= 1
 

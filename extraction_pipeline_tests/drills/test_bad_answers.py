@@ -1,5 +1,5 @@
-"""Every kind of bad answer a provider gives, through the daemon: a batch of three documents per
-kind (one run of several, so each bad answer meets a multi-document run), served by the strict
+"""Every kind of bad answer a provider gives, through the daemon: three documents per kind, in
+runs of several documents (so each bad answer meets a multi-document run), served by the strict
 OpenAI fake (support/providers/openai.py). No timing rule is at stake, so it is scheduled with
 the other end-to-end tests, not in the drills' own lane."""
 
@@ -58,11 +58,11 @@ DOCUMENTS_PER_KIND = 3
 
 
 def test_every_kind_of_bad_answer_is_named_and_loses_nothing(make_drill: Callable[..., Drill]) -> None:
-    """Five batches at once through the daemon, one per kind of bad answer, three documents each;
-    every document's first call gets its batch's bad answer. Transient kinds are retried until
-    every document completes; a refusal fails its documents, named, and a retry once the model
-    answers completes them: 0 of 15 lost, and each kind said in the provider's terms everywhere
-    an analyst or an operator looks."""
+    """Two batches at once through the daemon: the four transient kinds of bad answer in one (three
+    documents each, in runs of several documents), the refusal in the other; every document's first
+    call gets its kind's bad answer. Transient kinds are retried until every document completes; a
+    refusal fails its documents, named, and a retry once the model answers completes them: 0 of 15
+    lost, and each kind said in the provider's terms everywhere an analyst or an operator looks."""
     from extraction_pipeline_tests.support.providers import OpenAIFake
 
     trials = {
@@ -92,36 +92,40 @@ def test_every_kind_of_bad_answer_is_named_and_loses_nothing(make_drill: Callabl
             return good
         return Reply(**{**bad.reply.__dict__, "content": bad.reply.content if bad.reply.delay == 0 else good.content})
 
+    transient_kinds = [kind for kind, bad in BAD_ANSWERS.items() if bad.transient]
     with OpenAIFake() as fake:
         fake.answer = answer
         drill = make_drill(
             model="openai/gpt-4o-mini",
             api_base=fake.api_base,
             llm_timeout_seconds=str(LLM_TIMEOUT_SECONDS),
-            documents_per_run=str(DOCUMENTS_PER_KIND),
+            documents_per_run=str(2 * DOCUMENTS_PER_KIND),  # runs of several documents, several kinds in each
             breaker_failures="1000",  # each kind met as it comes, not as a paused provider
             retry_base_seconds="1",  # nothing to wait out: each kind is bad once
             retry_max_delay_seconds="2",
         )
-        batches: dict[str, int] = {}
-        for kind, batch_trials in trials.items():
-            documents = [
-                register_pdf(drill.ledger, drill.home / "documents", "drill", write_report(t, drill.home / "in")).id
-                for t in batch_trials
-            ]
-            batches[kind] = create_batch(
-                drill.ledger,
-                idempotency_key=f"bad-{kind}",
-                project="drill",
-                user=f"drill-{len(batches)}",
-                document_ids=documents,
+        document_of: dict[str, int] = {}
+        for batch_trials in trials.values():
+            for trial in batch_trials:
+                path = write_report(trial, drill.home / "in")
+                document_of[trial.nct_number] = register_pdf(drill.ledger, drill.home / "documents", "drill", path).id
+        kind_of_document = {document_of[nct]: kind for nct, kind in kind_of.items()}
+
+        def batch_of(kinds: list[str], name: str, user: str) -> int:
+            documents = [document_of[t.nct_number] for kind in kinds for t in trials[kind]]
+            return create_batch(
+                drill.ledger, idempotency_key=f"bad-{name}", project="drill", user=user, document_ids=documents
             ).id
+
+        transient, refused = (
+            batch_of(transient_kinds, "transient", "drill-0"),
+            batch_of(["refusal"], "refusal", "drill-1"),
+        )
         drill.start_daemon()  # the batch page is read by Drill.told, beside `history`
         started = time.monotonic()
-        for kind, batch in batches.items():
+        for name, batch in (("transient kinds", transient), ("refusal", refused)):
             drill.wait_closed(batch)
-            print(f"{kind}: closed after {time.monotonic() - started:.0f} s")
-        refused = batches["refusal"]
+            print(f"{name}: closed after {time.monotonic() - started:.0f} s")
         told_refused = drill.told(refused)
         assert set(told_refused.values()) == {f"error: {BAD_ANSWERS['refusal'].words}"}, told_refused
         status = drill.cli("batch", "status", str(refused))
@@ -133,21 +137,23 @@ def test_every_kind_of_bad_answer_is_named_and_loses_nothing(make_drill: Callabl
         drill.wait_closed(refused)
         print(f"refusal retried: closed after {time.monotonic() - started:.0f} s")
         with drill.instance() as instance:
-            for kind, batch in batches.items():
-                bad = BAD_ANSWERS[kind]
+            for batch in (transient, refused):
                 drill.assert_nothing_lost(batch)
                 told = drill.told(batch)
-                assert len(told) == DOCUMENTS_PER_KIND and all(bad.words in words for words in told.values()), told
+                assert len(told) == DOCUMENTS_PER_KIND * (len(transient_kinds) if batch == transient else 1), told
+                for document, words in told.items():  # each document's own kind, in its own words
+                    assert BAD_ANSWERS[kind_of_document[document]].words in words, (document, words)
                 logged = [
                     str(record.event_log_entry.user_message)
                     for run in batch_runs(instance, get_batch(drill.ledger, batch))  # type: ignore[arg-type]
                     for record in instance.get_records_for_run(run.run_id).records
                 ]
-                assert any(bad.words in message for message in logged), (kind, logged[-20:])
-        slow = drill.items(batches["too slow"])
-        assert all(item["abandoned_calls"] >= 1 for item in slow), slow  # possibly billed, counted
-        abandoned = drill.cli("batch", "status", str(batches["too slow"]))
-        told_abandoned = sum(item["abandoned_calls"] for item in slow)
+                for kind in transient_kinds if batch == transient else ["refusal"]:
+                    assert any(BAD_ANSWERS[kind].words in message for message in logged), (kind, logged[-20:])
+        slow = [item for item in drill.items(transient) if kind_of_document[item["document_id"]] == "too slow"]
+        assert len(slow) == DOCUMENTS_PER_KIND and all(item["abandoned_calls"] >= 1 for item in slow), slow
+        abandoned = drill.cli("batch", "status", str(transient))
+        told_abandoned = sum(item["abandoned_calls"] for item in drill.items(transient))
         assert f"{told_abandoned} calls abandoned after the timeout" in abandoned.stdout, abandoned.stdout
         assert failing_providers(drill.ledger) == []  # every kind was told to the breaker, and answers closed it
         assert fake.violations == []  # every request was one the service takes

@@ -30,7 +30,7 @@ from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline_tests.support import pdf_bombs
 from extraction_pipeline_tests.support.web import UiServer, create_project, get, post_pdfs
 
-pytestmark = pytest.mark.drill
+pytestmark = pytest.mark.e2e  # no timing rule: balanced with the other heavy tests, not in the drills lane
 T = TypeVar("T")
 
 MEMORY_MB = 512
