@@ -62,7 +62,7 @@ from extraction_pipeline.core.extraction.prompts import document_from_messages
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows
-from extraction_pipeline.core.pdf.parsing import parse_document
+from extraction_pipeline.core.pdf.parsing import parse_documents
 from extraction_pipeline.core.pdf.registration import register_pdfs
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
@@ -274,8 +274,8 @@ def prepare(
     ledger: Ledger, settings: Settings, total: int, root: Path, metering: Metering | None
 ) -> tuple[dict[str, Any], list[int]]:
     """``total`` documents made, registered and parsed (the parse cached) before the clock starts,
-    by ``--jobs`` workers: PDFs written by a pool of processes, registered in ``--jobs`` lists (one
-    isolated child reads each list), parsed ``--jobs`` at a time (each parse its own child).
+    by ``--jobs`` workers: PDFs written by a pool of processes, then registered and parsed in
+    ``--jobs`` lists (one isolated child reads each list).
     Returns the synthetic trials by NCT number and the document ids, in order."""
     started = time.monotonic()
     trials: dict[str, Any] = {}
@@ -300,11 +300,14 @@ def prepare(
         raise SystemExit(f"the benchmark's documents could not be registered: {refused[0]}")
     registered_at = time.monotonic()
 
-    def parse(doc: Any) -> None:
-        parse_document(ledger, sha256=doc.sha256, stored_path=str(settings.documents_dir / f"{doc.sha256}.pdf"))
+    def parse(chunk: list[Any]) -> None:
+        listed = [(doc.sha256, str(settings.documents_dir / f"{doc.sha256}.pdf")) for doc in chunk]
+        failed = [verdict for verdict in parse_documents(ledger, listed) if isinstance(verdict, Exception)]
+        if failed:
+            raise SystemExit(f"the benchmark's documents could not be parsed: {failed[0]}")
 
     with ThreadPoolExecutor(max_workers=JOBS) as threads:
-        list(threads.map(parse, ordered))
+        list(threads.map(parse, [ordered[k::JOBS] for k in range(JOBS)]))
     done = time.monotonic()
     print(
         f"  prepared {total} documents in {done - started:.1f} s with {JOBS} jobs: made "

@@ -47,7 +47,7 @@ from extraction_pipeline.core.ledger.templates import (
     save_version,
 )
 from extraction_pipeline.core.llm.offline import OFFLINE_WARNING
-from extraction_pipeline.core.pdf.parsing import parse_document
+from extraction_pipeline.core.pdf.parsing import parse_documents
 from extraction_pipeline.core.pdf.registration import validate_project
 from extraction_pipeline.core.pdf.uploads import UploadVerdict, register_staged, staging_area
 from extraction_pipeline.core.settings import Settings
@@ -349,13 +349,10 @@ def _parse_uploaded(ledger: Ledger, settings: Settings, documents: list[tuple[st
     """After an upload's answer is sent: parse its new PDFs as a run would (isolated, cached by
     content), so the next estimate is exact and the batch's runs skip the parse. A PDF that does
     not parse is cached as such and listed by the estimate."""
-    for sha256, stored_path in documents:
-        try:
-            parse_document(ledger, sha256=sha256, stored_path=stored_path, options=settings.parse_options())
-        except ExtractionError:
-            continue
-        except Exception:
-            log.exception("parsing an uploaded PDF in the background failed")
+    try:  # one isolated child for them all (a fresh one after a PDF that fails)
+        parse_documents(ledger, documents, settings.parse_options())
+    except Exception:
+        log.exception("parsing uploaded PDFs in the background failed")
 
 
 async def upload(request: Request, project: str) -> Response:

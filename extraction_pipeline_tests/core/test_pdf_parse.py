@@ -146,6 +146,39 @@ def test_a_childs_answers_keep_every_character_of_the_page(tmp_path: Path) -> No
     assert first.value == {"pages_text": pages} and str(second.error) == "damaged PDF"
 
 
+def test_several_documents_are_parsed_by_one_child_each_with_its_own_verdict(
+    sqlite_ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``parse_documents``: the same verdicts as ``parse_document`` one by one, in order, cached
+    alike; a bomb, a changed stored copy and a cached paper among them cost only themselves."""
+    from extraction_pipeline.core.pdf.parsing import parse_documents
+    from extraction_pipeline_tests.support import pdf_bombs
+
+    good = [pdf_samples.good(tmp_path, n) for n in (1, 2, 3)]
+    bomb = pdf_bombs.nested_xobjects(tmp_path)
+    changed = pdf_samples.good(tmp_path / "changed", 4)
+    options = ParseOptions(timeout_seconds=60, limits=EngineOptions(memory_mb=300))
+    _parse(sqlite_ledger, good[2], timeout_seconds=60, limits=EngineOptions(memory_mb=300))  # already cached
+    listed = [(sha256_of(path), str(path)) for path in (good[0], bomb, good[1], good[2])]
+    listed.append(("0" * 64, str(changed)))  # its bytes are not the registered ones
+    verdicts = parse_documents(sqlite_ledger, listed, options)
+    assert [type(v).__name__ for v in verdicts] == [
+        "ParsedDocument",
+        "PermanentError",
+        "ParsedDocument",
+        "ParsedDocument",
+        "PermanentError",
+    ]
+    assert "needs more memory than the limit of 300 MB" in str(verdicts[1])
+    assert "does not match its registered sha256" in str(verdicts[4])
+    assert [v.cache_hit for v in verdicts if isinstance(v, parsing.ParsedDocument)] == [False, False, True]
+    # The second time, every parse comes from the cache, the bomb's failure included: no child at all.
+    monkeypatch.setattr(parsing, "run_each", lambda *a, **k: pytest.fail("parsed again"))
+    again = parse_documents(sqlite_ledger, listed[:4], options)
+    assert [getattr(v, "cache_hit", None) for v in again] == [True, None, True, True]
+    assert str(again[1]) == str(verdicts[1])
+
+
 def test_crashing_parser_is_a_clean_permanent_error(tmp_path: Path) -> None:
     command = _script(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
     with pytest.raises(PermanentError, match=r"parser crashed \(signal 11\)"):

@@ -16,7 +16,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger.contents import read_content
 from extraction_pipeline.core.ledger.schema import parsed_documents
 from extraction_pipeline.core.pdf.engine import ENGINE
-from extraction_pipeline.core.pdf.isolation import ParseOptions, ParseTimeout, run_isolated
+from extraction_pipeline.core.pdf.isolation import ParseOptions, ParseTimeout, run_each, run_isolated
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
 from extraction_pipeline.core.pdf.registration import READD_HINT, copy_hashing, open_stored_copy
 
@@ -62,6 +62,54 @@ def parse_document(
 ) -> ParsedDocument:
     """The parsed pages and tables for this content; from the cache when present."""
     options = options or ParseOptions()
+    cached = _from_cache(ledger, sha256, options)
+    if cached is not None:
+        return cached
+    with _verified_copy(ledger, Path(stored_path), sha256) as pdf:
+        return _parse_and_cache(ledger, pdf, sha256, options)
+
+
+def parse_documents(
+    ledger: Ledger, documents: list[tuple[str, str]], options: ParseOptions | None = None
+) -> list[ParsedDocument | PermanentError]:
+    """Each ``(sha256, stored_path)`` as ``parse_document`` gives it, or why not, in order; the
+    ones not cached are read by one isolated child after another (pdf/isolation.run_each), so a
+    hundred papers pay one child's start, not a hundred."""
+    options = options or ParseOptions()
+    verdicts: list[ParsedDocument | PermanentError | None] = [None] * len(documents)
+    misses: list[tuple[int, str, str]] = []
+    for index, (sha256, stored_path) in enumerate(documents):
+        try:
+            verdicts[index] = _from_cache(ledger, sha256, options)
+        except PermanentError as exc:
+            verdicts[index] = exc
+        if verdicts[index] is None:
+            misses.append((index, sha256, stored_path))
+    with ExitStack() as copies:
+        verified: list[tuple[int, str, Path]] = []
+        for index, sha256, stored_path in misses:
+            try:
+                verified.append(
+                    (index, sha256, copies.enter_context(_verified_copy(ledger, Path(stored_path), sha256)))
+                )
+            except PermanentError as exc:  # a refused copy: not cached (it says nothing about the content)
+                verdicts[index] = exc
+        pdfs = [pdf for _, _, pdf in verified]
+        outcomes = run_each(pdfs, timeout_seconds=options.timeout_seconds, limits=options.limits) if pdfs else []
+        for (index, sha256, _), outcome in zip(verified, outcomes, strict=True):
+            try:
+                verdicts[index] = _store_result(ledger, sha256, options, outcome.result())
+            except PermanentError as exc:
+                _store_failure(ledger, sha256, options, exc)
+                verdicts[index] = exc
+    done = [verdict for verdict in verdicts if verdict is not None]
+    assert len(done) == len(documents), "every document gets a verdict"
+    return done
+
+
+def _from_cache(ledger: Ledger, sha256: str, options: ParseOptions) -> ParsedDocument | None:
+    """The cached parse of this content (PermanentError: its cached failure); None when it must be
+    parsed (never, or it timed out under a shorter limit than this one)."""
     version = options.limits.parser_version
     started = time.perf_counter()
     with ledger.engine.connect() as conn:
@@ -86,9 +134,7 @@ def parse_document(
                     parsed_documents.c.sha256 == sha256, parsed_documents.c.parser_version == version
                 )
             )
-
-    with _verified_copy(ledger, Path(stored_path), sha256) as pdf:
-        return _parse_and_cache(ledger, pdf, sha256, options)
+    return None
 
 
 def parsed_contents(ledger: Ledger, sha256s: list[str], parser_version: str) -> set[str]:
@@ -133,10 +179,18 @@ def _verified_copy(ledger: Ledger, stored: Path, sha256: str) -> Iterator[Path]:
 
 def _parse_and_cache(ledger: Ledger, path: Path, sha256: str, options: ParseOptions) -> ParsedDocument:
     """Parse ``path`` in isolation and cache the result, or the permanent failure, under ``sha256``."""
-    version = options.limits.parser_version
-    failure: dict[str, Any] = {
+    try:
+        result = run_isolated(path, timeout_seconds=options.timeout_seconds, limits=options.limits)
+    except PermanentError as exc:
+        _store_failure(ledger, sha256, options, exc)
+        raise
+    return _store_result(ledger, sha256, options, result)
+
+
+def _row(sha256: str, options: ParseOptions) -> dict[str, Any]:
+    return {
         "sha256": sha256,
-        "parser_version": version,
+        "parser_version": options.limits.parser_version,
         "engine": ENGINE,
         "engine_version": "",
         "pages": 0,
@@ -145,18 +199,20 @@ def _parse_and_cache(ledger: Ledger, path: Path, sha256: str, options: ParseOpti
         "tables_json": "[]",
         "layout_json": "[]",
     }
-    try:
-        result = run_isolated(path, timeout_seconds=options.timeout_seconds, limits=options.limits)
-    except ParseTimeout as exc:
-        _store(ledger, {**failure, "error": str(exc), "timeout_seconds": exc.seconds})
-        raise
-    except PermanentError as exc:
-        _store(ledger, {**failure, "error": str(exc)})
-        raise
+
+
+def _store_failure(ledger: Ledger, sha256: str, options: ParseOptions, failure: PermanentError) -> None:
+    """A parse's permanent failure, cached: the same bytes are not parsed again (a timeout only
+    under a longer limit)."""
+    timed_out = {"timeout_seconds": failure.seconds} if isinstance(failure, ParseTimeout) else {}
+    _store(ledger, {**_row(sha256, options), "error": str(failure), **timed_out})
+
+
+def _store_result(ledger: Ledger, sha256: str, options: ParseOptions, result: dict[str, Any]) -> ParsedDocument:
     _store(
         ledger,
         {
-            **failure,
+            **_row(sha256, options),
             "engine_version": result["engine_version"],
             "pages": len(result["pages_text"]),
             "seconds": result["seconds"],
@@ -172,7 +228,7 @@ def _parse_and_cache(ledger: Ledger, path: Path, sha256: str, options: ParseOpti
         layout=result.get("layout", []),
         engine=result["engine"],
         engine_version=result["engine_version"],
-        parser_version=version,
+        parser_version=options.limits.parser_version,
         seconds=result["seconds"],
         cache_hit=False,
     )
