@@ -100,9 +100,10 @@ def replacing(target: Path) -> Iterator[Path]:
 def _create(tmp: Path) -> None:
     """Create the empty partial file (never through a link), and its folder if needed. Another
     writer that finishes may remove the folder when it is empty, so that is tried again."""
-    for _ in range(5):
-        tmp.parent.parent.mkdir(parents=True, exist_ok=True)  # the target's folder
-        tmp.parent.mkdir(exist_ok=True)
+    tmp.parent.parent.mkdir(parents=True, exist_ok=True)  # the target's folder
+    for _ in range(20):
+        with contextlib.suppress(FileExistsError):  # there already (or being removed: the open says so)
+            os.mkdir(tmp.parent)
         if tmp.parent.is_symlink():  # it would put the partial file wherever the link points
             raise ConfigError(f"{tmp.parent} is a symbolic link: remove it (this server writes partial files there)")
         try:

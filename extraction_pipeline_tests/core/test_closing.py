@@ -270,6 +270,23 @@ def test_two_writers_of_one_target_at_once_each_write_their_own_partial_file(tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["batch-1.xlsx"]  # nothing of ours left
 
 
+def test_many_writers_in_one_folder_never_trip_over_the_partial_folder(tmp_path: Path) -> None:
+    """Each writer removes the partial folder when it leaves it empty while others create it
+    again: 8 threads x 25 writes into one folder, every write lands whole."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from extraction_pipeline.core.files import replacing
+
+    def write(n: int) -> None:
+        with replacing(tmp_path / f"file-{n}.txt") as tmp:
+            tmp.write_text(f"whole {n}")
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(write, range(200)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"file-{n}.txt" for n in range(200))
+    assert all((tmp_path / f"file-{n}.txt").read_text() == f"whole {n}" for n in range(200))
+
+
 def test_files_of_users_that_look_like_ours_are_never_swept(tmp_path: Path) -> None:
     """What a user keeps beside the workbooks, named like what a killed writer leaves, stays."""
     from extraction_pipeline.core.files import host_tag, owned_name
