@@ -2,7 +2,7 @@
 baseline on the same machine in the same invocation, so the ratio is what we track.
 
 Pipeline: a temporary instance home (the project's dagster.yaml, pools and run queue), N synthetic
-trial PDFs registered and parsed beforehand (cached parses), the model served by the loopback fake
+trial PDFs made, registered and parsed beforehand by ``--jobs`` workers (cached parses), the model served by the loopback fake
 at ``--latency`` seconds per call, `extraction-pipeline daemon` started, one batch created; timed
 from `batch create` until every document is finished. Baseline: a bare project with one trivial
 asset per dynamic partition and a sensor that requests one run per new partition, under the same
