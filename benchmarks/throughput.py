@@ -2,11 +2,12 @@
 baseline on the same machine in the same invocation, so the ratio is what we track.
 
 Pipeline: a temporary instance home (the project's dagster.yaml, pools and run queue), N synthetic
-trial PDFs made, registered and parsed beforehand by ``--jobs`` workers (cached parses), the model served by the loopback fake
-at ``--latency`` seconds per call, `extraction-pipeline daemon` started, one batch created; timed
-from `batch create` until every document is finished. Baseline: a bare project with one trivial
-asset per dynamic partition and a sensor that requests one run per new partition, under the same
-dagster.yaml, timed from adding N partitions until N runs succeeded.
+trial PDFs made, registered and parsed beforehand by ``--jobs`` workers (cached parses), the
+model served by the loopback fake at ``--latency`` seconds per call, `extraction-pipeline daemon`
+started, one batch created; timed from `batch create` until every document is finished.
+Baseline: a bare project with one trivial asset per dynamic partition and a sensor that requests
+one run per new partition, under the same dagster.yaml, timed from adding N partitions until N
+runs succeeded.
 
 Printed per run: documents (or runs) per minute, CPU-seconds per document (all processes: the
 machine's busy time during the run, from /proc/stat), the peak RSS of a run worker, and the fake
