@@ -381,19 +381,15 @@ async def upload(request: Request, project: str) -> Response:
             return _project_page(request, project, error=f"upload not read: {exc}", status_code=status)
         if not files:
             return _project_page(request, project, error="choose one or more PDF files to upload", status_code=400)
-        # Registration parses each PDF: off the event loop, so other pages stay responsive.
-        verdicts = [
-            await run_in_threadpool(
-                register_staged,
-                ledger,
-                settings.documents_dir,
-                project,
-                staged.sent_name,
-                staged.path,
-                settings.parse_options(),
-            )
-            for staged in files
-        ]
+        # Registration reads each PDF (in a child): off the event loop, so other pages stay responsive.
+        verdicts = await run_in_threadpool(
+            register_staged,
+            ledger,
+            settings.documents_dir,
+            project,
+            [(staged.sent_name, staged.path) for staged in files],
+            settings.parse_options(),
+        )
     good = sum(1 for v in verdicts if v.document)
     summary = f"{good} of {len(verdicts)} file(s) registered by {user.name}"
     response = await run_in_threadpool(_project_page, request, project, flash=summary, uploads=verdicts, estimated=True)

@@ -13,11 +13,10 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from extraction_pipeline.core.errors import ExtractionError
 from extraction_pipeline.core.files import owned_name, remove_stale_partials
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.pdf.isolation import ParseOptions
-from extraction_pipeline.core.pdf.registration import RegisteredDocument, register_pdf
+from extraction_pipeline.core.pdf.registration import RegisteredDocument, register_pdfs
 
 MAX_FILENAME_CHARS = 200
 _UNSAFE = re.compile(r"[^\w .()+,-]")
@@ -40,18 +39,35 @@ def safe_filename(sent: str | None) -> str:
 
 
 def register_staged(
-    ledger: Ledger, store_dir: Path, project: str, sent_name: str | None, staged: Path | None, options: ParseOptions
-) -> UploadVerdict:
-    """Register one staged upload (``staged``: None when it was over the size limit and not kept)."""
-    filename = safe_filename(sent_name)
-    if staged is None:
-        limit = options.limits.max_bytes
-        return UploadVerdict(filename, None, f"larger than the limit of {limit} bytes (EXTRACTION_MAX_PDF_MB)")
-    try:
-        return UploadVerdict(filename, register_pdf(ledger, store_dir, project, staged, options), None)
-    except ExtractionError as exc:
-        # The reason names the staged path: show the user's file name instead.
-        return UploadVerdict(filename, None, str(exc).replace(str(staged), filename).replace(f"{filename}: ", ""))
+    ledger: Ledger,
+    store_dir: Path,
+    project: str,
+    staged: list[tuple[str | None, Path | None]],
+    options: ParseOptions,
+) -> list[UploadVerdict]:
+    """Register an upload's staged files, each ``(sent name, staged path)`` (path None: it was over
+    the size limit and not kept), in order. The PDFs are read by one isolated child after another
+    (registration.register_pdfs): an upload of a hundred papers pays one child's start."""
+    kept = [(safe_filename(sent), path) for sent, path in staged if path is not None]
+    registered = iter(register_pdfs(ledger, store_dir, project, [path for _, path in kept], options))
+    verdicts: list[UploadVerdict] = []
+    for sent, path in staged:
+        filename = safe_filename(sent)
+        if path is None:
+            limit = options.limits.max_bytes
+            verdicts.append(
+                UploadVerdict(filename, None, f"larger than the limit of {limit} bytes (EXTRACTION_MAX_PDF_MB)")
+            )
+            continue
+        verdict = next(registered)
+        if isinstance(verdict, RegisteredDocument):
+            verdicts.append(UploadVerdict(filename, verdict, None))
+        else:  # the reason names the staged path: show the user's file name instead
+            reason = str(verdict.strerror if isinstance(verdict, OSError) and verdict.strerror else verdict)
+            verdicts.append(
+                UploadVerdict(filename, None, reason.replace(str(path), filename).replace(f"{filename}: ", ""))
+            )
+    return verdicts
 
 
 def staging_area(home: Path) -> tempfile.TemporaryDirectory[str]:
