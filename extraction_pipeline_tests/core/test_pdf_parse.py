@@ -150,7 +150,8 @@ def test_several_documents_are_parsed_by_one_child_each_with_its_own_verdict(
     sqlite_ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``parse_documents``: the same verdicts as ``parse_document`` one by one, in order, cached
-    alike; a bomb, a changed stored copy and a cached paper among them cost only themselves."""
+    alike; a bomb, a changed stored copy and a cached paper among them cost only themselves (the
+    bomb's failure cached only once a fresh child of its own saw it too)."""
     from extraction_pipeline.core.pdf.parsing import parse_documents
     from extraction_pipeline_tests.support import pdf_bombs
 
@@ -161,6 +162,7 @@ def test_several_documents_are_parsed_by_one_child_each_with_its_own_verdict(
     _parse(sqlite_ledger, good[2], timeout_seconds=60, limits=EngineOptions(memory_mb=300))  # already cached
     listed = [(sha256_of(path), str(path)) for path in (good[0], bomb, good[1], good[2])]
     listed.append(("0" * 64, str(changed)))  # its bytes are not the registered ones
+    listed.append(listed[0])  # the same content twice: parsed once, the same verdict twice
     verdicts = parse_documents(sqlite_ledger, listed, options)
     assert [type(v).__name__ for v in verdicts] == [
         "ParsedDocument",
@@ -168,10 +170,12 @@ def test_several_documents_are_parsed_by_one_child_each_with_its_own_verdict(
         "ParsedDocument",
         "ParsedDocument",
         "PermanentError",
+        "ParsedDocument",
     ]
+    assert verdicts[5] is verdicts[0]
     assert "needs more memory than the limit of 300 MB" in str(verdicts[1])
     assert "does not match its registered sha256" in str(verdicts[4])
-    assert [v.cache_hit for v in verdicts if isinstance(v, parsing.ParsedDocument)] == [False, False, True]
+    assert [v.cache_hit for v in verdicts if isinstance(v, parsing.ParsedDocument)] == [False, False, True, False]
     # The second time, every parse comes from the cache, the bomb's failure included: no child at all.
     monkeypatch.setattr(parsing, "run_each", lambda *a, **k: pytest.fail("parsed again"))
     again = parse_documents(sqlite_ledger, listed[:4], options)

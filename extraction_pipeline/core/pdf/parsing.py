@@ -32,6 +32,8 @@ from extraction_pipeline.core.pdf.isolation import ParseOptions, ParseTimeout, r
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
 from extraction_pipeline.core.pdf.registration import READD_HINT, copy_hashing, open_stored_copy
 
+PARSE_SLICE = 25  # misses verified and parsed at a time by parse_documents
+
 __all__ = ["ParseOptions", "ParsedDocument", "parse_document"]
 
 
@@ -74,37 +76,55 @@ def parse_documents(
 ) -> list[ParsedDocument | PermanentError]:
     """Each ``(sha256, stored_path)`` as ``parse_document`` gives it, or why not, in order; the
     ones not cached are read by one isolated child after another (pdf/isolation.run_each), so a
-    hundred papers pay one child's start, not a hundred."""
+    hundred papers pay one child's start, not a hundred. The same content twice is parsed once;
+    the misses go ``PARSE_SLICE`` at a time (each needs a verified copy on disk meanwhile)."""
     options = options or ParseOptions()
-    verdicts: list[ParsedDocument | PermanentError | None] = [None] * len(documents)
-    misses: list[tuple[int, str, str]] = []
-    for index, (sha256, stored_path) in enumerate(documents):
+    verdicts: dict[str, ParsedDocument | PermanentError] = {}
+    misses: dict[str, str] = {}  # sha256 -> stored path, each content once
+    for sha256, stored_path in documents:
+        if sha256 in verdicts or sha256 in misses:
+            continue
         try:
-            verdicts[index] = _from_cache(ledger, sha256, options)
+            cached = _from_cache(ledger, sha256, options)
         except PermanentError as exc:
-            verdicts[index] = exc
-        if verdicts[index] is None:
-            misses.append((index, sha256, stored_path))
+            verdicts[sha256] = exc
+            continue
+        if cached is not None:
+            verdicts[sha256] = cached
+        else:
+            misses[sha256] = stored_path
+    pending = list(misses.items())
+    for start in range(0, len(pending), PARSE_SLICE):
+        verdicts.update(_parse_slice(ledger, pending[start : start + PARSE_SLICE], options))
+    return [verdicts[sha256] for sha256, _ in documents]
+
+
+def _parse_slice(
+    ledger: Ledger, misses: list[tuple[str, str]], options: ParseOptions
+) -> dict[str, ParsedDocument | PermanentError]:
+    verdicts: dict[str, ParsedDocument | PermanentError] = {}
     with ExitStack() as copies:
-        verified: list[tuple[int, str, Path]] = []
-        for index, sha256, stored_path in misses:
+        verified: list[tuple[str, Path]] = []
+        for sha256, stored_path in misses:
             try:
-                verified.append(
-                    (index, sha256, copies.enter_context(_verified_copy(ledger, Path(stored_path), sha256)))
-                )
+                verified.append((sha256, copies.enter_context(_verified_copy(ledger, Path(stored_path), sha256))))
             except PermanentError as exc:  # a refused copy: not cached (it says nothing about the content)
-                verdicts[index] = exc
-        pdfs = [pdf for _, _, pdf in verified]
+                verdicts[sha256] = exc
+            except OSError as exc:  # no room or no right to copy it here: not cached either
+                verdicts[sha256] = PermanentError(f"{Path(stored_path).name}: cannot be read ({exc.strerror or exc})")
+        pdfs = [pdf for _, pdf in verified]
         outcomes = run_each(pdfs, timeout_seconds=options.timeout_seconds, limits=options.limits) if pdfs else []
-        for (index, sha256, _), outcome in zip(verified, outcomes, strict=True):
+        for (sha256, pdf), outcome in zip(verified, outcomes, strict=True):
+            if outcome.value is not None:
+                verdicts[sha256] = _store_result(ledger, sha256, options, outcome.value)
+                continue
+            # A child that read other PDFs first may have failed for what they left (its memory):
+            # only a failure seen in a fresh child of its own is cached as the content's.
             try:
-                verdicts[index] = _store_result(ledger, sha256, options, outcome.result())
+                verdicts[sha256] = _parse_and_cache(ledger, pdf, sha256, options)
             except PermanentError as exc:
-                _store_failure(ledger, sha256, options, exc)
-                verdicts[index] = exc
-    done = [verdict for verdict in verdicts if verdict is not None]
-    assert len(done) == len(documents), "every document gets a verdict"
-    return done
+                verdicts[sha256] = exc
+    return verdicts
 
 
 def _from_cache(ledger: Ledger, sha256: str, options: ParseOptions) -> ParsedDocument | None:
