@@ -52,9 +52,10 @@ def remove_stale_partials(folder: Path) -> list[Path]:
     removed: list[Path] = []
     for place, pattern in ((folder / PARTIAL_FOLDER, _PARTIAL), (folder, _OWNED)):
         removed += _remove_gone(place, pattern)
-    if removed:
-        with contextlib.suppress(OSError):  # a live writer's file still in it: it stays
-            (folder / PARTIAL_FOLDER).rmdir()
+    # Emptied now, or left empty by a writer killed between making it and writing in it. A live
+    # writer's file in it keeps it; a writer about to write in it makes it again (files._create).
+    with contextlib.suppress(OSError):
+        (folder / PARTIAL_FOLDER).rmdir()
     return removed
 
 
