@@ -287,6 +287,14 @@ def test_many_writers_in_one_folder_never_trip_over_the_partial_folder(tmp_path:
     assert all((tmp_path / f"file-{n}.txt").read_text() == f"whole {n}" for n in range(200))
 
 
+def test_an_empty_partial_folder_a_killed_writer_left_is_swept(tmp_path: Path) -> None:
+    """Killed between making the folder and writing in it: the folder is left empty, and the next
+    sweep removes it though it removes no file."""
+    (tmp_path / PARTIAL_FOLDER).mkdir()
+    assert remove_stale_partials(tmp_path) == []
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_files_of_users_that_look_like_ours_are_never_swept(tmp_path: Path) -> None:
     """What a user keeps beside the workbooks, named like what a killed writer leaves, stays."""
     from extraction_pipeline.core.files import host_tag, owned_name
