@@ -146,7 +146,7 @@ def _dispatch_tick(instance: dg.DagsterInstance, url: str, home: str) -> Any:
         },
     )
     result = batch_dispatcher(context)
-    # A full tick: DISPATCH_PER_TICK items, in runs of DOCUMENTS_PER_RUN.
+    # A full tick: DISPATCH_PER_TICK items, in runs of DOCUMENTS_PER_RUN (fewer than RUNS_PER_TICK).
     runs = result.run_requests or []
     documents = sum(len(run.tags.get(DOCUMENTS_TAG, "-").split(",")) for run in runs)
     assert (documents, len(runs)) == (DISPATCH_PER_TICK, math.ceil(DISPATCH_PER_TICK / DOCUMENTS_PER_RUN)), result
@@ -190,7 +190,10 @@ def main() -> None:
             # The batch's documents as partitions, as the partition sensor publishes them.
             instance.add_dynamic_partitions("documents", [f"doc-{doc_id}" for doc_id in doc_ids[: args.items]])
             dispatch = _median(lambda: _dispatch_tick(instance, url, home), 1)
-            print(f"  batch_dispatcher tick ({args.items} items pending, 200 dispatched): {dispatch * 1000:8.0f} ms")
+            print(
+                f"  batch_dispatcher tick ({args.items} items pending, a tick's worth dispatched): "
+                f"{dispatch * 1000:8.0f} ms"
+            )
             # Ten documents still extracting, each under a working run of the dispatcher's shape.
             live = [str(uuid.uuid4()) for _ in range(10)]
             for doc_id, run_id in zip(doc_ids[:10], live, strict=True):

@@ -14,10 +14,16 @@ machine's busy time during the run, from /proc/stat), the peak RSS of a run work
 server's peak number of calls in flight.
 
     .venv/bin/python -m benchmarks.throughput [--documents 40] [--latency 0] [--no-baseline]
-        [--postgres] [--documents-per-run N] [--fairness M] [--pool 5] [--jobs N]
+        [--postgres] [--documents-per-run N] [--fairness M] [--pool 5] [--jobs N] [--timeline]
+        [--budget configured|probe]
         [--tokens-per-minute T [--requests-per-minute R] [--configure-budget] [--corpus DIR]]
 
-With ``--latency`` > 0 it also prints the makespan against the ideal ceil(N / pool) x latency.
+With ``--latency`` > 0 it also prints the makespan against the ideal ceil(N / pool) x latency, and
+how long after the last document the workbook came. ``--timeline`` adds where the pool's
+slot-seconds went and, for each slot an answer freed, how soon the next call took it (median,
+p90, shares within 0.5/1/2/5 s). ``--budget``: the model's limits configured (default; a large
+account, so the first calls go at once) or unknown (``probe``: the first call goes alone and tells
+them, as on a new instance).
 ``--fairness M``: analyst B starts a batch of M documents a minute after analyst A's N, and B's
 batch is timed again alone on a fresh instance; the ratio is B's time shared / alone.
 
@@ -343,6 +349,12 @@ def measure_pipeline(
         env["EXTRACTION_TOKENS_PER_MINUTE"] = str(metering.tokens_per_minute)
         if metering.requests_per_minute:
             env["EXTRACTION_REQUESTS_PER_MINUTE"] = str(metering.requests_per_minute)
+    elif metering is None and BUDGET == "configured":
+        env["EXTRACTION_TOKENS_PER_MINUTE"] = str(LARGE_ACCOUNT[0])
+        env["EXTRACTION_REQUESTS_PER_MINUTE"] = str(LARGE_ACCOUNT[1])
+    else:
+        for name in ("EXTRACTION_TOKENS_PER_MINUTE", "EXTRACTION_REQUESTS_PER_MINUTE"):
+            os.environ.pop(name, None)
     os.environ.pop("EXTRACTION_DATABASE_URL", None)
     os.environ.update(env)
     settings = Settings.from_env()
@@ -419,6 +431,10 @@ def _run_batch(
 SHOW_TIMELINE = False
 JOBS = os.cpu_count() or 1  # --jobs: workers preparing the documents
 POOL = 5
+# --budget (unmetered fake): "configured", the account's limits are set, so the first calls go at
+# once; "probe", a new instance that knows nothing: its first call goes alone and tells them.
+BUDGET = "configured"
+LARGE_ACCOUNT = (30_000_000, 10_000)  # tokens and requests per minute (a large hosted account)
 
 
 def _print_metered(meter: ProviderMeter, latency: float) -> None:
@@ -445,7 +461,8 @@ def _print_metered(meter: ProviderMeter, latency: float) -> None:
 def _print_slot_use(spans: list[tuple[float, float]], t0: float, pool: int) -> None:
     """Where the pool's slot-seconds went, from the fake's own record of each call: busy, idle
     while the pool was first filling, idle between calls once it had been full (hand-over from
-    one call to the next), and idle after the last call started (the uneven last round)."""
+    one call to the next), and idle after the last call started (the uneven last round); and how
+    soon a slot an answer freed was used by the next call."""
     if not spans:
         return
     events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
@@ -467,6 +484,41 @@ def _print_slot_use(spans: list[tuple[float, float]], t0: float, pool: int) -> N
         f"  slot use: {busy:.0f} slot-s busy; idle {idle['filling']:.0f} slot-s while the pool first filled, "
         f"{idle['hand-over']:.0f} between calls ({idle['hand-over'] / max(1, ends_before_last_start):.2f} s per "
         f"call ended), {idle['tail']:.0f} after the last call started; {len(spans)} calls"
+    )
+    if filled_at is not None and last_start > filled_at:
+        window = pool * (last_start - filled_at)
+        busy_after = sum(max(0.0, min(end, last_start) - max(start, filled_at)) for start, end in spans)
+        print(
+            f"  after the pool filled ({filled_at - t0:.1f}-{last_start - t0:.1f} s): "
+            f"slots {busy_after / window:.1%} busy until the last call started"
+        )
+    _print_hand_over(spans, last_start, pool)
+
+
+def _print_hand_over(spans: list[tuple[float, float]], last_start: float, pool: int) -> None:
+    """For every slot an answer freed while the pool was full, how long until a call took it:
+    each call started then takes the slot freed earliest. Ends after the last call started are
+    the tail, not hand-overs."""
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    freed: list[float] = []  # when slots were freed from a full pool, oldest first
+    gaps: list[float] = []
+    in_flight = 0
+    for moment, change in events:
+        if change < 0:
+            if in_flight >= pool and moment < last_start:
+                freed.append(moment)
+        elif freed:
+            gaps.append(moment - freed.pop(0))
+        in_flight += change
+    if not gaps:
+        print("  hand-over: the pool was never full before the last call started")
+        return
+    gaps.sort()
+    share = [sum(1 for gap in gaps if gap <= bound) / len(gaps) for bound in (0.5, 1.0, 2.0, 5.0)]
+    print(
+        f"  hand-over (a slot an answer freed, until the next call took it; {len(gaps)} slots): median "
+        f"{gaps[len(gaps) // 2]:.2f} s, p90 {gaps[int(len(gaps) * 0.9)]:.2f} s, max {gaps[-1]:.2f} s; "
+        f"within 0.5 s {share[0]:.0%}, 1 s {share[1]:.0%}, 2 s {share[2]:.0%}, 5 s {share[3]:.0%}"
     )
 
 
@@ -592,6 +644,13 @@ def main() -> None:
     parser.add_argument(
         "--configure-budget", action="store_true", help="with T: tell the pipeline the limits (else it learns them)"
     )
+    parser.add_argument(
+        "--budget",
+        choices=("configured", "probe"),
+        default=None,
+        help="without T: the account's limits set (configured, the default: calls start at once) or unknown "
+        "(probe: a new instance's first call goes alone)",
+    )
     parser.add_argument("--output-tokens", type=int, default=None, help="EXTRACTION_OUTPUT_TOKENS")
     parser.add_argument("--fault", choices=("outage", "storm"), default=None, help="the batch again, with this fault")
     parser.add_argument("--fault-after", type=float, default=20.0, help="seconds after `batch create`")
@@ -600,8 +659,11 @@ def main() -> None:
         "--corpus", type=Path, default=Path(os.environ.get("EXTRACTION_CORPUS", oracle.CORPUS)), help="with T"
     )
     args = parser.parse_args()
-    global SHOW_TIMELINE, POOL, JOBS
+    if args.budget and args.tokens_per_minute:
+        parser.error("--budget is for the unmetered fake; with --tokens-per-minute use --configure-budget")
+    global SHOW_TIMELINE, POOL, JOBS, BUDGET
     SHOW_TIMELINE, POOL, JOBS = args.timeline, args.pool, max(args.jobs, 1)
+    BUDGET = args.budget or "configured"
     if args.documents_per_run is not None:
         os.environ["EXTRACTION_DOCUMENTS_PER_RUN"] = str(args.documents_per_run)
     if args.output_tokens is not None:
@@ -618,6 +680,15 @@ def main() -> None:
         f"{'PostgreSQL' if args.postgres else 'SQLite'} storage, documents per run <= {per_run}, "
         f"pool {args.pool}, preparation jobs {JOBS}, cores={os.cpu_count()}"
     )
+    if not args.tokens_per_minute:
+        print(
+            "  model budget: "
+            + (
+                f"configured ({LARGE_ACCOUNT[0]:,} tokens/min, {LARGE_ACCOUNT[1]:,} requests/min): calls start at once"
+                if BUDGET == "configured"
+                else "unknown: the first call probes the provider alone"
+            )
+        )
     if metering:
         print(
             f"  metered provider: {metering.tokens_per_minute:,} tokens/min"
@@ -642,7 +713,8 @@ def main() -> None:
             done = durations["analyst-a documents done"]
             print(
                 f"  LLM-bound: every document done {done:.1f} s after `batch create` (first extraction "
-                f"started at {durations['analyst-a first start']:.1f} s), workbook at {ours.seconds:.1f} s; "
+                f"started at {durations['analyst-a first start']:.1f} s), workbook at {ours.seconds:.1f} s "
+                f"({ours.seconds - done:.1f} s after the last document); "
                 f"ideal {ideal:.0f} s (ceil(N / pool) x latency): measured/ideal {done / ideal:.2f} "
                 f"(with the workbook {ours.seconds / ideal:.2f})"
             )

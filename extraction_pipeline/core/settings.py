@@ -194,8 +194,11 @@ class Settings:
     # slots a finished run frees, where a queued run would first pay its start-up (pool 50, 200
     # documents, 20 s calls: 110 instead of 128 s, 0.46 instead of 0.78 CPU-s per document;
     # docs/benchmarks.md). A run still takes up documents two at a time and more while they wait
-    # on the model, so a larger run does not hold the `llm` pool back.
-    documents_per_run: int = 40
+    # on the model, so a larger run does not hold the `llm` pool back. 400 rather than 40: a batch
+    # of up to 2,000 documents fits the runs one analyst gets at once (5), so no run waits in the
+    # queue for a running one to end while slots idle (500 documents were three waves of 5 runs of
+    # 40, each wave's start-up an idle pool).
+    documents_per_run: int = 400
     # The most `llm` pool slots one analyst's calls may hold at once (0: the whole pool).
     llm_slots_per_user: int = 0
     # Where steps run: "in_process" (in each run's own process, beside the daemon) or "celery"
@@ -260,7 +263,7 @@ class Settings:
                 _number(env, "MAX_DISPATCH_ROUNDS", d.max_dispatch_rounds, minimum=1, strict=False)
             ),
             drain_seconds=_number(env, "DRAIN_SECONDS", d.drain_seconds, minimum=0, strict=False),
-            documents_per_run=_count(env, "DOCUMENTS_PER_RUN", d.documents_per_run, minimum=1, maximum=100),
+            documents_per_run=_count(env, "DOCUMENTS_PER_RUN", d.documents_per_run, minimum=1, maximum=2000),
             llm_slots_per_user=_count(env, "LLM_SLOTS_PER_USER", d.llm_slots_per_user, minimum=0, maximum=1000),
             executor=_executor(env),
             celery_broker=_broker(env),

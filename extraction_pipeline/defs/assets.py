@@ -8,6 +8,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -21,21 +22,22 @@ from extraction_pipeline.core.extraction.follow_up import found_by_follow_up
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batch_jobs import WAITING_PHASES, provider_batch_phase
-from extraction_pipeline.core.ledger.batches import get_batch
+from extraction_pipeline.core.ledger.batches import close_if_done, get_batch, has_active_items
 from extraction_pipeline.core.ledger.budgets import Budget, LedgerBudget, configure
-from extraction_pipeline.core.ledger.queries import progress
+from extraction_pipeline.core.ledger.queries import Progress, progress
 from extraction_pipeline.core.ledger.rows import DocumentRow, ItemRow
 from extraction_pipeline.core.ledger.schema import BatchStatus
 from extraction_pipeline.core.llm.gateway import LLMConfig
-from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
+from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document, parse_documents
 from extraction_pipeline.core.runs.interrupts import interrupts_deferred
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.defs.binding import Binding, bind_document, crashed_parent_run
 from extraction_pipeline.defs.executor import EXPORT_QUEUE, LLM_QUEUE, PARSE_QUEUE, queue_tags
 from extraction_pipeline.defs.in_flight import each_document
-from extraction_pipeline.defs.llm_slots import LLMSlotGate, call_lanes, should_widen
+from extraction_pipeline.defs.llm_slots import LLMSlotGate, call_lanes, lanes_to_open
 from extraction_pipeline.defs.partitions import (
     batch_id_from_partition,
+    batch_partition_key,
     batches_partitions,
     documents_backfill_policy,
     documents_partitions,
@@ -70,22 +72,17 @@ def _parse_or_fail(
             options=settings.parse_options(),
         )
     except PermanentError as exc:
-        # A broken PDF fails this document only, permanently; the rest of the batch goes on.
-        item_states.fail(
-            ledger.ledger(),
-            item_id,
-            message=f"parse failed: {exc}",
-            from_status=ItemStatus.PENDING,
-            by_run=context.run.run_id,
-        )
-        item_states.fail(
-            ledger.ledger(),
-            item_id,
-            message=f"parse failed: {exc}",
-            from_status=ItemStatus.EXTRACTING,
-            run_id=context.run.run_id,
-        )
-        raise dg.Failure(f"parse failed: {exc}", allow_retries=False) from exc
+        raise _parse_failed(context, ledger, item_id, exc) from exc
+
+
+def _parse_failed(
+    context: dg.AssetExecutionContext, ledger: LedgerResource, item_id: int, exc: PermanentError
+) -> dg.Failure:
+    """A broken PDF fails this document only, permanently; the rest of the batch goes on."""
+    db, run_id, message = ledger.ledger(), context.run.run_id, f"parse failed: {exc}"
+    item_states.fail(db, item_id, message=message, from_status=ItemStatus.PENDING, by_run=run_id)
+    item_states.fail(db, item_id, message=message, from_status=ItemStatus.EXTRACTING, run_id=run_id)
+    return dg.Failure(f"parse failed: {exc}", allow_retries=False)
 
 
 def _not_extracted(item: ItemRow) -> dg.Failure:
@@ -113,15 +110,38 @@ def parsed_document(
     """The text of one registered trial PDF, page by page — what the extraction reads and what
     every quote is checked against. Parsed once per content (cached by sha256 + parser version).
     A broken PDF fails its own document (its item is `error`, its extraction fails); the other
-    documents of the run go on."""
+    documents of the run go on. The documents of a run not parsed yet are read by one child
+    process after another (pdf/isolation.run_each), not one process each."""
     failures: list[dg.Failure] = []
+    metadata: dict[str, dict[str, Any]] = {}
+    to_parse: list[tuple[str, Binding]] = []
     for key in context.partition_keys:
         try:
-            metadata = _parse_one(context, ledger, settings, key)
+            binding = _bound_for_parsing(context, ledger, settings, key)
         except dg.Failure as failure:
             failures.append(failure)
-            metadata = {"status": f"not parsed: {failure.description}"}
-        context.add_asset_metadata(metadata, partition_key=key)
+            metadata[key] = {"status": f"not parsed: {failure.description}"}
+            continue
+        if binding.item["status"] == ItemStatus.COMPLETED:
+            metadata[key] = {"skipped": "item already completed", "batch": binding.batch_id}
+        else:
+            to_parse.append((key, binding))
+    with retry_database_outages(context, settings.retry_schedule()):
+        documents = [(b.document["sha256"], b.document["stored_path"]) for _, b in to_parse]
+        verdicts = parse_documents(ledger.ledger(), documents, settings.parse_options())
+        for (key, binding), verdict in zip(to_parse, verdicts, strict=True):
+            if isinstance(verdict, PermanentError):
+                broken = _parse_failed(context, ledger, binding.item["id"], verdict)
+                failures.append(broken)
+                metadata[key] = {"status": f"not parsed: {broken.description}"}
+            else:
+                metadata[key] = {
+                    "batch": binding.batch_id,
+                    "filename": binding.document["filename"],
+                    **verdict.metadata(),
+                }
+    for key in context.partition_keys:
+        context.add_asset_metadata(metadata[key], partition_key=key)
     if len(failures) == len(context.partition_keys):
         # Nothing left to extract in this run: the run says why (one document: its own failure).
         raise failures[0] if len(failures) == 1 else _several_failed(failures, len(context.partition_keys))
@@ -129,17 +149,14 @@ def parsed_document(
     return dg.MaterializeResult()
 
 
-def _parse_one(
+def _bound_for_parsing(
     context: dg.AssetExecutionContext, ledger: LedgerResource, settings: PipelineSettingsResource, key: str
-) -> dict[str, Any]:
+) -> Binding:
     with retry_database_outages(context, settings.retry_schedule()):
         binding = bind_document(context, ledger.ledger(), key)
-        if binding.item["status"] == ItemStatus.ERROR:
-            raise _not_extracted(binding.item)
-        if binding.item["status"] == ItemStatus.COMPLETED:
-            return {"skipped": "item already completed", "batch": binding.batch_id}
-        parsed = _parse_or_fail(context, ledger, settings, binding.document, binding.item["id"])
-    return {"batch": binding.batch_id, "filename": binding.document["filename"], **parsed.metadata()}
+    if binding.item["status"] == ItemStatus.ERROR:
+        raise _not_extracted(binding.item)
+    return binding
 
 
 def _internal_traceback(failure: dg.Failure) -> str:
@@ -186,7 +203,7 @@ def extracted_document(
     A run may carry several documents: each is materialized as soon as it is done, and one
     document's failure fails only that document."""
     keys = context.partition_keys
-    bound: dict[str, int] = {}  # partition key -> item id, for handing back on interruption
+    bound: dict[str, Binding] = {}  # partition key -> its item and batch: handed back on interruption
     failures: list[dg.Failure] = []
     stop: BaseException | None = None
     unfinished = [len(keys)]  # read by the `llm` slot claims: a run with more left is served first
@@ -194,16 +211,17 @@ def extracted_document(
 
     def interrupted(in_flight: list[str]) -> None:
         stopping.set()  # before the hand-back: a lane claiming meanwhile hands back on its own
-        _hand_back(context, ledger, [bound[k] for k in in_flight if k in bound])
+        _hand_back(context, ledger, [bound[k].item["id"] for k in in_flight if k in bound])
 
     for done in each_document(
         lambda key: _extract_one(context, ledger, llm, settings, key, bound, lambda: unfinished[0], stopping),
         keys,
-        # Documents in flight at once (defs/in_flight.py): two, and up to the `llm` pool's size
-        # while they all wait on the model and a slot is idle; the pool alone bounds the calls.
+        # Documents in flight at once (defs/in_flight.py): two, and up to the `llm` pool's size and
+        # a few prepared ones waiting for a slot while they wait on the model; the pool alone
+        # bounds the calls.
         lanes=min(2, len(keys)),
         max_lanes=call_lanes(context.instance, len(keys), llm.slots_per_user),
-        widen=lambda in_flight: _should_widen(context, in_flight),
+        widen=lambda in_flight: _lanes_to_open(context, in_flight),
         # A transient failure (RetryRequested) or a bug stops new documents; those in flight finish.
         keep_going=lambda done: done.error is None or isinstance(done.error, dg.Failure),
         on_interrupt=interrupted,
@@ -216,6 +234,8 @@ def extracted_document(
             stop = stop or done.error
         elif done.value is not None:
             yield dg.AssetMaterialization(asset_key=context.asset_key, partition=done.key, metadata=done.value)
+        if done.key in bound and (done.error is None or isinstance(done.error, dg.Failure)):
+            _close_if_last(context, ledger, settings, bound[done.key].batch_id)
     if stop is not None:
         # The step retries (transient) or fails; documents already materialized are skipped by a
         # retry (their items are completed).
@@ -224,12 +244,47 @@ def extracted_document(
         raise failures[0] if len(keys) == 1 else _several_failed(failures, len(keys))
 
 
-def _should_widen(context: dg.AssetExecutionContext, in_flight: int) -> bool:
+def _close_if_last(
+    context: dg.AssetExecutionContext, ledger: LedgerResource, settings: PipelineSettingsResource, batch_id: int
+) -> None:
+    """A batch whose last document this run just settled is closed here and its workbook written
+    at once, in this warm process: the analyst has it a second or two after the last document,
+    where the aggregator's next tick and an export run of its own took ~25 s. The close is the
+    aggregator's own conditional update (core/ledger/batches.py), so of two runs settling a
+    batch's last documents at once one closes it; whatever goes wrong here (a full disk, an
+    outage) leaves the batch to the aggregator, which exports it with its retries. On Celery the
+    export is the aggregator's: a step on another machine would write the workbook where the
+    download page cannot read it."""
+    db = ledger.ledger()
     try:
-        return should_widen(context.instance, context.run.run_id, in_flight)
+        if has_active_items(db, batch_id) or not close_if_done(db, batch_id):
+            return
+        context.log.info(f"batch {batch_id}: every document is settled; the batch is completed")
+        if context.job_def.executor_def.name == "celery":
+            return
+        written = write_batch_workbook(db, batch_id, settings.exports_dir)
+    except Exception as exc:  # the aggregator closes and exports what this could not
+        context.log.warning(f"batch {batch_id}: not closed by this run ({exc}); the aggregator will")
+        return
+    if written.result is not ExportResult.WRITTEN or written.path is None:
+        return
+    key = batch_partition_key(batch_id)
+    context.instance.add_dynamic_partitions(batches_partitions.name, [key])
+    context.log_event(
+        dg.AssetMaterialization(
+            asset_key=batch_workbook.key,
+            partition=key,
+            metadata=_workbook_metadata(batch_id, written.path, written.version, progress(db, batch_id)),
+        )
+    )
+
+
+def _lanes_to_open(context: dg.AssetExecutionContext, in_flight: int) -> int:
+    try:
+        return lanes_to_open(context.instance, context.run.run_id, in_flight)
     except Exception as exc:  # only an optimisation: a storage hiccup must not fail the run
         context.log.debug(f"not widening: {exc}")
-        return False
+        return 0
 
 
 def _hand_back(context: dg.AssetExecutionContext, ledger: LedgerResource, item_ids: list[int]) -> None:
@@ -249,7 +304,7 @@ def _extract_one(
     llm: LLMResource,
     settings: PipelineSettingsResource,
     key: str,
-    bound: dict[str, int],
+    bound: dict[str, Binding],
     unfinished: Callable[[], int],
     stopping: threading.Event,
 ) -> dict[str, Any] | None:
@@ -259,7 +314,7 @@ def _extract_one(
     with retry_database_outages(context, settings.retry_schedule()):
         binding = bind_document(context, db, key)
         item = binding.item
-        bound[key] = item["id"]
+        bound[key] = binding
         if item["status"] == ItemStatus.ERROR:
             raise _not_extracted(item)
         if item["status"] == ItemStatus.COMPLETED:
@@ -512,17 +567,19 @@ def batch_workbook(
         path, version = written.path, written.version
         counts = progress(db, batch_id)
     clear_waiting(context)
-    return dg.MaterializeResult(
-        metadata={
-            # Relative: the links work on whatever host and port serve the UI, also for
-            # materializations written before `ui` started or after it moved.
-            "download": dg.MetadataValue.url(workbook_url("", batch_id)),
-            "meta_analysis_csv": dg.MetadataValue.url(csv_url("", batch_id)),
-            "path": dg.MetadataValue.path(str(path)),
-            "version": version,
-            "documents": counts.total,
-            "completed": counts.completed,
-            "errors": counts.error,
-            "cost_usd": counts.cost_usd,
-        }
-    )
+    return dg.MaterializeResult(metadata=_workbook_metadata(batch_id, path, version, counts))
+
+
+def _workbook_metadata(batch_id: int, path: Path, version: int, counts: Progress) -> dict[str, Any]:
+    return {
+        # Relative: the links work on whatever host and port serve the UI, also for
+        # materializations written before `ui` started or after it moved.
+        "download": dg.MetadataValue.url(workbook_url("", batch_id)),
+        "meta_analysis_csv": dg.MetadataValue.url(csv_url("", batch_id)),
+        "path": dg.MetadataValue.path(str(path)),
+        "version": version,
+        "documents": counts.total,
+        "completed": counts.completed,
+        "errors": counts.error,
+        "cost_usd": counts.cost_usd,
+    }

@@ -3,7 +3,8 @@
 A run extracts its documents one after the other per lane; with several lanes, while one document
 waits for the model the next ones are bound, parsed (from the cache) and sent, so the `llm` pool
 stays busy even while other runs are still starting up (a run opens more lanes, up to the pool's
-size, while all of its documents wait on the model: ``should_widen``). How many calls are in
+size and a few prepared documents waiting for the next freed slot, while all of its documents wait
+on the model: ``lanes_to_open``). How many calls are in
 flight overall is still the pool's business (defs/llm_slots.py), never the number of lanes.
 
 Lanes are daemon threads: a run that is interrupted (terminated, its daemon draining) hands the
@@ -15,11 +16,12 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# How often a run whose lanes are all busy asks whether to open one more (one read of the pool).
+# How often a run asks whether to open more lanes (one read of the pool).
 WIDEN_CHECK_SECONDS = 0.5
 
 
@@ -38,16 +40,17 @@ def each_document(
     keep_going: Callable[[Done], bool],
     on_interrupt: Callable[[list[str]], None],
     max_lanes: int = 0,
-    widen: Callable[[int], bool] | None = None,
+    widen: Callable[[int], int] | None = None,
 ) -> Generator[Done, None, None]:
     """Run ``work(key)`` for every key, at most ``lanes`` at once, yielding each result as it
     is done (in the caller's thread). After a result for which ``keep_going`` is false, no new
     key is started (those in flight finish). If the caller's thread is interrupted while
     waiting, ``on_interrupt`` gets the keys still in flight, then the interruption propagates.
 
-    With ``widen``, one more lane opens (up to ``max_lanes``) whenever ``widen(in flight)`` says
-    so, asked every ``WIDEN_CHECK_SECONDS`` while the lanes are busy: the run widens while its
-    documents wait on a slow model and a slot is idle, and stays narrow while they use the CPU."""
+    With ``widen``, ``widen(in flight)`` more lanes open (up to ``max_lanes``), asked every
+    ``WIDEN_CHECK_SECONDS`` whether or not documents finish meanwhile: the run widens while its
+    documents wait on a slow model and the pool lacks claims, and stays narrow while they use the
+    CPU."""
     if lanes <= 1:
         # One lane: in the caller's own thread, so an interruption reaches the work itself.
         for key in keys:
@@ -77,19 +80,26 @@ def each_document(
     try:
         while waiting and len(in_flight) < max(1, lanes):
             start(waiting.pop(0))
+        next_check = time.monotonic() + WIDEN_CHECK_SECONDS
         while in_flight:
+            result: Done | None = None
             try:
-                done = results.get(timeout=WIDEN_CHECK_SECONDS if widen is not None else None)
+                timeout = max(0.0, next_check - time.monotonic()) if widen is not None else None
+                result = results.get(timeout=timeout)
             except queue.Empty:
-                if starting and waiting and lanes < max_lanes and widen is not None and widen(len(in_flight)):
-                    lanes += 1
+                pass
+            if result is not None:
+                in_flight.discard(result.key)
+                starting = starting and keep_going(result)
+                yield result
+                if starting and waiting:
                     start(waiting.pop(0))
-                continue
-            in_flight.discard(done.key)
-            starting = starting and keep_going(done)
-            yield done
-            if starting and waiting:
-                start(waiting.pop(0))
+            if widen is not None and time.monotonic() >= next_check:
+                next_check = time.monotonic() + WIDEN_CHECK_SECONDS
+                if starting and waiting and lanes < max_lanes:
+                    for _ in range(min(widen(len(in_flight)), max_lanes - lanes, len(waiting))):
+                        lanes += 1
+                        start(waiting.pop(0))
     except BaseException:
         if in_flight:
             on_interrupt(sorted(in_flight))

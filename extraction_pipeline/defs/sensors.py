@@ -59,9 +59,12 @@ from extraction_pipeline.defs.partitions import (
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 from extraction_pipeline.defs.run_queue import analyst_run_limit
 
-# Items dispatched per tick: the daemon pays ~0.2 s per run it creates, and the other sensors wait
-# behind the tick, so a large batch is launched over several ticks.
-DISPATCH_PER_TICK = 200
+# Items read per tick: a whole batch is planned at once, so that it is spread over the runs its
+# analyst gets at once rather than launched 200 at a time, each 200 spread again (waves of runs).
+DISPATCH_PER_TICK = 10_000
+# Runs requested per tick: the daemon pays ~0.2 s per run it creates, and the other sensors wait
+# behind the tick, so many small runs (a small EXTRACTION_DOCUMENTS_PER_RUN) go over several ticks.
+RUNS_PER_TICK = 100
 # Documents registered within this window may still have uncommitted lower ids (PostgreSQL
 # sequences commit out of order): the partition cursor stays behind them.
 CURSOR_SETTLE_SECONDS = 60
@@ -133,8 +136,9 @@ def batch_dispatcher(
     settings: PipelineSettingsResource,
 ) -> dg.SensorResult:
     """Starts the extraction of batches created from the command line, and of any document that
-    must run again (its runs died, or someone asked for a retry): runs of up to
-    `EXTRACTION_DOCUMENTS_PER_RUN` (default 40) consecutive documents, tagged with user and batch (a run
+    must run again (its runs died, or someone asked for a retry): a batch spread over the runs its
+    analyst gets at once, each of up to `EXTRACTION_DOCUMENTS_PER_RUN` (default 400) consecutive
+    documents, tagged with user and batch (a run
     of one also with document and filename). Run keys are deterministic per set of items and
     dispatch round, so a document is never launched twice for the same round. While the model's
     provider is failing (its circuit breaker is open) nothing new is launched. Cursor: when it
@@ -163,13 +167,20 @@ def batch_dispatcher(
     ]
     parsed = parsed_contents(db, [item["sha256"] for item in items], settings.parse_options().limits.parser_version)
     dispatched_at = utcnow()
-    # Only items this tick marked are launched (and planned, so that no run's range spans one it
-    # did not mark): an evaluation that outlived its timeout cannot get a document launched twice.
-    marked = item_states.mark_dispatched(db, [item["id"] for item in items], at=dispatched_at)
-    pending = [doc for doc in pending if doc.item_id in marked]
-    runs = plan_runs(
+    planned = plan_runs(
         pending, position, per_run=settings.documents_per_run, runs_at_once=_runs_at_once(context.instance)
-    )
+    )[:RUNS_PER_TICK]
+    # Only items this tick marked are launched, each run cut where one was not (so that no run's
+    # range spans a document it did not mark): an evaluation that outlived its timeout cannot get
+    # a document launched twice.
+    marked = item_states.mark_dispatched(db, [doc.item_id for run in planned for doc in run], at=dispatched_at)
+    runs = [
+        piece
+        for run in planned
+        for piece in plan_runs(
+            [doc for doc in run if doc.item_id in marked], position, per_run=len(run), runs_at_once=1
+        )
+    ]
     run_requests = [_run_request([by_id[doc.item_id] for doc in run], run, parsed) for run in runs]
     context.log.info(f"dispatching {len(marked)} item(s) in {len(run_requests)} run(s)")
     requests = [documents_partitions.build_add_request(new_keys)] if new_keys else []

@@ -17,7 +17,7 @@ def test_defaults_put_everything_under_the_home() -> None:
     assert settings.home_dir == Path(".extraction_home").resolve()
     assert settings.ledger_url == f"sqlite:///{settings.home_dir / 'ledger.db'}"
     assert (settings.model, settings.stale_minutes, settings.reconcile_grace_seconds) == (None, 30.0, 30.0)
-    assert (settings.documents_per_run, settings.llm_slots_per_user) == (40, 0)
+    assert (settings.documents_per_run, settings.llm_slots_per_user) == (400, 0)
 
 
 def test_environment_overrides(tmp_path: Path) -> None:
@@ -47,8 +47,8 @@ def test_environment_overrides(tmp_path: Path) -> None:
         ("EXTRACTION_RECONCILE_GRACE_SECONDS", "-1", "EXTRACTION_RECONCILE_GRACE_SECONDS must be >= 0"),
         ("EXTRACTION_LLM_TIMEOUT_SECONDS", "nan?", "must be a number"),
         ("EXTRACTION_DOCUMENTS_PER_RUN", "0", "EXTRACTION_DOCUMENTS_PER_RUN must be >= 1"),
-        ("EXTRACTION_DOCUMENTS_PER_RUN", "2.5", "must be a whole number from 1 to 100, got '2.5'"),
-        ("EXTRACTION_DOCUMENTS_PER_RUN", "500", "must be a whole number from 1 to 100, got '500'"),
+        ("EXTRACTION_DOCUMENTS_PER_RUN", "2.5", "must be a whole number from 1 to 2000, got '2.5'"),
+        ("EXTRACTION_DOCUMENTS_PER_RUN", "5000", "must be a whole number from 1 to 2000, got '5000'"),
         ("EXTRACTION_LLM_SLOTS_PER_USER", "-1", "EXTRACTION_LLM_SLOTS_PER_USER must be >= 0"),
         ("EXTRACTION_PDF_MEMORY_MB", "64", "EXTRACTION_PDF_MEMORY_MB must be >= 256"),
     ],

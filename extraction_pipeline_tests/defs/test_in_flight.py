@@ -83,33 +83,60 @@ class SlowModel:
         return key
 
 
-def test_a_run_widens_while_its_documents_wait_and_never_beyond_max_lanes() -> None:
-    """Each time ``widen`` says yes one more lane opens, up to ``max_lanes``; it is asked with
-    how many are in flight."""
-    model = SlowModel(release_at=4)
+def test_a_run_widens_by_what_widen_says_and_never_beyond_max_lanes() -> None:
+    """Each time it is asked, ``widen`` says how many lanes to open, up to ``max_lanes``; it is
+    asked with how many are in flight."""
+    model = SlowModel(release_at=5)
     asked: list[int] = []
 
-    def widen(now_in_flight: int) -> bool:
+    def widen(now_in_flight: int) -> int:
         asked.append(now_in_flight)
-        return True
+        return 2
 
     documents = each_document(
-        model, list("abcdefgh"), lanes=2, max_lanes=4, widen=widen, keep_going=lambda d: True, on_interrupt=print
+        model, list("abcdefgh"), lanes=2, max_lanes=5, widen=widen, keep_going=lambda d: True, on_interrupt=print
     )
     done = list(documents)
     assert sorted(d.key for d in done) == list("abcdefgh")
-    assert model.peak == 4 and asked == [2, 3]  # not asked once at max_lanes
+    assert model.peak == 5 and asked[:2] == [2, 4]  # 2 + 2, then 1 more: max_lanes
+
+
+def test_a_run_is_asked_to_widen_while_its_documents_keep_finishing() -> None:
+    """Results arriving more often than the check's interval do not keep the run from being
+    asked (a wide run finishes a document every second or so)."""
+    finished = threading.Semaphore(0)
+    asked: list[int] = []
+
+    def work(key: str) -> str:
+        finished.acquire(timeout=10)
+        return key
+
+    def widen(now_in_flight: int) -> int:
+        asked.append(now_in_flight)
+        return 0
+
+    def trickle() -> None:
+        for _ in range(40):
+            finished.release()
+            threading.Event().wait(0.05)  # a result every 50 ms, ten times the check's rate
+
+    threading.Thread(target=trickle, daemon=True).start()
+    keys = [f"d{n}" for n in range(40)]
+    done = list(
+        each_document(work, keys, lanes=2, max_lanes=10, widen=widen, keep_going=lambda d: True, on_interrupt=print)
+    )
+    assert len(done) == 40 and len(asked) >= 2
 
 
 def test_a_run_stays_narrow_while_widen_says_no() -> None:
     model = SlowModel()
     asked: list[int] = []
 
-    def widen(now_in_flight: int) -> bool:
+    def widen(now_in_flight: int) -> int:
         asked.append(now_in_flight)
         if len(asked) >= 3:
             model.release.set()
-        return False
+        return 0
 
     documents = each_document(
         model, list("abcde"), lanes=2, max_lanes=5, widen=widen, keep_going=lambda d: True, on_interrupt=print

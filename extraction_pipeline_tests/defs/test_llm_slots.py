@@ -16,7 +16,7 @@ import dagster as dg
 import pytest
 
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_json
-from extraction_pipeline.defs.llm_slots import LLM_POOL, LLMSlotGate, call_lanes, should_widen
+from extraction_pipeline.defs.llm_slots import LLM_POOL, LLMSlotGate, call_lanes, lanes_to_open
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply
 
 
@@ -267,15 +267,16 @@ def test_claims_a_dead_attempt_of_the_same_document_left_behind_are_freed(instan
 
 
 def test_a_run_keeps_as_many_documents_in_flight_as_the_pool_has_slots(instance: dg.DagsterInstance) -> None:
-    """The first run of a batch can fill the pool alone; never more lanes than documents, the
-    analyst's cap when lower, and two when the pool has no limit."""
+    """The first run of a batch can fill the pool alone, with a prepared document or a few
+    waiting for the next freed slot (a tenth of the pool, at least one); never more lanes than
+    documents, the analyst's cap when lower, and two when the pool has no limit."""
     assert call_lanes(instance, 8) == 2  # no limit set for `llm`
     instance.event_log_storage.set_concurrency_slots(LLM_POOL, 5)
-    assert [call_lanes(instance, documents) for documents in (1, 2, 3, 5, 8)] == [1, 2, 3, 5, 5]
-    assert call_lanes(instance, 8, per_user_limit=3) == 3
+    assert [call_lanes(instance, documents) for documents in (1, 2, 3, 5, 8)] == [1, 2, 3, 5, 6]
+    assert call_lanes(instance, 8, per_user_limit=3) == 4
     assert call_lanes(instance, 8, per_user_limit=1) == 2  # a second lane prepares the next document
-    instance.event_log_storage.set_concurrency_slots(LLM_POOL, 50)
-    assert call_lanes(instance, 8) == 8
+    instance.event_log_storage.set_concurrency_slots(LLM_POOL, 100)
+    assert call_lanes(instance, 500) == 110
 
 
 def test_a_claim_waiting_in_line_is_served_when_a_slot_is_given_back(instance: dg.DagsterInstance) -> None:
@@ -307,21 +308,24 @@ def test_a_claim_waiting_in_line_is_served_when_a_slot_is_given_back(instance: d
     assert info.claimed_slots == [] and info.pending_steps == []
 
 
-def test_a_run_widens_only_when_all_its_documents_are_in_calls_and_a_slot_is_idle(
-    instance: dg.DagsterInstance,
-) -> None:
+def test_a_run_opens_its_share_of_idle_slots_and_of_a_ready_reserve(instance: dg.DagsterInstance) -> None:
+    """Pool of 3 (a reserve of one claim waiting): a run opens what the pool lacks, less its
+    documents being prepared, split with the other runs in the pool; nothing while its documents
+    are mostly on the CPU."""
     storage = instance.event_log_storage
     storage.set_concurrency_slots(LLM_POOL, 3)
     for doc in ("d1", "d2"):
         assert storage.claim_concurrency_slot(LLM_POOL, "R", f"extracted_document[{doc}]|call|a|{doc}").is_claimed
-    assert should_widen(instance, "R", in_flight=2)  # both in calls, one slot idle
-    assert not should_widen(instance, "R", in_flight=3)  # one document is not in a call (CPU work)
-    assert not should_widen(instance, "S", in_flight=1)  # S's document is not in a call
+    assert lanes_to_open(instance, "R", in_flight=2) == 2  # one idle slot and the reserve
+    assert lanes_to_open(instance, "R", in_flight=3) == 1  # one document being prepared counts
+    assert lanes_to_open(instance, "R", in_flight=5) == 0  # more of them on the CPU than in calls
+    assert lanes_to_open(instance, "S", in_flight=1) == 0  # S's document is not in a call
     assert storage.claim_concurrency_slot(LLM_POOL, "S", "extracted_document[d3]|call|b|d3").is_claimed
-    assert not should_widen(instance, "R", in_flight=2)  # the pool is full
+    assert lanes_to_open(instance, "R", in_flight=2) == 1  # the pool is full: the reserve, shared with S
     assert not storage.claim_concurrency_slot(LLM_POOL, "T", "extracted_document[d4]|call|c|d4").is_claimed
+    assert lanes_to_open(instance, "R", in_flight=2) == 0  # T's claim waits: the reserve is there
     storage.free_concurrency_slot_for_step("S", "extracted_document[d3]|call|b|d3")
-    assert not should_widen(instance, "R", in_flight=2)  # the freed slot is T's, which waited for it
+    assert lanes_to_open(instance, "R", in_flight=2) == 1  # the freed slot is T's: not idle; the reserve is gone
     assert storage.claim_concurrency_slot(LLM_POOL, "T", "extracted_document[d4]|call|c|d4").is_claimed
     storage.free_concurrency_slot_for_step("T", "extracted_document[d4]|call|c|d4")
-    assert should_widen(instance, "R", in_flight=2)  # idle again, nobody waiting
+    assert lanes_to_open(instance, "R", in_flight=2) == 2  # idle again, nobody waiting

@@ -174,6 +174,16 @@ def open_batches(ledger: Ledger) -> list[BatchRow]:
         return [batch_row(row) for row in rows.mappings()]
 
 
+def has_active_items(ledger: Ledger, batch_id: int) -> bool:
+    """Whether any item of the batch is pending or extracting: a read, asked before the closing
+    update by whoever might close it (the runs ask after every document they settle)."""
+    still_active = select(batch_items.c.id).where(
+        batch_items.c.batch_id == batch_id, batch_items.c.status.in_(ACTIVE_ITEM_STATUSES)
+    )
+    with ledger.engine.connect() as conn:
+        return conn.execute(still_active.limit(1)).first() is not None
+
+
 def close_if_done(ledger: Ledger, batch_id: int) -> bool:
     """open -> exporting, only when no item is pending or extracting (checked in the same UPDATE)."""
     still_active = exists().where(
