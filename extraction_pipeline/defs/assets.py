@@ -14,7 +14,13 @@ from typing import Any
 import dagster as dg
 
 from extraction_pipeline.core.errors import InternalError, PermanentError, TransientError
-from extraction_pipeline.core.export.closing import ExportError, ExportResult, failure_reason, write_batch_workbook
+from extraction_pipeline.core.export.closing import (
+    ExportError,
+    ExportResult,
+    failure_reason,
+    warm_up,
+    write_batch_workbook,
+)
 from extraction_pipeline.core.export.workbook import NOTHING_FOUND, answer_label, write_workbook
 from extraction_pipeline.core.extraction.claiming import INTERRUPTED_MESSAGE, hand_back
 from extraction_pipeline.core.extraction.extract import ExtractionOutcome, OutcomeStatus, extract_item
@@ -22,7 +28,7 @@ from extraction_pipeline.core.extraction.follow_up import found_by_follow_up
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batch_jobs import WAITING_PHASES, provider_batch_phase
-from extraction_pipeline.core.ledger.batches import close_if_done, get_batch, has_active_items
+from extraction_pipeline.core.ledger.batches import active_count, close_if_done, get_batch
 from extraction_pipeline.core.ledger.budgets import Budget, LedgerBudget, configure
 from extraction_pipeline.core.ledger.queries import Progress, progress
 from extraction_pipeline.core.ledger.rows import DocumentRow, ItemRow
@@ -208,6 +214,7 @@ def extracted_document(
     stop: BaseException | None = None
     unfinished = [len(keys)]  # read by the `llm` slot claims: a run with more left is served first
     stopping = threading.Event()  # interrupted: lanes still starting a document claim nothing
+    warmed = threading.Event()  # what writing the workbook needs is imported (or being imported)
 
     def interrupted(in_flight: list[str]) -> None:
         stopping.set()  # before the hand-back: a lane claiming meanwhile hands back on its own
@@ -235,7 +242,7 @@ def extracted_document(
         elif done.value is not None:
             yield dg.AssetMaterialization(asset_key=context.asset_key, partition=done.key, metadata=done.value)
         if done.key in bound and (done.error is None or isinstance(done.error, dg.Failure)):
-            _close_if_last(context, ledger, settings, bound[done.key].batch_id)
+            _close_if_last(context, ledger, settings, bound[done.key].batch_id, unfinished[0], warmed)
     if stop is not None:
         # The step retries (transient) or fails; documents already materialized are skipped by a
         # retry (their items are completed).
@@ -245,26 +252,38 @@ def extracted_document(
 
 
 def _close_if_last(
-    context: dg.AssetExecutionContext, ledger: LedgerResource, settings: PipelineSettingsResource, batch_id: int
+    context: dg.AssetExecutionContext,
+    ledger: LedgerResource,
+    settings: PipelineSettingsResource,
+    batch_id: int,
+    left_in_run: int,
+    warmed: threading.Event,
 ) -> None:
     """A batch whose last document this run just settled is closed here and its workbook written
     at once, in this warm process: the analyst has it a second or two after the last document,
-    where the aggregator's next tick and an export run of its own took ~25 s. The close is the
-    aggregator's own conditional update (core/ledger/batches.py), so of two runs settling a
-    batch's last documents at once one closes it; whatever goes wrong here (a full disk, an
-    outage) leaves the batch to the aggregator, which exports it with its retries. On Celery the
-    export is the aggregator's: a step on another machine would write the workbook where the
-    download page cannot read it."""
+    where the aggregator's next tick and an export run of its own took ~25 s. Once the batch's
+    documents still active could all be this run's, what writing needs is imported meanwhile, while
+    they wait on the model. The close is the aggregator's own conditional update
+    (core/ledger/batches.py), so of two runs settling a batch's last documents at once one closes
+    it; whatever goes wrong here (a full disk, an outage) leaves the batch to the aggregator, which
+    exports it with its retries. On Celery the aggregator closes and exports: a step on another
+    machine would write the workbook where the download page cannot read it."""
+    if context.job_def.executor_def.name == "celery":
+        return
     db = ledger.ledger()
     try:
-        if has_active_items(db, batch_id) or not close_if_done(db, batch_id):
+        active = active_count(db, batch_id)
+        if active:
+            if active <= left_in_run and not warmed.is_set():
+                warmed.set()
+                threading.Thread(target=warm_up, name="export warm-up", daemon=True).start()
+            return
+        if not close_if_done(db, batch_id):
             return
         context.log.info(f"batch {batch_id}: every document is settled; the batch is completed")
-        if context.job_def.executor_def.name == "celery":
-            return
         written = write_batch_workbook(db, batch_id, settings.exports_dir)
     except Exception as exc:  # the aggregator closes and exports what this could not
-        context.log.warning(f"batch {batch_id}: not closed by this run ({exc}); the aggregator will")
+        context.log.warning(f"batch {batch_id}: not exported by this run ({exc}); the aggregator will")
         return
     if written.result is not ExportResult.WRITTEN or written.path is None:
         return

@@ -29,7 +29,7 @@ from extraction_pipeline.core.ledger.batches import (
 from extraction_pipeline.core.ledger.breakers import breaker_state
 from extraction_pipeline.core.ledger.documents import document_partition_keys, documents_after, partition_key_of
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
-from extraction_pipeline.core.ledger.queries import undispatched_items, unexported_batches
+from extraction_pipeline.core.ledger.queries import last_settling_run, undispatched_items, unexported_batches
 from extraction_pipeline.core.ledger.rows import BatchRow, ItemListing
 from extraction_pipeline.core.ledger.schema import BatchOrigin
 from extraction_pipeline.core.pdf.parsing import parsed_contents
@@ -273,11 +273,15 @@ def _sweep(context: dg.SensorEvaluationContext, db: Ledger, stale_minutes: float
     return swept
 
 
-def _export_requests(context: dg.SensorEvaluationContext, db: Ledger, schedule: RetrySchedule) -> list[dg.RunRequest]:
-    """One export run per closed batch without its workbook. A failed export is tried again, with
-    backoff (``schedule``'s base doubling up to its cap), for as long as it takes: the batch says
-    why meanwhile ("export failed: no space left on device"), and its workbook appears on its own
-    once the cause is gone. An export run that died without saying why is recorded as such."""
+def _export_requests(
+    context: dg.SensorEvaluationContext, db: Ledger, schedule: RetrySchedule, closed_now: set[int]
+) -> list[dg.RunRequest]:
+    """One export run per closed batch without its workbook (but a batch whose last document's
+    run is still going is left to that run, which closed it and is writing it; ``closed_now``:
+    the batches this tick closed). A failed export is tried again, with backoff (``schedule``'s base
+    doubling up to its cap), for as long as it takes: the batch says why meanwhile ("export
+    failed: no space left on device"), and its workbook appears on its own once the cause is
+    gone. An export run that died without saying why is recorded as such."""
     requests = []
     now = time.time()
     for batch in unexported_batches(db):
@@ -290,6 +294,8 @@ def _export_requests(context: dg.SensorEvaluationContext, db: Ledger, schedule: 
         if any(r.dagster_run.status.value not in TERMINAL_RUN_STATUSES for r in records):
             continue  # an export is queued or running
         attempts = len(records)
+        if not attempts and batch["id"] not in closed_now and _closing_run_exports(context, db, batch):
+            continue
         if attempts:
             last = max(records, key=lambda r: r.end_time or 0.0)
             _note_silent_failure(db, batch, last)
@@ -310,6 +316,17 @@ def _export_requests(context: dg.SensorEvaluationContext, db: Ledger, schedule: 
             )
         )
     return requests
+
+
+def _closing_run_exports(context: dg.SensorEvaluationContext, db: Ledger, batch: BatchRow) -> bool:
+    """Whether the run that settled the batch's last document is still going and has recorded no
+    export failure: it closed the batch and is writing the workbook (defs/assets.py). Once it
+    ends without having recorded it (killed), the aggregator exports."""
+    if batch["export_error"] or (batch["export_attempts"] or 0) > 0:
+        return False
+    run_id = last_settling_run(db, batch["id"])
+    run = context.instance.get_run_by_id(run_id) if run_id else None
+    return run is not None and run.status.value not in TERMINAL_RUN_STATUSES
 
 
 def _note_silent_failure(db: Ledger, batch: BatchRow, last: dg.RunRecord) -> None:
@@ -373,10 +390,12 @@ def batch_aggregator(
         if (due := state.due_for_full_read(batches, started)) is not None:
             reconcile_batch(context, db, due, limits, settled)
             state.read_in_full[due["id"]] = started
+    closed_now: set[int] = set()
     for batch in batches:
         if close_if_done(db, batch["id"]):
             context.log.info(f"batch {batch['id']} completed")
             open_ids.discard(batch["id"])
+            closed_now.add(batch["id"])
     state.forget_all_but(open_ids)  # the cursor remembers open batches only
     if settled.requeued or settled.failed:
         context.log.info(
@@ -385,7 +404,7 @@ def batch_aggregator(
         )
     state.checked_at = started
     cursor = state.dump()
-    requests = _export_requests(context, db, settings.export_retry_schedule())
+    requests = _export_requests(context, db, settings.export_retry_schedule(), closed_now)
     if not requests:
         return dg.SensorResult(skip_reason="no batch to export", cursor=cursor)
     keys = sorted({request.partition_key for request in requests if request.partition_key})

@@ -214,3 +214,19 @@ def test_the_workbook_has_synthesis_and_risk_of_bias_sheets(cases: list[ReviewCa
     assert rob.cell(row=2, column=2).fill.start_color.rgb.endswith("02C100")  # reviewed: filled
     assert rob.cell(row=3, column=2).value == "+ low (not reviewed)"
     assert len(rob._images) == 2  # traffic lights and the summary bars
+
+
+def test_beyond_the_cap_the_risk_of_bias_table_stands_for_the_traffic_light_picture(
+    cases: list[ReviewCase], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More studies than TRAFFIC_LIGHT_MAX_STUDIES: the coloured table is the traffic light, the
+    summary picture stays, and a line says why the other picture is not there."""
+    from extraction_pipeline.core.export import synthesis_sheets
+
+    ledger, batch_id = cases[0].ledger, cases[0].batch_id
+    monkeypatch.setattr(synthesis_sheets, "TRAFFIC_LIGHT_MAX_STUDIES", 2)
+    rob = openpyxl.load_workbook(write_workbook(ledger, batch_id, tmp_path / "batch.xlsx"))["Risk of bias"]
+    studies = sum(1 for row in rob.iter_rows(min_row=2, max_col=1) if str(row[0].value or "").startswith("NCT"))
+    assert studies > 2 and len(rob._images) == 1  # the summary bars only
+    notes = [str(cell.value) for row in rob.iter_rows(max_col=1) for cell in row if cell.value]
+    assert f"{studies} studies: the table above is the traffic light (no picture beyond 2)" in notes

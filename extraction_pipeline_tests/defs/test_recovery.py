@@ -179,10 +179,14 @@ def test_batch_retry_reopens_the_batch_dispatches_again_and_writes_a_new_workboo
     assert not stale.success and fake_llm.requests == []
     run = _materialize(instance, home_ledger, batch, resources, tags=request.tags)  # the dispatcher's run
     assert run.success and states.get_item(home_ledger, 1)["status"] == "completed"  # type: ignore[index]
-    batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
-    second = dg.materialize([batch_workbook], partition_key=f"batch-{batch}", instance=instance, resources=resources)
-    assert second.success
-    metadata = second.asset_materializations_for_node("batch_workbook")[0].metadata
+    # The run that settled the batch's last document closed it and wrote its workbook at once, no
+    # aggregator tick in between, and reported it as the batch's `batch_workbook` materialization.
+    assert get_batch(home_ledger, batch)["status"] == "completed"  # type: ignore[index]
+    event = instance.get_latest_materialization_event(batch_workbook.key)
+    assert event is not None and event.run_id == run.run_id and event.dagster_event is not None
+    assert event.dagster_event.partition == f"batch-{batch}" and event.asset_materialization is not None
+    metadata = event.asset_materialization.metadata
+    assert metadata["version"].value == 2 and metadata["completed"].value == 2
     # Clickable in the Dagster UI: the same server serves both files (test_web.py fetches them).
     assert metadata["download"].value == f"/extraction/batches/{batch}/workbook.xlsx"  # relative: any host, any port
     assert str(metadata["meta_analysis_csv"].value).endswith(f"/extraction/batches/{batch}/meta-analysis.csv")
@@ -359,3 +363,46 @@ def test_a_workbook_written_while_the_batch_was_reopened_is_not_recorded(home_le
     retry_failed(home_ledger, batch, actor="rita")  # reopened while export v1 is being written
     assert not record_workbook(home_ledger, batch, "/exports/stale.xlsx", 1)
     assert get_batch(home_ledger, batch)["export_path"] is None  # type: ignore[index]
+
+
+def test_a_batch_whose_last_document_fails_is_closed_by_that_run(
+    instance: dg.DagsterInstance, home_ledger: Ledger, home: Path, fake_llm: FakeLLMServer
+) -> None:
+    """Two documents: the first run leaves the batch open (one still pending); the run that
+    settles the second, which fails for good (a bad key), closes the batch and writes the
+    workbook naming both, with no aggregator tick."""
+    doc_ids = register_trials(home_ledger, home, 2)
+    batch = create_batch(home_ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids).id
+    resources = resources_for(home_ledger, home, fake_llm)
+    fake_llm.answer = answer_from_trial
+    first = _materialize(instance, home_ledger, batch, resources, key="doc-1-trial-001")
+    assert first.success and get_batch(home_ledger, batch)["status"] == "open"  # type: ignore[index]
+    assert instance.get_latest_materialization_event(batch_workbook.key) is None
+    fake_llm.answer = lambda messages: Reply(status=401, error_message="bad key")
+    second = _materialize(instance, home_ledger, batch, resources, key="doc-2-trial-002")
+    assert not second.success
+    closed = get_batch(home_ledger, batch)
+    assert closed is not None and closed["status"] == "completed" and closed["export_path"]
+    statuses = [row[2].value for row in openpyxl.load_workbook(closed["export_path"])["Documents"].iter_rows(min_row=2)]
+    assert sorted(statuses) == ["completed", "error"]
+    event = instance.get_latest_materialization_event(batch_workbook.key)
+    assert event is not None and event.run_id == second.run_id
+
+
+def test_a_workbook_the_run_cannot_write_is_left_to_the_aggregator_with_the_reason(
+    instance: dg.DagsterInstance, home_ledger: Ledger, home: Path, fake_llm: FakeLLMServer
+) -> None:
+    """The exports folder cannot be made (a file stands in its place): the run still closes the
+    batch, which waits in `exporting` saying why; the aggregator launches the export run."""
+    [doc] = register_trials(home_ledger, home, 1)
+    batch = create_batch(home_ledger, idempotency_key="k", project="p", user="u", document_ids=[doc]).id
+    (home / "exports").write_text("not a folder")
+    fake_llm.answer = answer_from_trial
+    resources = resources_for(home_ledger, home, fake_llm)
+    assert _materialize(instance, home_ledger, batch, resources).success  # the document is not lost
+    waiting = get_batch(home_ledger, batch)
+    assert waiting is not None and waiting["status"] == "exporting" and waiting["export_error"]
+    assert instance.get_latest_materialization_event(batch_workbook.key) is None
+    tick = batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(tick, dg.SensorResult)
+    assert [request.partition_key for request in tick.run_requests or []] == [f"batch-{batch}"]

@@ -52,6 +52,16 @@ class BatchWorkbook:
     version: int
 
 
+def warm_up() -> None:
+    """Import what writing a workbook needs (openpyxl, statsmodels for the pooling, matplotlib for
+    the pictures: ~2.5 CPU-s): a run that holds a batch's last documents does it while they wait
+    on the model, so the workbook follows the last document within a second or two."""
+    from matplotlib.backends import backend_agg  # noqa: F401
+    from PIL import PngImagePlugin  # noqa: F401
+
+    from extraction_pipeline.core.export import synthesis_sheets  # noqa: F401
+
+
 def failure_reason(exc: BaseException, folder: Path) -> str:
     """What went wrong writing into ``folder``, in words: "no space left on device (/home/exports)"."""
     if isinstance(exc, OSError):

@@ -5,7 +5,8 @@ give two, its shared comparator split between them as the notes say —, common 
 random effects with tau², I², Q, the prediction interval; ratios back-transformed) and, below, the
 forest plot of every outcome with two studies or more, the same figure as the batch page's, as a PNG. Risk of
 bias: the traffic-light table as coloured cells (one row per study, one column per domain) with the
-robvis-style pictures below it. Both use the final values, after review.
+robvis-style pictures below it (the traffic-light picture up to TRAFFIC_LIGHT_MAX_STUDIES
+studies). Both use the final values, after review.
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ SYNTHESIS_COLUMNS = (
     "comparison",
     "notes",
 )
+# Beyond this many studies the traffic-light picture is left out: the table above it already is
+# the traffic light, one coloured row per study, and a picture of hundreds of rows is unreadable
+# and costs seconds of drawing (2.5 s for 40 studies) that the batch's workbook waits for.
+TRAFFIC_LIGHT_MAX_STUDIES = 50
 SCREEN_DPI = 96  # Excel's pixel; the PNG is drawn at PNG_DPI and shown at the figure's size
 PALETTE_COLOURS = 64  # the pictures use a handful of colours and their anti-aliasing
 
@@ -187,5 +192,10 @@ def _write_risk_of_bias(sheet: Any, rob: RiskOfBias) -> None:
         as_text_cells([sheet.cell(row=row, column=1, value=cell_value(f"{domain.short}: {domain.title}"))])
         row += 1
     row += 1
-    row = _picture(sheet, traffic_light_figure(rob), f"A{row}", row)
+    if len(rob.studies) <= TRAFFIC_LIGHT_MAX_STUDIES:
+        row = _picture(sheet, traffic_light_figure(rob), f"A{row}", row)
+    else:
+        note = f"{len(rob.studies)} studies: the table above is the traffic light"
+        sheet.cell(row=row, column=1, value=f"{note} (no picture beyond {TRAFFIC_LIGHT_MAX_STUDIES})")
+        row += 2
     _picture(sheet, summary_figure(rob), f"A{row}", row)

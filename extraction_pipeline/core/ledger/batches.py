@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import DateTime, exists, insert, literal, select, update
+from sqlalchemy import DateTime, exists, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
 from extraction_pipeline.core.errors import ConfigError
@@ -174,14 +174,15 @@ def open_batches(ledger: Ledger) -> list[BatchRow]:
         return [batch_row(row) for row in rows.mappings()]
 
 
-def has_active_items(ledger: Ledger, batch_id: int) -> bool:
-    """Whether any item of the batch is pending or extracting: a read, asked before the closing
-    update by whoever might close it (the runs ask after every document they settle)."""
-    still_active = select(batch_items.c.id).where(
+def active_count(ledger: Ledger, batch_id: int) -> int:
+    """How many items of the batch are pending or extracting: a read (one index range), asked
+    before the closing update by whoever might close it (the runs ask after every document they
+    settle)."""
+    still_active = select(func.count()).where(
         batch_items.c.batch_id == batch_id, batch_items.c.status.in_(ACTIVE_ITEM_STATUSES)
     )
     with ledger.engine.connect() as conn:
-        return conn.execute(still_active.limit(1)).first() is not None
+        return int(conn.execute(still_active).scalar_one())
 
 
 def close_if_done(ledger: Ledger, batch_id: int) -> bool:

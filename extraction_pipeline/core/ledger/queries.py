@@ -248,6 +248,19 @@ def history(
     return _item_rows(ledger, *where, limit=limit, newest_first=True)
 
 
+def last_settling_run(ledger: Ledger, batch_id: int) -> str | None:
+    """The run that settled the batch's last document (the item finished last), if a run did:
+    the one that closed the batch when it did so itself, writing its workbook."""
+    statement = (
+        select(batch_items.c.run_id)
+        .where(batch_items.c.batch_id == batch_id, batch_items.c.finished_at.is_not(None))
+        .order_by(batch_items.c.finished_at.desc(), batch_items.c.id.desc())
+        .limit(1)
+    )
+    with ledger.engine.connect() as conn:
+        return conn.execute(statement).scalar_one_or_none()
+
+
 def unexported_batches(ledger: Ledger, limit: int = 1000) -> list[BatchRow]:
     """Closed batches whose workbook has not been written yet (``exporting``), oldest first."""
     statement = select(batches).where(batches.c.status == BatchStatus.EXPORTING).order_by(batches.c.id).limit(limit)
