@@ -30,7 +30,7 @@ from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batch_jobs import WAITING_PHASES, provider_batch_phase
 from extraction_pipeline.core.ledger.batches import active_count, close_if_done, get_batch
 from extraction_pipeline.core.ledger.budgets import Budget, LedgerBudget, configure
-from extraction_pipeline.core.ledger.queries import Progress, progress
+from extraction_pipeline.core.ledger.queries import Progress, extracting_count, progress
 from extraction_pipeline.core.ledger.rows import DocumentRow, ItemRow
 from extraction_pipeline.core.ledger.schema import BatchStatus
 from extraction_pipeline.core.llm.gateway import LLMConfig
@@ -228,7 +228,7 @@ def extracted_document(
         # bounds the calls.
         lanes=min(2, len(keys)),
         max_lanes=call_lanes(context.instance, len(keys), llm.slots_per_user),
-        widen=lambda in_flight: _lanes_to_open(context, in_flight),
+        widen=lambda in_flight: _lanes_to_open(context, ledger, in_flight),
         # A transient failure (RetryRequested) or a bug stops new documents; those in flight finish.
         keep_going=lambda done: done.error is None or isinstance(done.error, dg.Failure),
         on_interrupt=interrupted,
@@ -298,9 +298,10 @@ def _close_if_last(
     )
 
 
-def _lanes_to_open(context: dg.AssetExecutionContext, in_flight: int) -> int:
+def _lanes_to_open(context: dg.AssetExecutionContext, ledger: LedgerResource, in_flight: int) -> int:
     try:
-        return lanes_to_open(context.instance, context.run.run_id, in_flight)
+        extracting = extracting_count(ledger.ledger())
+        return lanes_to_open(context.instance, context.run.run_id, in_flight, extracting)
     except Exception as exc:  # only an optimisation: a storage hiccup must not fail the run
         context.log.debug(f"not widening: {exc}")
         return 0

@@ -81,13 +81,16 @@ def ready_reserve(slots: int) -> int:
     return max(1, math.ceil(slots * READY_SHARE)) if slots else 0
 
 
-def lanes_to_open(instance: dg.DagsterInstance, run_id: str, in_flight: int) -> int:
+def lanes_to_open(instance: dg.DagsterInstance, run_id: str, in_flight: int, extracting: int | None = None) -> int:
     """How many more documents a run should put in flight now. Its share (split between the runs
     in the pool) of what the pool lacks, that is its idle slots plus a reserve of prepared claims
     waiting for the next freed slot (``ready_reserve``), less the run's documents outside the
     pool (being prepared or grounded: each is a claim soon). None while fewer of its documents
     are in the pool (holding or waiting for a slot) than outside it: its documents then spend
-    their time on the CPU, not on the model, and more threads would only contend for it.
+    their time on the CPU, not on the model, and more threads would only contend for it. With
+    ``extracting`` (the instance's documents being extracted, from the ledger), never more than
+    the pool, two reserves and what the others are preparing: runs starting together each see
+    the pool idle while the others' documents are still being prepared, and would each fill it.
 
     A batch's runs start one after the other, each paying seconds of start-up (a process, the
     imports: litellm alone is 4-5 CPU-s), so with two documents per run a pool of 5 sat part-empty
@@ -107,7 +110,10 @@ def lanes_to_open(instance: dg.DagsterInstance, run_id: str, in_flight: int) -> 
     idle = max(0, info.slot_count - len(held) - promised)
     lacking = idle + ready_reserve(info.slot_count) - waiting
     runs = {slot.run_id for slot in info.claimed_slots} | {step.run_id for step in info.pending_steps} | {run_id}
-    return max(0, math.ceil(lacking / len(runs)) - outside)
+    wanted = math.ceil(lacking / len(runs)) - outside
+    if extracting is not None:
+        wanted = min(wanted, info.slot_count + 2 * ready_reserve(info.slot_count) - extracting)
+    return max(0, wanted)
 
 
 def analyst_mark(user: str) -> str:

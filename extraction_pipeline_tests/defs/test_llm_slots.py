@@ -317,6 +317,10 @@ def test_a_run_opens_its_share_of_idle_slots_and_of_a_ready_reserve(instance: dg
     for doc in ("d1", "d2"):
         assert storage.claim_concurrency_slot(LLM_POOL, "R", f"extracted_document[{doc}]|call|a|{doc}").is_claimed
     assert lanes_to_open(instance, "R", in_flight=2) == 2  # one idle slot and the reserve
+    # Other runs' documents being prepared (in the ledger, not yet in the pool) count: at most the
+    # pool and two reserves in all.
+    assert lanes_to_open(instance, "R", in_flight=2, extracting=4) == 1
+    assert lanes_to_open(instance, "R", in_flight=2, extracting=6) == 0
     assert lanes_to_open(instance, "R", in_flight=3) == 1  # one document being prepared counts
     assert lanes_to_open(instance, "R", in_flight=5) == 0  # more of them on the CPU than in calls
     assert lanes_to_open(instance, "S", in_flight=1) == 0  # S's document is not in a call

@@ -248,6 +248,13 @@ def history(
     return _item_rows(ledger, *where, limit=limit, newest_first=True)
 
 
+def extracting_count(ledger: Ledger) -> int:
+    """Documents being extracted now, in every batch and run of the instance (one index range)."""
+    with ledger.engine.connect() as conn:
+        statement = select(func.count()).where(batch_items.c.status == ItemStatus.EXTRACTING)
+        return int(conn.execute(statement).scalar_one())
+
+
 def last_settling_run(ledger: Ledger, batch_id: int) -> str | None:
     """The run that settled the batch's last document (the item finished last), if a run did:
     the one that closed the batch when it did so itself, writing its workbook."""
