@@ -492,24 +492,25 @@ def _print_slot_use(spans: list[tuple[float, float]], t0: float, pool: int) -> N
             f"  after the pool filled ({filled_at - t0:.1f}-{last_start - t0:.1f} s): "
             f"slots {busy_after / window:.1%} busy until the last call started"
         )
-    _print_hand_over(spans, last_start, pool)
+    if filled_at is not None:
+        _print_hand_over(spans, filled_at, last_start)
 
 
-def _print_hand_over(spans: list[tuple[float, float]], last_start: float, pool: int) -> None:
-    """For every slot an answer freed while the pool was full, how long until a call took it:
-    each call started then takes the slot freed earliest. Ends after the last call started are
-    the tail, not hand-overs."""
+def _print_hand_over(spans: list[tuple[float, float]], filled_at: float, last_start: float) -> None:
+    """For every slot an answer freed once the pool had filled, how long until a call took it:
+    each call started then takes the slot freed earliest (every slot idle after the pool filled
+    was freed by an answer). Ends after the last call started are the tail, not hand-overs."""
     events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
-    freed: list[float] = []  # when slots were freed from a full pool, oldest first
+    freed: list[float] = []  # when slots were freed after the pool filled, oldest first
     gaps: list[float] = []
-    in_flight = 0
     for moment, change in events:
+        if moment <= filled_at:
+            continue
         if change < 0:
-            if in_flight >= pool and moment < last_start:
+            if moment < last_start:
                 freed.append(moment)
         elif freed:
             gaps.append(moment - freed.pop(0))
-        in_flight += change
     if not gaps:
         print("  hand-over: the pool was never full before the last call started")
         return

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # How often a run asks whether to open more lanes (one read of the pool).
-WIDEN_CHECK_SECONDS = 0.5
+WIDEN_CHECK_SECONDS = 1.0
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from extraction_pipeline.defs.in_flight import Done, each_document
+from extraction_pipeline.defs.in_flight import WIDEN_CHECK_SECONDS, Done, each_document
 
 
 def test_two_lanes_keep_two_documents_in_flight_and_yield_each_once() -> None:
@@ -118,7 +118,7 @@ def test_a_run_is_asked_to_widen_while_its_documents_keep_finishing() -> None:
     def trickle() -> None:
         for _ in range(40):
             finished.release()
-            threading.Event().wait(0.05)  # a result every 50 ms, ten times the check's rate
+            threading.Event().wait(WIDEN_CHECK_SECONDS / 10)  # ten results per check: four checks' worth
 
     threading.Thread(target=trickle, daemon=True).start()
     keys = [f"d{n}" for n in range(40)]

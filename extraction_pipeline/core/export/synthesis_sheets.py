@@ -65,7 +65,7 @@ def write_synthesis_sheets(workbook: Any, ledger: Ledger, batch_id: int) -> None
     except ConfigError as exc:
         # A value the CSV reader refuses must not cost the reviewer the whole workbook.
         sheet = workbook.create_sheet("Synthesis")
-        _append(sheet, ["The batch's values could not be pooled", str(exc)])
+        _write_row(sheet, 1, ["The batch's values could not be pooled", str(exc)])
     else:
         _write_synthesis(workbook.create_sheet("Synthesis"), synthesis)
     rob = batch_risk_of_bias(ledger, batch_id)
@@ -73,11 +73,13 @@ def write_synthesis_sheets(workbook: Any, ledger: Ledger, batch_id: int) -> None
         _write_risk_of_bias(workbook.create_sheet("Risk of bias"), rob)
 
 
-def _append(sheet: Any, values: list[Any]) -> None:
-    """A row of cells as Excel can hold them, text that starts like a formula kept as text (study
-    and outcome names come from papers and models)."""
-    sheet.append([cell_value(value) for value in values])
-    as_text_cells(sheet[sheet.max_row])
+def _write_row(sheet: Any, row: int, values: list[Any]) -> list[Any]:
+    """Row ``row``, cells as Excel can hold them, text that starts like a formula kept as text
+    (study and outcome names come from papers and models); returns its cells. By coordinates:
+    ``sheet.max_row`` scans every cell of the sheet (quadratic over a batch of 500 studies)."""
+    cells = [sheet.cell(row=row, column=column, value=cell_value(value)) for column, value in enumerate(values, 1)]
+    as_text_cells(cells)
+    return cells
 
 
 def _fit(ratio: bool, fit: Any) -> str:
@@ -95,12 +97,13 @@ def _write_synthesis(sheet: Any, synthesis: BatchSynthesis) -> None:
     sheet.append(list(SYNTHESIS_COLUMNS))
     for cell in sheet[1]:
         cell.font = Font(bold=True)
-    for outcome in synthesis.outcomes:
+    for row, outcome in enumerate(synthesis.outcomes, start=2):
         result = outcome.result
         ratio = result.ratio
         prediction = interval(ratio, *result.prediction_interval) if result.prediction_interval else ""
-        _append(
+        _write_row(
             sheet,
+            row,
             [
                 result.outcome,
                 result.measure,
@@ -165,9 +168,10 @@ def _write_risk_of_bias(sheet: Any, rob: RiskOfBias) -> None:
     sheet.append(["study", *(domain.short for domain in rob.domains)])
     for cell in sheet[1]:
         cell.font = Font(bold=True)
-    for study in rob.studies:
-        _append(
+    for row, study in enumerate(rob.studies, start=2):
+        cells = _write_row(
             sheet,
+            row,
             [
                 study.study,
                 *(
@@ -177,7 +181,7 @@ def _write_risk_of_bias(sheet: Any, rob: RiskOfBias) -> None:
             ],
         )
         for column, judgement in enumerate(study.judgements, start=2):
-            cell = sheet.cell(row=sheet.max_row, column=column)
+            cell = cells[column - 1]
             colour = COLOURS[judgement.level].lstrip("#")
             if judgement.reviewed:
                 cell.fill = PatternFill("solid", start_color=colour, end_color=colour)
