@@ -40,7 +40,7 @@ from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.defs.binding import Binding, bind_document, crashed_parent_run
 from extraction_pipeline.defs.executor import EXPORT_QUEUE, LLM_QUEUE, PARSE_QUEUE, queue_tags
 from extraction_pipeline.defs.in_flight import each_document
-from extraction_pipeline.defs.llm_slots import LLMSlotGate, call_lanes, lanes_to_open
+from extraction_pipeline.defs.llm_slots import LLMSlotGate, call_lanes, lanes_to_open, llm_pool_size
 from extraction_pipeline.defs.partitions import (
     batch_id_from_partition,
     batch_partition_key,
@@ -262,9 +262,9 @@ def _close_if_last(
     """A batch whose last document this run just settled is closed here and its workbook written
     at once, in this warm process: the analyst has it a second or two after the last document,
     where the aggregator's next tick and an export run of its own took ~25 s. Once the batch's
-    documents still active could all be this run's, what writing needs is imported meanwhile, while
-    they wait on the model. The close is the aggregator's own conditional update
-    (core/ledger/batches.py), so of two runs settling a batch's last documents at once one closes
+    documents still active are its last round (no more than the `llm` pool holds, or all could be
+    this run's), what writing needs is imported meanwhile, while they wait on the model. The close
+    is the aggregator's own conditional update (core/ledger/batches.py), so of two runs settling a batch's last documents at once one closes
     it; whatever goes wrong here (a full disk, an outage) leaves the batch to the aggregator, which
     exports it with its retries. On Celery the aggregator closes and exports: a step on another
     machine would write the workbook where the download page cannot read it."""
@@ -274,7 +274,7 @@ def _close_if_last(
     try:
         active = active_count(db, batch_id)
         if active:
-            if active <= left_in_run and not warmed.is_set():
+            if not warmed.is_set() and (active <= left_in_run or active <= _pool_size(context)):
                 warmed.set()
                 threading.Thread(target=warm_up, name="export warm-up", daemon=True).start()
             return
@@ -296,6 +296,13 @@ def _close_if_last(
             metadata=_workbook_metadata(batch_id, written.path, written.version, progress(db, batch_id)),
         )
     )
+
+
+def _pool_size(context: dg.AssetExecutionContext) -> int:
+    try:
+        return llm_pool_size(context.instance)
+    except Exception:  # only an optimisation
+        return 0
 
 
 def _lanes_to_open(context: dg.AssetExecutionContext, ledger: LedgerResource, in_flight: int) -> int:
