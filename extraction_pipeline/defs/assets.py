@@ -265,9 +265,10 @@ def _close_if_last(
     documents still active are its last round (no more than the `llm` pool holds, or all could be
     this run's), what writing needs is imported meanwhile, while they wait on the model. The close
     is the aggregator's own conditional update (core/ledger/batches.py), so of two runs settling
-    a batch's last documents at once one closes it; whatever goes wrong here (a full disk, an outage) leaves the batch to the aggregator, which
-    exports it with its retries. On Celery the aggregator closes and exports: a step on another
-    machine would write the workbook where the download page cannot read it."""
+    a batch's last documents at once one closes it; whatever goes wrong here (a full disk, an
+    outage) leaves the batch to the aggregator, which exports it with its retries. On Celery the
+    aggregator closes and exports: a step on another machine would write the workbook where the
+    download page cannot read it."""
     if context.job_def.executor_def.name == "celery":
         return
     db = ledger.ledger()
