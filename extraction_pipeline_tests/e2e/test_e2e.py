@@ -34,7 +34,7 @@ from extraction_pipeline.core.synthetic import SyntheticTrial, make_trial, write
 from extraction_pipeline.demo import wait_for_batch
 from extraction_pipeline.instance import DaemonProcess, init_home
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
-from extraction_pipeline_tests.support.invariant import invariant_violations, run_partitions
+from extraction_pipeline_tests.support.invariant import invariant_violations, run_partitions, wait_for_runs_to_end
 from extraction_pipeline_tests.support.ledgers import key_of
 from extraction_pipeline_tests.support.oracle import CORPUS, ORACLE_PAPERS, OracleAnswer, build_answer, skeleton
 from extraction_pipeline_tests.support.web import free_port
@@ -169,6 +169,9 @@ def _runs_for_batch(instance: dg.DagsterInstance, batch_id: int) -> list[dg.Dags
 
 
 def _assert_ledger_and_dagster_agree(stack: Stack, batch_id: int) -> None:
+    batch = get_batch(stack.ledger, batch_id)
+    assert batch is not None
+    wait_for_runs_to_end(stack.instance, batch)
     materialized = stack.instance.get_materialized_partitions(dg.AssetKey("extracted_document"))
     runs = {run.run_id: run for run in _runs_for_batch(stack.instance, batch_id)}
     for item in batch_item_rows(stack.ledger, batch_id):

@@ -13,6 +13,8 @@ And the batch has a workbook with every document exactly once.
 
 from __future__ import annotations
 
+import time
+
 import dagster as dg
 import openpyxl
 
@@ -23,6 +25,7 @@ from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.rows import BatchRow
 
 TERMINAL = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+RUNS_END_SECONDS = 60.0
 
 
 def _extraction_materializations(instance: dg.DagsterInstance, run_id: str) -> dict[str, str]:
@@ -54,11 +57,21 @@ def batch_runs(instance: dg.DagsterInstance, batch: BatchRow) -> list[dg.Dagster
     return [run for run in runs if run.job_name != "export_batch"]
 
 
+def wait_for_runs_to_end(instance: dg.DagsterInstance, batch: BatchRow, seconds: float = RUNS_END_SECONDS) -> None:
+    """The run that settles a batch's last document closes it and writes its workbook before the
+    run itself ends: the batch's story is told once its runs have ended, seconds later."""
+    deadline = time.monotonic() + seconds
+    while any(run.status not in TERMINAL for run in batch_runs(instance, batch)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
 def invariant_violations(ledger: Ledger, instance: dg.DagsterInstance, batch_id: int) -> list[str]:
-    """Every way in which ledger and Dagster disagree about this batch (empty: they agree)."""
+    """Every way in which ledger and Dagster disagree about this batch (empty: they agree), once
+    its runs have ended (or a minute has passed: a run still going then is a violation)."""
     problems: list[str] = []
     batch = get_batch(ledger, batch_id)
     assert batch is not None
+    wait_for_runs_to_end(instance, batch)
     runs = batch_runs(instance, batch)
     for run in runs:
         if run.status not in TERMINAL:
