@@ -1,5 +1,6 @@
 """Assets: a document's parsed text, its grounded extraction, and a batch's workbook."""
 
+import contextlib
 import math
 import os
 import socket
@@ -28,7 +29,7 @@ from extraction_pipeline.core.extraction.follow_up import found_by_follow_up
 from extraction_pipeline.core.ledger import ItemStatus, Ledger, utcnow
 from extraction_pipeline.core.ledger import items as item_states
 from extraction_pipeline.core.ledger.batch_jobs import WAITING_PHASES, provider_batch_phase
-from extraction_pipeline.core.ledger.batches import active_count, close_if_done, get_batch
+from extraction_pipeline.core.ledger.batches import active_count, close_if_done, get_batch, record_export_failure
 from extraction_pipeline.core.ledger.budgets import Budget, LedgerBudget, configure
 from extraction_pipeline.core.ledger.queries import Progress, extracting_count, progress
 from extraction_pipeline.core.ledger.rows import DocumentRow, ItemRow
@@ -281,22 +282,29 @@ def _close_if_last(
             return
         if not close_if_done(db, batch_id):
             return
-        context.log.info(f"batch {batch_id}: every document is settled; the batch is completed")
+    except Exception as exc:  # the aggregator closes what this could not
+        context.log.warning(f"batch {batch_id}: not closed by this run ({exc}); the aggregator will")
+        return
+    context.log.info(f"batch {batch_id}: every document is settled; the batch is completed")
+    try:
         written = write_batch_workbook(db, batch_id, settings.exports_dir)
-    except Exception as exc:  # the aggregator closes and exports what this could not
-        context.log.warning(f"batch {batch_id}: not exported by this run ({exc}); the aggregator will")
-        return
-    if written.result is not ExportResult.WRITTEN or written.path is None:
-        return
-    key = batch_partition_key(batch_id)
-    context.instance.add_dynamic_partitions(batches_partitions.name, [key])
-    context.log_event(
-        dg.AssetMaterialization(
-            asset_key=batch_workbook.key,
-            partition=key,
-            metadata=_workbook_metadata(batch_id, written.path, written.version, progress(db, batch_id)),
+        if written.result is not ExportResult.WRITTEN or written.path is None:
+            return
+        key = batch_partition_key(batch_id)
+        context.instance.add_dynamic_partitions(batches_partitions.name, [key])
+        context.log_event(
+            dg.AssetMaterialization(
+                asset_key=batch_workbook.key,
+                partition=key,
+                metadata=_workbook_metadata(batch_id, written.path, written.version, progress(db, batch_id)),
+            )
         )
-    )
+    except ExportError:
+        return  # recorded on the batch: the aggregator tries again, with backoff
+    except Exception as exc:  # recorded, so the aggregator exports it without waiting for this run
+        context.log.warning(f"batch {batch_id}: workbook not written by this run ({exc}); the aggregator will")
+        with contextlib.suppress(Exception):
+            record_export_failure(db, batch_id, failure_reason(exc, settings.exports_dir))
 
 
 def _pool_size(context: dg.AssetExecutionContext) -> int:

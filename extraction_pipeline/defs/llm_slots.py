@@ -17,8 +17,8 @@ fills the pool while the others start up, and keeps a few prepared documents wai
 freed slot; among one analyst's claims, a run holding fewer slots
 is served first, then the run with more documents left. A run's documents
 cannot move to another run, so a batch ends when its slowest run does; runs that keep pace end
-together, with every slot busy to the last round. A waiting claim whose run's standing changes
-joins the queue again at its new priority.
+together, with every slot busy to the last round. A waiting claim whose standing changes against
+another analyst's waiting claims joins the queue again at its new priority.
 
 Slots of a run whose worker dies are freed by Dagster's run monitoring when the run is failed.
 """
@@ -272,12 +272,18 @@ class _PoolState:
         return sum(1 for p, t in self.waiting.values() if p > priority or (p == priority and t < since))
 
     def reorders(self, claim: str, queued: int, priority: int) -> bool:
-        """Whether ``claim``, queued at ``queued``, would stand elsewhere among the other waiting
-        claims at ``priority`` (Dagster serves the highest priority first, ties in the order they
-        joined). Claims tied with it at ``queued`` (the same analyst's, the same run's) shift
-        together with it: no reordering."""
-        if queued == priority:
-            return False
-        low, high = sorted((queued, priority))
-        others = (other for key, (other, _) in self.waiting.items() if key != claim)
-        return any(other != queued and low <= other <= high for other in others)
+        """Whether ``claim``, queued at ``queued``, would stand elsewhere among other analysts'
+        waiting claims at ``priority`` (Dagster serves the highest priority first, ties in the
+        order they joined: joining again puts it behind its ties). Its own analyst's claims are
+        not compared: each call that starts or ends moves all of them by the same step, so their
+        stored priorities are stale together, and re-queueing them would only cost writes."""
+        mine = _analyst_of(claim)
+        others = [other for key, (other, _) in self.waiting.items() if key != claim and _analyst_of(key) != mine]
+        if priority > queued:
+            return any(queued < other < priority for other in others)
+        return any(priority <= other < queued for other in others)
+
+
+def _analyst_of(claim: str) -> str:
+    """The analyst's mark in a claim's key ("<step>|call|<mark>|<unique>")."""
+    return claim.partition(CALL_MARK)[2].partition("|")[0]

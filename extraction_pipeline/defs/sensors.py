@@ -69,6 +69,9 @@ RUNS_PER_TICK = 100
 # sequences commit out of order): the partition cursor stays behind them.
 CURSOR_SETTLE_SECONDS = 60
 EXPORT_VERSION_TAG = "extraction/export_version"
+# The run that settled a batch's last document writes its workbook in seconds (defs/assets.py):
+# past this, the aggregator exports it whatever that run is doing.
+CLOSING_RUN_EXPORT_SECONDS = 120.0
 
 
 def described_sensor(**kwargs: Any) -> Callable[[Callable[..., Any]], dg.SensorDefinition]:
@@ -319,11 +322,15 @@ def _export_requests(
 
 
 def _closing_run_exports(context: dg.SensorEvaluationContext, db: Ledger, batch: BatchRow) -> bool:
-    """Whether the run that settled the batch's last document is still going and has recorded no
-    export failure: it closed the batch and is writing the workbook (defs/assets.py). Once it
-    ends without having recorded it (killed), the aggregator exports."""
+    """Whether the run that settled the batch's last document is still going, closed it less than
+    ``CLOSING_RUN_EXPORT_SECONDS`` ago and has recorded no export failure: it is writing the
+    workbook (defs/assets.py). Once it ends without having recorded it (killed), the aggregator
+    exports."""
     if batch["export_error"] or (batch["export_attempts"] or 0) > 0:
         return False
+    closed = batch["completed_at"]
+    if closed is None or time.time() - closed.replace(tzinfo=UTC).timestamp() > CLOSING_RUN_EXPORT_SECONDS:
+        return False  # a closing run writes it in seconds: one still going has something else to do
     run_id = last_settling_run(db, batch["id"])
     run = context.instance.get_run_by_id(run_id) if run_id else None
     return run is not None and run.status.value not in TERMINAL_RUN_STATUSES
