@@ -8,16 +8,15 @@ from typing import Any
 
 import dagster as dg
 import pytest
-from sqlalchemy import insert, select
 
-from extraction_pipeline.core.ledger import Ledger, utcnow
+from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch
-from extraction_pipeline.core.ledger.schema import documents
 from extraction_pipeline.defs.llm_slots import LLM_POOL
 from extraction_pipeline.defs.resources import PipelineSettingsResource
 from extraction_pipeline.defs.run_queue import analyst_run_limit
 from extraction_pipeline.defs.sensors import RUNS_PER_TICK, batch_dispatcher
 from extraction_pipeline_tests.support.dagster_runs import register_trials, resources_for
+from extraction_pipeline_tests.support.ledgers import add_documents
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,79 +52,49 @@ def test_the_limit_is_the_lowest_that_binds_every_analyst(overrides: dict[str, A
         assert analyst_run_limit(instance) == expected
 
 
+def _run_sizes(ledger: Ledger, home: Path, *, pool: int, ticks: int = 1) -> list[int]:
+    """The documents of each run the dispatcher requests over ``ticks`` ticks, five runs per
+    analyst, an `llm` pool of ``pool``."""
+    sizes: list[int] = []
+    cursor = None
+    with dg.instance_for_test(overrides=_runs(10, {**PER_ANALYST, "limit": 5})) as instance:
+        instance.event_log_storage.set_concurrency_slots(LLM_POOL, pool)
+        for _ in range(ticks):
+            context = dg.build_sensor_context(instance=instance, resources=resources_for(ledger, home), cursor=cursor)
+            result = batch_dispatcher(context)
+            assert isinstance(result, dg.SensorResult)
+            sizes += [len(request.tags["extraction/documents"].split(",")) for request in result.run_requests or []]
+            cursor = result.cursor or cursor
+    return sizes
+
+
 def test_a_batch_is_spread_over_no_more_runs_than_the_queue_starts_at_once(home_ledger: Ledger, home: Path) -> None:
     """A pool of 50 with five runs per analyst: 40 documents in 5 runs of 8 (not 40 runs of 1,
     of which five would run at a time, each paying its own start-up)."""
     doc_ids = register_trials(home_ledger, home, 40)
     create_batch(home_ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids)
-    with dg.instance_for_test(overrides=_runs(10, {**PER_ANALYST, "limit": 5})) as instance:
-        instance.event_log_storage.set_concurrency_slots(LLM_POOL, 50)
-        result = batch_dispatcher(
-            dg.build_sensor_context(instance=instance, resources=resources_for(home_ledger, home))
-        )
-    assert isinstance(result, dg.SensorResult)
-    sizes = [len(request.tags["extraction/documents"].split(",")) for request in result.run_requests or []]
-    assert sizes == [8] * 5
+    assert _run_sizes(home_ledger, home, pool=50) == [8] * 5
 
 
 def test_a_small_pool_still_spreads_over_its_slots(home_ledger: Ledger, home: Path) -> None:
     doc_ids = register_trials(home_ledger, home, 6)
     create_batch(home_ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids)
-    with dg.instance_for_test(overrides=_runs(10, {**PER_ANALYST, "limit": 5})) as instance:
-        instance.event_log_storage.set_concurrency_slots(LLM_POOL, 3)
-        result = batch_dispatcher(
-            dg.build_sensor_context(instance=instance, resources=resources_for(home_ledger, home))
-        )
-    assert isinstance(result, dg.SensorResult)
-    assert [len(request.tags["extraction/documents"].split(",")) for request in result.run_requests or []] == [2] * 3
-
-
-def _seed_documents(ledger: Ledger, count: int) -> list[int]:
-    """``count`` document records as registration writes them (the dispatcher reads the records,
-    never the PDFs): a batch larger than registering real files in a test allows."""
-    now = utcnow()
-    rows = [
-        {
-            "project": "p",
-            "filename": f"trial-{n}.pdf",
-            "sha256": f"{n:064x}",
-            "size_bytes": 1000,
-            "pages": 10,
-            "stored_path": f"/nowhere/{n}.pdf",
-            "created_at": now,
-        }
-        for n in range(count)
-    ]
-    with ledger.engine.begin() as conn:
-        conn.execute(insert(documents), rows)
-    with ledger.engine.connect() as conn:
-        return list(conn.execute(select(documents.c.id).order_by(documents.c.id)).scalars())
+    assert _run_sizes(home_ledger, home, pool=3) == [2] * 3
 
 
 def test_a_large_batch_is_planned_whole_so_its_runs_all_start_at_once(home_ledger: Ledger, home: Path) -> None:
     """500 documents, five runs per analyst, a pool of 100: five runs of 100 in one tick, every
     document in a run that starts at once (read 200 at a time they were three waves of runs, each
     wave waiting for the last to end while the pool idled)."""
-    doc_ids = _seed_documents(home_ledger, 500)
+    doc_ids = add_documents(home_ledger, 500)  # records only: the dispatcher never opens the PDFs
     create_batch(home_ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids)
-    with dg.instance_for_test(overrides=_runs(10, {**PER_ANALYST, "limit": 5})) as instance:
-        instance.event_log_storage.set_concurrency_slots(LLM_POOL, 100)
-        result = batch_dispatcher(
-            dg.build_sensor_context(instance=instance, resources=resources_for(home_ledger, home))
-        )
-        assert isinstance(result, dg.SensorResult)
-        sizes = [len(request.tags["extraction/documents"].split(",")) for request in result.run_requests or []]
-        assert sizes == [100] * 5
-        again = batch_dispatcher(
-            dg.build_sensor_context(instance=instance, resources=resources_for(home_ledger, home), cursor=result.cursor)
-        )
-    assert isinstance(again, dg.SensorResult) and not again.run_requests  # nothing left for a second wave
+    assert _run_sizes(home_ledger, home, pool=100, ticks=2) == [100] * 5  # nothing left for a second wave
 
 
 def test_many_small_runs_go_over_several_ticks_each_document_once(home_ledger: Ledger, home: Path) -> None:
     """Runs of one document (EXTRACTION_DOCUMENTS_PER_RUN=1): a tick requests at most
     RUNS_PER_TICK runs (the daemon pays for each), the next tick the rest; no document twice."""
-    doc_ids = _seed_documents(home_ledger, RUNS_PER_TICK + 30)
+    doc_ids = add_documents(home_ledger, RUNS_PER_TICK + 30)
     create_batch(home_ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids)
     resources = {
         **resources_for(home_ledger, home),
