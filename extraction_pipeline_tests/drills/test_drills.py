@@ -405,8 +405,10 @@ def _export_failure_shown(drill: Drill, batch: int, url: str, words: str) -> Non
     page = get_page(f"{url}/batches/{batch}") or ""
     assert f"export failed: {words}" in html.unescape(page), page[-2000:]
     with drill.instance() as instance:  # the failed export run, as the Dagster UI shows it
-        runs = instance.get_runs(dg.RunsFilter(job_name="export_batch", statuses=[dg.DagsterRunStatus.FAILURE]))
-        assert runs
+        # The first attempt was the closing run's own (its log warns; the batch records why); the
+        # aggregator's export run follows at its next tick, without backoff, and fails in view.
+        failed_runs = dg.RunsFilter(job_name="export_batch", statuses=[dg.DagsterRunStatus.FAILURE])
+        runs = wait_for(lambda: instance.get_runs(failed_runs), 120, "a failed export run", interval=1)
         failures = [
             event.dagster_event.event_specific_data.error.message  # type: ignore[union-attr]
             for event in instance.all_logs(runs[0].run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
