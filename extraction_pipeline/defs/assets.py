@@ -263,8 +263,9 @@ def _close_if_last(
     """A batch whose last document this run just settled is closed here and its workbook written
     at once, in this warm process: the analyst has it a second or two after the last document,
     where the aggregator's next tick and an export run of its own took ~25 s. Once the batch's
-    documents still active are its last round (no more than the `llm` pool holds, or all could be
-    this run's), what writing needs is imported meanwhile, while they wait on the model. The close
+    documents still active could all be this run's, or are the last round of a large run (no more
+    than the `llm` pool holds, and this run has ``WARM_UP_MIN_LEFT`` of them), what writing needs
+    is imported meanwhile, while they wait on the model (never by every small run: ~2.5 CPU-s). The close
     is the aggregator's own conditional update (core/ledger/batches.py), so of two runs settling
     a batch's last documents at once one closes it; whatever goes wrong here (a full disk, an
     outage) leaves the batch to the aggregator, which exports it with its retries. On Celery the
@@ -276,7 +277,8 @@ def _close_if_last(
     try:
         active = active_count(db, batch_id)
         if active:
-            if not warmed.is_set() and (active <= left_in_run or active <= _pool_size(context)):
+            last_round = left_in_run >= WARM_UP_MIN_LEFT and active <= _pool_size(context)
+            if not warmed.is_set() and (active <= left_in_run or last_round):
                 warmed.set()
                 threading.Thread(target=warm_up, name="export warm-up", daemon=True).start()
             return
@@ -305,6 +307,9 @@ def _close_if_last(
         context.log.warning(f"batch {batch_id}: workbook not written by this run ({exc}); the aggregator will")
         with contextlib.suppress(Exception):
             record_export_failure(db, batch_id, failure_reason(exc, settings.exports_dir))
+
+
+WARM_UP_MIN_LEFT = 20
 
 
 def _pool_size(context: dg.AssetExecutionContext) -> int:
