@@ -45,8 +45,9 @@ MAX_POLL_SECONDS = 0.5
 NEAR_HEAD = 8
 FAR_POLL_SECONDS = 1.5
 OVERWRITE_WINDOW_SECONDS = 0.05  # a racing claim's write lands within this (see _still_mine)
-# Priority steps: one slot held by the analyst outweighs anything about the run; one slot held by
-# the run outweighs any difference in documents left (a run has at most 100).
+# Priority steps: one slot held by the analyst outweighs anything about the run while a run holds
+# fewer than ten; one slot held by the run outweighs any difference in documents left (counted up
+# to 99: runs of more tie until their last 99).
 ANALYST_STEP = 1000
 RUN_STEP = 100
 
