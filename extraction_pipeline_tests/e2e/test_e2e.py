@@ -292,7 +292,11 @@ def _calls_for(stack: Stack, nct: str) -> int:
 
 def _assert_isolated(stack: Stack, batch_id: int, failed_ids: set[int]) -> list[dg.DagsterRun]:
     """Several documents per run; the two bad ones failed alone; every other document has its own
-    materialization with its own metadata; Dagster's partition status agrees."""
+    materialization with its own metadata; Dagster's partition status agrees (once the runs have
+    ended: the run that settles the last document closes the batch before it ends itself)."""
+    batch = get_batch(stack.ledger, batch_id)
+    assert batch is not None
+    wait_for_runs_to_end(stack.instance, batch)
     items = batch_item_rows(stack.ledger, batch_id)
     assert {i["document_id"] for i in items if i["status"] == "error"} == failed_ids
     assert {i["status"] for i in items if i["document_id"] not in failed_ids} == {"completed"}
