@@ -20,6 +20,7 @@ from extraction_pipeline.core.export.closing import (
     ExportResult,
     failure_reason,
     warm_up,
+    worth_warming_up,
     write_batch_workbook,
 )
 from extraction_pipeline.core.export.workbook import NOTHING_FOUND, answer_label, write_workbook
@@ -39,7 +40,7 @@ from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document,
 from extraction_pipeline.core.runs.interrupts import interrupts_deferred
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.defs.binding import Binding, bind_document, crashed_parent_run
-from extraction_pipeline.defs.executor import EXPORT_QUEUE, LLM_QUEUE, PARSE_QUEUE, queue_tags
+from extraction_pipeline.defs.executor import EXPORT_QUEUE, LLM_QUEUE, PARSE_QUEUE, on_celery, queue_tags
 from extraction_pipeline.defs.in_flight import each_document
 from extraction_pipeline.defs.llm_slots import LLMSlotGate, call_lanes, lanes_to_open, llm_pool_size
 from extraction_pipeline.defs.partitions import (
@@ -215,7 +216,7 @@ def extracted_document(
     stop: BaseException | None = None
     unfinished = [len(keys)]  # read by the `llm` slot claims: a run with more left is served first
     stopping = threading.Event()  # interrupted: lanes still starting a document claim nothing
-    warmed = threading.Event()  # what writing the workbook needs is imported (or being imported)
+    warm = _WarmUp()
 
     def interrupted(in_flight: list[str]) -> None:
         stopping.set()  # before the hand-back: a lane claiming meanwhile hands back on its own
@@ -229,7 +230,7 @@ def extracted_document(
         # bounds the calls.
         lanes=min(2, len(keys)),
         max_lanes=call_lanes(context.instance, len(keys), llm.slots_per_user),
-        widen=lambda in_flight: _lanes_to_open(context, ledger, in_flight),
+        widen=lambda in_flight: _lanes_to_open(context, ledger, in_flight, _analyst(bound)),
         # A transient failure (RetryRequested) or a bug stops new documents; those in flight finish.
         keep_going=lambda done: done.error is None or isinstance(done.error, dg.Failure),
         on_interrupt=interrupted,
@@ -243,7 +244,7 @@ def extracted_document(
         elif done.value is not None:
             yield dg.AssetMaterialization(asset_key=context.asset_key, partition=done.key, metadata=done.value)
         if done.key in bound and (done.error is None or isinstance(done.error, dg.Failure)):
-            _close_if_last(context, ledger, settings, bound[done.key].batch_id, unfinished[0], warmed)
+            _close_if_last(context, ledger, settings, bound[done.key].batch_id, unfinished[0], warm)
     if stop is not None:
         # The step retries (transient) or fails; documents already materialized are skipped by a
         # retry (their items are completed).
@@ -252,35 +253,52 @@ def extracted_document(
         raise failures[0] if len(keys) == 1 else _several_failed(failures, len(keys))
 
 
+class _WarmUp:
+    """What writing the workbook needs, imported once on a background thread while the run's
+    last documents wait on the model (core/export/closing.py, ``warm_up``); joined before the
+    write, so the two never import the same modules at once."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=warm_up, name="export warm-up", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+
 def _close_if_last(
     context: dg.AssetExecutionContext,
     ledger: LedgerResource,
     settings: PipelineSettingsResource,
     batch_id: int,
     left_in_run: int,
-    warmed: threading.Event,
+    warm: _WarmUp,
 ) -> None:
     """A batch whose last document this run just settled is closed here and its workbook written
     at once, in this warm process: the analyst has it a second or two after the last document,
-    where the aggregator's next tick and an export run of its own took ~25 s. Once the batch's
-    documents still active could all be this run's, or are the last round of a large run (no more
-    than the `llm` pool holds, and this run has ``WARM_UP_MIN_LEFT`` of them), what writing needs
-    is imported meanwhile, while they wait on the model (never by every small run: ~2.5 CPU-s). The close
-    is the aggregator's own conditional update (core/ledger/batches.py), so of two runs settling
-    a batch's last documents at once one closes it; whatever goes wrong here (a full disk, an
+    where the aggregator's next tick and an export run of its own took ~25 s. Near the batch's
+    end (``worth_warming_up``), what writing needs is imported meanwhile. The close is the
+    aggregator's own conditional update (core/ledger/batches.py), so of two runs settling a
+    batch's last documents at once one closes it; whatever goes wrong here (a full disk, an
     outage) leaves the batch to the aggregator, which exports it with its retries. On Celery the
     aggregator closes and exports: a step on another machine would write the workbook where the
     download page cannot read it."""
-    if context.job_def.executor_def.name == "celery":
+    if on_celery(context.job_def):
         return
     db = ledger.ledger()
     try:
         active = active_count(db, batch_id)
         if active:
-            last_round = left_in_run >= WARM_UP_MIN_LEFT and active <= _pool_size(context)
-            if not warmed.is_set() and (active <= left_in_run or last_round):
-                warmed.set()
-                threading.Thread(target=warm_up, name="export warm-up", daemon=True).start()
+            if not warm.started and worth_warming_up(active, left_in_run, _pool_size(context)):
+                warm.start()
             return
         if not close_if_done(db, batch_id):
             return
@@ -288,28 +306,44 @@ def _close_if_last(
         context.log.warning(f"batch {batch_id}: not closed by this run ({exc}); the aggregator will")
         return
     context.log.info(f"batch {batch_id}: every document is settled; the batch is completed")
+    warm.wait()
     try:
         written = write_batch_workbook(db, batch_id, settings.exports_dir)
-        if written.result is not ExportResult.WRITTEN or written.path is None:
-            return
-        key = batch_partition_key(batch_id)
-        context.instance.add_dynamic_partitions(batches_partitions.name, [key])
-        context.log_event(
-            dg.AssetMaterialization(
-                asset_key=batch_workbook.key,
-                partition=key,
-                metadata=_workbook_metadata(batch_id, written.path, written.version, progress(db, batch_id)),
-            )
-        )
     except ExportError:
         return  # recorded on the batch: the aggregator tries again, with backoff
     except Exception as exc:  # recorded, so the aggregator exports it without waiting for this run
         context.log.warning(f"batch {batch_id}: workbook not written by this run ({exc}); the aggregator will")
         with contextlib.suppress(Exception):
             record_export_failure(db, batch_id, failure_reason(exc, settings.exports_dir))
+        return
+    if written.result is ExportResult.WRITTEN and written.path is not None:
+        _report_workbook(context, db, batch_id, written.path, written.version)
 
 
-WARM_UP_MIN_LEFT = 20
+REPORT_TRIES = 3
+
+
+def _report_workbook(context: dg.AssetExecutionContext, db: Ledger, batch_id: int, path: Path, version: int) -> None:
+    """Tell Dagster of a workbook this run wrote (the batch is completed by then: nobody else
+    will). Dagster's storage down for a moment is tried again; after that the workbook is still
+    there for the download page and `batch status`, and the log says Dagster was not told."""
+    key = batch_partition_key(batch_id)
+    for attempt in range(REPORT_TRIES):
+        try:
+            context.instance.add_dynamic_partitions(batches_partitions.name, [key])
+            context.log_event(
+                dg.AssetMaterialization(
+                    asset_key=batch_workbook.key,
+                    partition=key,
+                    metadata=_workbook_metadata(batch_id, path, version, progress(db, batch_id)),
+                )
+            )
+            return
+        except Exception as exc:
+            if attempt == REPORT_TRIES - 1:
+                context.log.warning(f"batch {batch_id}: workbook written to {path}, not reported in Dagster ({exc})")
+                return
+            time.sleep(2**attempt)
 
 
 def _pool_size(context: dg.AssetExecutionContext) -> int:
@@ -319,10 +353,15 @@ def _pool_size(context: dg.AssetExecutionContext) -> int:
         return 0
 
 
-def _lanes_to_open(context: dg.AssetExecutionContext, ledger: LedgerResource, in_flight: int) -> int:
+def _analyst(bound: dict[str, Binding]) -> str | None:
+    """The analyst whose documents the run extracts (one batch's, or one backfill's)."""
+    return next((binding.user for binding in bound.values()), None)
+
+
+def _lanes_to_open(context: dg.AssetExecutionContext, ledger: LedgerResource, in_flight: int, user: str | None) -> int:
     try:
         extracting = extracting_count(ledger.ledger())
-        return lanes_to_open(context.instance, context.run.run_id, in_flight, extracting)
+        return lanes_to_open(context.instance, context.run.run_id, in_flight, extracting, user)
     except Exception as exc:  # only an optimisation: a storage hiccup must not fail the run
         context.log.debug(f"not widening: {exc}")
         return 0

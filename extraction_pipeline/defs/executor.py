@@ -45,8 +45,16 @@ def queue_tags(queue: str) -> dict[str, str]:
     return {QUEUE_TAG: queue}
 
 
+CELERY_EXECUTOR = "celery"
+
+
+def on_celery(job: dg.JobDefinition) -> bool:
+    """Whether the job's steps run on Celery workers (possibly other machines)."""
+    return job.executor_def.name == CELERY_EXECUTOR
+
+
 def step_executor(settings: Settings) -> dg.ExecutorDefinition:
-    if settings.executor != "celery":
+    if settings.executor != CELERY_EXECUTOR:
         return dg.in_process_executor
     from dagster_celery import celery_executor  # only deployments that use it pay for the import
 
@@ -56,7 +64,7 @@ def step_executor(settings: Settings) -> dg.ExecutorDefinition:
             "backend": _from_env("EXTRACTION_CELERY_BACKEND", settings.celery_backend),
             "config_source": CELERY_SETTINGS,
         },
-        name="celery",
+        name=CELERY_EXECUTOR,
     )
 
 

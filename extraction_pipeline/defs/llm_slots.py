@@ -14,8 +14,9 @@ lone analyst may use the whole pool.
 Even progress between runs: a run whose documents all wait on the model while a slot is idle
 puts more of them in flight, up to the pool's size (``lanes_to_open``), so the first run of a batch
 fills the pool while the others start up, and keeps a few prepared documents waiting for the next
-freed slot; among one analyst's claims, a run holding fewer slots
-is served first, then the run with more documents left. A run's documents
+freed slot; an analyst arriving while another's batch fills the pool opens documents up to an
+equal share. Among one analyst's claims, a run holding fewer slots when the claim joined the
+queue is served first, then the run with more documents left. A run's documents
 cannot move to another run, so a batch ends when its slowest run does; runs that keep pace end
 together, with every slot busy to the last round. A waiting claim whose standing changes against
 another analyst's waiting claims joins the queue again at its new priority.
@@ -34,6 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import dagster as dg
+from dagster._utils.concurrency import ConcurrencyKeyInfo
 
 LLM_POOL = "llm"
 # A held slot's key: "<step>|call|<analyst's hash>|<unique>": who holds it is read from the key.
@@ -87,7 +89,13 @@ def ready_reserve(slots: int) -> int:
     return max(1, math.ceil(slots * READY_SHARE)) if slots else 0
 
 
-def lanes_to_open(instance: dg.DagsterInstance, run_id: str, in_flight: int, extracting: int | None = None) -> int:
+def lanes_to_open(
+    instance: dg.DagsterInstance,
+    run_id: str,
+    in_flight: int,
+    extracting: int | None = None,
+    user: str | None = None,
+) -> int:
     """How many more documents a run should put in flight now. Its share (split between the runs
     in the pool) of what the pool lacks, that is its idle slots plus a reserve of prepared claims
     waiting for the next freed slot (``ready_reserve``), less the run's documents outside the
@@ -95,8 +103,15 @@ def lanes_to_open(instance: dg.DagsterInstance, run_id: str, in_flight: int, ext
     are in the pool (holding or waiting for a slot) than outside it: its documents then spend
     their time on the CPU, not on the model, and more threads would only contend for it. With
     ``extracting`` (the instance's documents being extracted, from the ledger), never more than
-    the pool, two reserves and what the others are preparing: runs starting together each see
-    the pool idle while the others' documents are still being prepared, and would each fill it.
+    the pool and two reserves being extracted in all: runs starting together each see the pool
+    idle while the others' documents are still being prepared, and would each fill it.
+
+    With ``user`` (the run's analyst) and other analysts' calls in the pool, a run whose analyst
+    holds or waits for fewer than an equal share of the pool opens its share of the difference
+    (between the analyst's runs in the pool), whatever the pool lacks: otherwise an analyst
+    arriving while another's batch fills the pool and its reserve would stay at two documents per
+    run until that batch ends. Its claims are served first (``LLMSlotGate``), so slots the
+    other analyst's answers free come to it until the shares are even.
 
     A batch's runs start one after the other, each paying seconds of start-up (a process, the
     imports: litellm alone is 4-5 CPU-s), so with two documents per run a pool of 5 sat part-empty
@@ -119,7 +134,24 @@ def lanes_to_open(instance: dg.DagsterInstance, run_id: str, in_flight: int, ext
     wanted = math.ceil(lacking / len(runs)) - outside
     if extracting is not None:
         wanted = min(wanted, info.slot_count + 2 * ready_reserve(info.slot_count) - extracting)
+    if user is not None:
+        wanted = max(wanted, _fair_share_lacking(info, run_id, analyst_mark(user)) - outside)
     return max(0, wanted)
+
+
+def _fair_share_lacking(info: ConcurrencyKeyInfo, run_id: str, mark: str) -> int:
+    """This run's part of what its analyst lacks of an equal share of the pool, counting the slots
+    it holds and its claims waiting; 0 while it is the only analyst in the pool."""
+    claims = [slot.step_key for slot in info.claimed_slots]
+    claims += [step.step_key for step in info.pending_steps if step.assigned_timestamp is None]
+    analysts = {_analyst_of(claim) for claim in claims} | {mark}
+    if len(analysts) == 1:
+        return 0
+    holding = sum(1 for claim in claims if _analyst_of(claim) == mark)
+    runs = {slot.run_id for slot in info.claimed_slots if _analyst_of(slot.step_key) == mark}
+    runs |= {step.run_id for step in info.pending_steps if _analyst_of(step.step_key) == mark} | {run_id}
+    lacking = math.ceil(info.slot_count / len(analysts)) - holding
+    return math.ceil(lacking / len(runs)) if lacking > 0 else 0
 
 
 def analyst_mark(user: str) -> str:
@@ -275,14 +307,15 @@ class _PoolState:
     def reorders(self, claim: str, queued: int, priority: int) -> bool:
         """Whether ``claim``, queued at ``queued``, would stand elsewhere among other analysts'
         waiting claims at ``priority`` (Dagster serves the highest priority first, ties in the
-        order they joined: joining again puts it behind its ties). Its own analyst's claims are
-        not compared: each call that starts or ends moves all of them by the same step, so their
-        stored priorities are stale together, and re-queueing them would only cost writes."""
+        order they joined: claims tied with either priority may be passed). Its own analyst's
+        claims are not compared: each call that starts or ends moves the analyst's term of all of
+        them by the same step, and re-queueing them would cost writes on every poll; among one
+        analyst's claims the order is the one their runs' standing gave them when they joined."""
         mine = _analyst_of(claim)
         others = [other for key, (other, _) in self.waiting.items() if key != claim and _analyst_of(key) != mine]
         if priority > queued:
-            return any(queued < other < priority for other in others)
-        return any(priority <= other < queued for other in others)
+            return any(queued <= other < priority for other in others)
+        return any(priority <= other <= queued for other in others)
 
 
 def _analyst_of(claim: str) -> str:

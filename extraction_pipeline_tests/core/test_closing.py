@@ -20,7 +20,13 @@ import openpyxl
 import pytest
 from sqlalchemy import update
 
-from extraction_pipeline.core.export.closing import ExportError, ExportResult, write_batch_workbook
+from extraction_pipeline.core.export.closing import (
+    WARM_UP_MIN_LEFT,
+    ExportError,
+    ExportResult,
+    worth_warming_up,
+    write_batch_workbook,
+)
 from extraction_pipeline.core.files import PARTIAL_FOLDER, partial_path, remove_stale_partials
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger import items as states
@@ -321,3 +327,14 @@ def test_files_of_users_that_look_like_ours_are_never_swept(tmp_path: Path) -> N
     partial.write_text("left by a killed writer")
     assert sorted(remove_stale_partials(tmp_path)) == sorted([ours, partial])
     assert all(path.exists() for path in look_alikes)
+
+
+def test_a_run_warms_up_for_the_workbook_only_near_its_batchs_end() -> None:
+    """It will close the batch (the active documents could all be its own), or it is a large
+    run's last round (no more left than the pool holds); never a small run in a large batch."""
+    assert worth_warming_up(active=3, left_in_run=3, pool=0)
+    assert not worth_warming_up(active=4, left_in_run=3, pool=100)  # small: ends before it pays
+    left = WARM_UP_MIN_LEFT
+    assert worth_warming_up(active=100, left_in_run=left, pool=100)
+    assert not worth_warming_up(active=101, left_in_run=left, pool=100)  # more than one round left
+    assert not worth_warming_up(active=100, left_in_run=left - 1, pool=100)

@@ -16,7 +16,7 @@ import dagster as dg
 import pytest
 
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_json
-from extraction_pipeline.defs.llm_slots import LLM_POOL, LLMSlotGate, call_lanes, lanes_to_open
+from extraction_pipeline.defs.llm_slots import LLM_POOL, LLMSlotGate, analyst_mark, call_lanes, lanes_to_open
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply
 
 
@@ -333,3 +333,27 @@ def test_a_run_opens_its_share_of_idle_slots_and_of_a_ready_reserve(instance: dg
     assert storage.claim_concurrency_slot(LLM_POOL, "T", "extracted_document[d4]|call|c|d4").is_claimed
     storage.free_concurrency_slot_for_step("T", "extracted_document[d4]|call|c|d4")
     assert lanes_to_open(instance, "R", in_flight=2) == 2  # idle again, nobody waiting
+
+
+def test_an_analyst_arriving_at_a_full_pool_opens_documents_up_to_an_equal_share(
+    instance: dg.DagsterInstance,
+) -> None:
+    """Pool of 4, filled by alice's run with her reserve waiting: bob's run, with one claim
+    waiting, opens one more document (an equal share is 2); alice's run opens none; once bob
+    holds his share it opens nothing more than the pool lacks."""
+    storage = instance.event_log_storage
+    storage.set_concurrency_slots(LLM_POOL, 4)
+    alice, bob = analyst_mark("alice"), analyst_mark("bob")
+    for n in range(5):  # four held, one waiting: the pool's reserve
+        storage.claim_concurrency_slot(LLM_POOL, "A", f"extracted_document[a{n}]|call|{alice}|a{n}")
+    assert not storage.claim_concurrency_slot(LLM_POOL, "B", f"extracted_document[b0]|call|{bob}|b0").is_claimed
+    assert lanes_to_open(instance, "B", in_flight=1) == 0  # the pool lacks nothing
+    assert lanes_to_open(instance, "B", in_flight=1, user="bob") == 1  # his equal share lacks one
+    assert lanes_to_open(instance, "B", in_flight=2, user="bob") == 0  # being prepared: counted
+    assert lanes_to_open(instance, "A", in_flight=5, user="alice") == 0  # more than her share
+    for n in (4, 0, 1):  # her waiting claim withdrawn, two of her calls ended
+        storage.free_concurrency_slot_for_step("A", f"extracted_document[a{n}]|call|{alice}|a{n}")
+    assert storage.claim_concurrency_slot(LLM_POOL, "B", f"extracted_document[b0]|call|{bob}|b0").is_claimed
+    assert storage.claim_concurrency_slot(LLM_POOL, "B", f"extracted_document[b1]|call|{bob}|b1").is_claimed
+    # He holds his share: only the pool's empty reserve, split between the two runs, as for anyone.
+    assert lanes_to_open(instance, "B", in_flight=2, user="bob") == lanes_to_open(instance, "B", in_flight=2) == 1

@@ -52,14 +52,32 @@ class BatchWorkbook:
     version: int
 
 
+# A run imports what writing needs for a batch's last round only when it has this many documents
+# left: a small run ends before the import pays back, and every small run importing cost the
+# machine ~2.5 CPU-s each.
+WARM_UP_MIN_LEFT = 20
+
+
+def worth_warming_up(active: int, left_in_run: int, pool: int) -> bool:
+    """Whether a run should import what writing the workbook needs now, with ``active`` of its
+    batch's documents still active, ``left_in_run`` of its own documents unfinished and a pool of
+    ``pool`` calls: when the batch's active documents could all be this run's (it will close the
+    batch), or are the last round of a large run (no more than the pool holds)."""
+    return active <= left_in_run or (left_in_run >= WARM_UP_MIN_LEFT and active <= pool)
+
+
 def warm_up() -> None:
     """Import what writing a workbook needs (openpyxl, statsmodels for the pooling, matplotlib for
     the pictures: ~2.5 CPU-s): a run that holds a batch's last documents does it while they wait
-    on the model, so the workbook follows the last document within a second or two."""
-    from matplotlib.backends import backend_agg  # noqa: F401
-    from PIL import PngImagePlugin  # noqa: F401
+    on the model, so the workbook follows the last document within a second or two. A failure
+    here is not reported: writing imports the same modules and reports it there."""
+    try:
+        from matplotlib.backends import backend_agg  # noqa: F401
+        from PIL import PngImagePlugin  # noqa: F401
 
-    from extraction_pipeline.core.export import synthesis_sheets  # noqa: F401
+        from extraction_pipeline.core.export import synthesis_sheets  # noqa: F401
+    except Exception:  # noqa: S110 - told by the write, which imports the same
+        pass
 
 
 def failure_reason(exc: BaseException, folder: Path) -> str:

@@ -16,7 +16,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from extraction_pipeline.core.errors import ConfigError
-from extraction_pipeline.core.export.cells import as_text_cells, cell_value
+from extraction_pipeline.core.export.cells import write_row
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.synthesis.batch import BatchSynthesis, batch_synthesis
 from extraction_pipeline.core.synthesis.figures import PNG_DPI, render
@@ -65,21 +65,12 @@ def write_synthesis_sheets(workbook: Any, ledger: Ledger, batch_id: int) -> None
     except ConfigError as exc:
         # A value the CSV reader refuses must not cost the reviewer the whole workbook.
         sheet = workbook.create_sheet("Synthesis")
-        _write_row(sheet, 1, ["The batch's values could not be pooled", str(exc)])
+        write_row(sheet, 1, ["The batch's values could not be pooled", str(exc)])
     else:
         _write_synthesis(workbook.create_sheet("Synthesis"), synthesis)
     rob = batch_risk_of_bias(ledger, batch_id)
     if rob is not None and rob.studies:
         _write_risk_of_bias(workbook.create_sheet("Risk of bias"), rob)
-
-
-def _write_row(sheet: Any, row: int, values: list[Any]) -> list[Any]:
-    """Row ``row``, cells as Excel can hold them, text that starts like a formula kept as text
-    (study and outcome names come from papers and models); returns its cells. By coordinates:
-    ``sheet.max_row`` scans every cell of the sheet (quadratic over a batch of 500 studies)."""
-    cells = [sheet.cell(row=row, column=column, value=cell_value(value)) for column, value in enumerate(values, 1)]
-    as_text_cells(cells)
-    return cells
 
 
 def _fit(ratio: bool, fit: Any) -> str:
@@ -101,7 +92,7 @@ def _write_synthesis(sheet: Any, synthesis: BatchSynthesis) -> None:
         result = outcome.result
         ratio = result.ratio
         prediction = interval(ratio, *result.prediction_interval) if result.prediction_interval else ""
-        _write_row(
+        write_row(
             sheet,
             row,
             [
@@ -128,7 +119,7 @@ def _write_synthesis(sheet: Any, synthesis: BatchSynthesis) -> None:
         sheet.cell(row=row, column=1, value="No outcome has data to pool (events, means or an estimate with its CI).")
         row += 2
     for note in synthesis.left_out:
-        as_text_cells([sheet.cell(row=row, column=1, value=cell_value(f"left out: {note}"))])
+        write_row(sheet, row, [f"left out: {note}"])
         row += 1
     row += 1
     sheet.cell(row=row, column=1, value="Forest plots (filled: every number reviewed; hollow: not yet reviewed)")
@@ -169,7 +160,7 @@ def _write_risk_of_bias(sheet: Any, rob: RiskOfBias) -> None:
     for cell in sheet[1]:
         cell.font = Font(bold=True)
     for row, study in enumerate(rob.studies, start=2):
-        cells = _write_row(
+        cells = write_row(
             sheet,
             row,
             [
@@ -193,7 +184,7 @@ def _write_risk_of_bias(sheet: Any, rob: RiskOfBias) -> None:
         sheet.column_dimensions[get_column_letter(index)].width = 22
     row = sheet.max_row + 2
     for domain in rob.domains:
-        as_text_cells([sheet.cell(row=row, column=1, value=cell_value(f"{domain.short}: {domain.title}"))])
+        write_row(sheet, row, [f"{domain.short}: {domain.title}"])
         row += 1
     row += 1
     if len(rob.studies) <= TRAFFIC_LIGHT_MAX_STUDIES:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from extraction_pipeline.core.errors import ConfigError
-from extraction_pipeline.core.export.cells import as_text_cells, cell_value
+from extraction_pipeline.core.export.cells import as_text_cells, cell_value, write_row
 from extraction_pipeline.core.export.meta_csv import final_value, study_label
 from extraction_pipeline.core.extraction.consensus import AGREE, NEEDS_REVIEW, field_of
 from extraction_pipeline.core.extraction.follow_up import found_by_follow_up
@@ -558,13 +558,8 @@ def _write_sheet(sheet: Any, data: SheetData) -> None:
         cell.font = Font(bold=True)
     status_columns = [i for i, name in enumerate(data.header) if name == "status" or name.endswith(" status")]
     check_columns = [i for i, name in enumerate(data.header) if name == "check" or name.endswith(" check")]
-    columns = len(data.header)
     for number, row in enumerate(data.rows, start=2):
-        sheet.append([cell_value(row.get(column)) for column in data.header])
-        # Cells by their coordinates: ``sheet[n]`` and ``max_row`` scan every cell of the sheet,
-        # which made a 12,000-value batch take over ten minutes to write.
-        cells = [sheet.cell(row=number, column=column) for column in range(1, columns + 1)]
-        as_text_cells(cells)
+        cells = write_row(sheet, number, [row.get(column) for column in data.header])
         for index in status_columns:
             if color := STATUS_FILLS.get(colour_key(str(cells[index].value))):
                 cells[index].fill = PatternFill("solid", start_color=color, end_color=color)
