@@ -1,6 +1,6 @@
 """How the dispatcher groups pending documents into runs (core/runs/dispatch.py)."""
 
-from extraction_pipeline.core.runs.dispatch import PendingDocument, plan_runs, run_key
+from extraction_pipeline.core.runs.dispatch import MIN_SPREAD_RUN, PendingDocument, plan_runs, run_key
 
 
 def _docs(ids: range, uid: str = "b1", dispatch_round: int = 0) -> list[PendingDocument]:
@@ -17,13 +17,17 @@ def test_a_large_batch_is_cut_into_runs_of_at_most_per_run_consecutive_documents
     assert [d.item_id for run in runs for d in run] == list(range(1, 101))
 
 
-def test_a_small_batch_is_spread_over_the_runs_started_at_once() -> None:
-    assert [len(run) for run in plan_runs(_docs(range(1, 21)), _position(range(1, 21)), per_run=8, runs_at_once=5)] == [
-        4
-    ] * 5
-    assert [len(run) for run in plan_runs(_docs(range(1, 4)), _position(range(1, 4)), per_run=8, runs_at_once=5)] == [
-        1
-    ] * 3
+def _sizes(documents: int, per_run: int, runs_at_once: int) -> list[int]:
+    ids = range(1, documents + 1)
+    return [len(run) for run in plan_runs(_docs(ids), _position(ids), per_run=per_run, runs_at_once=runs_at_once)]
+
+
+def test_a_small_batch_is_spread_over_the_runs_started_at_once_but_never_thinner_than_the_minimum() -> None:
+    assert _sizes(50, per_run=20, runs_at_once=5) == [10] * 5
+    assert _sizes(20, per_run=8, runs_at_once=5) == [MIN_SPREAD_RUN] * 4  # not 5 runs of 4
+    assert _sizes(7, per_run=8, runs_at_once=5) == [MIN_SPREAD_RUN, 7 - MIN_SPREAD_RUN]
+    assert _sizes(3, per_run=8, runs_at_once=5) == [3]  # one start-up, not three
+    assert _sizes(3, per_run=1, runs_at_once=5) == [1] * 3  # the configured size still caps
 
 
 def test_a_run_never_spans_a_gap_another_batch_or_another_round() -> None:

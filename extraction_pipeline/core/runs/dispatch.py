@@ -7,13 +7,17 @@ batches. Documents of one run also share their batch (the run is tagged with it)
 dispatch round (a retried document never rides along with the first launch of another).
 
 Small batches are spread rather than packed: 20 documents, where one analyst's batch gets 5 runs at
-once, become 5 runs of 4, not one run of 20. A run parses all of its documents before it extracts
+once, become 4 runs of 5, not one run of 20. A run parses all of its documents before it extracts
 any, and one process works the CPU one document at a time: five runs parse side by side and reach
 the model sooner. Spread no wider than the runs Dagster starts at once: with a pool of 50 model
 slots and 5 runs per analyst, 200 documents cut into 50 runs of 4 ran 5 at a time (20 calls in
 flight, 50 run start-ups); cut into 10 runs of 20, each run puts more of its documents in flight,
 but the runs queued behind the first five pay their start-up while the slots of the runs that
 finished sit idle; cut into 5 runs of 40, the running ones widen into those slots instead.
+Never thinner than ``MIN_SPREAD_RUN`` documents a run: a run's start-up costs ~8 CPU-s (its process
+and imports; litellm alone is 4-5), ten times a document's own extraction (0.4-0.8 CPU-s), and a
+run puts its documents in flight together (``lanes_to_open``): a batch of 5 is one run, not five
+start-ups competing with the documents for a small machine's cores.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+MIN_SPREAD_RUN = 5
 
 
 @dataclass(frozen=True)
@@ -37,7 +43,8 @@ def plan_runs(
 ) -> list[list[PendingDocument]]:
     """The runs to request: lists of documents, each list consecutive in ``position`` (the
     partition order), of one batch and round, at most ``per_run`` long and, for a group smaller
-    than ``per_run`` × ``runs_at_once``, cut into about ``runs_at_once`` runs. A document whose
+    than ``per_run`` × ``runs_at_once``, cut into about ``runs_at_once`` runs of at least
+    ``MIN_SPREAD_RUN`` (``per_run`` when that is lower). A document whose
     partition has no position yet runs alone."""
     groups: dict[tuple[str, int], list[PendingDocument]] = {}
     for doc in pending:
@@ -46,7 +53,7 @@ def plan_runs(
     for group in groups.values():
         placed = sorted((d for d in group if d.partition_key in position), key=lambda d: position[d.partition_key])
         runs.extend([d] for d in group if d.partition_key not in position)
-        size = max(1, min(per_run, math.ceil(len(placed) / max(1, runs_at_once))))
+        size = max(1, min(per_run, max(MIN_SPREAD_RUN, math.ceil(len(placed) / max(1, runs_at_once)))))
         current: list[PendingDocument] = []
         for doc in placed:
             follows = bool(current) and position[doc.partition_key] == position[current[-1].partition_key] + 1
