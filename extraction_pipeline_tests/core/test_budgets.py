@@ -17,6 +17,7 @@ from extraction_pipeline.core.errors import PermanentError, TransientError
 from extraction_pipeline.core.extraction.prompts import build_messages
 from extraction_pipeline.core.ledger import Ledger, budgets
 from extraction_pipeline.core.ledger.budgets import (
+    LEARNED_FRESH_SECONDS,
     Budget,
     LedgerBudget,
     configure,
@@ -305,6 +306,29 @@ def test_a_probe_that_fails_silently_hands_the_probe_on_and_a_silent_provider_is
     LedgerBudget(ledger).after_call(again, 900, {})  # answered, without rate-limit headers
     after = [reserve(ledger, MODEL, 1000, now=T0 + 40) for _ in range(3)]
     assert [(r.again, r.wait_seconds) for r in after] == [(False, 0.0)] * 3  # a provider that tells nothing
+
+
+def test_what_the_provider_said_is_trusted_for_a_day_then_one_call_asks_again(ledger: Ledger) -> None:
+    """A batch started within a day of the provider's last word starts with every call free to go
+    (no probe: it cost a whole call's latency with the pool idle); after a day one call asks again
+    while the others wait for its answer; limits the user configured never need asking."""
+    headers = {"x-ratelimit-limit-tokens": "40000", "x-ratelimit-remaining-tokens": "40000"}
+    now = time.time()
+    probe = reserve(ledger, MODEL, 1000, now=now)
+    assert probe.probe
+    LedgerBudget(ledger).after_call(probe, 900, headers)
+    later = [reserve(ledger, MODEL, 1000, now=now + 3600) for _ in range(3)]  # the next batch, an hour on
+    assert [(r.probe, r.again, r.budget is not None) for r in later] == [(False, False, True)] * 3
+    stale = now + LEARNED_FRESH_SECONDS + 60
+    asks = reserve(ledger, MODEL, 1000, now=stale)
+    assert asks.probe and asks.budget is None  # nothing reserved against limits no longer trusted
+    assert reserve(ledger, MODEL, 1000, now=stale + 1).again  # the others wait for its answer
+    LedgerBudget(ledger).after_call(asks, 900, headers)  # heard again: trusted again
+    assert not reserve(ledger, MODEL, 1000, now=time.time() + 60).probe
+    configure(ledger, MODEL, tokens_per_minute=20_000, requests_per_minute=None)
+    configured = reserve(ledger, MODEL, 1000, now=time.time() + 2 * LEARNED_FRESH_SECONDS)
+    assert not configured.probe and not configured.again and configured.budget is not None
+    assert configured.budget.tokens_per_minute == 20_000
 
 
 def _another_worker_wins(ledger: Ledger, monkeypatch: pytest.MonkeyPatch, times: int | None) -> dict[str, int]:

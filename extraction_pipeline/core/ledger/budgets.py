@@ -19,7 +19,10 @@ Limits come from configuration (``configure``) and from what the provider says o
 Before the provider has said anything, the first call goes alone (a probe) and the others wait
 for its answer: five calls sent blind at a 40,000 tokens/min account were two refusals at the
 start of every batch. Once the provider has answered, unknown limits (a server that sends no
-rate-limit headers) mean no waiting.
+rate-limit headers) mean no waiting. What it said is trusted for ``LEARNED_FRESH_SECONDS``: a
+batch started within a day of the last answer starts with the pool full (the probe cost a whole
+call's latency with every slot idle); after that, limits the provider may have changed (a new
+tier, another client on the account) are asked again by one call.
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from extraction_pipeline.core.errors import PermanentError, TransientError
@@ -43,6 +46,10 @@ WINDOW_SECONDS = 60.0
 # the next call probes instead. Longer than most answers, far shorter than a batch.
 PROBE_SECONDS = 30.0
 PROBE_POLL_SECONDS = 1.0
+# What the provider said (its limits, or that it tells none) is trusted this long after it last
+# said it. Every answer with rate-limit headers says it again, so only a pause this long between
+# batches makes the next batch's first call a probe.
+LEARNED_FRESH_SECONDS = 24 * 3600.0
 # Under contention (many workers moving one model's row), a compare-and-set is retried at once a
 # few times, then after short random pauses, for this long; then the call is retried later
 # (TransientError): contention is other calls going ahead, never a reason to fail a document.
@@ -70,6 +77,23 @@ class Budget:
     # Output tokens metered apart (Anthropic): then ``tokens_per_minute`` counts input tokens only.
     output_tokens_per_minute: int | None = None
     output_ready_at: float = 0.0
+    heard_at: float = 0.0  # when the provider last said its limits (epoch seconds)
+
+    def stale(self, now: float) -> bool:
+        """Whether what the provider said is too old to trust (``LEARNED_FRESH_SECONDS``)."""
+        return self.answers_seen > 0 and self.heard_at < now - LEARNED_FRESH_SECONDS
+
+    def forgetting_learned(self) -> Budget:
+        """This budget as if the provider had never answered: its configured limits only."""
+        return replace(
+            self,
+            tokens_per_minute=self.configured_tokens,
+            requests_per_minute=self.configured_requests,
+            learned_tokens=None,
+            learned_requests=None,
+            output_tokens_per_minute=None,
+            answers_seen=0,
+        )
 
     @property
     def known(self) -> bool:
@@ -130,6 +154,7 @@ def _budget(row: object) -> Budget:
         answers_seen=int(r["answers_seen"] or 0),
         output_tokens_per_minute=r["learned_output_tokens_per_minute"] or None,
         output_ready_at=float(r["output_ready_at"] or 0.0),
+        heard_at=float(r["heard_at"] or 0.0),
     )
 
 
@@ -162,6 +187,7 @@ def _ensure_row(ledger: Ledger, model: str) -> None:
                         probe_until=0.0,
                         answers_seen=0,
                         output_ready_at=0.0,
+                        heard_at=0.0,
                         updated_at=utcnow(),
                     )
                 )
@@ -225,7 +251,7 @@ def _compare_and_set(
     tokens_ready_at: float,
     requests_ready_at: float,
     output_ready_at: float | None = None,
-    **learned: int | None,
+    **learned: float | None,
 ) -> bool:
     """Move the budget from the state ``budget`` was read in (False: another call moved it first)."""
     with ledger.engine.begin() as conn:
@@ -272,6 +298,8 @@ def reserve(
     for _ in _attempts():
         budget = get_budget(ledger, model)
         at = time.time() if now is None else now
+        if budget is not None and budget.stale(at):
+            budget = budget.forgetting_learned()
         if budget is None or (not budget.known and budget.answers_seen == 0):
             return _probe(ledger, model, budget, at)
         if not budget.known:  # the provider tells no limit: only a refusal's pause holds calls
@@ -321,7 +349,7 @@ def _probe(ledger: Ledger, model: str, budget: Budget | None, at: float) -> Rese
             update(provider_budgets)
             .where(
                 provider_budgets.c.model == model,
-                provider_budgets.c.answers_seen == 0,
+                or_(provider_budgets.c.answers_seen == 0, provider_budgets.c.heard_at < at - LEARNED_FRESH_SECONDS),
                 provider_budgets.c.probe_until <= at,
             )
             .values(probe_until=at + pause + PROBE_SECONDS, updated_at=utcnow())
@@ -337,6 +365,7 @@ def _heard(ledger: Ledger, model: str, *, spoke: bool) -> None:
     values: dict[str, Any] = {"probe_until": 0.0, "updated_at": utcnow()}
     if spoke:
         values["answers_seen"] = provider_budgets.c.answers_seen + 1
+        values["heard_at"] = time.time()
     with ledger.engine.begin() as conn:
         conn.execute(update(provider_budgets).where(provider_budgets.c.model == model).values(**values))
 
@@ -422,6 +451,7 @@ def learn(ledger: Ledger, model: str, limits: RateLimits, *, now: float | None =
             learned_tokens_per_minute=learned_tokens,
             learned_requests_per_minute=learned_requests,
             learned_output_tokens_per_minute=learned_output,
+            heard_at=at,
         ):
             return
 

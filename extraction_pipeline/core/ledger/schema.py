@@ -237,6 +237,9 @@ provider_budgets = Table(
     # and refusals that carried word from the provider).
     Column("probe_until", Float, nullable=False, default=0.0),
     Column("answers_seen", Integer, nullable=False, default=0),
+    # When the provider last said its limits (epoch seconds): older than LEARNED_FRESH_SECONDS,
+    # what it said is no longer trusted and the next call probes again.
+    Column("heard_at", Float, nullable=False, default=0.0),
     # A provider that meters output tokens apart (Anthropic, from each call's max_tokens when it
     # starts): that limit, learned, and its own cell rate; input tokens then use the columns above.
     Column("learned_output_tokens_per_minute", Integer, nullable=True),
