@@ -33,7 +33,7 @@ from extraction_pipeline.core.ledger.queries import last_settling_run, undispatc
 from extraction_pipeline.core.ledger.rows import BatchRow, ItemListing
 from extraction_pipeline.core.ledger.schema import BatchOrigin
 from extraction_pipeline.core.pdf.parsing import parsed_contents
-from extraction_pipeline.core.runs.dispatch import PendingDocument, plan_runs, run_key
+from extraction_pipeline.core.runs.dispatch import PendingDocument, plan_runs, run_key, runs_at_once, usable_cores
 from extraction_pipeline.core.runs.reconcile import TERMINAL_RUN_STATUSES
 from extraction_pipeline.core.settings import DEFAULT_LLM_SLOTS
 from extraction_pipeline.defs.aggregation import (
@@ -48,6 +48,7 @@ from extraction_pipeline.defs.aggregation import (
     reconcile_ended_runs,
 )
 from extraction_pipeline.defs.binding import DOCUMENTS_TAG, ROUND_TAG, item_run_tags
+from extraction_pipeline.defs.executor import on_celery
 from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job, extract_parsed_documents_job
 from extraction_pipeline.defs.llm_slots import llm_pool_size
 from extraction_pipeline.defs.partitions import (
@@ -170,9 +171,9 @@ def batch_dispatcher(
     ]
     parsed = parsed_contents(db, [item["sha256"] for item in items], settings.parse_options().limits.parser_version)
     dispatched_at = utcnow()
-    planned = plan_runs(
-        pending, position, per_run=settings.documents_per_run, runs_at_once=_runs_at_once(context.instance)
-    )[:RUNS_PER_TICK]
+    planned = plan_runs(pending, position, per_run=settings.documents_per_run, runs_at_once=_runs_at_once(context))[
+        :RUNS_PER_TICK
+    ]
     # Only items this tick marked are launched, each run cut where one was not (so that no run's
     # range spans a document it did not mark): an evaluation that outlived its timeout cannot get
     # a document launched twice.
@@ -213,16 +214,17 @@ def _redispatch_lost(context: dg.SensorEvaluationContext, db: Ledger) -> None:
         context.log.warning(f"{len(lost)} item(s) dispatched by a tick whose runs never started: dispatching again")
 
 
-def _runs_at_once(instance: dg.DagsterInstance) -> int:
-    """How many runs a batch is spread over: as many as it can have going at once, i.e. the `llm`
-    pool's limit (5 when it cannot be read), but no more than Dagster's run queue starts for one
-    analyst (the per-user tag limit and ``max_concurrent_runs``): runs beyond that only wait in
-    the queue, each with its own start-up, while the running ones could have widened."""
+def _runs_at_once(context: dg.SensorEvaluationContext) -> int:
+    """``runs_at_once`` (core/runs/dispatch.py) of the `llm` pool (5 when it cannot be read), the
+    analyst's run limit (the per-user tag limit and ``max_concurrent_runs``) and, unless the steps
+    go to Celery workers, this machine's cores (the default launcher runs every run here)."""
     try:
-        slots = llm_pool_size(instance) or DEFAULT_LLM_SLOTS
+        slots = llm_pool_size(context.instance) or DEFAULT_LLM_SLOTS
     except Exception:  # storage without pools: spreading is only an optimisation
         slots = DEFAULT_LLM_SLOTS
-    return min(slots, analyst_run_limit(instance) or slots)
+    repository = context.repository_def
+    elsewhere = repository is not None and on_celery(repository.get_job(extract_documents_job.name))
+    return runs_at_once(slots, analyst_run_limit(context.instance), None if elsewhere else usable_cores())
 
 
 def _run_request(items: list[ItemListing], documents: list[PendingDocument], parsed: set[str]) -> dg.RunRequest:

@@ -1,6 +1,6 @@
 """How the dispatcher groups pending documents into runs (core/runs/dispatch.py)."""
 
-from extraction_pipeline.core.runs.dispatch import MIN_SPREAD_RUN, PendingDocument, plan_runs, run_key
+from extraction_pipeline.core.runs.dispatch import MIN_SPREAD_RUN, PendingDocument, plan_runs, run_key, runs_at_once
 
 
 def _docs(ids: range, uid: str = "b1", dispatch_round: int = 0) -> list[PendingDocument]:
@@ -25,7 +25,8 @@ def _sizes(documents: int, per_run: int, runs_at_once: int) -> list[int]:
 def test_a_small_batch_is_spread_over_the_runs_started_at_once_but_never_thinner_than_the_minimum() -> None:
     assert _sizes(50, per_run=20, runs_at_once=5) == [10] * 5
     assert _sizes(20, per_run=8, runs_at_once=5) == [MIN_SPREAD_RUN] * 4  # not 5 runs of 4
-    assert _sizes(7, per_run=8, runs_at_once=5) == [MIN_SPREAD_RUN, 7 - MIN_SPREAD_RUN]
+    assert _sizes(2 * MIN_SPREAD_RUN - 1, per_run=20, runs_at_once=5) == [2 * MIN_SPREAD_RUN - 1]
+    assert _sizes(2 * MIN_SPREAD_RUN + 1, per_run=20, runs_at_once=5) == [MIN_SPREAD_RUN + 1, MIN_SPREAD_RUN]
     assert _sizes(3, per_run=8, runs_at_once=5) == [3]  # one start-up, not three
     assert _sizes(3, per_run=1, runs_at_once=5) == [1] * 3  # the configured size still caps
 
@@ -57,3 +58,13 @@ def test_run_keys_are_deterministic_and_differ_by_membership_and_round() -> None
     # One document keeps the key earlier releases used (no duplicate launch after an upgrade).
     assert run_key(docs[:1]) == "b1-item-1"
     assert run_key(_docs(range(7, 8), dispatch_round=3)) == "b1-item-7-r3"
+
+
+def test_a_batch_is_spread_over_no_more_runs_than_start_at_once_or_than_the_cores_working_them() -> None:
+    assert runs_at_once(slots=100, analyst_limit=5, cores=16) == 5  # the analyst's run limit
+    assert runs_at_once(slots=3, analyst_limit=5, cores=16) == 3  # runs beyond the pool only wait
+    assert runs_at_once(slots=100, analyst_limit=None, cores=8) == 8
+    assert runs_at_once(slots=100, analyst_limit=5, cores=2) == 2  # one process per core
+    assert runs_at_once(slots=100, analyst_limit=5, cores=1) == 2  # never fewer than two
+    assert runs_at_once(slots=100, analyst_limit=5, cores=None) == 5  # steps on other machines (Celery)
+    assert runs_at_once(slots=1, analyst_limit=5, cores=2) == 1

@@ -122,7 +122,7 @@ def test_the_dispatcher_launches_again_what_a_lost_tick_marked(
     doc_ids = register_trials(home_ledger, home, 3)
     batch = create_batch(home_ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids).id
     instance.event_log_storage.set_concurrency_slots("llm", 3)
-    resources = resources_for(home_ledger, home)
+    resources = resources_for(home_ledger, home, per_run=1)
     landed = batch_dispatcher(dg.build_sensor_context(instance=instance, resources=resources))
     assert isinstance(landed, dg.SensorResult) and landed.cursor and len(landed.run_requests or []) == 3
     ids = [row["id"] for row in batch_item_rows(home_ledger, batch)]

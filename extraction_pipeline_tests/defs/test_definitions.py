@@ -101,7 +101,8 @@ def test_dispatcher_requests_one_tagged_run_per_item_once(
 ) -> None:
     doc_ids = register_trials(home_ledger, home, 3)
     batch = create_batch(home_ledger, idempotency_key="k", project="p", user="ann", document_ids=doc_ids).id
-    context = dg.build_sensor_context(instance=instance, resources=resources_for(home_ledger, home))
+    resources = resources_for(home_ledger, home, per_run=1)
+    context = dg.build_sensor_context(instance=instance, resources=resources)
     result = batch_dispatcher(context)
     assert isinstance(result, dg.SensorResult)
     requests = result.run_requests or []
@@ -117,7 +118,7 @@ def test_dispatcher_requests_one_tagged_run_per_item_once(
         "extraction/user": "ann",
         "extraction/round": "0",
     }
-    second = batch_dispatcher(dg.build_sensor_context(instance=instance, resources=resources_for(home_ledger, home)))
+    second = batch_dispatcher(dg.build_sensor_context(instance=instance, resources=resources))
     assert isinstance(second, dg.SensorResult) and not second.run_requests
 
 
@@ -320,7 +321,7 @@ def test_aggregator_requeues_documents_of_dead_runs_then_gives_up_with_the_cause
     states.release(home_ledger, items[1]["id"], run_id=interrupted, message="transient, will retry: HTTP 503 boom")
     states.claim(home_ledger, items[2]["id"], run_id="ok", worker="w")
     states.complete(home_ledger, items[2]["id"], run_id="ok", result={}, usage=Usage("m"))
-    resources = resources_for(home_ledger, home, grace=0, max_rounds=2)
+    resources = resources_for(home_ledger, home, grace=0, max_rounds=2, per_run=1)
 
     # Round 0's runs are gone without a verdict on the documents: nobody's fault but the workers'.
     batch_aggregator(dg.build_sensor_context(instance=instance, resources=resources))

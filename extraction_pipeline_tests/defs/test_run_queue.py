@@ -11,6 +11,7 @@ import pytest
 
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch
+from extraction_pipeline.defs import sensors
 from extraction_pipeline.defs.llm_slots import LLM_POOL
 from extraction_pipeline.defs.resources import PipelineSettingsResource
 from extraction_pipeline.defs.run_queue import analyst_run_limit
@@ -52,6 +53,12 @@ def test_the_limit_is_the_lowest_that_binds_every_analyst(overrides: dict[str, A
         assert analyst_run_limit(instance) == expected
 
 
+@pytest.fixture(autouse=True)
+def sixteen_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine's cores, a fact of the host (this one has 2): these tests are about the queue."""
+    monkeypatch.setattr(sensors, "usable_cores", lambda: 16)
+
+
 def _run_sizes(ledger: Ledger, home: Path, *, pool: int, ticks: int = 1) -> list[int]:
     """The documents of each run the dispatcher requests over ``ticks`` ticks, five runs per
     analyst, an `llm` pool of ``pool``."""
@@ -77,9 +84,20 @@ def test_a_batch_is_spread_over_no_more_runs_than_the_queue_starts_at_once(home_
 
 
 def test_a_small_pool_still_spreads_over_its_slots(home_ledger: Ledger, home: Path) -> None:
-    doc_ids = register_trials(home_ledger, home, 6)
+    doc_ids = register_trials(home_ledger, home, 15)
     create_batch(home_ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids)
-    assert _run_sizes(home_ledger, home, pool=3) == [2] * 3
+    assert _run_sizes(home_ledger, home, pool=3) == [5] * 3
+
+
+def test_on_two_cores_a_batch_is_spread_over_two_runs(
+    home_ledger: Ledger, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's process works on one core at a time: a third run on 2 cores would only add its
+    start-up to their work."""
+    monkeypatch.setattr(sensors, "usable_cores", lambda: 2)
+    doc_ids = add_documents(home_ledger, 500)
+    create_batch(home_ledger, idempotency_key="k", project="p", user="u", document_ids=doc_ids)
+    assert _run_sizes(home_ledger, home, pool=100) == [250] * 2
 
 
 def test_a_large_batch_is_planned_whole_so_its_runs_all_start_at_once(home_ledger: Ledger, home: Path) -> None:

@@ -211,8 +211,7 @@ def test_cli_batch_runs_through_daemon_and_sensor_closes_it(stack: Stack) -> Non
         assert row["model"] == "openai/fake-model" and row["status"] == "completed"
 
     _assert_ledger_and_dagster_agree(stack, batch_id)
-    run = _runs_for_batch(stack.instance, batch_id)[0]
-    assert run.tags["extraction/user"] == "ann" and run.tags["extraction/filename"].startswith("trial-10")
+    assert {run.tags["extraction/user"] for run in _runs_for_batch(stack.instance, batch_id)} == {"ann"}
     # The API key reached the model but never any log, run record or file of the instance home.
     leaks = [
         path

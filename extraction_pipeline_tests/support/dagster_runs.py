@@ -11,20 +11,27 @@ import dagster as dg
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch
 from extraction_pipeline.core.pdf.registration import register_pdf
+from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
 
 
 def resources_for(
-    ledger: Ledger, home: Path, fake: FakeLLMServer | None = None, grace: float = 0.0, max_rounds: int = 5
+    ledger: Ledger,
+    home: Path,
+    fake: FakeLLMServer | None = None,
+    grace: float = 0.0,
+    max_rounds: int = 5,
+    per_run: int = Settings.documents_per_run,
 ) -> dict[str, Any]:
+    """The resources of a run or sensor evaluation; ``per_run=1``: one run per document."""
     llm = LLMResource(model="openai/fake", api_base=fake.api_base, api_key="sk-x") if fake else LLMResource()
     return {
         "ledger": LedgerResource(database_url=str(ledger.engine.url)),
         "llm": llm,
         "settings": PipelineSettingsResource(
-            home=str(home), reconcile_grace_seconds=grace, max_dispatch_rounds=max_rounds
+            home=str(home), reconcile_grace_seconds=grace, max_dispatch_rounds=max_rounds, documents_per_run=per_run
         ),
     }
 

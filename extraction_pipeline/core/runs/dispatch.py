@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -36,6 +37,29 @@ class PendingDocument:
     partition_key: str
     batch_uid: str
     dispatch_round: int
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, as a container or `taskset` sets it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def runs_at_once(slots: int, analyst_limit: int | None, cores: int | None) -> int:
+    """How many runs a batch is spread over: as many as it can have going at once, i.e. the `llm`
+    pool's ``slots``, but no more than Dagster's run queue starts for one analyst
+    (``analyst_limit``): runs beyond that only wait in the queue, each with its own start-up,
+    while the running ones could have widened. Where the runs' steps work on this machine, no more
+    than its ``cores`` either (at least two): a run's process works on one core at a time
+    (Python's interpreter lock), so a run beyond the cores adds only its start-up (~8 CPU-s) to
+    the cores' work while the batch's documents wait to be prepared; the runs there are widen
+    into the pool all the same."""
+    limit = min(slots, analyst_limit or slots)
+    if cores:
+        limit = min(limit, max(2, cores))
+    return max(1, limit)
 
 
 def plan_runs(
@@ -53,7 +77,8 @@ def plan_runs(
     for group in groups.values():
         placed = sorted((d for d in group if d.partition_key in position), key=lambda d: position[d.partition_key])
         runs.extend([d] for d in group if d.partition_key not in position)
-        size = max(1, min(per_run, max(MIN_SPREAD_RUN, math.ceil(len(placed) / max(1, runs_at_once)))))
+        spread = max(1, min(runs_at_once, len(placed) // MIN_SPREAD_RUN))
+        size = max(1, min(per_run, math.ceil(len(placed) / spread)))
         current: list[PendingDocument] = []
         for doc in placed:
             follows = bool(current) and position[doc.partition_key] == position[current[-1].partition_key] + 1
