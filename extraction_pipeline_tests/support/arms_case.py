@@ -14,7 +14,7 @@ from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import SyntheticTrial, make_trial, write_report
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, extraction_json
-from extraction_pipeline_tests.support.review_case import ReviewCase, extract_answered
+from extraction_pipeline_tests.support.review_case import ReviewCase, extract_answered, parse_registered
 
 OUTCOME = "delirium"
 
@@ -136,6 +136,7 @@ def make_arms_batch(
         document_ids=[document.id for document in documents],
     ).id
     items = {row["document_id"]: row["id"] for row in batch_item_rows(ledger, batch_id)}
+    parse_registered(settings, ledger, [document.sha256 for document in documents])
     cases = []
     for made, trial, pdf, document in zip(synthetic, trials, pdfs, documents, strict=True):
         extract_answered(settings, ledger, fake, document.sha256, items[document.id], trial.answer(made))

@@ -17,7 +17,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.llm.gateway import LLMConfig
-from extraction_pipeline.core.pdf.parsing import parse_document
+from extraction_pipeline.core.pdf.parsing import parse_document, parse_documents
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import (
@@ -144,6 +144,13 @@ def extract_answered(
     assert outcome.status == "completed", outcome.reason
 
 
+def parse_registered(settings: Settings, ledger: Ledger, sha256s: list[str]) -> None:
+    """Parse registered documents into the cache together, as a run's parse step does (one
+    isolated child for them all, not one each)."""
+    stored = [(sha256, str(settings.documents_dir / f"{sha256}.pdf")) for sha256 in sha256s]
+    assert not [v for v in parse_documents(ledger, stored) if isinstance(v, Exception)]
+
+
 def make_batch(
     settings: Settings,
     ledger: Ledger,
@@ -171,6 +178,7 @@ def make_batch(
     if version == 1:
         freeze_version_1(ledger, batch_id)
     items = {row["document_id"]: row["id"] for row in batch_item_rows(ledger, batch_id)}
+    parse_registered(settings, ledger, [document.sha256 for document in documents])
     cases = []
     for trial, pdf, document in zip(trials, pdfs, documents, strict=True):
         extract_answered(settings, ledger, fake, document.sha256, items[document.id], answer(trial))
