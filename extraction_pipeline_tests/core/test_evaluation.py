@@ -331,7 +331,7 @@ def test_the_oracle_batch_of_the_corpus_scores_every_printed_gold_value_right(
     from extraction_pipeline.core.extraction.prompts import document_from_messages
     from extraction_pipeline.core.ledger.queries import batch_item_rows
     from extraction_pipeline.core.llm.gateway import LLMConfig
-    from extraction_pipeline.core.pdf.parsing import parse_document
+    from extraction_pipeline.core.pdf.parsing import parse_document, parse_documents
     from extraction_pipeline.core.pdf.registration import register_pdf
     from extraction_pipeline_tests.support.oracle import build_answer, corpus_papers, skeleton
 
@@ -353,7 +353,9 @@ def test_the_oracle_batch_of_the_corpus_scores_every_printed_gold_value_right(
         ledger, idempotency_key="oracle", project="oracle", user="u", document_ids=[d.id for d in docs]
     ).id
     llm = LLMConfig(model="openai/oracle", api_base=fake_llm.api_base, api_key="sk-test-not-a-secret")
-    for item in batch_item_rows(ledger, batch):
+    items = batch_item_rows(ledger, batch)
+    parse_documents(ledger, [(item["sha256"], item["stored_path"]) for item in items])  # one child for all
+    for item in items:
         parsed = parse_document(ledger, sha256=item["sha256"], stored_path=item["stored_path"])
         outcome = extract_item(ledger, item_id=item["id"], run_id="r", worker="w", parsed=parsed, llm=llm)
         assert outcome.status == "completed", outcome.reason
