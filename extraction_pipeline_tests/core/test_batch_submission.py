@@ -35,7 +35,7 @@ from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
 from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.ledger.schema import ProviderBatchPhase, provider_batches
 from extraction_pipeline.core.llm.gateway import LLMConfig
-from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
+from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document, parse_documents
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.core.usage import Usage
@@ -73,6 +73,8 @@ def _documents(ledger: Ledger, tmp_path: Path, *, key: str = "pb", fresh: bool =
     batch = create_batch(
         ledger, idempotency_key=key, project="p", user="u", document_ids=docs, provider_batch=True, fresh=fresh
     )
+    # Parsed together into the cache, as the submit step does: each ``parse`` below reads it.
+    parse_documents(ledger, [(item["sha256"], item["stored_path"]) for item in batch_item_rows(ledger, batch.id)])
     return batch.id
 
 
