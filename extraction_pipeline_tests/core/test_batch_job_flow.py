@@ -21,13 +21,13 @@ from extraction_pipeline.core.ledger.batch_jobs import (
     provider_batches_of,
 )
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
-from extraction_pipeline.core.ledger.queries import progress, undispatched_items
+from extraction_pipeline.core.ledger.queries import batch_item_rows, progress, undispatched_items
 from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.ledger.schema import ProviderBatchPhase
 from extraction_pipeline.core.llm import batch_api
 from extraction_pipeline.core.llm.batch_model import BatchRequest, SubmittedBatch
 from extraction_pipeline.core.llm.gateway import LLMConfig
-from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
+from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document, parse_documents
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline_tests.support.dagster_runs import answer_from_trial
@@ -60,6 +60,8 @@ def case(ledger_url: str, tmp_path: Path) -> Iterator[Case]:
     pdfs = [write_report(make_trial(i), tmp_path / "pdfs") for i in (1, 2, 3)]
     docs = [register_pdf(ledger, tmp_path / "documents", "p", pdf).id for pdf in pdfs]
     batch = create_batch(ledger, idempotency_key="pb", project="p", user="u", document_ids=docs, provider_batch=True)
+    # Parsed together into the cache, as the submit step does: each ``parse`` below reads it.
+    parse_documents(ledger, [(item["sha256"], item["stored_path"]) for item in batch_item_rows(ledger, batch.id)])
     fake = FakeBatchServer().start()
     fake.answer = lambda body: answer_from_trial(body["messages"])
     llm = LLMConfig(model="openai/gpt-4o-mini", api_base=fake.api_base, api_key="sk-test-not-a-secret")
