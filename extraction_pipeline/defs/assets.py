@@ -230,7 +230,7 @@ def extracted_document(
         # bounds the calls.
         lanes=min(2, len(keys)),
         max_lanes=call_lanes(context.instance, len(keys), llm.slots_per_user),
-        widen=lambda in_flight: _lanes_to_open(context, ledger, in_flight, _analyst(bound)),
+        widen=lambda in_flight: _lanes_to_open(context, ledger, in_flight, bound),
         # A transient failure (RetryRequested) or a bug stops new documents; those in flight finish.
         keep_going=lambda done: done.error is None or isinstance(done.error, dg.Failure),
         on_interrupt=interrupted,
@@ -353,13 +353,13 @@ def _pool_size(context: dg.AssetExecutionContext) -> int:
         return 0
 
 
-def _analyst(bound: dict[str, Binding]) -> str | None:
-    """The analyst whose documents the run extracts (one batch's, or one backfill's)."""
-    return next((binding.user for binding in bound.values()), None)
-
-
-def _lanes_to_open(context: dg.AssetExecutionContext, ledger: LedgerResource, in_flight: int, user: str | None) -> int:
+def _lanes_to_open(
+    context: dg.AssetExecutionContext, ledger: LedgerResource, in_flight: int, bound: dict[str, Binding]
+) -> int:
     try:
+        # The analyst whose documents the run extracts (one batch's, or one backfill's); the
+        # lanes add to ``bound`` meanwhile: a copy of it.
+        user = next((binding.user for binding in list(bound.values())), None)
         extracting = extracting_count(ledger.ledger())
         return lanes_to_open(context.instance, context.run.run_id, in_flight, extracting, user)
     except Exception as exc:  # only an optimisation: a storage hiccup must not fail the run

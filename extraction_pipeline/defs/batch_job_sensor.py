@@ -12,7 +12,7 @@ from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
 
 from extraction_pipeline.core.errors import TransientError
 from extraction_pipeline.core.extraction.batch_job_flow import follow, give_up, look, prepare, waiting_to_be_collected
-from extraction_pipeline.core.ledger import ItemStatus, utcnow
+from extraction_pipeline.core.ledger import utcnow
 from extraction_pipeline.core.ledger.batch_jobs import (
     ProviderBatchRecord,
     batches_to_prepare,
@@ -25,7 +25,6 @@ from extraction_pipeline.core.ledger.batch_jobs import (
 from extraction_pipeline.core.ledger.batches import BATCH_RUN_TAG, get_batch
 from extraction_pipeline.core.ledger.database import Ledger
 from extraction_pipeline.core.ledger.outages import describe_database_outage, is_database_outage
-from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document, parse_documents
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
@@ -78,12 +77,13 @@ def submit_provider_batch(
     def parse(item: ItemListing) -> ParsedDocument:
         return parse_document(db, sha256=item["sha256"], stored_path=item["stored_path"], options=options)
 
-    try:
+    def parse_all(items: list[ItemListing]) -> None:
         # Into the cache together (one isolated child for many, not one each): ``parse`` then reads
         # it, and a PDF that does not parse is told there, for its document alone.
-        pending = [item for item in batch_item_rows(db, config.batch_id) if item["status"] == ItemStatus.PENDING]
-        parse_documents(db, [(item["sha256"], item["stored_path"]) for item in pending], options)
-        done = prepare(db, config.batch_id, llm.config(), parse, progress=context.log.info)
+        parse_documents(db, [(item["sha256"], item["stored_path"]) for item in items], options)
+
+    try:
+        done = prepare(db, config.batch_id, llm.config(), parse, progress=context.log.info, parse_all=parse_all)
     except Exception as exc:
         # The provider or the ledger's database down: the retry finds what this attempt sent.
         if isinstance(exc, TransientError) or is_database_outage(exc):

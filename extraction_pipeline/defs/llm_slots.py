@@ -311,11 +311,14 @@ class _PoolState:
         claims are not compared: each call that starts or ends moves the analyst's term of all of
         them by the same step, and re-queueing them would cost writes on every poll; among one
         analyst's claims the order is the one their runs' standing gave them when they joined."""
-        mine = _analyst_of(claim)
-        others = [other for key, (other, _) in self.waiting.items() if key != claim and _analyst_of(key) != mine]
-        if priority > queued:
-            return any(queued <= other < priority for other in others)
-        return any(priority <= other <= queued for other in others)
+        if priority == queued or claim not in self.waiting:
+            return False
+        mine, since = _analyst_of(claim), self.waiting[claim][1]
+        others = [(p, t) for key, (p, t) in self.waiting.items() if key != claim and _analyst_of(key) != mine]
+        if priority > queued:  # passes those between, and its ties that joined before it
+            return any(queued < p < priority or (p == queued and t < since) for p, t in others)
+        # Falls behind those between, the ties of its new priority, and its ties that joined after it.
+        return any(priority <= p < queued or (p == queued and t > since) for p, t in others)
 
 
 def _analyst_of(claim: str) -> str:

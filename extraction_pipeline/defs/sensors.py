@@ -222,8 +222,11 @@ def _runs_at_once(context: dg.SensorEvaluationContext) -> int:
         slots = llm_pool_size(context.instance) or DEFAULT_LLM_SLOTS
     except Exception:  # storage without pools: spreading is only an optimisation
         slots = DEFAULT_LLM_SLOTS
-    repository = context.repository_def
-    elsewhere = repository is not None and on_celery(repository.get_job(extract_documents_job.name))
+    try:
+        repository = context.repository_def
+        elsewhere = repository is not None and on_celery(repository.get_job(extract_documents_job.name))
+    except Exception:  # spreading is only an optimisation: as the default executor
+        elsewhere = False
     return runs_at_once(slots, analyst_run_limit(context.instance), None if elsewhere else usable_cores())
 
 

@@ -325,10 +325,12 @@ def test_what_the_provider_said_is_trusted_for_a_day_then_one_call_asks_again(le
     assert reserve(ledger, MODEL, 1000, now=stale + 1).again  # the others wait for its answer
     LedgerBudget(ledger).after_call(asks, 900, headers)  # heard again: trusted again
     assert not reserve(ledger, MODEL, 1000, now=time.time() + 60).probe
-    configure(ledger, MODEL, tokens_per_minute=20_000, requests_per_minute=None)
+    # With a limit configured nothing is asked, and a lower learned one keeps applying: forgetting
+    # it would send a burst the provider refuses.
+    configure(ledger, MODEL, tokens_per_minute=100_000, requests_per_minute=None)
     configured = reserve(ledger, MODEL, 1000, now=time.time() + 2 * LEARNED_FRESH_SECONDS)
     assert not configured.probe and not configured.again and configured.budget is not None
-    assert configured.budget.tokens_per_minute == 20_000
+    assert configured.budget.tokens_per_minute == 40_000
 
 
 def _another_worker_wins(ledger: Ledger, monkeypatch: pytest.MonkeyPatch, times: int | None) -> dict[str, int]:

@@ -16,7 +16,14 @@ import dagster as dg
 import pytest
 
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_json
-from extraction_pipeline.defs.llm_slots import LLM_POOL, LLMSlotGate, analyst_mark, call_lanes, lanes_to_open
+from extraction_pipeline.defs.llm_slots import (
+    LLM_POOL,
+    LLMSlotGate,
+    _PoolState,
+    analyst_mark,
+    call_lanes,
+    lanes_to_open,
+)
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply
 
 
@@ -357,3 +364,24 @@ def test_an_analyst_arriving_at_a_full_pool_opens_documents_up_to_an_equal_share
     assert storage.claim_concurrency_slot(LLM_POOL, "B", f"extracted_document[b1]|call|{bob}|b1").is_claimed
     # He holds his share: only the pool's empty reserve, split between the two runs, as for anyone.
     assert lanes_to_open(instance, "B", in_flight=2, user="bob") == lanes_to_open(instance, "B", in_flight=2) == 1
+
+
+def test_a_waiting_claim_joins_the_queue_again_only_to_pass_or_fall_behind_another_analysts_claim() -> None:
+    """Dagster serves the highest priority first, ties in the order they joined: joining again
+    costs writes, so only a move that changes the order against another analyst's claim does."""
+    mine, other = "x|call|a|1", "y|call|b|1"
+
+    def state(other_priority: int, other_since: float) -> _PoolState:
+        waiting = {mine: (0, 10.0), other: (other_priority, other_since), "z|call|a|2": (-500, 1.0)}
+        return _PoolState(0, 0, set(), set(waiting), set(), waiting)
+
+    assert not state(0, 5.0).reorders(mine, queued=0, priority=0)  # unchanged: never, ties or not
+    assert state(-500, 5.0).reorders(mine, queued=-1000, priority=0)  # passes b's claim between
+    assert state(-1000, 5.0).reorders(mine, queued=-1000, priority=0)  # passes a tie that joined before it
+    assert not state(-1000, 15.0).reorders(mine, queued=-1000, priority=0)  # that tie is behind it already
+    assert not state(100, 5.0).reorders(mine, queued=-1000, priority=0)  # b's is ahead either way
+    assert state(-500, 5.0).reorders(mine, queued=0, priority=-1000)  # falls behind b's claim
+    assert state(-1000, 5.0).reorders(mine, queued=0, priority=-1000)  # behind a tie of its new standing
+    assert state(0, 15.0).reorders(mine, queued=0, priority=-1000)  # behind its tie that joined after it
+    assert not state(0, 5.0).reorders(mine, queued=0, priority=-1000)  # that tie was ahead anyway
+    assert not state(-2000, 5.0).reorders(mine, queued=0, priority=-1000)  # still ahead of b's

@@ -76,8 +76,11 @@ def prepare(
     llm: LLMConfig,
     parse: Callable[[ItemListing], ParsedDocument],
     progress: Callable[[str], None] = lambda _: None,
+    parse_all: Callable[[list[ItemListing]], object] | None = None,
 ) -> Preparation:
     """Submit the batch's first questions; the batch then waits for the provider (``follow``).
+    ``parse_all``, given the documents to ask about, parses them together into the cache first
+    (one isolated child for many) so that ``parse`` reads each from there.
     A model without a batch API, or a batch with nothing left to ask, ends the waiting at once:
     its documents are asked by ordinary calls. A transient failure (the provider down) is raised
     for the caller's retries: what was submitted before it is recorded and never sent again. A
@@ -99,6 +102,8 @@ def prepare(
     entries: list[Entry] = []
     already, not_parsed = 0, []
     items = [item for item in batch_item_rows(ledger, batch_id) if item["status"] == ItemStatus.PENDING]
+    if parse_all is not None and items:
+        parse_all(items)
     for number, item in enumerate(items, start=1):
         progress(f"preparing {number}/{len(items)}: {item['filename']}")
         try:

@@ -80,15 +80,19 @@ class Budget:
     heard_at: float = 0.0  # when the provider last said its limits (epoch seconds)
 
     def stale(self, now: float) -> bool:
-        """Whether what the provider said is too old to trust (``LEARNED_FRESH_SECONDS``)."""
-        return self.answers_seen > 0 and self.heard_at < now - LEARNED_FRESH_SECONDS
+        """Whether what the provider said is too old to trust (``LEARNED_FRESH_SECONDS``) and
+        nothing configured stands in for it: with a configured limit, the lower of it and the
+        learned one keeps applying (forgetting a lower learned limit would send a burst the
+        provider refuses), and every answer corrects it."""
+        configured = self.configured_tokens or self.configured_requests
+        return not configured and self.answers_seen > 0 and self.heard_at < now - LEARNED_FRESH_SECONDS
 
     def forgetting_learned(self) -> Budget:
-        """This budget as if the provider had never answered: its configured limits only."""
+        """This budget as if the provider had never answered (``stale``: nothing configured)."""
         return replace(
             self,
-            tokens_per_minute=self.configured_tokens,
-            requests_per_minute=self.configured_requests,
+            tokens_per_minute=None,
+            requests_per_minute=None,
             learned_tokens=None,
             learned_requests=None,
             output_tokens_per_minute=None,
