@@ -170,10 +170,10 @@ class LLMSlotGate:
     # How many of the run's documents are not finished yet (this call's included).
     run_documents_left: Callable[[], int] = lambda: 1
 
-    def _pool_state(self, claim: str) -> _PoolState:
+    def _pool_state(self, claim: str) -> PoolState:
         info = self.instance.event_log_storage.get_concurrency_info(LLM_POOL)
         mark = f"{CALL_MARK}{analyst_mark(self.user)}|"
-        return _PoolState(
+        return PoolState(
             held_by_analyst=sum(1 for slot in info.claimed_slots if mark in slot.step_key),
             held_by_run=sum(1 for s in info.claimed_slots if s.run_id == self.run_id and s.step_key != claim),
             held_keys={slot.step_key for slot in info.claimed_slots},
@@ -266,7 +266,7 @@ class LLMSlotGate:
             time.sleep(poll if state.ahead_of(claim) < NEAR_HEAD else FAR_POLL_SECONDS)
             poll = min(MAX_POLL_SECONDS, poll * 1.5)
 
-    def _priority(self, state: _PoolState) -> int:
+    def _priority(self, state: PoolState) -> int:
         """Higher is served first: an analyst holding fewer slots (fair share), then a run holding
         no slot before a run holding one (runs progress evenly), then the run with more documents
         left (the batch ends when its slowest run does)."""
@@ -289,7 +289,7 @@ class LLMSlotGate:
 
 
 @dataclass(frozen=True)
-class _PoolState:
+class PoolState:
     held_by_analyst: int  # slots held by this analyst's calls
     held_by_run: int  # slots held by this run's other calls (its other lane)
     held_keys: set[str]  # every held slot's claim

@@ -19,7 +19,7 @@ from extraction_pipeline.core.llm.gateway import LLMConfig, complete_json
 from extraction_pipeline.defs.llm_slots import (
     LLM_POOL,
     LLMSlotGate,
-    _PoolState,
+    PoolState,
     analyst_mark,
     call_lanes,
     lanes_to_open,
@@ -371,9 +371,9 @@ def test_a_waiting_claim_joins_the_queue_again_only_to_pass_or_fall_behind_anoth
     costs writes, so only a move that changes the order against another analyst's claim does."""
     mine, other = "x|call|a|1", "y|call|b|1"
 
-    def state(other_priority: int, other_since: float) -> _PoolState:
+    def state(other_priority: int, other_since: float) -> PoolState:
         waiting = {mine: (0, 10.0), other: (other_priority, other_since), "z|call|a|2": (-500, 1.0)}
-        return _PoolState(0, 0, set(), set(waiting), set(), waiting)
+        return PoolState(0, 0, set(), set(waiting), set(), waiting)
 
     assert not state(0, 5.0).reorders(mine, queued=0, priority=0)  # unchanged: never, ties or not
     assert state(-500, 5.0).reorders(mine, queued=-1000, priority=0)  # passes b's claim between

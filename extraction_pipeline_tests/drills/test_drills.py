@@ -431,7 +431,7 @@ def test_the_exports_disk_is_full_when_the_batch_closes(exports_mount: tuple[Dri
     drill, exports = exports_mount
     llm.latency = 0.5
     filler = _fill(exports)
-    batch = drill.batch(10, "disk-full")
+    batch = drill.batch(5, "disk-full")  # one run: the drill is about the disk, not the runs
     url = drill.start_ui()
     _export_failure_shown(drill, batch, url, "no space left on device")
     filler.unlink()  # space is back: nobody runs anything by hand
