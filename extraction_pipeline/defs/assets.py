@@ -42,7 +42,7 @@ from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.defs.binding import Binding, bind_document, crashed_parent_run
 from extraction_pipeline.defs.executor import EXPORT_QUEUE, LLM_QUEUE, PARSE_QUEUE, on_celery, queue_tags
 from extraction_pipeline.defs.in_flight import each_document
-from extraction_pipeline.defs.llm_slots import LLMSlotGate, call_lanes, lanes_to_open, llm_pool_size
+from extraction_pipeline.defs.llm_slots import LLMSlotGate, call_lanes, lanes_to_open, llm_pool_size_or
 from extraction_pipeline.defs.partitions import (
     batch_id_from_partition,
     batch_partition_key,
@@ -297,7 +297,7 @@ def _close_if_last(
     try:
         active = active_count(db, batch_id)
         if active:
-            if not warm.started and worth_warming_up(active, left_in_run, _pool_size(context)):
+            if not warm.started and worth_warming_up(active, left_in_run, llm_pool_size_or(context.instance, 0)):
                 warm.start()
             return
         if not close_if_done(db, batch_id):
@@ -344,13 +344,6 @@ def _report_workbook(context: dg.AssetExecutionContext, db: Ledger, batch_id: in
                 context.log.warning(f"batch {batch_id}: workbook written to {path}, not reported in Dagster ({exc})")
                 return
             time.sleep(2**attempt)
-
-
-def _pool_size(context: dg.AssetExecutionContext) -> int:
-    try:
-        return llm_pool_size(context.instance)
-    except Exception:  # only an optimisation
-        return 0
 
 
 def _lanes_to_open(

@@ -62,6 +62,15 @@ def llm_pool_size(instance: dg.DagsterInstance) -> int:
     return max(0, storage.get_concurrency_info(LLM_POOL).slot_count or 0)
 
 
+def llm_pool_size_or(instance: dg.DagsterInstance, fallback: int) -> int:
+    """``llm_pool_size``, or ``fallback`` when it is 0 or cannot be read: for what only uses it as
+    an optimisation (a storage hiccup must not fail a run or a tick)."""
+    try:
+        return llm_pool_size(instance) or fallback
+    except Exception:
+        return fallback
+
+
 def call_lanes(instance: dg.DagsterInstance, documents: int, per_user_limit: int = 0) -> int:
     """The most documents of a run in flight at once: as many as the `llm` pool has slots (the
     analyst's cap when lower) and the reserve of prepared claims waiting for one

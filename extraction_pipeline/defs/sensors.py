@@ -50,7 +50,7 @@ from extraction_pipeline.defs.aggregation import (
 from extraction_pipeline.defs.binding import DOCUMENTS_TAG, ROUND_TAG, item_run_tags
 from extraction_pipeline.defs.executor import on_celery
 from extraction_pipeline.defs.jobs import export_batch_job, extract_documents_job, extract_parsed_documents_job
-from extraction_pipeline.defs.llm_slots import llm_pool_size
+from extraction_pipeline.defs.llm_slots import llm_pool_size_or
 from extraction_pipeline.defs.partitions import (
     DOCUMENTS_PARTITIONS,
     batch_partition_key,
@@ -141,9 +141,9 @@ def batch_dispatcher(
 ) -> dg.SensorResult:
     """Starts the extraction of batches created from the command line, and of any document that
     must run again (its runs died, or someone asked for a retry): a batch spread over the runs its
-    analyst gets at once, each of up to `EXTRACTION_DOCUMENTS_PER_RUN` (default 400) consecutive
-    documents, tagged with user and batch (a run
-    of one also with document and filename). Run keys are deterministic per set of items and
+    analyst gets at once (no more than the machine's cores unless steps run on Celery), each of at
+    least 5 and up to `EXTRACTION_DOCUMENTS_PER_RUN` (default 400) consecutive documents, tagged
+    with user and batch (a run of one also with document and filename). Run keys are deterministic per set of items and
     dispatch round, so a document is never launched twice for the same round. While the model's
     provider is failing (its circuit breaker is open) nothing new is launched. Cursor: when it
     last dispatched; documents marked dispatched after that by a tick whose runs never reached
@@ -218,10 +218,7 @@ def _runs_at_once(context: dg.SensorEvaluationContext) -> int:
     """``runs_at_once`` (core/runs/dispatch.py) of the `llm` pool (5 when it cannot be read), the
     analyst's run limit (the per-user tag limit and ``max_concurrent_runs``) and, unless the steps
     go to Celery workers, this machine's cores (the default launcher runs every run here)."""
-    try:
-        slots = llm_pool_size(context.instance) or DEFAULT_LLM_SLOTS
-    except Exception:  # storage without pools: spreading is only an optimisation
-        slots = DEFAULT_LLM_SLOTS
+    slots = llm_pool_size_or(context.instance, DEFAULT_LLM_SLOTS)
     try:
         repository = context.repository_def
         elsewhere = repository is not None and on_celery(repository.get_job(extract_documents_job.name))

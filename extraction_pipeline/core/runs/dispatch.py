@@ -8,8 +8,8 @@ dispatch round (a retried document never rides along with the first launch of an
 
 Small batches are spread rather than packed: 20 documents, where one analyst's batch gets 5 runs at
 once, become 4 runs of 5, not one run of 20. A run parses all of its documents before it extracts
-any, and one process works the CPU one document at a time: five runs parse side by side and reach
-the model sooner. Spread no wider than the runs Dagster starts at once: with a pool of 50 model
+any, and one process works the CPU one document at a time: runs side by side parse and reach the
+model sooner. Spread no wider than the runs Dagster starts at once: with a pool of 50 model
 slots and 5 runs per analyst, 200 documents cut into 50 runs of 4 ran 5 at a time (20 calls in
 flight, 50 run start-ups); cut into 10 runs of 20, each run puts more of its documents in flight,
 but the runs queued behind the first five pay their start-up while the slots of the runs that
@@ -54,8 +54,8 @@ def runs_at_once(slots: int, analyst_limit: int | None, cores: int | None) -> in
     while the running ones could have widened. Where the runs' steps work on this machine, no more
     than its ``cores`` either (at least two): a run's process works on one core at a time
     (Python's interpreter lock), so a run beyond the cores adds only its start-up (~8 CPU-s) to
-    the cores' work while the batch's documents wait to be prepared; the runs there are widen
-    into the pool all the same."""
+    the cores' work while the batch's documents wait to be prepared; the runs there widen into
+    the pool all the same."""
     limit = min(slots, analyst_limit or slots)
     if cores:
         limit = min(limit, max(2, cores))
