@@ -146,11 +146,16 @@ def test_half_of_the_calls_rate_limited(make_drill: Callable[..., Drill], llm: D
 @pytest.mark.slow_drill
 def test_provider_down_for_a_while(make_drill: Callable[..., Drill], llm: DrillLLM) -> None:
     llm.latency = 1.0
-    drill = make_drill(breaker_failures="2", retry_budget_minutes="4")
+    # One document per run: runs start one after another, so when the first document is done the
+    # others still have calls to make and meet the outage (one run of five documents makes its
+    # calls side by side, and they could all be answered before the port closes).
+    drill = make_drill(breaker_failures="2", retry_budget_minutes="4", documents_per_run="1")
     batch = drill.batch(5, "outage")
     drill.start_daemon()
     wait_for(lambda: any(i["status"] == "completed" for i in drill.items(batch)), 180, "a first document")
     llm.down()
+    left = [i["id"] for i in drill.items(batch) if i["status"] != "completed"]
+    assert left, "every document was done before the outage: the drill tested nothing"
     outage_started = time.monotonic()
     # The first failure may be a kept-alive connection reset; the next ones find the port closed.
     refused = wait_for(
