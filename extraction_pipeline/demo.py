@@ -20,9 +20,16 @@ DEMO_PROJECT = "demo"
 
 
 def wait_for_batch(
-    ledger: Ledger, batch_id: int, *, timeout_seconds: float, daemon: DaemonProcess | None = None, quiet: bool = False
+    ledger: Ledger,
+    batch_id: int,
+    *,
+    timeout_seconds: float,
+    daemon: DaemonProcess | None = None,
+    quiet: bool = False,
+    poll_seconds: float = 1.0,
 ) -> BatchRow:
-    """Poll until the batch is closed *and* its workbook is written; print progress as it moves."""
+    """Poll every ``poll_seconds`` until the batch is closed *and* its workbook is written; print
+    progress as it moves."""
     deadline = time.monotonic() + timeout_seconds
     last_line = ""
     while time.monotonic() < deadline:
@@ -41,7 +48,7 @@ def wait_for_batch(
             return batch
         if daemon is not None and not daemon.alive():
             raise ExtractionRuntimeError(f"the Dagster daemon exited early; see {daemon.log_path}")
-        time.sleep(1.0)
+        time.sleep(poll_seconds)
     raise ExtractionRuntimeError(f"batch {batch_id} did not close within {timeout_seconds:.0f} s")
 
 

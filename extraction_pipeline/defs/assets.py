@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -120,12 +120,13 @@ def parsed_document(
     A broken PDF fails its own document (its item is `error`, its extraction fails); the other
     documents of the run go on. The documents of a run not parsed yet are read by one child
     process after another (pdf/isolation.run_each), not one process each."""
+    keys = context.partition_keys  # read once: each read asks Dagster's storage
     failures: list[dg.Failure] = []
     metadata: dict[str, dict[str, Any]] = {}
     to_parse: list[tuple[str, Binding]] = []
-    for key in context.partition_keys:
+    for key in keys:
         try:
-            binding = _bound_for_parsing(context, ledger, settings, key)
+            binding = _bound_for_parsing(context, ledger, settings, key, keys)
         except dg.Failure as failure:
             failures.append(failure)
             metadata[key] = {"status": f"not parsed: {failure.description}"}
@@ -148,20 +149,24 @@ def parsed_document(
                     "filename": binding.document["filename"],
                     **verdict.metadata(),
                 }
-    for key in context.partition_keys:
+    for key in keys:
         context.add_asset_metadata(metadata[key], partition_key=key)
-    if len(failures) == len(context.partition_keys):
+    if len(failures) == len(keys):
         # Nothing left to extract in this run: the run says why (one document: its own failure).
-        raise failures[0] if len(failures) == 1 else _several_failed(failures, len(context.partition_keys))
+        raise failures[0] if len(failures) == 1 else _several_failed(failures, len(keys))
     clear_waiting(context)
     return dg.MaterializeResult()
 
 
 def _bound_for_parsing(
-    context: dg.AssetExecutionContext, ledger: LedgerResource, settings: PipelineSettingsResource, key: str
+    context: dg.AssetExecutionContext,
+    ledger: LedgerResource,
+    settings: PipelineSettingsResource,
+    key: str,
+    run_keys: Sequence[str],
 ) -> Binding:
     with retry_database_outages(context, settings.retry_schedule()):
-        binding = bind_document(context, ledger.ledger(), key)
+        binding = bind_document(context, ledger.ledger(), key, run_keys=run_keys)
     if binding.item["status"] == ItemStatus.ERROR:
         raise _not_extracted(binding.item)
     return binding
@@ -223,7 +228,7 @@ def extracted_document(
         _hand_back(context, ledger, [bound[k].item["id"] for k in in_flight if k in bound])
 
     for done in each_document(
-        lambda key: _extract_one(context, ledger, llm, settings, key, bound, lambda: unfinished[0], stopping),
+        lambda key: _extract_one(context, ledger, llm, settings, key, keys, bound, lambda: unfinished[0], stopping),
         keys,
         # Documents in flight at once (defs/in_flight.py): two, and up to the `llm` pool's size and
         # a few prepared ones waiting for a slot while they wait on the model; the pool alone
@@ -377,6 +382,7 @@ def _extract_one(
     llm: LLMResource,
     settings: PipelineSettingsResource,
     key: str,
+    run_keys: Sequence[str],
     bound: dict[str, Binding],
     unfinished: Callable[[], int],
     stopping: threading.Event,
@@ -385,7 +391,7 @@ def _extract_one(
     materialized it (an earlier attempt of the same step)."""
     db = ledger.ledger()
     with retry_database_outages(context, settings.retry_schedule()):
-        binding = bind_document(context, db, key)
+        binding = bind_document(context, db, key, run_keys=run_keys)
         item = binding.item
         bound[key] = binding
         if item["status"] == ItemStatus.ERROR:
@@ -432,7 +438,10 @@ def _gated(
         per_user_limit=llm.slots_per_user,
         run_documents_left=unfinished,
     )
-    if freed := gate.release_leftovers():
+    # Only a step redelivered to another Celery worker within the same run can find claims of its
+    # own left behind; elsewhere a dead worker ends its run, and Dagster frees the run's slots (a
+    # look at the whole pool per document, behind the storage lock every lane shares, saved).
+    if on_celery(context.job_def) and (freed := gate.release_leftovers()):
         context.log.warning(f"{key}: freed {freed} `llm` slot(s) left by an earlier attempt of this step that died")
     config = llm.config()
     if not config.is_offline and (llm.tokens_per_minute or llm.requests_per_minute):

@@ -11,6 +11,7 @@ The run is then tagged with batch, document, filename and user so the Runs page 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,7 +131,9 @@ def _asset_graph(context: dg.AssetExecutionContext) -> Any:
         return context.job_def.asset_layer.asset_graph
 
 
-def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int, project: str) -> BatchRow:
+def _batch_of_run(
+    context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int, project: str, run_keys: Sequence[str]
+) -> BatchRow:
     tags = context.run.tags
     user = tags.get(USER_TAG) or DEFAULT_UI_USER
     if BATCH_UID_RUN_TAG in tags:
@@ -159,7 +162,7 @@ def _batch_of_run(context: dg.AssetExecutionContext, ledger: Ledger, doc_id: int
         )
     else:
         # A run launched from the UI without a backfill: its documents are one batch.
-        run_docs = [d for key in context.partition_keys if (d := document_id_from_partition(key)) is not None]
+        run_docs = [d for key in run_keys if (d := document_id_from_partition(key)) is not None]
         batch_id = create_batch(
             ledger,
             idempotency_key=f"run:{context.run.run_id}",
@@ -199,15 +202,16 @@ def item_run_tags(
     return tags
 
 
-def bind_document(context: dg.AssetExecutionContext, ledger: Ledger, key: str) -> Binding:
+def bind_document(context: dg.AssetExecutionContext, ledger: Ledger, key: str, *, run_keys: Sequence[str]) -> Binding:
     """Find (or create) the batch item of document partition ``key`` of this run; raise
     dg.Failure with one clear line if impossible. A run may carry several documents
-    (``context.partition_keys``): each is bound on its own."""
+    (``run_keys``, the step's ``context.partition_keys`` read once: each read asks Dagster's
+    storage again, behind a lock every thread of the run shares): each is bound on its own."""
     doc_id = document_id_from_partition(key)
     document = get_document(ledger, doc_id) if doc_id is not None else None
     if document is None or doc_id is None or partition_key_of(doc_id, document["partition_key"]) != key:
         raise dg.Failure(f"partition {key!r} is not a registered document", allow_retries=False)
-    batch = _batch_of_run(context, ledger, doc_id, document["project"])
+    batch = _batch_of_run(context, ledger, doc_id, document["project"], run_keys)
     item = find_item(ledger, batch_id=batch["id"], document_id=doc_id)
     if item is None:
         raise dg.Failure(f"document {key} is not part of batch {batch['id']}", allow_retries=False)
@@ -225,7 +229,7 @@ def bind_document(context: dg.AssetExecutionContext, ledger: Ledger, key: str) -
         filename=document["filename"],
         user=batch["user"],
         document_key=key,
-        several=len(context.partition_keys) > 1,
+        several=len(run_keys) > 1,
     )
     # Who works on it: run monitoring's health check finds this exact process by it.
     run_tags[WORKER_TAG] = worker_stamp()
