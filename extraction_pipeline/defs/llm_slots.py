@@ -29,10 +29,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import ClassVar
 
 import dagster as dg
 from dagster._utils.concurrency import ConcurrencyKeyInfo
@@ -40,12 +42,11 @@ from dagster._utils.concurrency import ConcurrencyKeyInfo
 LLM_POOL = "llm"
 # A held slot's key: "<step>|call|<analyst's hash>|<unique>": who holds it is read from the key.
 CALL_MARK = "|call|"
-FIRST_POLL_SECONDS = 0.2
-MAX_POLL_SECONDS = 0.5
-# A claim with this many waiting ahead of it polls every FAR_POLL_SECONDS: each poll reads the
-# whole pool (~5 ms of CPU on SQLite), and a reserve of prepared claims is dozens at a large pool.
-NEAR_HEAD = 8
-FAR_POLL_SECONDS = 1.5
+# How often a process reads the pool while any of its claims waits (one read, ~5 ms of CPU on
+# SQLite, for all of them: ``_PoolWatcher``); a slot given to a waiting claim is taken within it.
+WATCH_SECONDS = 0.2
+# A watcher with no claim waiting ends its thread after this long.
+WATCHER_IDLE_SECONDS = 30.0
 OVERWRITE_WINDOW_SECONDS = 0.05  # a racing claim's write lands within this (see _still_mine)
 # Priority steps: one slot held by the analyst outweighs anything about the run while a run holds
 # fewer than ten; one slot held by the run outweighs any difference in documents left (counted up
@@ -180,7 +181,9 @@ class LLMSlotGate:
     run_documents_left: Callable[[], int] = lambda: 1
 
     def _pool_state(self, claim: str) -> PoolState:
-        info = self.instance.event_log_storage.get_concurrency_info(LLM_POOL)
+        return self._state_of(self.instance.event_log_storage.get_concurrency_info(LLM_POOL), claim)
+
+    def _state_of(self, info: ConcurrencyKeyInfo, claim: str) -> PoolState:
         mark = f"{CALL_MARK}{analyst_mark(self.user)}|"
         return PoolState(
             held_by_analyst=sum(1 for slot in info.claimed_slots if mark in slot.step_key),
@@ -242,11 +245,17 @@ class LLMSlotGate:
             storage.free_concurrency_slot_for_step(self.run_id, claim)
 
     def _wait_for_slot(self, claim: str) -> None:
+        watcher = _PoolWatcher.joined(self.instance)
+        try:
+            self._wait_in_line(claim, watcher)
+        finally:
+            watcher.leave()
+
+    def _wait_in_line(self, claim: str, watcher: _PoolWatcher) -> None:
         storage = self.instance.event_log_storage
-        poll = FIRST_POLL_SECONDS
         queued: int | None = None  # the priority the claim waits in Dagster's queue with
+        state = self._pool_state(claim)
         while True:
-            state = self._pool_state(claim)
             within_limit = not self.per_user_limit or state.held_by_analyst < self.per_user_limit
             priority = self._priority(state)
             if queued is not None and claim not in state.assigned and state.reorders(claim, queued, priority):
@@ -259,7 +268,7 @@ class LLMSlotGate:
                 storage.free_concurrency_slot_for_step(self.run_id, claim)
                 queued = None
             # Waiting in Dagster's queue at the right priority: freeing a slot assigns it to the
-            # queue's head, which a poll sees; claiming again before that would only write.
+            # queue's head, which a look sees; claiming again before that would only write.
             in_line = queued is not None and claim in state.queued and claim not in state.assigned
             if not in_line and (queued is not None or within_limit):
                 status = storage.claim_concurrency_slot(LLM_POOL, self.run_id, claim, priority=priority)
@@ -271,9 +280,9 @@ class LLMSlotGate:
                     # the limit at once: give it back and wait again.
                     storage.free_concurrency_slot_for_step(self.run_id, claim)
                     queued = None
-            # Far back in the line a claim looks less often: only the head is given the next slot.
-            time.sleep(poll if state.ahead_of(claim) < NEAR_HEAD else FAR_POLL_SECONDS)
-            poll = min(MAX_POLL_SECONDS, poll * 1.5)
+            # The next look is the process's next read of the pool, begun after what this claim
+            # just wrote: every claim waiting in this process sees each read, for one read.
+            state = self._state_of(watcher.look(after=time.monotonic()), claim)
 
     def _priority(self, state: PoolState) -> int:
         """Higher is served first: an analyst holding fewer slots (fair share), then a run holding
@@ -297,6 +306,77 @@ class LLMSlotGate:
         return True
 
 
+class _PoolWatcher:
+    """One reader of the `llm` pool per process and instance for all of its claims waiting in
+    Dagster's queue. Each claim used to read the pool on its own every 0.2-1.5 s: with a reserve
+    of dozens of prepared claims that was most of a run's storage reads (each behind a lock the
+    run's lanes share on SQLite), and a claim far back in the line, looking every 1.5 s, took a
+    slot given to it a second late when a round of answers came back at once. Now a claim looks
+    at the newest read, and a read is made every ``WATCH_SECONDS`` while any claim waits."""
+
+    _lock: ClassVar[threading.Lock] = threading.Lock()  # the registry and every count of waiting claims
+    _by_instance: ClassVar[dict[int, _PoolWatcher]] = {}
+
+    def __init__(self, instance: dg.DagsterInstance) -> None:
+        self.instance = instance
+        self.waiting = 0
+        self.running = False
+        self._read = threading.Condition()
+        self._read_started = -math.inf  # when the newest read began (time.monotonic())
+        self._info: ConcurrencyKeyInfo | None = None
+        self._error: BaseException | None = None
+
+    @classmethod
+    def joined(cls, instance: dg.DagsterInstance) -> _PoolWatcher:
+        """The instance's watcher, with one more claim waiting (``leave`` when it stops)."""
+        with cls._lock:
+            watcher = cls._by_instance.get(id(instance))
+            if watcher is None or watcher.instance is not instance:
+                watcher = cls._by_instance[id(instance)] = _PoolWatcher(instance)
+            watcher.waiting += 1
+            if not watcher.running:
+                watcher.running = True
+                threading.Thread(target=watcher._watch, name="llm pool watcher", daemon=True).start()
+            return watcher
+
+    def leave(self) -> None:
+        with self._lock:
+            self.waiting -= 1
+
+    def look(self, after: float) -> ConcurrencyKeyInfo:
+        """The pool as the first read begun at or after ``after`` saw it (its error raised)."""
+        with self._read:
+            while self._read_started < after:
+                self._read.wait(timeout=WATCH_SECONDS)
+            if self._error is not None:
+                raise self._error
+            assert self._info is not None
+            return self._info
+
+    def _watch(self) -> None:
+        idle_since = time.monotonic()
+        while True:
+            with self._lock:
+                if self.waiting > 0:
+                    idle_since = time.monotonic()
+                elif time.monotonic() - idle_since > WATCHER_IDLE_SECONDS:
+                    self.running = False
+                    if self._by_instance.get(id(self.instance)) is self:
+                        del self._by_instance[id(self.instance)]
+                    return
+                watched = self.waiting > 0
+            if watched:
+                started = time.monotonic()
+                try:
+                    info, error = self.instance.event_log_storage.get_concurrency_info(LLM_POOL), None
+                except BaseException as exc:  # told to the claims that look: as their own read would
+                    info, error = None, exc
+                with self._read:
+                    self._read_started, self._info, self._error = started, info, error
+                    self._read.notify_all()
+            time.sleep(WATCH_SECONDS)
+
+
 @dataclass(frozen=True)
 class PoolState:
     held_by_analyst: int  # slots held by this analyst's calls
@@ -305,13 +385,6 @@ class PoolState:
     queued: set[str]  # every claim in Dagster's queue (assigned or not)
     assigned: set[str]  # claims Dagster has given a slot to, not yet taken up
     waiting: dict[str, tuple[int, float]]  # claims in the queue not given a slot yet: priority, when queued
-
-    def ahead_of(self, claim: str) -> int:
-        """How many waiting claims Dagster serves before ``claim`` (0 when it is not waiting)."""
-        if claim not in self.waiting:
-            return 0
-        priority, since = self.waiting[claim]
-        return sum(1 for p, t in self.waiting.values() if p > priority or (p == priority and t < since))
 
     def reorders(self, claim: str, queued: int, priority: int) -> bool:
         """Whether ``claim``, queued at ``queued``, would stand elsewhere among other analysts'

@@ -18,6 +18,7 @@ import pytest
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_json
 from extraction_pipeline.defs.llm_slots import (
     LLM_POOL,
+    WATCH_SECONDS,
     LLMSlotGate,
     PoolState,
     analyst_mark,
@@ -312,6 +313,63 @@ def test_a_claim_waiting_in_line_is_served_when_a_slot_is_given_back(instance: d
         thread.join(timeout=60)
     assert sorted(order) == ["d0", "d1", "d2", "d3"] and peak[0] == 1
     info = instance.event_log_storage.get_concurrency_info(LLM_POOL)
+    assert info.claimed_slots == [] and info.pending_steps == []
+
+
+def test_claims_waiting_in_one_process_share_one_read_of_the_pool(
+    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twenty claims wait behind a held slot: while they wait the pool is read by one watcher
+    every WATCH_SECONDS for all of them (each claim reading it on its own made 20 or more reads
+    over the same time), and each is served in turn once the slot is given back."""
+    storage = instance.event_log_storage
+    storage.set_concurrency_slots(LLM_POOL, 1)
+    reads = [0]
+    read_pool = storage.get_concurrency_info
+
+    def counted(pool: str) -> Any:
+        reads[0] += 1
+        return read_pool(pool)
+
+    monkeypatch.setattr(storage, "get_concurrency_info", counted)
+    holder = LLMSlotGate(instance, run_id="run-h", step_key="extracted_document[h]", user="ann")
+    release = threading.Event()
+    served: list[str] = []
+
+    def hold() -> None:
+        with holder():
+            served.append("h")
+            release.wait(timeout=60)
+
+    def call(doc: str) -> None:
+        with LLMSlotGate(instance, run_id=f"run-{doc}", step_key=f"extracted_document[{doc}]", user="ann")():
+            served.append(doc)
+
+    def waiting() -> int:
+        return sum(1 for step in read_pool(LLM_POOL).pending_steps if step.assigned_timestamp is None)
+
+    threads = [threading.Thread(target=hold)]
+    threads[0].start()
+    try:
+        deadline = time.monotonic() + 30
+        while served != ["h"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        threads += [threading.Thread(target=call, args=(f"d{n}",)) for n in range(20)]
+        for thread in threads[1:]:
+            thread.start()
+        while waiting() < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert waiting() == 20
+        before, window = reads[0], 2.0
+        time.sleep(window)
+        during = reads[0] - before
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert during <= window / WATCH_SECONDS + 5, during  # one watcher's reads, not one per claim
+    assert sorted(served) == sorted(["h", *(f"d{n}" for n in range(20))])
+    info = read_pool(LLM_POOL)
     assert info.claimed_slots == [] and info.pending_steps == []
 
 
