@@ -62,6 +62,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -552,7 +553,7 @@ def _print_run_start_ups(daemon: DaemonProcess, items: list[Any], created: Any) 
     for item in items:
         at = (item["started_at"] - created).total_seconds()
         first_claim[item["run_id"]] = min(at, first_claim.get(item["run_id"], at))
-    t0 = created.timestamp()
+    t0 = created.replace(tzinfo=UTC).timestamp()  # the ledger's times are naive UTC
     print("  run start-up (s after `batch create`): " + ", ".join(n.lower() for n in START_UP_EVENTS) + ", first claim")
     os.environ["DAGSTER_HOME"] = str(daemon.settings.dagster_home)
     with DagsterInstance.get() as instance:

@@ -34,7 +34,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import dagster as dg
 from dagster._utils.concurrency import ConcurrencyKeyInfo
@@ -87,8 +87,8 @@ def call_lanes(instance: dg.DagsterInstance, documents: int, per_user_limit: int
 
 # Claims kept waiting in the pool's queue while calls are slow, as a share of its slots (at least
 # one): a slot an answer frees goes to a document that is already prepared (Dagster hands it to
-# the head of the queue, whose poll sees it within MAX_POLL_SECONDS) instead of sitting idle while
-# the finished document's lane grounds its answer and prepares the next one (~8 s per call ended
+# the head of the queue, whose process reads the pool every WATCH_SECONDS) instead of sitting
+# idle while the finished document's lane grounds its answer and prepares the next one (~8 s per call ended
 # on a busy machine, measured with none waiting). A fifth: answers come back in bursts (a round of
 # calls that started together), and a tenth was used up within a second of one.
 READY_SHARE = 0.2
@@ -232,57 +232,62 @@ class LLMSlotGate:
         if not self._pool_is_limited():
             yield
             return
+        _free_again()
         storage = self.instance.event_log_storage
         claim = f"{self.step_key}{CALL_MARK}{analyst_mark(self.user)}|{uuid.uuid4().hex[:12]}"
         try:
             self._wait_for_slot(claim)
         except BaseException:
-            storage.free_concurrency_slot_for_step(self.run_id, claim)  # interrupted: leave no claim queued
+            _free(storage, self.run_id, claim)  # interrupted: leave no claim queued
             raise
         try:
             yield
         finally:
-            storage.free_concurrency_slot_for_step(self.run_id, claim)
+            _free(storage, self.run_id, claim)
 
     def _wait_for_slot(self, claim: str) -> None:
-        watcher = _PoolWatcher.joined(self.instance)
-        try:
-            self._wait_in_line(claim, watcher)
-        finally:
-            watcher.leave()
-
-    def _wait_in_line(self, claim: str, watcher: _PoolWatcher) -> None:
         storage = self.instance.event_log_storage
         queued: int | None = None  # the priority the claim waits in Dagster's queue with
+        watcher: _PoolWatcher | None = None  # joined once the claim has to wait
         state = self._pool_state(claim)
-        while True:
-            within_limit = not self.per_user_limit or state.held_by_analyst < self.per_user_limit
-            priority = self._priority(state)
-            if queued is not None and claim not in state.assigned and state.reorders(claim, queued, priority):
-                # Standings changed while it waited (slots were given back, a document finished):
-                # join the queue again at the priority it has now, so that waiting claims are
-                # ordered by where their analysts and runs stand now, not when each one arrived.
-                # Only when that moves it past another waiting claim: a lone analyst's claims all
-                # shift together with every call that starts or ends, and joining again costs a
-                # free and a claim (~30 ms of CPU on SQLite) each poll.
-                storage.free_concurrency_slot_for_step(self.run_id, claim)
-                queued = None
-            # Waiting in Dagster's queue at the right priority: freeing a slot assigns it to the
-            # queue's head, which a look sees; claiming again before that would only write.
-            in_line = queued is not None and claim in state.queued and claim not in state.assigned
-            if not in_line and (queued is not None or within_limit):
-                status = storage.claim_concurrency_slot(LLM_POOL, self.run_id, claim, priority=priority)
-                queued = priority
-                if status.is_claimed and self._still_mine(claim):
-                    return
-                if status.is_claimed:
-                    # Another claim took the same slot, or two of this analyst's runs claimed past
-                    # the limit at once: give it back and wait again.
+        try:
+            while True:
+                within_limit = not self.per_user_limit or state.held_by_analyst < self.per_user_limit
+                priority = self._priority(state)
+                if queued is not None and claim not in state.assigned and state.reorders(claim, queued, priority):
+                    # Standings changed while it waited (slots were given back, a document
+                    # finished): join the queue again at the priority it has now, so that waiting
+                    # claims are ordered by where their analysts and runs stand now, not when each
+                    # one arrived. Only when that moves it past another waiting claim: a lone
+                    # analyst's claims all shift together with every call that starts or ends, and
+                    # joining again costs a free and a claim (~30 ms of CPU on SQLite) each look.
                     storage.free_concurrency_slot_for_step(self.run_id, claim)
                     queued = None
-            # The next look is the process's next read of the pool, begun after what this claim
-            # just wrote: every claim waiting in this process sees each read, for one read.
-            state = self._state_of(watcher.look(after=time.monotonic()), claim)
+                # Waiting in Dagster's queue at the right priority: freeing a slot assigns it to
+                # the queue's head, which a look sees; claiming again before that would only write.
+                in_line = queued is not None and claim in state.queued and claim not in state.assigned
+                if not in_line and (queued is not None or within_limit):
+                    status = storage.claim_concurrency_slot(LLM_POOL, self.run_id, claim, priority=priority)
+                    queued = priority
+                    if status.is_claimed and self._still_mine(claim):
+                        return
+                    if status.is_claimed:
+                        # Another claim took the same slot, or two of this analyst's runs claimed
+                        # past the limit at once: give it back and wait again.
+                        storage.free_concurrency_slot_for_step(self.run_id, claim)
+                        queued = None
+                # The next look is the process's next read of the pool, begun after what this
+                # claim just wrote: every claim waiting in this process sees each read, for one
+                # read. A read that failed (or a watcher that stopped) is made again by the claim.
+                if watcher is not None and not watcher.running:
+                    watcher.leave()
+                    watcher = None
+                watcher = watcher or _PoolWatcher.joined(self.instance)
+                info = watcher.look(after=time.monotonic())
+                state = self._state_of(info, claim) if info is not None else self._pool_state(claim)
+        finally:
+            if watcher is not None:
+                watcher.leave()
 
     def _priority(self, state: PoolState) -> int:
         """Higher is served first: an analyst holding fewer slots (fair share), then a run holding
@@ -304,6 +309,33 @@ class LLMSlotGate:
             if self.per_user_limit and state.held_by_analyst > self.per_user_limit:
                 return False
         return True
+
+
+# Claims whose freeing failed (Dagster's storage down for a moment): freed again at the next
+# call's gate. Without that a claim stays until its run ends, and a run of hundreds of documents
+# whose step is retried in the same process would call with one slot fewer for all of them.
+_UNFREED: list[tuple[Any, str, str]] = []
+_UNFREED_LOCK = threading.Lock()
+
+
+def _free(storage: Any, run_id: str, claim: str) -> None:
+    try:
+        storage.free_concurrency_slot_for_step(run_id, claim)
+    except Exception:
+        with _UNFREED_LOCK:
+            _UNFREED.append((storage, run_id, claim))
+        raise
+
+
+def _free_again() -> None:
+    with _UNFREED_LOCK:
+        pending, _UNFREED[:] = list(_UNFREED), []
+    for storage, run_id, claim in pending:
+        try:
+            storage.free_concurrency_slot_for_step(run_id, claim)
+        except Exception:  # still down: the next call tries again
+            with _UNFREED_LOCK:
+                _UNFREED.append((storage, run_id, claim))
 
 
 class _PoolWatcher:
@@ -333,43 +365,58 @@ class _PoolWatcher:
             watcher = cls._by_instance.get(id(instance))
             if watcher is None or watcher.instance is not instance:
                 watcher = cls._by_instance[id(instance)] = _PoolWatcher(instance)
-            watcher.waiting += 1
             if not watcher.running:
-                watcher.running = True
+                # Started before it counts the claim: a thread that cannot start leaves nothing
+                # registered that a claim could wait on.
                 threading.Thread(target=watcher._watch, name="llm pool watcher", daemon=True).start()
+                watcher.running = True
+            watcher.waiting += 1
             return watcher
 
     def leave(self) -> None:
         with self._lock:
             self.waiting -= 1
 
-    def look(self, after: float) -> ConcurrencyKeyInfo:
-        """The pool as the first read begun at or after ``after`` saw it (its error raised)."""
+    def look(self, after: float) -> ConcurrencyKeyInfo | None:
+        """The pool as the first read begun at or after ``after`` saw it; None when that read
+        failed or the watcher stopped (the claim then reads the pool itself and meets the error
+        as its own)."""
         with self._read:
-            while self._read_started < after:
+            while self._read_started < after and self.running:
                 self._read.wait(timeout=WATCH_SECONDS)
-            if self._error is not None:
-                raise self._error
-            assert self._info is not None
-            return self._info
+            return self._info if self._read_started >= after and self._error is None else None
+
+    def _stop(self) -> None:
+        """Under ``_lock``: a claim joining from now on gets a new watcher."""
+        self.running = False
+        if self._by_instance.get(id(self.instance)) is self:
+            del self._by_instance[id(self.instance)]
 
     def _watch(self) -> None:
+        try:
+            self._read_while_watched()
+        finally:
+            with self._lock:
+                if self.running:  # ended by an error, not by being idle
+                    self._stop()
+            with self._read:
+                self._read.notify_all()  # a claim looking now reads for itself
+
+    def _read_while_watched(self) -> None:
         idle_since = time.monotonic()
         while True:
             with self._lock:
                 if self.waiting > 0:
                     idle_since = time.monotonic()
                 elif time.monotonic() - idle_since > WATCHER_IDLE_SECONDS:
-                    self.running = False
-                    if self._by_instance.get(id(self.instance)) is self:
-                        del self._by_instance[id(self.instance)]
+                    self._stop()  # in the same hold as the decision: no claim joins in between
                     return
                 watched = self.waiting > 0
             if watched:
                 started = time.monotonic()
                 try:
                     info, error = self.instance.event_log_storage.get_concurrency_info(LLM_POOL), None
-                except BaseException as exc:  # told to the claims that look: as their own read would
+                except Exception as exc:  # each claim looking reads again, and meets it as its own
                     info, error = None, exc
                 with self._read:
                     self._read_started, self._info, self._error = started, info, error
@@ -391,7 +438,7 @@ class PoolState:
         waiting claims at ``priority`` (Dagster serves the highest priority first, ties in the
         order they joined: claims tied with either priority may be passed). Its own analyst's
         claims are not compared: each call that starts or ends moves the analyst's term of all of
-        them by the same step, and re-queueing them would cost writes on every poll; among one
+        them by the same step, and re-queueing them would cost writes on every look; among one
         analyst's claims the order is the one their runs' standing gave them when they joined."""
         if priority == queued or claim not in self.waiting:
             return False

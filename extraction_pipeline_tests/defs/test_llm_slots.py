@@ -373,6 +373,30 @@ def test_claims_waiting_in_one_process_share_one_read_of_the_pool(
     assert info.claimed_slots == [] and info.pending_steps == []
 
 
+def test_a_claim_whose_freeing_failed_is_freed_at_the_next_call(
+    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dagster's storage refuses the free at the end of a call (down for a moment): the error is
+    the call's, and the slot is given back at the next call through the gate, not at the run's
+    end."""
+    storage = instance.event_log_storage
+    storage.set_concurrency_slots(LLM_POOL, 2)
+    free = storage.free_concurrency_slot_for_step
+
+    def down(run_id: str, step_key: str) -> None:
+        raise ConnectionError("storage down")
+
+    gate = LLMSlotGate(instance, run_id="R", step_key="extracted_document[d1]", user="ann")
+    with pytest.raises(ConnectionError), gate():
+        monkeypatch.setattr(storage, "free_concurrency_slot_for_step", down)
+    monkeypatch.setattr(storage, "free_concurrency_slot_for_step", free)
+    assert len(storage.get_concurrency_info(LLM_POOL).claimed_slots) == 1
+    with LLMSlotGate(instance, run_id="R", step_key="extracted_document[d2]", user="ann")():
+        assert len(storage.get_concurrency_info(LLM_POOL).claimed_slots) == 1  # only this call's
+    info = storage.get_concurrency_info(LLM_POOL)
+    assert info.claimed_slots == [] and info.pending_steps == []
+
+
 def test_a_run_opens_its_share_of_idle_slots_and_of_a_ready_reserve(instance: dg.DagsterInstance) -> None:
     """Pool of 3 (a reserve of one claim waiting): a run opens what the pool lacks, less its
     documents being prepared, split with the other runs in the pool; nothing while its documents
