@@ -249,7 +249,10 @@ class LLMSlotGate:
         storage = self.instance.event_log_storage
         queued: int | None = None  # the priority the claim waits in Dagster's queue with
         watcher: _PoolWatcher | None = None  # joined once the claim has to wait
-        state = self._pool_state(claim)
+        # Where the process's watcher read the pool a moment ago, that read decides the claim's
+        # priority and limit (a claim is checked again once it holds its slot: _still_mine).
+        recent = _PoolWatcher.recent(self.instance)
+        state = self._state_of(recent, claim) if recent is not None else self._pool_state(claim)
         try:
             while True:
                 within_limit = not self.per_user_limit or state.held_by_analyst < self.per_user_limit
@@ -300,15 +303,14 @@ class LLMSlotGate:
         """Dagster's slot claim is not atomic (a read-then-write on SQLite; on PostgreSQL its
         ``SELECT … FOR UPDATE`` runs on an autocommit connection): two claims a few milliseconds
         apart can both write the same free slot, and the later one wins. Check that the slot
-        still names this claim, now and a moment later, before calling."""
-        for pause in (0.0, OVERWRITE_WINDOW_SECONDS):
-            time.sleep(pause)
-            state = self._pool_state(claim)
-            if claim not in state.held_keys:
-                return False
-            if self.per_user_limit and state.held_by_analyst > self.per_user_limit:
-                return False
-        return True
+        still names this claim a moment later, before calling (one read after the window: a slot
+        overwritten before it names another claim then too, and each read of a large pool costs
+        ~5-10 ms of a run's CPU, on the path from a freed slot to the next call)."""
+        time.sleep(OVERWRITE_WINDOW_SECONDS)
+        state = self._pool_state(claim)
+        if claim not in state.held_keys:
+            return False
+        return not (self.per_user_limit and state.held_by_analyst > self.per_user_limit)
 
 
 # Claims whose freeing failed (Dagster's storage down for a moment): freed again at the next
@@ -376,6 +378,18 @@ class _PoolWatcher:
     def leave(self) -> None:
         with self._lock:
             self.waiting -= 1
+
+    @classmethod
+    def recent(cls, instance: dg.DagsterInstance) -> ConcurrencyKeyInfo | None:
+        """The pool as the instance's watcher read it within the last ``WATCH_SECONDS``, if it
+        did (a claim arriving while others wait needs no read of its own)."""
+        with cls._lock:
+            watcher = cls._by_instance.get(id(instance))
+        if watcher is None or watcher.instance is not instance:
+            return None
+        with watcher._read:
+            fresh = time.monotonic() - watcher._read_started <= WATCH_SECONDS and watcher._error is None
+            return watcher._info if fresh else None
 
     def look(self, after: float) -> ConcurrencyKeyInfo | None:
         """The pool as the first read begun at or after ``after`` saw it; None when that read
