@@ -47,7 +47,9 @@ CALL_MARK = "|call|"
 WATCH_SECONDS = 0.2
 # A watcher with no claim waiting ends its thread after this long.
 WATCHER_IDLE_SECONDS = 30.0
-OVERWRITE_WINDOW_SECONDS = 0.05  # a racing claim's write lands within this (see _still_mine)
+# A racing claim's write lands within this (see _still_mine): 50 ms, and the ~10 ms a read of the
+# pool took when the slot was checked twice, the second time after 50 ms.
+OVERWRITE_WINDOW_SECONDS = 0.06
 # Priority steps: one slot held by the analyst outweighs anything about the run while a run holds
 # fewer than ten; one slot held by the run outweighs any difference in documents left (counted up
 # to 99: runs of more tie until their last 99).
@@ -265,12 +267,14 @@ class LLMSlotGate:
                     # analyst's claims all shift together with every call that starts or ends, and
                     # joining again costs a free and a claim (~30 ms of CPU on SQLite) each look.
                     storage.free_concurrency_slot_for_step(self.run_id, claim)
+                    _PoolWatcher.wrote()
                     queued = None
                 # Waiting in Dagster's queue at the right priority: freeing a slot assigns it to
                 # the queue's head, which a look sees; claiming again before that would only write.
                 in_line = queued is not None and claim in state.queued and claim not in state.assigned
                 if not in_line and (queued is not None or within_limit):
                     status = storage.claim_concurrency_slot(LLM_POOL, self.run_id, claim, priority=priority)
+                    _PoolWatcher.wrote()
                     queued = priority
                     if status.is_claimed and self._still_mine(claim):
                         return
@@ -278,6 +282,7 @@ class LLMSlotGate:
                         # Another claim took the same slot, or two of this analyst's runs claimed
                         # past the limit at once: give it back and wait again.
                         storage.free_concurrency_slot_for_step(self.run_id, claim)
+                        _PoolWatcher.wrote()
                         queued = None
                 # The next look is the process's next read of the pool, begun after what this
                 # claim just wrote: every claim waiting in this process sees each read, for one
@@ -323,6 +328,7 @@ _UNFREED_LOCK = threading.Lock()
 def _free(storage: Any, run_id: str, claim: str) -> None:
     try:
         storage.free_concurrency_slot_for_step(run_id, claim)
+        _PoolWatcher.wrote()
     except Exception:
         with _UNFREED_LOCK:
             _UNFREED.append((storage, run_id, claim))
@@ -335,6 +341,7 @@ def _free_again() -> None:
     for storage, run_id, claim in pending:
         try:
             storage.free_concurrency_slot_for_step(run_id, claim)
+            _PoolWatcher.wrote()
         except Exception:  # still down: the next call tries again
             with _UNFREED_LOCK:
                 _UNFREED.append((storage, run_id, claim))
@@ -350,6 +357,7 @@ class _PoolWatcher:
 
     _lock: ClassVar[threading.Lock] = threading.Lock()  # the registry and every count of waiting claims
     _by_instance: ClassVar[dict[int, _PoolWatcher]] = {}
+    _last_write: ClassVar[float] = -math.inf  # when a claim of this process last changed the pool
 
     def __init__(self, instance: dg.DagsterInstance) -> None:
         self.instance = instance
@@ -380,16 +388,25 @@ class _PoolWatcher:
             self.waiting -= 1
 
     @classmethod
+    def wrote(cls) -> None:
+        """A claim of this process just claimed or freed a slot: reads begun before are stale."""
+        with cls._lock:
+            cls._last_write = time.monotonic()
+
+    @classmethod
     def recent(cls, instance: dg.DagsterInstance) -> ConcurrencyKeyInfo | None:
-        """The pool as the instance's watcher read it within the last ``WATCH_SECONDS``, if it
-        did (a claim arriving while others wait needs no read of its own)."""
+        """The pool as the instance's watcher read it within the last ``WATCH_SECONDS`` and since
+        this process last changed it, if it did (a claim arriving while others wait needs no read
+        of its own; one that saw a slot this process just freed as held would wait for nothing)."""
         with cls._lock:
             watcher = cls._by_instance.get(id(instance))
+            last_write = cls._last_write
         if watcher is None or watcher.instance is not instance:
             return None
         with watcher._read:
-            fresh = time.monotonic() - watcher._read_started <= WATCH_SECONDS and watcher._error is None
-            return watcher._info if fresh else None
+            started = watcher._read_started
+            fresh = time.monotonic() - started <= WATCH_SECONDS and started >= last_write
+            return watcher._info if fresh and watcher._error is None else None
 
     def look(self, after: float) -> ConcurrencyKeyInfo | None:
         """The pool as the first read begun at or after ``after`` saw it; None when that read
