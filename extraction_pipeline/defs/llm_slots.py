@@ -266,8 +266,7 @@ class LLMSlotGate:
                     # one arrived. Only when that moves it past another waiting claim: a lone
                     # analyst's claims all shift together with every call that starts or ends, and
                     # joining again costs a free and a claim (~30 ms of CPU on SQLite) each look.
-                    storage.free_concurrency_slot_for_step(self.run_id, claim)
-                    _PoolWatcher.wrote()
+                    _free(storage, self.run_id, claim)
                     queued = None
                 # Waiting in Dagster's queue at the right priority: freeing a slot assigns it to
                 # the queue's head, which a look sees; claiming again before that would only write.
@@ -281,8 +280,7 @@ class LLMSlotGate:
                     if status.is_claimed:
                         # Another claim took the same slot, or two of this analyst's runs claimed
                         # past the limit at once: give it back and wait again.
-                        storage.free_concurrency_slot_for_step(self.run_id, claim)
-                        _PoolWatcher.wrote()
+                        _free(storage, self.run_id, claim)
                         queued = None
                 # The next look is the process's next read of the pool, begun after what this
                 # claim just wrote: every claim waiting in this process sees each read, for one
@@ -339,12 +337,8 @@ def _free_again() -> None:
     with _UNFREED_LOCK:
         pending, _UNFREED[:] = list(_UNFREED), []
     for storage, run_id, claim in pending:
-        try:
-            storage.free_concurrency_slot_for_step(run_id, claim)
-            _PoolWatcher.wrote()
-        except Exception:  # still down: the next call tries again
-            with _UNFREED_LOCK:
-                _UNFREED.append((storage, run_id, claim))
+        with contextlib.suppress(Exception):  # still down: kept by _free for the next call
+            _free(storage, run_id, claim)
 
 
 class _PoolWatcher:
