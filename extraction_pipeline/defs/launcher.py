@@ -1,4 +1,11 @@
-"""The run launcher: Dagster's default one, plus a worker health check.
+"""The run launcher: Dagster's default one, with run workers forked warm and a worker health check.
+
+Launching: each run of this code location is executed by a process forked from a server that has
+already imported the code (defs/run_workers.py), not by a new interpreter the code server starts;
+any other run goes to the code server as Dagster's default launcher sends it. Terminating a forked
+run interrupts its worker (SIGINT, as the code server would), found by the pid it recorded.
+
+Health:
 
 ``DefaultRunLauncher`` starts each run as a child process of the code server, and cannot tell
 Dagster's run monitoring whether that process is still alive. When the daemon (or the machine)
@@ -18,15 +25,18 @@ it cannot see.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 
 import dagster as dg
-from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, WorkerStatus
+from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, LaunchRunContext, WorkerStatus
 from dagster._core.storage.dagster_run import DagsterRun
 from dagster._core.storage.tags import GRPC_INFO_TAG
 
 from extraction_pipeline.core.runs.liveness import stamp_alive, worker_alive
 from extraction_pipeline.defs.binding import WORKER_TAG
+from extraction_pipeline.defs.run_workers import forkable, start_run_worker
 
 GONE = "is gone (killed, or its daemon or machine restarted); the document goes back to the queue"
 
@@ -45,7 +55,48 @@ def _runs_on_this_host(run: DagsterRun) -> bool:
 
 
 class HealthCheckedRunLauncher(DefaultRunLauncher):
-    """``DefaultRunLauncher`` whose run workers' health can be checked by run monitoring."""
+    """``DefaultRunLauncher`` whose run workers are forked warm and can be health-checked."""
+
+    def launch_run(self, context: LaunchRunContext) -> None:
+        run = context.dagster_run
+        if not forkable(run):
+            super().launch_run(context)
+            return
+        pid = start_run_worker(run, self._instance.get_ref())
+        self._instance.report_engine_event(f"Run worker forked (pid {pid}).", run, cls=self.__class__)
+
+    def terminate(self, run_id: str) -> bool:
+        run = self._instance.get_run_by_id(run_id)
+        if run is None or run.is_finished:
+            return False
+        if GRPC_INFO_TAG in run.tags:  # started by the code server: it is the one to stop it
+            return bool(super().terminate(run_id))  # type: ignore[no-untyped-call]
+        self._instance.report_run_canceling(run)
+        pid = self._live_worker(run)
+        if pid is None:
+            self._instance.report_engine_event(
+                "No live worker to interrupt: run monitoring ends the run.", run, cls=self.__class__
+            )
+            return False
+        os.kill(pid, signal.SIGINT)  # what the code server does to a run it stops
+        return True
+
+    def _live_worker(self, run: DagsterRun) -> int | None:
+        """The pid of ``run``'s worker if that exact process is alive on this host, else None."""
+        pid, started = self._recorded_start(run)
+        if pid is None:
+            return None
+        stamp = run.tags.get(WORKER_TAG, "")
+        if stamp.split("|")[2:3] == [str(pid)]:
+            return pid if stamp_alive(stamp) else None
+        return pid if worker_alive(pid, started_by=started) else None
+
+    def _recorded_start(self, run: DagsterRun) -> tuple[int | None, float]:
+        records = self._instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_START, limit=1).records
+        if not records:
+            return None, 0.0
+        entry = records[0].event_log_entry
+        return (entry.dagster_event.pid if entry.dagster_event is not None else None), entry.timestamp
 
     @property
     def supports_check_run_worker_health(self) -> bool:

@@ -406,6 +406,45 @@ def test_killed_worker_ends_in_terminal_state_and_batch_closes(stack: Stack) -> 
     assert get_batch(stack.ledger, batch_id)["export_path"]  # type: ignore[index]
 
 
+def _parent_command(pid: int) -> str:
+    parent = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+    return Path(f"/proc/{parent}/cmdline").read_text().replace("\0", " ")
+
+
+def test_a_run_worker_is_forked_warm_and_terminating_its_run_stops_its_document(stack: Stack) -> None:
+    doc_ids = stack.register(range(351, 352))
+    trial = make_trial(351)
+    stack.hang_once.add(trial.nct_number)
+    batch_id = create_batch(stack.ledger, idempotency_key="e2e-stop", project="e2e", user="di", document_ids=doc_ids).id
+
+    def extracting() -> ItemListing | None:
+        if trial.nct_number in stack.hang_once:
+            return None  # the hanging request has not arrived yet
+        item = batch_item_rows(stack.ledger, batch_id)[0]
+        return item if item["status"] == "extracting" else None
+
+    item = _wait_until(extracting, 240, "the extraction to start")
+    worker_pid = int(item["worker"].rsplit(":", 1)[1])
+    # Forked from the server that imported the code once, not a new interpreter of the code server.
+    assert "multiprocessing.forkserver" in _parent_command(worker_pid)
+    run_id = item["run_id"] or ""
+
+    # What Terminate in the UI calls, from another process than the daemon that launched the run.
+    assert stack.instance.run_launcher.terminate(run_id) is True
+
+    def ended() -> dg.DagsterRun | None:
+        run = stack.instance.get_run_by_id(run_id)
+        return run if run is not None and run.is_finished else None
+
+    assert _wait_until(ended, 120, "the terminated run to end").status == dg.DagsterRunStatus.CANCELED
+    wait_for_batch(stack.ledger, batch_id, timeout_seconds=BATCH_TIMEOUT, daemon=stack.daemon, quiet=True)
+    after = batch_item_rows(stack.ledger, batch_id)[0]
+    # Canceled work is not restarted behind the analyst's back: the document fails, saying why.
+    assert after["status"] == "error", after
+    assert f"(run {run_id}); not retried automatically" in (after["message"] or ""), after
+    assert stack.instance.run_launcher.terminate(run_id) is False  # a finished run is left alone
+
+
 def test_double_extraction_through_the_daemon_with_two_fake_models(stack: Stack) -> None:
     doc_ids = stack.register(range(401, 403))
     first_answer = stack.fake.answer
