@@ -283,8 +283,8 @@ class DaemonProcess:
 
     def drain(self, timeout_seconds: float, *, say: Callable[[str], None] = print) -> None:
         """Stop without losing work: the daemon stops first (no new runs, no new dispatches)
-        while its code server keeps running the runs already in flight until they finish
-        (Dagster's code server waits for its executions before it exits). Whatever still runs
+        while the runs already in flight go on until they finish (their workers are in the
+        daemon's process group, forked by its launcher, and outlive it). Whatever still runs
         after ``timeout_seconds`` is interrupted: each interrupted step hands its document back
         to the queue. Runs left STARTED by workers that died anyway are then failed, so none
         stays STARTED and the next daemon retries them."""

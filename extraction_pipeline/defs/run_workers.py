@@ -12,9 +12,9 @@ daemon's first launch and lives as long as the daemon; a run worker costs a fork
 is safe: it imports and nothing more (no thread, no connection, no open file of the runs').
 
 What the worker runs is Dagster's own run command, so a forked run behaves as a spawned one:
-its events, its interrupts (SIGINT or SIGTERM), its exit. Only runs whose code is this process's
-Python and the code location the server imported are forked; any other goes to the code server as
-before (``HealthCheckedRunLauncher.launch_run``).
+its events, its interrupts (SIGINT or SIGTERM), its exit. Only runs whose code runs on this
+process's Python are forked; a run of another environment goes to its code server as before
+(``HealthCheckedRunLauncher.launch_run``).
 
 The server keeps the code it imported: after upgrading the package, restart the daemon (the code
 server Dagster restarts every minute would otherwise serve newer code than the runs).
@@ -31,8 +31,6 @@ from typing import Any
 from dagster._core.origin import JobPythonOrigin
 from dagster._core.storage.dagster_run import DagsterRun
 from dagster._grpc.types import ExecuteRunArgs
-
-from extraction_pipeline.instance import CODE_LOCATION_MODULE
 
 PRELOAD_MODULE = "extraction_pipeline.run_worker_preload"
 _lock = threading.Lock()
@@ -51,15 +49,13 @@ def _forkserver() -> Any:
 
 
 def forkable(run: DagsterRun) -> bool:
-    """Whether ``run``'s code is what the fork server imports: this Python, this code location."""
+    """Whether ``run`` can be forked from this environment's server: its code runs on this Python
+    (the code location the server imported is then already loaded; any other is imported by the
+    worker). A run recorded without its origin, or for another environment, is not."""
     origin = run.job_code_origin
     if not isinstance(origin, JobPythonOrigin):
         return False
-    target = origin.repository_origin
-    pointer = target.code_pointer
-    module = getattr(pointer, "module", None)
-    same_python = os.path.realpath(target.executable_path) == os.path.realpath(sys.executable)
-    return same_python and module == CODE_LOCATION_MODULE
+    return os.path.realpath(origin.repository_origin.executable_path) == os.path.realpath(sys.executable)
 
 
 def _execute(command: list[str]) -> None:
