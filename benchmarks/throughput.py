@@ -89,9 +89,21 @@ def busy_cpu_seconds() -> float:
     return (sum(fields[:8]) - idle) / TICKS
 
 
+def _is_run_worker(proc: Path) -> bool:
+    cmdline = (proc / "cmdline").read_bytes()
+    if b"execute_run" in cmdline or b"multiprocessing.spawn" in cmdline:
+        return True  # spawned by a code server
+    if b"multiprocessing.forkserver" not in cmdline:
+        return False
+    # A forked worker shows its server's command line: it is the one whose parent is the server.
+    parent = (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
+    return b"multiprocessing.forkserver" in (proc.parent / parent / "cmdline").read_bytes()
+
+
 class WorkerSampler(threading.Thread):
-    """Polls /proc for Dagster run workers (spawned by the code server, or `dagster api
-    execute_run`) and keeps their peak RSS: of one worker, and of all live workers together."""
+    """Polls /proc for Dagster run workers (forked by the launcher's fork server, spawned by a code
+    server, or `dagster api execute_run`) and keeps their peak RSS: of one worker, and of all live
+    workers together."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
@@ -108,9 +120,7 @@ class WorkerSampler(threading.Thread):
                 if not proc.name.isdigit():
                     continue
                 try:
-                    cmdline = (proc / "cmdline").read_bytes()
-                    # The code server starts each run in a spawned process (multiprocessing).
-                    if b"execute_run" not in cmdline and b"multiprocessing.spawn" not in cmdline:
+                    if not _is_run_worker(proc):
                         continue
                     status = (proc / "status").read_text()
                 except OSError:

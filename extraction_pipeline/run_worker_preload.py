@@ -3,14 +3,24 @@ needs before its first document, so that no run imports it again."""
 
 from __future__ import annotations
 
-import contextlib
+import importlib
+import sys
+import traceback
 
-# A module that fails to import here is imported again by the run that needs it, where Dagster
-# reports the error on the run: the server must come up whatever the code location's state.
-with contextlib.suppress(Exception):
-    import dagster._cli  # noqa: F401  (the run command)
+# The run command, the daemon's own entry point (each worker runs it again as its main module,
+# like a spawned process), the code location, litellm.
+PRELOAD = ("dagster._cli", "dagster._daemon.cli", "extraction_pipeline.definitions")
 
-    import extraction_pipeline.definitions  # noqa: F401
+for _name in PRELOAD:
+    try:
+        importlib.import_module(_name)
+    except Exception:  # the run that needs it imports it again, and Dagster reports the error there
+        print(f"run worker server: could not preload {_name}; runs import it themselves:", file=sys.stderr)
+        traceback.print_exc()
+try:
     from extraction_pipeline.core.llm.litellm_loader import import_litellm
 
     import_litellm()
+except Exception:
+    print("run worker server: could not preload litellm; runs import it themselves:", file=sys.stderr)
+    traceback.print_exc()

@@ -8,10 +8,14 @@ a database restart lasts minutes, not three quick attempts). Waits grow exponent
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass
 
 _RNG = random.Random()  # noqa: S311  (jitter spreads retries; nothing secret depends on it)
+# Run workers are forked from one process that imported this module (defs/run_workers.py): without
+# a new seed each, they would all draw the same jitter and retry in the same second.
+os.register_at_fork(after_in_child=_RNG.seed)
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,16 @@
 """The run launcher: Dagster's default one, with run workers forked warm and a worker health check.
 
-Launching: each run of this code location is executed by a process forked from a server that has
-already imported the code (defs/run_workers.py), not by a new interpreter the code server starts;
-any other run goes to the code server as Dagster's default launcher sends it. Terminating a forked
-run interrupts its worker (SIGINT, as the code server would), found by the pid it recorded.
+Launching: each run is executed by a process forked from a server that has already imported the
+code (defs/run_workers.py), not by a new interpreter the code server starts; a run of another
+environment, or launched after the code changed, goes to the code server as Dagster's default
+launcher sends it. The forked worker's stamp is recorded on the run at once
+(``extraction/run_worker``), and terminating the run interrupts exactly that process (SIGINT, as
+the code server would), also before the run has recorded its start.
 
 Health:
 
-``DefaultRunLauncher`` starts each run as a child process of the code server, and cannot tell
-Dagster's run monitoring whether that process is still alive. When the daemon (or the machine)
-dies, its run workers die with it, and after the restart their runs would stay STARTED for good,
+``DefaultRunLauncher`` cannot tell Dagster's run monitoring whether a run's worker process is still
+alive. When the worker is killed, or the machine restarts, the run would stay STARTED for good,
 holding the run queue's global and per-user slots. With this launcher, run monitoring asks, on
 every poll (``run_monitoring.poll_interval_seconds``), for each STARTED run: is the process that
 recorded the run's start still there (same pid, not a zombie, not a newer process reusing the
@@ -17,9 +18,8 @@ number)? If not, the run is marked failed within one poll of the daemon coming b
 slots are freed, Dagster's run retry launches a retry, and the batch aggregator puts the document
 back in the queue if no retry finishes it.
 
-Only workers on this machine can be checked (the default launcher runs them beside the code
-server). For a code server on another host the answer is "running": the launcher never fails a run
-it cannot see.
+Only workers on this machine can be checked. For a code server on another host the answer is
+"running": the launcher never fails a run it cannot see.
 """
 
 from __future__ import annotations
@@ -34,10 +34,13 @@ from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, Lau
 from dagster._core.storage.dagster_run import DagsterRun
 from dagster._core.storage.tags import GRPC_INFO_TAG
 
-from extraction_pipeline.core.runs.liveness import stamp_alive, worker_alive
+from extraction_pipeline.core.runs.liveness import stamp_alive, worker_alive, worker_stamp
 from extraction_pipeline.defs.binding import WORKER_TAG
 from extraction_pipeline.defs.run_workers import forkable, start_run_worker
 
+# The stamp (core/runs/liveness.py) of the process this launcher forked for the run; empty when the
+# code server started it (a retry inherits its parent's tags: the launch always writes its own).
+RUN_WORKER_TAG = "extraction/run_worker"
 GONE = "is gone (killed, or its daemon or machine restarted); the document goes back to the queue"
 
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", ""})  # noqa: S104  (compared, not bound)
@@ -59,44 +62,46 @@ class HealthCheckedRunLauncher(DefaultRunLauncher):
 
     def launch_run(self, context: LaunchRunContext) -> None:
         run = context.dagster_run
-        if not forkable(run):
-            super().launch_run(context)
-            return
-        pid = start_run_worker(run, self._instance.get_ref())
-        self._instance.report_engine_event(f"Run worker forked (pid {pid}).", run, cls=self.__class__)
+        if forkable(run):
+            try:
+                pid = start_run_worker(run, self._instance.get_ref())
+            except Exception as error:  # the fork server could not start: the code server still can
+                self._instance.report_engine_event(
+                    f"Could not fork a run worker ({type(error).__name__}: {error}); the code server starts it.",
+                    run,
+                    cls=self.__class__,
+                )
+            else:
+                self._instance.add_run_tags(run.run_id, {RUN_WORKER_TAG: worker_stamp(pid)})
+                self._instance.report_engine_event(f"Run worker forked (pid {pid}).", run, cls=self.__class__)
+                return
+        self._instance.add_run_tags(run.run_id, {RUN_WORKER_TAG: ""})
+        super().launch_run(context)
 
     def terminate(self, run_id: str) -> bool:
         run = self._instance.get_run_by_id(run_id)
         if run is None or run.is_finished:
             return False
-        if GRPC_INFO_TAG in run.tags:  # started by the code server: it is the one to stop it
+        stamp = run.tags.get(RUN_WORKER_TAG, "")
+        if not stamp:  # started by the code server: it is the one to stop it
             return bool(super().terminate(run_id))  # type: ignore[no-untyped-call]
         self._instance.report_run_canceling(run)
-        pid = self._live_worker(run)
-        if pid is None:
-            self._instance.report_engine_event(
-                "No live worker to interrupt: run monitoring ends the run.", run, cls=self.__class__
-            )
-            return False
-        os.kill(pid, signal.SIGINT)  # what the code server does to a run it stops
-        return True
-
-    def _live_worker(self, run: DagsterRun) -> int | None:
-        """The pid of ``run``'s worker if that exact process is alive on this host, else None."""
-        pid, started = self._recorded_start(run)
-        if pid is None:
-            return None
-        stamp = run.tags.get(WORKER_TAG, "")
-        if stamp.split("|")[2:3] == [str(pid)]:
-            return pid if stamp_alive(stamp) else None
-        return pid if worker_alive(pid, started_by=started) else None
-
-    def _recorded_start(self, run: DagsterRun) -> tuple[int | None, float]:
-        records = self._instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_START, limit=1).records
-        if not records:
-            return None, 0.0
-        entry = records[0].event_log_entry
-        return (entry.dagster_event.pid if entry.dagster_event is not None else None), entry.timestamp
+        if stamp_alive(stamp):
+            pid = int(stamp.split("|")[2])
+            try:
+                os.kill(pid, signal.SIGINT)  # what the code server does to a run it stops
+                return True
+            except ProcessLookupError:
+                pass  # it ended meanwhile
+            except PermissionError:
+                self._instance.report_engine_event(
+                    f"Not allowed to interrupt run worker {pid} (another user's process).", run, cls=self.__class__
+                )
+                return False
+        self._instance.report_engine_event(
+            "No live worker to interrupt on this host: run monitoring ends the run.", run, cls=self.__class__
+        )
+        return False
 
     @property
     def supports_check_run_worker_health(self) -> bool:

@@ -7,17 +7,17 @@ in a small run, and seconds of delay before its first model call when the machin
 
 Here the launcher starts a run the way Dagster's container launchers do, with the run's
 ``ExecuteRunArgs`` handed to ``dagster api execute_run``, but inside a process forked from a server
-that has imported all of that once (multiprocessing "forkserver"). The server is started with the
-daemon's first launch and lives as long as the daemon; a run worker costs a fork. Forking from it
-is safe: it imports and nothing more (no thread, no connection, no open file of the runs').
+that has imported all of that once (multiprocessing "forkserver", run_worker_preload.py). The
+server is started by the daemon's first launch and stays while the daemon or any worker forked from
+it lives; a run worker costs a fork. The server only imports: no thread, connection or open file
+is shared by the workers it forks, and module-level random generators are reseeded in each
+(core/backoff.py).
 
 What the worker runs is Dagster's own run command, so a forked run behaves as a spawned one:
-its events, its interrupts (SIGINT or SIGTERM), its exit. Only runs whose code runs on this
-process's Python are forked; a run of another environment goes to its code server as before
-(``HealthCheckedRunLauncher.launch_run``).
-
-The server keeps the code it imported: after upgrading the package, restart the daemon (the code
-server Dagster restarts every minute would otherwise serve newer code than the runs).
+its events, its interrupts (SIGINT or SIGTERM), its exit. A run is forked only when its code runs
+on this environment's Python and the code has not changed since the server imported it; otherwise
+its code server starts it as before (``HealthCheckedRunLauncher.launch_run``), so an upgrade or an
+edit is never run with the old code (restart the daemon to have warm workers again).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from dagster._core.origin import JobPythonOrigin
@@ -33,29 +34,47 @@ from dagster._core.storage.dagster_run import DagsterRun
 from dagster._grpc.types import ExecuteRunArgs
 
 PRELOAD_MODULE = "extraction_pipeline.run_worker_preload"
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _lock = threading.Lock()
 _context: Any = None
+_imported_code: tuple[int, int, int] | None = None  # the code's fingerprint when the server started
+
+
+def code_fingerprint() -> tuple[int, int, int]:
+    """Changes when this package's sources or the installed packages change: the number of
+    modules, their newest mtime, and the mtime of the site-packages directory (installing or
+    upgrading a distribution adds and removes entries in it). A few milliseconds."""
+    sources = [path.stat().st_mtime_ns for path in PACKAGE_DIR.rglob("*.py")]
+    site = Path(os.__file__).parent  # the standard library: only a fallback below
+    for entry in sys.path:
+        if entry.endswith("site-packages") and os.path.isdir(entry):
+            site = Path(entry)
+            break
+    return len(sources), max(sources, default=0), site.stat().st_mtime_ns
 
 
 def _forkserver() -> Any:
     """The multiprocessing context whose server has imported what a run needs (made once)."""
-    global _context
+    global _context, _imported_code
     with _lock:
         if _context is None:
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload([PRELOAD_MODULE])
+            _imported_code = code_fingerprint()
             _context = context
         return _context
 
 
 def forkable(run: DagsterRun) -> bool:
-    """Whether ``run`` can be forked from this environment's server: its code runs on this Python
-    (the code location the server imported is then already loaded; any other is imported by the
-    worker). A run recorded without its origin, or for another environment, is not."""
+    """Whether ``run`` can be forked from this environment's server: its code runs on this very
+    Python (the same path, not only the same interpreter a virtualenv links to), and the code
+    is still what the server imported."""
     origin = run.job_code_origin
     if not isinstance(origin, JobPythonOrigin):
         return False
-    return os.path.realpath(origin.repository_origin.executable_path) == os.path.realpath(sys.executable)
+    if os.path.abspath(origin.repository_origin.executable_path) != os.path.abspath(sys.executable):
+        return False
+    return _imported_code is None or _imported_code == code_fingerprint()
 
 
 def _execute(command: list[str]) -> None:
@@ -70,7 +89,8 @@ def start_run_worker(run: DagsterRun, instance_ref: Any) -> int:
     """Fork a worker executing ``run``; returns its pid. It is not waited for here: the fork
     server reaps it, and Dagster's event log and run monitoring tell how it ended."""
     origin = run.job_code_origin
-    assert isinstance(origin, JobPythonOrigin), "only forkable runs are forked"
+    if not isinstance(origin, JobPythonOrigin):
+        raise ValueError(f"run {run.run_id} has no Python origin to execute")
     args = ExecuteRunArgs(job_origin=origin, run_id=run.run_id, instance_ref=instance_ref)
     # get_command_args() starts with how to call dagster ("dagster" or "python -m dagster"): dropped.
     command = args.get_command_args()

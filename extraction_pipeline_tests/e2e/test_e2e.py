@@ -31,6 +31,7 @@ from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import SyntheticTrial, make_trial, write_report
+from extraction_pipeline.defs.launcher import RUN_WORKER_TAG
 from extraction_pipeline.demo import wait_for_batch
 from extraction_pipeline.instance import DaemonProcess, init_home
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
@@ -428,6 +429,8 @@ def test_a_run_worker_is_forked_warm_and_terminating_its_run_stops_its_document(
     # Forked from the server that imported the code once, not a new interpreter of the code server.
     assert "multiprocessing.forkserver" in _parent_command(worker_pid)
     run_id = item["run_id"] or ""
+    run = stack.instance.get_run_by_id(run_id)
+    assert run is not None and run.tags[RUN_WORKER_TAG].split("|")[2] == str(worker_pid)
 
     # What Terminate in the UI calls, from another process than the daemon that launched the run.
     assert stack.instance.run_launcher.terminate(run_id) is True

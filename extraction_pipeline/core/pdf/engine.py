@@ -53,15 +53,29 @@ class EngineOptions:
         return f"{PARSER_VERSION}:{self.table_detection}"
 
 
+# What PyMuPDF's import tries and we do without (a module set to None in sys.modules is skipped):
+# its layout model (0.6 s of a 1.4 s import; ``_ensure_layout`` loads it later, only for pages
+# that have a table to find) and pymupdf4llm (numpy and onnxruntime: 0.25 of the 0.36 CPU-s a
+# PDF child process costs, paid by every registration, parse and page image).
+_SKIPPED_AT_IMPORT = ("pymupdf.layout", "pymupdf4llm")
+
+
 def import_pymupdf() -> Any:
-    """Import PyMuPDF without its layout model (0.6 s of the 1.4 s import); ``_ensure_layout``
-    loads the model later, only for pages that have a table to find."""
+    """Import PyMuPDF without the modules it would load for nothing (``_SKIPPED_AT_IMPORT``)."""
     if "pymupdf" not in sys.modules:
-        sys.modules["pymupdf.layout"] = None  # type: ignore[assignment]  # makes pymupdf skip it
+        for name in _SKIPPED_AT_IMPORT:
+            sys.modules[name] = None  # type: ignore[assignment]
         try:
-            import pymupdf  # noqa: F401
+            import pymupdf
         finally:
-            del sys.modules["pymupdf.layout"]
+            for name in _SKIPPED_AT_IMPORT:
+                del sys.modules[name]
+        # What importing pymupdf4llm sets for the whole process, set here since it is skipped: text
+        # boxes without quad corrections (the line boxes the context check reads tables with) and
+        # MuPDF's messages kept off stderr (a child's crash reason is read from its output).
+        pymupdf.TOOLS.unset_quad_corrections(True)
+        pymupdf.TOOLS.mupdf_display_errors(False)
+        pymupdf.TOOLS.mupdf_display_warnings(False)
     return sys.modules["pymupdf"]
 
 
