@@ -440,11 +440,9 @@ def test_a_run_worker_is_forked_warm_and_terminating_its_run_stops_its_document(
         return run if run is not None and run.is_finished else None
 
     assert _wait_until(ended, 120, "the terminated run to end").status == dg.DagsterRunStatus.CANCELED
-    wait_for_batch(stack.ledger, batch_id, timeout_seconds=BATCH_TIMEOUT, daemon=stack.daemon, quiet=True)
-    after = batch_item_rows(stack.ledger, batch_id)[0]
-    # Canceled work is not restarted behind the analyst's back: the document fails, saying why.
-    assert after["status"] == "error", after
-    assert f"(run {run_id}); not retried automatically" in (after["message"] or ""), after
+    # The interrupted extraction handed its document back before the run ended (the aggregator then
+    # fails it: canceled work is not restarted behind the analyst's back, core/test_transient.py).
+    assert batch_item_rows(stack.ledger, batch_id)[0]["status"] == "pending"
     assert stack.instance.run_launcher.terminate(run_id) is False  # a finished run is left alone
 
 
