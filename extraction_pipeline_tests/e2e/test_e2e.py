@@ -370,19 +370,25 @@ def test_a_ui_backfill_runs_several_documents_per_run_and_a_bad_one_fails_alone(
     stack.invalid.clear()
 
 
-def test_killed_worker_ends_in_terminal_state_and_batch_closes(stack: Stack) -> None:
-    doc_ids = stack.register(range(301, 303))
-    victim_trial = make_trial(301)
-    stack.hang_once.add(victim_trial.nct_number)
-    batch_id = create_batch(stack.ledger, idempotency_key="e2e-kill", project="e2e", user="cy", document_ids=doc_ids).id
+def _first_document_hanging(stack: Stack, indices: range, key: str, user: str) -> tuple[list[int], int, Any]:
+    """A batch of the trials ``indices`` whose first document's model call hangs: its ids, the
+    batch, and the first document's item once its extraction has started."""
+    doc_ids = stack.register(indices)
+    trial = make_trial(indices[0])
+    stack.hang_once.add(trial.nct_number)
+    batch_id = create_batch(stack.ledger, idempotency_key=key, project="e2e", user=user, document_ids=doc_ids).id
 
-    def victim_extracting() -> ItemListing | None:
-        if victim_trial.nct_number in stack.hang_once:
+    def extracting() -> ItemListing | None:
+        if trial.nct_number in stack.hang_once:
             return None  # the hanging request has not arrived yet
         item = next(i for i in batch_item_rows(stack.ledger, batch_id) if i["document_id"] == doc_ids[0])
         return item if item["status"] == "extracting" else None
 
-    item = _wait_until(victim_extracting, 240, "the victim's extraction to start")
+    return doc_ids, batch_id, _wait_until(extracting, 240, "the hanging document's extraction to start")
+
+
+def test_killed_worker_ends_in_terminal_state_and_batch_closes(stack: Stack) -> None:
+    doc_ids, batch_id, item = _first_document_hanging(stack, range(301, 303), "e2e-kill", "cy")
     killed_run = item["run_id"]
     worker_pid = int(item["worker"].rsplit(":", 1)[1])
     os.kill(worker_pid, signal.SIGKILL)
@@ -413,18 +419,7 @@ def _parent_command(pid: int) -> str:
 
 
 def test_a_run_worker_is_forked_warm_and_terminating_its_run_stops_its_document(stack: Stack) -> None:
-    doc_ids = stack.register(range(351, 352))
-    trial = make_trial(351)
-    stack.hang_once.add(trial.nct_number)
-    batch_id = create_batch(stack.ledger, idempotency_key="e2e-stop", project="e2e", user="di", document_ids=doc_ids).id
-
-    def extracting() -> ItemListing | None:
-        if trial.nct_number in stack.hang_once:
-            return None  # the hanging request has not arrived yet
-        item = batch_item_rows(stack.ledger, batch_id)[0]
-        return item if item["status"] == "extracting" else None
-
-    item = _wait_until(extracting, 240, "the extraction to start")
+    _, batch_id, item = _first_document_hanging(stack, range(351, 352), "e2e-stop", "di")
     worker_pid = int(item["worker"].rsplit(":", 1)[1])
     # Forked from the server that imported the code once, not a new interpreter of the code server.
     assert "multiprocessing.forkserver" in _parent_command(worker_pid)
