@@ -73,7 +73,8 @@ CORRECTIONS: tuple[Correction, ...] = (
         (244, 245, 246),
         {},  # filled below: every mean and SD of these rows in mg/dl as printed (the gold gives g/L)
         "'The mean glycemic level during the 4-h infusion was 83 ± 5 mg/dl without quinine versus 74 ± 5 mg/dl"
-        " with quinine ... 92 ± 7 mg/dl without quinine versus 82 ± 5 mg/dl with quinine'",
+        " with quinine ... 92 ± 7 mg/dl without quinine versus 82 ± 5 mg/dl with quinine'; the results print the"
+        " same in g/l ('0.83 ± 0.05, 0.92 ± 0.07, 0.74 ± 0.05 and 0.82 ± 0.05 g/l'), so the gold's g/l stays right",
     ),
     Correction(
         "3546023",
@@ -110,6 +111,12 @@ CORRECTIONS: tuple[Correction, ...] = (
 MG_PER_DL = 100  # the gold's g/L to the paper's mg/dl
 
 
+def in_other_unit(key: str) -> str:
+    """The corrected row's key for a value the paper also prints in another unit (the same quantity:
+    a number equal to it is as right as one equal to the gold)."""
+    return f"{key} in the paper's other unit"
+
+
 def corrected(row: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The row with the corrections that apply to it, and their evidence."""
     fixed, used = dict(row), []
@@ -125,9 +132,11 @@ def corrected(row: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                 "comparator_standard_deviation",
             ):
                 try:
-                    values[key] = Decimal(str(row[key]).replace(",", "")) * MG_PER_DL
+                    published = Decimal(str(row[key]).replace(",", ""))
                 except (KeyError, ArithmeticError):
                     continue  # no value (or no number) in the gold: nothing to convert
+                values[key] = published * MG_PER_DL
+                values[in_other_unit(key)] = published
         fixed.update(values)
         used.append(correction.evidence)
     return fixed, used

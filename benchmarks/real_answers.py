@@ -66,7 +66,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from benchmarks.gold_corrections import corrected
+from benchmarks.gold_corrections import corrected, in_other_unit
 from extraction_pipeline.core.extraction.consensus import AGREE, align, compare
 from extraction_pipeline.core.extraction.grounded import GroundedFields, add_checks, ground_entries
 from extraction_pipeline.core.llm.answer_parsing import parse_answer
@@ -117,10 +117,11 @@ class Replayed:
     value: Decimal
     gold: Decimal | None
     quote: str
+    gold_other_unit: Decimal | None = None  # the same gold value as the paper also prints it in another unit
 
     @property
     def right(self) -> bool:
-        return self.gold is not None and self.value == self.gold
+        return self.gold is not None and self.value in (self.gold, self.gold_other_unit)
 
 
 @dataclass(frozen=True)
@@ -188,20 +189,33 @@ class Paper:
         # parser can drop a decimal point ("26/402(65) ."), and grounding matches the page's first.
         # The reference list is no quote for a trial's result (a "12" in "2007;37(4):605–12").
         self.vocabulary = Vocabulary(parsed)
-        self.spans = [
-            span
+        widened_pages = [
+            (page, widened(self.lines_outside_references(page, text)))
             for page, text in enumerate(parsed.pages_text, start=1)
-            for span in widened(self.lines_outside_references(page, text))
         ]
+        self.spans = [span for _page, spans in widened_pages for span, _lines in spans]
+        # Which lines of which page each span is made of: two spans with a line in common can
+        # quote the same printed number.
+        self.lines = [{(page, line) for line in lines} for page, spans in widened_pages for _span, lines in spans]
         self.normalized = [normalize(span) for span in self.spans]
 
-    def quote(self, kind: str, value: Decimal, partner: Decimal | None, others: list[Decimal], outcome: str) -> str:
-        """The rule of the module's docstring."""
+    def quote(
+        self,
+        kind: str,
+        value: Decimal,
+        partner: Decimal | None,
+        others: list[Decimal],
+        outcome: str,
+        elsewhere_than: int | None = None,
+    ) -> int | None:
+        """The rule of the module's docstring: the index of the quoted span, None for none. With
+        ``elsewhere_than``, the best span sharing no line with that one, if there is any."""
         words = outcome_words(outcome)
-        best: tuple[tuple[int, ...], str] | None = None
+        avoid = self.lines[elsewhere_than] if elsewhere_than is not None else set()
+        best: tuple[tuple[int, ...], int] | None = None
         for index, text in enumerate(self.normalized):
             match = value_match(str(value), text)
-            if match is None:
+            if match is None or self.lines[index] & avoid:
                 continue
             printed = printed_as(kind, value, text)
             beside = sum(1 for other in others if value_match(str(other), text) == EXACT)
@@ -211,8 +225,8 @@ class Paper:
             with_partner = partner is not None and partner in printed
             rank = (int(with_partner), int(bool(printed)), int(match == EXACT), beside, shared)
             if best is None or rank > best[0]:  # strictly better: the first in the document wins ties
-                best = (rank, self.spans[index])
-        return best[1] if best is not None else self.about(outcome)
+                best = (rank, index)
+        return best[1] if best is not None else None
 
     def lines_outside_references(self, page: int, text: str) -> list[str]:
         lines, offset = [], 0
@@ -232,8 +246,9 @@ def lines_of(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def widened(lines: list[str]) -> list[str]:
-    """Each line, with the lines after it (then before) until it reads as a quote."""
+def widened(lines: list[str]) -> list[tuple[str, range]]:
+    """Each line, with the lines after it (then before) until it reads as a quote; with the
+    indices of the lines it is made of."""
     spans = []
     for index in range(len(lines)):
         start = end = index
@@ -244,7 +259,7 @@ def widened(lines: list[str]) -> list[str]:
             else:
                 start -= 1
             span = " ".join(lines[start : end + 1])
-        spans.append(span)
+        spans.append((span, range(start, end + 1)))
     return spans
 
 
@@ -281,6 +296,7 @@ def replay_row(model: str, row: dict[str, Any], paper: Paper) -> tuple[list[Repl
     about = paper.about(row["outcome"])
     replayed: list[Replayed] = []
     entries: list[dict[str, Any]] = []
+    quoted: dict[tuple[str, Decimal], int] = {}  # (kind, value) -> the span the first arm's number is quoted from
     for side in SIDES:
         numbers = given.get(side, {})
         arm_name = row[side]
@@ -295,9 +311,20 @@ def replay_row(model: str, row: dict[str, Any], paper: Paper) -> tuple[list[Repl
             value = numbers[kind]
             # The model's other numbers for the row, not the same digits again (the other arm's equal n).
             others = [n for found in given.values() for n in found.values() if n != value]
-            quote = paper.quote(kind, value, numbers.get(PARTNER[kind] or ""), others, row["outcome"])
+            partner = numbers.get(PARTNER[kind] or "")
+            found = paper.quote(kind, value, partner, others, row["outcome"])
+            if found is not None and quoted.get((kind, value)) == found:
+                # The other arm's equal number is quoted from this span: each arm's own printing.
+                again = paper.quote(kind, value, partner, others, row["outcome"], elsewhere_than=found)
+                found = again if again is not None else found
+            if found is not None:
+                quoted.setdefault((kind, value), found)
+            quote = paper.spans[found] if found is not None else about
             gold = as_decimal(row[f"{side}_{key}"])
-            replayed.append(Replayed(model, str(row["pmcid"]), int(row["id"]), side, kind, value, gold, quote))
+            other_unit = as_decimal(row.get(in_other_unit(f"{side}_{key}")))
+            replayed.append(
+                Replayed(model, str(row["pmcid"]), int(row["id"]), side, kind, value, gold, quote, other_unit)
+            )
             entry[kind] = {"value": int(value) if value == value.to_integral_value() else float(value), "quote": quote}
         entries.append(entry)
     answer = {

@@ -637,13 +637,9 @@ def test_a_sentence_that_goes_on_to_a_later_time_flags_the_earlier_number(third:
 
 def test_a_sectioned_tables_arm_header_names_every_section(third: ParsedDocument) -> None:
     """ "Tocotrienol (ng/ml)" heads its section over Drug B's column; the arms are named once, at the top."""
-    [other, own] = _flags(
-        third,
-        [
-            _entry("tocotrienol", ARM_A, mean=(60.5, "Week 12 61.5 ± 7.0 60.5 ± 3.0")),
-            _entry("tocotrienol", ARM_B, mean=(60.5, "Week 12 61.5 ± 7.0 60.5 ± 3.0")),
-        ],
-    )
+    # Each claim on its own: one printed number given to both arms is flagged on both as well.
+    [other] = _flags(third, [_entry("tocotrienol", ARM_A, mean=(60.5, "Week 12 61.5 ± 7.0 60.5 ± 3.0"))])
+    [own] = _flags(third, [_entry("tocotrienol", ARM_B, mean=(60.5, "Week 12 61.5 ± 7.0 60.5 ± 3.0"))])
     assert other == ("the quoted column is 'Drug B, n = 41', not the arm 'Drug A'",)
     assert own == ()
 
@@ -651,13 +647,10 @@ def test_a_sectioned_tables_arm_header_names_every_section(third: ParsedDocument
 def test_an_arm_code_with_its_number_names_the_arm_of_that_duration(third: ParsedDocument) -> None:
     long, short = "Drug A for 48 weeks", "Drug A for 24 weeks"
     row = "SVR 66/94 (70.2) 43/93 (46.2)"
-    fields = _grounded(
-        third,
-        [_entry("SVR", long, events=(43, row)), _entry("SVR", short, events=(43, row))],
-        arms=(long, short),
-    )
-    assert fields["outcomes.1.events"].flags == (f"the quoted column is 'SD24W, n/N (%)', not the arm '{long}'",)
-    assert fields["outcomes.2.events"].flags == ()
+    [other] = _flags_of(third, [_entry("SVR", long, events=(43, row))], arms=(long, short))
+    [own] = _flags_of(third, [_entry("SVR", short, events=(43, row))], arms=(long, short))
+    assert other == (f"the quoted column is 'SD24W, n/N (%)', not the arm '{long}'",)
+    assert own == ()
 
 
 def test_a_between_group_column_and_a_count_of_clusters_are_no_arms_numbers(third: ParsedDocument) -> None:
@@ -685,3 +678,142 @@ def test_an_outcome_named_range_and_a_time_header_beside_a_dose_raise_nothing(th
         [_entry("range of motion", DRUG, mean=(110.2, row)), _entry("range of motion", PLACEBO, mean=(108.9, row))],
     )
     assert fields["outcomes.1.mean"].flags == () and fields["outcomes.2.mean"].flags == ()
+
+
+# A fourth paper, two pages under a running head: a table whose title wraps onto a second line
+# naming both groups, "Nonsmokers | Smokers" centred over pairs of columns whose headers print their
+# sizes, and a section heading alone over one column; sentences with one size for every group, a
+# size of the whole sample, and a dose.
+RUNNING_HEAD = "Doe et al. Trials (2019) 20:415"
+FOURTH_INTRO = "Smokers and nonsmokers were randomized to placebo or drug A for 24 weeks."
+VITAMINS = [
+    [(60, "Table 20  The effects of drug A on plasma tocopherol and tocotrienol in")],
+    [(60, "nonsmokers and smokers")],
+    [(300, "Tocopherol (ug/ml)")],
+    [(205, "Nonsmokers"), (440, "Smokers")],
+    [(150, "Placebo, n = 27"), (260, "Drug A, n = 29"), (380, "Placebo, n = 28"), (490, "Drug A, n = 30")],
+    [(60, "Week 24"), (150, "11.52 ± 2.94"), (260, "14.56 ± 3.06"), (380, "11.53 ± 2.78"), (490, "14.11 ± 3.89")],
+    [(310, "Tocotrienol (ng/ml)")],
+    [(60, "Week 24"), (150, "60.65 ± 7.13"), (260, "675.16 ± 150.00"), (380, "60.47 ± 3.00"), (490, "587.68 ± 87.50")],
+]
+FOURTH_TEXT = (
+    "Thirty patients were enrolled, 15 in each group. "
+    "Vomiting was recorded in 3 of the 40 patients screened. "
+    "Anesthesia was induced with ketamine 10 mg/kg."
+)
+SMOKERS, NONSMOKERS = "Drug A smokers", "Drug A nonsmokers"
+
+
+@pytest.fixture(scope="module")
+def fourth(tmp_path_factory: pytest.TempPathFactory) -> ParsedDocument:
+    import pymupdf
+
+    path = tmp_path_factory.mktemp("context") / "vitamins.pdf"
+    with pymupdf.open() as doc:
+        for number in (1, 2):
+            page = doc.new_page(width=595, height=842)
+            page.insert_text((56, 36), f"{RUNNING_HEAD}    Page {number} of 2", fontsize=8, fontname="helv")
+            if number == 1:
+                page.insert_textbox(pymupdf.Rect(56, 56, 539, 120), FOURTH_INTRO, fontsize=10, fontname="helv")
+                y = _write_rows(page, VITAMINS, 150.0)
+                page.insert_textbox(pymupdf.Rect(56, y + 20, 539, y + 200), FOURTH_TEXT, fontsize=10, fontname="helv")
+            else:
+                page.insert_textbox(pymupdf.Rect(56, 56, 539, 120), "Discussion follows.", fontsize=10)
+        doc.save(path)
+    return _parsed(path)
+
+
+def _flags_of(paper: ParsedDocument, entries: list[dict[str, Any]], arms: tuple[str, ...]) -> list[tuple[str, ...]]:
+    fields = _grounded(paper, entries, arms=arms)
+    found = []
+    for index, entry in enumerate(entries, start=1):
+        for name in ("events", "total", "mean", "sd", "n"):
+            if name in entry:
+                path = f"outcomes.{index}.{name}"
+                assert str(fields[path].status) == "verified", (path, fields[path].reason)
+                found.append(fields[path].flags)
+    return found
+
+
+def test_a_title_wrapped_onto_its_own_line_is_no_group_and_a_section_heading_no_columns_header(
+    fourth: ParsedDocument,
+) -> None:
+    """The caption's second line names both groups: it is the title, not a group the rows are under.
+    "Tocotrienol (ng/ml)" heads a section over one column: the pair header over the arms' own
+    headers still says whose column it is."""
+    text = fourth.pages_text[0]
+    at = text.index("675.16")
+    [place] = places_of(fourth, 1, at, at + 6, 675.16)
+    assert "nonsmokers and smokers" not in place.groups
+    assert "Nonsmokers" in place.columns and "Drug A, n = 29" in place.columns
+    row = "Week 24 60.65 ± 7.13 675.16 ± 150.00 60.47 ± 3.00 587.68 ± 87.50"
+    [nonsmokers, smokers] = _flags_of(
+        fourth,
+        [_entry("tocotrienol", SMOKERS, mean=(675.16, row)), _entry("tocotrienol", SMOKERS, mean=(587.68, row))],
+        arms=(SMOKERS, NONSMOKERS),
+    )
+    assert "the claim is for 'smokers'; the quoted place is for 'Nonsmokers'" in nonsmokers
+    assert smokers == ()
+
+
+def test_a_size_in_a_columns_header_is_read_under_the_header_over_its_pair_of_columns(
+    fourth: ParsedDocument,
+) -> None:
+    """ "Drug A, n = 30" is the smokers' column's header; a baseline compared with its own arm is
+    that arm's people."""
+    text = fourth.pages_text[0]
+    at = text.index("n = 30") + 4
+    [place] = places_of(fourth, 1, at, at + 2, 30)
+    assert place.kind == TABLE and place.columns[0] == "Smokers" and place.columns[-1] == "Drug A, n = 30"
+    header = "Placebo, n = 28 Drug A, n = 30"
+    [other, own] = _flags_of(
+        fourth,
+        [
+            _entry("tocopherol", "baseline", n=(30, header)),
+            _entry("tocopherol", NONSMOKERS, n=(29, "Drug A, n = 29")),
+        ],
+        arms=(NONSMOKERS, "baseline"),
+    )
+    assert other == ("the claim is for 'nonsmokers'; the quoted place is for 'Smokers'",)
+    assert own == ()
+
+
+def test_one_printed_number_given_to_two_arms_is_flagged_on_both_unless_it_is_each_groups(
+    fourth: ParsedDocument,
+) -> None:
+    screened = "Vomiting was recorded in 3 of the 40 patients screened"
+    [drug, placebo] = _flags_of(
+        fourth,
+        [_entry("vomiting", ARM_A, total=(40, screened)), _entry("vomiting", PLACEBO, total=(40, screened))],
+        arms=(ARM_A, PLACEBO),
+    )
+    said = (
+        "'Drug A' and 'Placebo' are both given the total 40 from one printed number "
+        "('Vomiting was recorded in 3 of the 40 patients screened.'), which is one group's, not each arm's"
+    )
+    assert said in drug and said in placebo
+    each = "Thirty patients were enrolled, 15 in each group"
+    assert _flags_of(
+        fourth,
+        [_entry("vomiting", ARM_A, total=(15, each)), _entry("vomiting", PLACEBO, total=(15, each))],
+        arms=(ARM_A, PLACEBO),
+    ) == [(), ()]
+    # An arm against its own baseline: one group, one size.
+    assert _flags_of(
+        fourth,
+        [_entry("vomiting", ARM_A, total=(15, each)), _entry("vomiting", "baseline", total=(15, each))],
+        arms=(ARM_A, "baseline"),
+    ) == [(), ()]
+
+
+def test_a_count_printed_with_a_unit_or_on_the_running_head_is_flagged(fourth: ParsedDocument) -> None:
+    [dose, head] = _flags_of(
+        fourth,
+        [
+            _entry("vomiting", ARM_A, events=(10, "induced with ketamine 10 mg/kg")),
+            _entry("vomiting", PLACEBO, total=(20, RUNNING_HEAD)),
+        ],
+        arms=(ARM_A, PLACEBO),
+    )
+    assert dose == ("the quote prints '10 mg/kg': an amount in mg, not a number of participants",)
+    assert head == ("the number is on the page's running head or footer (which most pages repeat), not a finding",)

@@ -24,11 +24,12 @@ import functools
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from extraction_pipeline.core.evaluation.gold import SIDES, GoldOutcome, read_gold
 from extraction_pipeline.core.evaluation.matching import arm_words, normalize_name
+from extraction_pipeline.core.verification.claimed import PlacedNumber
 from extraction_pipeline_tests.support import pdf_samples
 
 CORPUS = pdf_samples.CORPUS
@@ -182,26 +183,44 @@ class _Reader:
         self.arms = arms
 
     def fits(
-        self, value: int | float, kind: str, outcome: str, arm: str, total: float | None = None
+        self,
+        value: int | float,
+        kind: str,
+        outcome: str,
+        arm: str,
+        total: float | None = None,
+        beside: tuple[PlacedNumber, ...] = (),
     ) -> Callable[[str], bool]:
-        from extraction_pipeline.core.verification.claimed import PlacedNumber
+        """A quote is accepted when the context check finds nothing to say about the number there,
+        checked ``beside`` the other arms' numbers of the outcome already quoted (one printed
+        number is not two arms')."""
         from extraction_pipeline.core.verification.context import placed_flags
-        from extraction_pipeline.core.verification.grounding import EXACT, VERIFIED, normalize, value_match
 
         def accepted(quote: str) -> bool:
-            verdict = self.grounder.ground(value, quote)
-            if (
-                value_match(value, normalize(quote)) != EXACT
-                or verdict.status != VERIFIED
-                or verdict.page is None
-                or verdict.start is None
-                or verdict.end is None
-            ):
-                return False
-            number = PlacedNumber("n", kind, value, verdict.page, verdict.start, verdict.end, outcome, arm, total=total)
-            return not placed_flags([number], self.arms, self.parsed, self.vocabulary)
+            number = self.placed(value, kind, outcome, arm, quote, total)
+            return number is not None and "n" not in placed_flags(
+                [*beside, number], self.arms, self.parsed, self.vocabulary
+            )
 
         return accepted
+
+    def placed(
+        self, value: int | float, kind: str, outcome: str, arm: str, quote: str, total: float | None = None
+    ) -> PlacedNumber | None:
+        """The number as the checks see it where grounding finds ``quote``; None when it is not
+        verified there as printed."""
+        from extraction_pipeline.core.verification.grounding import EXACT, VERIFIED, normalize, value_match
+
+        verdict = self.grounder.ground(value, quote)
+        if (
+            value_match(value, normalize(quote)) != EXACT
+            or verdict.status != VERIFIED
+            or verdict.page is None
+            or verdict.start is None
+            or verdict.end is None
+        ):
+            return None
+        return PlacedNumber("n", kind, value, verdict.page, verdict.start, verdict.end, outcome, arm, total=total)
 
 
 @functools.cache
@@ -305,6 +324,9 @@ def build_answer(pmcid: str) -> OracleAnswer:
     oracle = OracleAnswer(pmcid, {"arms": [], "outcomes": []})
     entries: dict[tuple[str, str], int] = {}  # (outcome, arm) -> 1-based entry number
     numbers: set[tuple[str, str, str]] = set()
+    # (outcome, field) -> the arms' numbers of it quoted so far, as the checks see them: a careful
+    # reader quotes each arm's own printing of a number two arms share, not one printing twice.
+    quoted: dict[tuple[str, str], list[PlacedNumber]] = {}
     for number, row in enumerate(rows):
         companions = [_printed(v) for v in row.values.values()]
         quoted_sides = []
@@ -319,11 +341,15 @@ def build_answer(pmcid: str) -> OracleAnswer:
                 value = _printed(raw)
                 others = [c for c in companions if c != value]
                 total = row.arm_values(side).get("total")
-                fits = reader.fits(value, name, row.outcome, arm, _printed(total) if total is not None else None)
+                beside = quoted.setdefault((normalize_name(row.outcome), name), [])
+                total_printed = _printed(total) if total is not None else None
+                fits = reader.fits(value, name, row.outcome, arm, total_printed, tuple(beside))
                 quote = None if row.in_figure else find_quote(lines, value, others, row.outcome, fits)
                 if quote is None:
                     oracle.not_printed.append(f"{row.outcome}: {arm}: {name}={value}")
                     continue
+                if (found := reader.placed(value, name, row.outcome, arm, quote, total_printed)) is not None:
+                    beside.append(replace(found, path=f"beside {len(beside)}"))
                 entry_key = (row.outcome, arm)
                 if entry_key not in entries:
                     oracle.answer["outcomes"].append(

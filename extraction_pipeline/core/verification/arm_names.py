@@ -77,6 +77,13 @@ GROUP_WORDS = 6  # a group's line is a name and its size, not a sentence
 ARM_GROUP = re.compile(r"\b(?:n\s*=|groups?\b|arms?\b)", re.IGNORECASE)
 
 
+def whose(claim: Claim) -> str:
+    """The declared arm whose people the claimed number is of: an arm that is a time point
+    ("baseline") is the other arm's people before treatment, when there is one other arm."""
+    others = [arm for arm in claim.arms if arm != claim.arm and not TIME_ARM.match(arm)]
+    return others[0] if TIME_ARM.match(claim.arm) and len(others) == 1 else claim.arm
+
+
 def arm_stems(claim: Claim, vocabulary: Vocabulary) -> dict[str, frozenset[str]]:
     """Each declared arm's distinguishing stems: its words that not every arm shares."""
     return _distinguishing(claim.arms, vocabulary)
@@ -199,6 +206,9 @@ def header_arm(label: str, claim: Claim, vocabulary: Vocabulary) -> str | None:
     named = named_arms(label, claim, vocabulary)
     if len(named) == 1:
         return next(iter(named))
+    groups = [arm for arm in claim.arms if not TIME_ARM.match(arm)]
+    if not named and len(groups) == 1 and arm_words(label, vocabulary) & arm_words(groups[0], vocabulary):
+        return groups[0]  # one group against its own baseline: a header naming it by a word of its name
     if named or len(claim.arms) != 2:
         return None
     comparison = [arm for arm in claim.arms if comparison_arm(arm)]

@@ -43,16 +43,23 @@ from extraction_pipeline.core.verification.kinds import (
     change_flag,
     cluster_size_flag,
     comparison_column_flag,
+    measured_count_flag,
     median_flag,
     own_table_size_flag,
     part_as_size_flag,
     says_percent,
+    shown,
     spread_flag,
 )
 from extraction_pipeline.core.verification.places import TABLE, Place, places_of
 from extraction_pipeline.core.verification.populations import NEGATED_WORD, subgroup_flag
 from extraction_pipeline.core.verification.respectively import listed_group
-from extraction_pipeline.core.verification.time_points import baseline_flag, later_in_sentence_flag, later_time_flag
+from extraction_pipeline.core.verification.time_points import (
+    ABOUT_BASELINE,
+    baseline_flag,
+    later_in_sentence_flag,
+    later_time_flag,
+)
 from extraction_pipeline.core.verification.vocabulary import (
     ROLE,
     Vocabulary,
@@ -76,6 +83,16 @@ STATISTIC_LABEL = re.compile(
 
 
 REFERENCE_FLAG = "the quote is in the reference list, not in the paper's text or tables"
+FURNITURE_FLAG = "the number is on the page's running head or footer (which most pages repeat), not a finding"
+
+
+def _where_flags(place: Place, number: PlacedNumber, vocabulary: Vocabulary) -> list[str]:
+    """A number printed where no finding is: the reference list, a running head or footer."""
+    if place.at >= 0 and vocabulary.in_furniture(number.page, place.at):
+        return [FURNITURE_FLAG]
+    if place.kind != TABLE and vocabulary.in_references(number.page, number.start):
+        return [REFERENCE_FLAG]
+    return []
 
 
 def placed_flags(
@@ -90,6 +107,7 @@ def placed_flags(
     vocabulary = vocabulary or Vocabulary(parsed)  # given when one paper is checked many times
     flags: dict[str, list[str]] = {}
     rows: dict[tuple[str, str, str], dict[str, set[tuple[str, str, str]]]] = {}
+    printed_at: dict[tuple[str, str, str], dict[tuple[str, int], list[Place]]] = {}
     for number in numbers:
         if not number.outcome:
             continue
@@ -97,10 +115,10 @@ def placed_flags(
         places = places_of(parsed, number.page, number.start, number.end, number.value)
         if not places:
             continue
-        verdicts = [
-            [REFERENCE_FLAG] if place.kind != TABLE and vocabulary.in_references(number.page, number.start) else []
-            for place in places
-        ]
+        if number.arm:
+            key = (number.outcome, number.timepoint, number.kind)
+            printed_at.setdefault(key, {})[(number.arm, number.page)] = places
+        verdicts = [_where_flags(place, number, vocabulary) for place in places]
         verdicts = [
             found or check_place(place, claim, vocabulary) for found, place in zip(verdicts, places, strict=True)
         ]
@@ -125,6 +143,8 @@ def placed_flags(
             )
     for (_outcome, _timepoint, kind), by_arm in rows.items():
         _same_row(kind, by_arm, numbers, flags)
+    for key, by_arm_page in printed_at.items():
+        _one_number_for_two_arms(key, by_arm_page, numbers, flags)
     return flags
 
 
@@ -154,6 +174,46 @@ def _same_row(
             flags.setdefault(number.path, []).append(sentence)
 
 
+# A sentence that gives one number for every group: "30 patients in each group", "none in either
+# arm", "randomly divided into two groups (n = 10)".
+EVERY_GROUP = re.compile(r"\b(?:each|both|either|neither|per\s+(?:group|arm)|groups|arms|equally)\b", re.IGNORECASE)
+
+
+def _one_number_for_two_arms(
+    key: tuple[str, str, str],
+    by_arm_page: dict[tuple[str, int], list[Place]],
+    numbers: list[PlacedNumber],
+    flags: dict[str, list[str]],
+) -> None:
+    """Two arms of one outcome given the same number from the one place that prints it: one
+    printed number is one group's (or the whole study's), so at most one arm's claim is right.
+    Said unless the place gives it for every group ("in each group", "both arms")."""
+    outcome, timepoint, kind = key
+    by_place: dict[tuple[int, int], list[str]] = {}
+    for (arm, page), places in by_arm_page.items():
+        if len(places) == 1 and places[0].at >= 0:
+            by_place.setdefault((page, places[0].at), []).append(arm)
+    for (page, _at), arms in by_place.items():
+        if len(set(arms)) < 2 or any(ABOUT_BASELINE.search(arm) for arm in arms):
+            continue  # one arm, or an arm against its own baseline: one group, one size
+        place = by_arm_page[(arms[0], page)][0]
+        if place.kind != TABLE and EVERY_GROUP.search(place.sentence):
+            continue
+        where = place.row_label if place.kind == TABLE else place.clause or place.sentence
+        named = " and ".join(f"'{arm}'" for arm in sorted(set(arms)))
+        for number in numbers:
+            if (number.outcome, number.timepoint, number.kind, number.page) != (outcome, timepoint, kind, page):
+                continue
+            if number.arm in arms:
+                sentence = (
+                    f"{named} are {'both' if len(set(arms)) == 2 else 'all'} given the {kind} {number.value} "
+                    "from one printed number "
+                    f"('{shown(where)}'), which is one group's, not each arm's"
+                )
+                if sentence not in flags.get(number.path, []):
+                    flags.setdefault(number.path, []).append(sentence)
+
+
 def check_place(place: Place, claim: Claim, vocabulary: Vocabulary) -> list[str]:
     """The flags for a number at ``place`` claimed as ``claim``: empty when the place agrees."""
     found = (
@@ -166,6 +226,7 @@ def check_place(place: Place, claim: Claim, vocabulary: Vocabulary) -> list[str]
         cluster_size_flag(place, claim),
         median_flag(place, claim, vocabulary),
         part_as_size_flag(place, claim),
+        measured_count_flag(place, claim),
         change_flag(place, claim),
         baseline_flag(place, claim),
         later_time_flag(place, claim),

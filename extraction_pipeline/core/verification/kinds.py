@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from extraction_pipeline.core.verification.arm_names import header_arm, of_the_trials_arms
-from extraction_pipeline.core.verification.claimed import Claim, PlacedNumber
+from extraction_pipeline.core.verification.arm_names import header_arm, of_the_trials_arms, whose
+from extraction_pipeline.core.verification.claimed import COUNTS, Claim, PlacedNumber
 from extraction_pipeline.core.verification.places import TABLE, Place, as_number
 from extraction_pipeline.core.verification.sizes import ROW_LABEL_CHARS, PrintedTable, table_number
 from extraction_pipeline.core.verification.vocabulary import GENERIC, Vocabulary, tokens
@@ -186,6 +186,26 @@ def part_as_size_flag(place: Place, claim: Claim) -> str | None:
     )
 
 
+# A number printed with a unit of measure after it ("10 mg/kg", "12 mm Hg", "3 days"): an amount, a
+# pressure, a duration, never how many people. "%" is a share (``percentage_only_flag``).
+MEASURED = re.compile(
+    r"^[-−–]?\d+(?:\.\d+)?\s*(mg|g|kg|µg|μg|mcg|ng|ml|dl|mmol|µmol|μmol|iu|mm\s?hg|mm|cm|bpm|kcal|"
+    r"min(?:utes?)?|h|hrs?|hours?|days?|weeks?|months?|years?)(?![\w])(?:\s*/\s*[a-z]+)?",
+    re.IGNORECASE,
+)
+
+
+def measured_count_flag(place: Place, claim: Claim) -> str | None:
+    """A count (events, a group's size) quoted where the paper prints the number with a unit of
+    measure: a dose, a pressure or a duration, not a number of people."""
+    if claim.kind not in COUNTS:
+        return None
+    match = MEASURED.match(place.printed.strip())
+    if match is None:
+        return None
+    return f"the quote prints '{match.group()}': an amount in {match.group(1)}, not a number of participants"
+
+
 def _shares_a_word(text: str, other: str) -> bool:
     """Do two texts share a word (one a form of the other: "Male" and "males")?"""
     ours = {token.lower() for token in tokens(text) if len(token) >= 4}
@@ -219,7 +239,7 @@ def own_table_size_flag(number: PlacedNumber, claim: Claim, places: list[Place],
         ):
             return None  # quoted from the outcome's table itself (a row's own "12/40")
         sizes += [
-            (table, label, size) for label, size in table.sizes if header_arm(label, claim, vocabulary) == claim.arm
+            (table, label, size) for label, size in table.sizes if header_arm(label, claim, vocabulary) == whose(claim)
         ]
     if sizes:
         if any(as_number(str(number.value)) == size for _, _, size in sizes):
@@ -235,7 +255,7 @@ def own_table_size_flag(number: PlacedNumber, claim: Claim, places: list[Place],
         (table, label, size)
         for table in vocabulary.tables
         for label, size in table.sizes
-        if header_arm(label, claim, vocabulary) == claim.arm and of_the_trials_arms(label, claim, vocabulary)
+        if header_arm(label, claim, vocabulary) == whose(claim) and of_the_trials_arms(label, claim, vocabulary)
     ]
     # An analysed size below the tables' randomized one is the usual case; one above all of them
     # counts another population (patients interviewed where the tables count clusters).

@@ -76,6 +76,7 @@ class Place:
     row_time: str = ""  # a row labelled by a bare number under a time header: "Weeks 12"
     column_times: tuple[str, ...] = ()  # every time that header's column prints: ("Weeks 0", "Weeks 12", ...)
     table_rows: tuple[str, ...] = ()  # the labels of the table's other rows with numbers ("Body weight (kg)")
+    at: int = -1  # where the number starts in its page's text: one printed number, however often quoted
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ def _place_at(parsed: ParsedDocument, page: int, text: str, at: int) -> Place:
     line_start = text.rfind("\n", 0, at) + 1
     return replace(
         place,
+        at=at,
         printed=text[at : line_end if 0 <= line_end < at + 40 else at + 40],
         printed_before=text[max(line_start, at - 20) : at],
     )
@@ -151,7 +153,40 @@ def _context_at(parsed: ParsedDocument, page: int, text: str, at: int) -> Place:
         table = _table_place(lines, line, at)
         if table is not None:
             return table
+    if line is not None and _size_header(line, lines):
+        header = _size_header_place(lines, line)
+        if header is not None:
+            return header
     return _sentence_place(text, at)
+
+
+def _size_header(line: _Line, lines: list[_Line]) -> bool:
+    """A table's column header printing a group's size ("Palmvitee, n = 30", "(n = 50)"), beside
+    the other columns' headers."""
+    return (
+        len(line.text.strip()) <= GROUP_HEADER_CHARS
+        and bool(GROUP_SIZE.search(line.text))
+        and any(other is not line and other.level_with(line) for other in lines)
+    )
+
+
+def _size_header_place(lines: list[_Line], header: _Line) -> Place | None:
+    """A size printed in a column's header: the column's headers are it and the lines above it,
+    with a header row centred over pairs of columns ("Nonsmokers | Smokers")."""
+    caption_line = _caption_above(lines, header)
+    if caption_line is None:
+        return None
+    top = caption_line.y1
+    headers = [*_column_headers(lines, header, top)]
+    spanning = _spanning_header(lines, header, [header], top)
+    if spanning is not None and " ".join(spanning.text.split()) not in headers:
+        headers.insert(0, " ".join(spanning.text.split()))
+    return Place(
+        TABLE,
+        columns=(*headers, " ".join(header.text.split())),
+        caption=_caption_text(lines, caption_line),
+        legend=_legend(lines),
+    )
 
 
 def _numbers_at(text: str, start: int, end: int, value: object) -> list[int]:
@@ -195,13 +230,14 @@ def _table_place(lines: list[_Line], cell: _Line, at: int) -> Place | None:
     top = caption_line.y1 if caption_line is not None else cell.y0 - 400
     columns = _column_headers(lines, cell, top)
     label_x = min((line.x0 for line in left), default=cell.x0)
-    headings = _headings(lines, cell, label_x, top)
+    caption = _caption_lines(lines, caption_line) if caption_line is not None else []
+    headings = _headings(lines, cell, label_x, top, caption)
     stub = _row_group(lines, cell, left, top)
     return Place(
         TABLE,
         row_label=label,
         headings=(stub, *headings) if stub else headings,
-        groups=_groups(lines, cell, top),
+        groups=_groups(lines, cell, top, caption),
         beside=tuple(" ".join(_column_headers(lines, other, top)) for other in others),
         **_row_times(lines, others, top),
         columns=columns,
@@ -280,7 +316,12 @@ def _time_column(lines: list[_Line], cell: _Line, top: float) -> list[_Line]:
 
 
 def _caption_text(lines: list[_Line], caption: _Line) -> str:
-    """The caption with the lines it wraps onto (directly below, starting where it starts)."""
+    """The caption with the lines it wraps onto."""
+    return " ".join(" ".join(part.text.split()) for part in _caption_lines(lines, caption))
+
+
+def _caption_lines(lines: list[_Line], caption: _Line) -> list[_Line]:
+    """The caption's line and the lines it wraps onto (directly below, starting where it starts)."""
     parts, last = [caption], caption
     for line in sorted((line for line in lines if line.y0 > caption.y0), key=lambda line: line.y0):
         if abs(line.x0 - caption.x0) <= 2 and 0 <= line.y0 - last.y1 <= 0.8 * last.height and not numeric(line.text):
@@ -288,7 +329,7 @@ def _caption_text(lines: list[_Line], caption: _Line) -> str:
             last = line
         elif line.y0 - last.y1 > 0.8 * last.height:
             break
-    return " ".join(" ".join(part.text.split()) for part in parts)
+    return parts
 
 
 def _row_group(lines: list[_Line], cell: _Line, left: list[_Line], top: float) -> str:
@@ -374,6 +415,7 @@ def _column_headers(lines: list[_Line], cell: _Line, top: float) -> tuple[str, .
 
 
 GROUP_SIZE = re.compile(r"\b[nN]\s*=\s*\d+")
+GROUP_HEADER_CHARS = 40  # a column's header with a group's size, not a sentence
 
 
 def _arm_headers(lines: list[_Line], cell: _Line, below: _Line, top: float) -> list[_Line]:
@@ -393,7 +435,9 @@ def _spanning_header(lines: list[_Line], cell: _Line, headers: list[_Line], top:
     need not reach over this one: the cell whose centre is nearest the column's."""
     if not headers:
         return None
-    own = headers[0]  # the column's own header, nearest the number
+    # The column's own header: the nearest one in a row of column headers (a section's heading
+    # alone on its line, "Tocotrienol (ng/ml)", is no column's).
+    own = next((h for h in headers if any(o is not h and o.level_with(h) for o in lines)), headers[0])
     columns = [line for line in lines if line.level_with(own)]
     left, right = min(line.x0 for line in columns), max(line.x1 for line in columns)
     centre = (cell.x0 + cell.x1) / 2
@@ -411,10 +455,13 @@ def _spanning_header(lines: list[_Line], cell: _Line, headers: list[_Line], top:
     return None
 
 
-def _headings(lines: list[_Line], cell: _Line, label_x: float, top: float) -> tuple[str, ...]:
-    """Rows above with a label and no numbers ("Late time (2–24 h)", "Surgical type"), nearest first."""
+def _headings(lines: list[_Line], cell: _Line, label_x: float, top: float, caption: list[_Line]) -> tuple[str, ...]:
+    """Rows above with a label and no numbers ("Late time (2–24 h)", "Surgical type"), nearest
+    first; the caption's title wrapped onto its own line is none."""
     found = []
     for line in sorted((line for line in lines if line.y0 >= top and line.above(cell)), key=lambda line: -line.y0):
+        if line in caption:
+            continue
         if line.x0 > cell.x0 - 1 or abs(line.x0 - label_x) > 40 or numeric(line.text) or _prose(line):
             continue
         level = [other for other in lines if other is not line and other.level_with(line)]
@@ -424,14 +471,17 @@ def _headings(lines: list[_Line], cell: _Line, label_x: float, top: float) -> tu
     return tuple(found)
 
 
-def _groups(lines: list[_Line], cell: _Line, top: float) -> tuple[str, ...]:
+def _groups(lines: list[_Line], cell: _Line, top: float, caption: list[_Line]) -> tuple[str, ...]:
     """Lines above the number alone on their row, across the table ("Non-smokers (active, n = 29)"
     centred over its rows): the groups a table's rows are printed under, nearest first. Only short
-    lines over the row's own width count: the other column of a two-column page is no group."""
+    lines over the row's own width count: the other column of a two-column page is no group, nor
+    is the caption's title wrapped onto a line of its own."""
     row = [line for line in lines if line.level_with(cell)]
     left, right = min(line.x0 for line in row), max(line.x1 for line in row)
     found = []
     for line in sorted((line for line in lines if line.y0 >= top and line.above(cell)), key=lambda line: -line.y0):
+        if line in caption:
+            continue
         if numeric(line.text) or _prose(line) or not LETTER.search(line.text) or line.x0 > cell.x1:
             continue
         if line.x1 < left or line.x0 > right or len(line.text.split()) > GROUP_LINE_WORDS:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from extraction_pipeline.core.verification.arm_names import whose
 from extraction_pipeline.core.verification.claimed import Claim
 from extraction_pipeline.core.verification.kinds import shown
 from extraction_pipeline.core.verification.places import TABLE, Place
@@ -37,7 +38,7 @@ def subgroup_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | N
     )
     if place.kind != TABLE and place.sentence[:1].islower():
         return None  # a sentence whose start is on another page or column: who it is about is not seen
-    claimed = f"{claim.outcome} {claim.arm}"
+    claimed = f"{claim.outcome} {claim.arm} {whose(claim) if whose(claim) != claim.arm else ''}"
     # The column's headers and the group line over the rows say whose number it is.
     contrary = opposed(claimed, " ".join([*place.columns, *place.groups[:1]])) if place.kind == TABLE else None
     if contrary:

@@ -72,6 +72,7 @@ from typing import Any
 
 from extraction_pipeline.core.evaluation.matching import NAME_ENOUGH, name_score, normalize_name
 from extraction_pipeline.core.extraction.grounded import GroundedValue
+from extraction_pipeline.core.pdf.furniture import furniture, furniture_key
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
 from extraction_pipeline.core.verification.recall_answer import (
     SIZE_KINDS,
@@ -414,32 +415,14 @@ def _line_kind(line: str) -> str:
     return TEXT if any(len(word) > 1 for word in re.findall(r"[^\W\d_]+", rest)) else CELL
 
 
-def _lines(text: str, furniture: set[str]) -> list[_Line]:
+def _lines(text: str, furniture_keys: set[str]) -> list[_Line]:
     found = []
     at = 0
     for raw in text.split("\n"):
-        kind = BLANK if _furniture_key(raw) in furniture else _line_kind(raw)
+        kind = BLANK if furniture_key(raw) in furniture_keys else _line_kind(raw)
         found.append(_Line(raw, at, at + len(raw), kind))
         at += len(raw) + 1
     return found
-
-
-def _furniture(pages: list[str]) -> set[str]:
-    """Lines repeated on many pages (running heads, footers, journal names), digits aside."""
-    seen: dict[str, set[int]] = {}
-    for page, text in enumerate(pages):
-        for line in text.split("\n"):
-            key = _furniture_key(line)
-            if len(_LETTERS.findall(key)) >= 6:  # a table cell ("#/# (#.#)") repeats too, and stays
-                seen.setdefault(key, set()).add(page)
-    # Alternating heads (journal on odd pages, authors on even ones) are on half the pages; a row
-    # label repeated in two or three tables is not.
-    enough = max(2, math.ceil(0.4 * len(pages)))
-    return {key for key, where in seen.items() if len(where) >= enough}
-
-
-def _furniture_key(line: str) -> str:
-    return re.sub(r"\d+", "#", " ".join(line.split()).lower())
 
 
 def _caption_is_results(caption: str) -> bool | None:
@@ -461,13 +444,13 @@ def _sizes(text: str) -> frozenset[Decimal]:
 
 def _layout(document: ParsedDocument, sizes: frozenset[Decimal]) -> _Layout:
     layout = _Layout()
-    furniture = _furniture(document.pages_text)
+    furniture_keys = furniture(document.pages_text)
     in_results, in_abstract = False, True
     abstract: list[str] = []
     results: list[str] = []
     for page, text in enumerate(document.pages_text, start=1):
         page_sizes = sizes | _sizes(text)
-        lines = _lines(text, furniture)
+        lines = _lines(text, furniture_keys)
         rows, baseline_rows, table_lines = _table_rows(page, text, lines, page_sizes)
         layout.baseline_rows.extend(baseline_rows)
         layout.candidates.extend(rows or _parsed_table_rows(page, document.tables_on(page), page_sizes))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from functools import cached_property
 
+from extraction_pipeline.core.pdf.furniture import furniture, furniture_key
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.verification.sizes import PrintedTable, printed_tables
 
@@ -328,6 +329,19 @@ class Vocabulary:
     @cached_property
     def tables(self) -> list[PrintedTable]:
         return printed_tables(self.parsed.pages_text)
+
+    @cached_property
+    def furniture(self) -> set[str]:
+        return furniture(self.parsed.pages_text)
+
+    def in_furniture(self, page: int, offset: int) -> bool:
+        """Is ``offset`` of ``page`` on a running head or footer (a line most pages repeat)?"""
+        if not 1 <= page <= len(self.parsed.pages_text):
+            return False
+        text = self.parsed.pages_text[page - 1]
+        start = text.rfind("\n", 0, offset) + 1
+        end = text.find("\n", offset)
+        return furniture_key(text[start : end if end >= 0 else len(text)]) in self.furniture
 
     def in_references(self, page: int, offset: int) -> bool:
         """Is ``offset`` of ``page`` in the reference list (after its heading, before any later caption)?"""
