@@ -14,7 +14,8 @@ prose or extra blocks after them); in each, ``events``/``group_size`` (binary) o
 ``mean``/``standard_deviation``/``group_size`` (continuous). A value counts as a number given when
 its text starts with a number (quotes and brackets aside: ``5.1±1.6`` is 5.1, ``[39.7, 17.2]`` is
 39.7); ``x`` and text (``p > 0.05``) are not given. A number is right when it equals the gold
-value numerically; a number where the gold has none is wrong. The gold is read only to score.
+value numerically (or the gold's value in the paper's other unit, where a correction says the
+paper prints both); a number where the gold has none is wrong. The gold is read only to score.
 
 The quote rule (the same for right and wrong numbers; it reads the model's answer, the row's
 question — its outcome — and the paper's text, never the gold). Spans: each line of each page's
@@ -33,8 +34,11 @@ events before "/", "of" or "(22 %", a group size after "n =" or "/"); (3) it pri
 standalone with its sign (not the "2" of "H2"); (4) how many of the model's other numbers for the
 row (both arms) it prints — both arms in one row; (5) how many of the outcome's words it shares
 (a word matches on its first five letters; short and common words left out); then the first in
-the document. Without a candidate the quote is the span sharing most of the outcome's words (the
-first of equals): grounding then answers that the value is not in its quote.
+the document. A number equal to the other arm's number of the same kind whose best span is the
+one that arm's number was quoted from is quoted from the best span sharing no line with it, where
+there is one (a quoting model quotes each arm's own printing). Without a candidate the quote is
+the span sharing most of the outcome's words (the first of equals): grounding then answers that
+the value is not in its quote.
 
 Scored per model: numbers given, right and wrong, how many of each pass, the precision of the
 passing numbers and the share of wrong and of right numbers that pass; for each double-extraction
