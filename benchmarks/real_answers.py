@@ -34,9 +34,10 @@ events before "/", "of" or "(22 %", a group size after "n =" or "/"); (3) it pri
 standalone with its sign (not the "2" of "H2"); (4) how many of the model's other numbers for the
 row (both arms) it prints — both arms in one row; (5) how many of the outcome's words it shares
 (a word matches on its first five letters; short and common words left out); then the first in
-the document. A number equal to the other arm's number of the same kind whose best span is the
-one that arm's number was quoted from is quoted from the best span sharing no line with it, where
-there is one (a quoting model quotes each arm's own printing). Without a candidate the quote is
+the document. Where both arms' equal numbers of one kind would be quoted from one span and the
+paper prints the number again (the best span sharing no line with it), the two printings are
+given to the arms whose words they print more ("Group H2 (n = 50)" to the H2 arm): a quoting
+model quotes each arm's own printing. Without a candidate the quote is
 the span sharing most of the outcome's words (the first of equals): grounding then answers that
 the value is not in its quote.
 
@@ -232,6 +233,11 @@ class Paper:
                 best = (rank, index)
         return best[1] if best is not None else None
 
+    def names(self, arm: str, index: int) -> int:
+        """How many of an arm's words ("h2" of "H2 (haloperidol 2 mg)" too) the span prints."""
+        words = {w for w in re.findall(r"[a-z][a-z0-9]+", arm.lower()) if w not in STOP_WORDS}
+        return len(words & set(re.findall(r"[a-z][a-z0-9]+", self.normalized[index])))
+
     def lines_outside_references(self, page: int, text: str) -> list[str]:
         lines, offset = [], 0
         for line in text.splitlines(keepends=True):
@@ -298,9 +304,32 @@ def replay_row(model: str, row: dict[str, Any], paper: Paper) -> tuple[list[Repl
     kind_of = KINDS[row["outcome_type"]]
     given = read_answer(row["output"], row["outcome_type"])
     about = paper.about(row["outcome"])
+    # The span each number is quoted from, by (side, kind).
+    spans: dict[tuple[str, str], int | None] = {}
+    for side in SIDES:
+        numbers = given.get(side, {})
+        for kind, value in numbers.items():
+            # The model's other numbers for the row, not the same digits again (the other arm's equal n).
+            others = [n for found in given.values() for n in found.values() if n != value]
+            spans[(side, kind)] = paper.quote(kind, value, numbers.get(PARTNER[kind] or ""), others, row["outcome"])
+    first, second = SIDES
+    for kind, value in given.get(first, {}).items():
+        found = spans[(first, kind)]
+        if found is None or given.get(second, {}).get(kind) != value or spans.get((second, kind)) != found:
+            continue
+        # Both arms' equal number quoted from one span: each arm gets its own printing where the
+        # paper prints it again, the one naming it more (by its words).
+        others = [n for found_ in given.values() for n in found_.values() if n != value]
+        partner = given[second].get(PARTNER[kind] or "")
+        again = paper.quote(kind, value, partner, others, row["outcome"], elsewhere_than=found)
+        if again is None:
+            continue
+        swap = paper.names(row[first], again) + paper.names(row[second], found) > paper.names(
+            row[first], found
+        ) + paper.names(row[second], again)
+        spans[(first, kind)], spans[(second, kind)] = (again, found) if swap else (found, again)
     replayed: list[Replayed] = []
     entries: list[dict[str, Any]] = []
-    quoted: dict[tuple[str, Decimal], int] = {}  # (kind, value) -> the span the first arm's number is quoted from
     for side in SIDES:
         numbers = given.get(side, {})
         arm_name = row[side]
@@ -313,16 +342,7 @@ def replay_row(model: str, row: dict[str, Any], paper: Paper) -> tuple[list[Repl
             if kind not in numbers:
                 continue
             value = numbers[kind]
-            # The model's other numbers for the row, not the same digits again (the other arm's equal n).
-            others = [n for found in given.values() for n in found.values() if n != value]
-            partner = numbers.get(PARTNER[kind] or "")
-            found = paper.quote(kind, value, partner, others, row["outcome"])
-            if found is not None and quoted.get((kind, value)) == found:
-                # The other arm's equal number is quoted from this span: each arm's own printing.
-                again = paper.quote(kind, value, partner, others, row["outcome"], elsewhere_than=found)
-                found = again if again is not None else found
-            if found is not None:
-                quoted.setdefault((kind, value), found)
+            found = spans[(side, kind)]
             quote = paper.spans[found] if found is not None else about
             gold = as_decimal(row[f"{side}_{key}"])
             other_unit = as_decimal(row.get(in_other_unit(f"{side}_{key}")))

@@ -16,6 +16,7 @@ from extraction_pipeline.core.pdf.engine import EngineOptions, parse_pdf
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 from extraction_pipeline.core.verification.arithmetic import percent_flag
+from extraction_pipeline.core.verification.context import FURNITURE_FLAG
 from extraction_pipeline.core.verification.places import SENTENCE, TABLE, places_of
 
 DRUG, PLACEBO = "Haloperidol 2 mg", "Placebo"
@@ -637,9 +638,17 @@ def test_a_sentence_that_goes_on_to_a_later_time_flags_the_earlier_number(third:
 
 def test_a_sectioned_tables_arm_header_names_every_section(third: ParsedDocument) -> None:
     """ "Tocotrienol (ng/ml)" heads its section over Drug B's column; the arms are named once, at the top."""
-    # Each claim on its own: one printed number given to both arms is flagged on both as well.
+    # Each claim on its own; together, one printed number given to both arms flags both.
     [other] = _flags(third, [_entry("tocotrienol", ARM_A, mean=(60.5, "Week 12 61.5 ± 7.0 60.5 ± 3.0"))])
     [own] = _flags(third, [_entry("tocotrienol", ARM_B, mean=(60.5, "Week 12 61.5 ± 7.0 60.5 ± 3.0"))])
+    both = _flags(
+        third,
+        [
+            _entry("tocotrienol", ARM_A, mean=(60.5, "Week 12 61.5 ± 7.0 60.5 ± 3.0")),
+            _entry("tocotrienol", ARM_B, mean=(60.5, "Week 12 61.5 ± 7.0 60.5 ± 3.0")),
+        ],
+    )
+    assert all(any("from one printed number" in flag for flag in flags) for flags in both)
     assert other == ("the quoted column is 'Drug B, n = 41', not the arm 'Drug A'",)
     assert own == ()
 
@@ -680,7 +689,7 @@ def test_an_outcome_named_range_and_a_time_header_beside_a_dose_raise_nothing(th
     assert fields["outcomes.1.mean"].flags == () and fields["outcomes.2.mean"].flags == ()
 
 
-# A fourth paper, two pages under a running head: a table whose title wraps onto a second line
+# A fourth paper, three pages under a running head: a table whose title wraps onto a second line
 # naming both groups, "Nonsmokers | Smokers" centred over pairs of columns whose headers print their
 # sizes, and a section heading alone over one column; sentences with one size for every group, a
 # size of the whole sample, and a dose.
@@ -699,7 +708,9 @@ VITAMINS = [
 FOURTH_TEXT = (
     "Thirty patients were enrolled, 15 in each group. "
     "Vomiting was recorded in 3 of the 40 patients screened. "
-    "Anesthesia was induced with ketamine 10 mg/kg."
+    "Anesthesia was induced with ketamine 10 mg/kg. "
+    "Pain was scored in 24 patients per treatment arm. "
+    "Of the 44 MM patients, 12 relapsed."
 )
 SMOKERS, NONSMOKERS = "Drug A smokers", "Drug A nonsmokers"
 
@@ -710,9 +721,9 @@ def fourth(tmp_path_factory: pytest.TempPathFactory) -> ParsedDocument:
 
     path = tmp_path_factory.mktemp("context") / "vitamins.pdf"
     with pymupdf.open() as doc:
-        for number in (1, 2):
+        for number in (1, 2, 3):
             page = doc.new_page(width=595, height=842)
-            page.insert_text((56, 36), f"{RUNNING_HEAD}    Page {number} of 2", fontsize=8, fontname="helv")
+            page.insert_text((56, 36), f"{RUNNING_HEAD}    Page {number} of 3", fontsize=8, fontname="helv")
             if number == 1:
                 page.insert_textbox(pymupdf.Rect(56, 56, 539, 120), FOURTH_INTRO, fontsize=10, fontname="helv")
                 y = _write_rows(page, VITAMINS, 150.0)
@@ -798,6 +809,12 @@ def test_one_printed_number_given_to_two_arms_is_flagged_on_both_unless_it_is_ea
         [_entry("vomiting", ARM_A, total=(15, each)), _entry("vomiting", PLACEBO, total=(15, each))],
         arms=(ARM_A, PLACEBO),
     ) == [(), ()]
+    per_arm = "Pain was scored in 24 patients per treatment arm"
+    assert _flags_of(
+        fourth,
+        [_entry("pain", ARM_A, n=(24, per_arm)), _entry("pain", PLACEBO, n=(24, per_arm))],
+        arms=(ARM_A, PLACEBO),
+    ) == [(), ()]
     # An arm against its own baseline: one group, one size.
     assert _flags_of(
         fourth,
@@ -816,4 +833,8 @@ def test_a_count_printed_with_a_unit_or_on_the_running_head_is_flagged(fourth: P
         arms=(ARM_A, PLACEBO),
     )
     assert dose == ("the quote prints '10 mg/kg': an amount in mg, not a number of participants",)
-    assert head == ("the number is on the page's running head or footer (which most pages repeat), not a finding",)
+    [myeloma] = _flags_of(
+        fourth, [_entry("relapse", ARM_A, total=(44, "Of the 44 MM patients"))], arms=(ARM_A, PLACEBO)
+    )
+    assert not any("an amount" in flag for flag in myeloma)  # "MM" is a disease's initials, no unit
+    assert head == (FURNITURE_FLAG,)

@@ -30,6 +30,7 @@ from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.verification.arithmetic import percent_flag, percentage_only_flag
 from extraction_pipeline.core.verification.arm_names import (
     DOSE,
+    TIME_ARM,
     arm_groups,
     arm_stems,
     arm_words,
@@ -55,7 +56,6 @@ from extraction_pipeline.core.verification.places import TABLE, Place, places_of
 from extraction_pipeline.core.verification.populations import NEGATED_WORD, subgroup_flag
 from extraction_pipeline.core.verification.respectively import listed_group
 from extraction_pipeline.core.verification.time_points import (
-    ABOUT_BASELINE,
     baseline_flag,
     later_in_sentence_flag,
     later_time_flag,
@@ -83,7 +83,9 @@ STATISTIC_LABEL = re.compile(
 
 
 REFERENCE_FLAG = "the quote is in the reference list, not in the paper's text or tables"
-FURNITURE_FLAG = "the number is on the page's running head or footer (which most pages repeat), not a finding"
+FURNITURE_FLAG = (
+    "the number is on the page's running head or footer (a line repeated at the top or foot of pages), not a finding"
+)
 
 
 def _where_flags(place: Place, number: PlacedNumber, vocabulary: Vocabulary) -> list[str]:
@@ -107,7 +109,7 @@ def placed_flags(
     vocabulary = vocabulary or Vocabulary(parsed)  # given when one paper is checked many times
     flags: dict[str, list[str]] = {}
     rows: dict[tuple[str, str, str], dict[str, set[tuple[str, str, str]]]] = {}
-    printed_at: dict[tuple[str, str, str], dict[tuple[str, int], list[Place]]] = {}
+    printed_at: dict[str, list[Place]] = {}  # path -> the places of its number
     for number in numbers:
         if not number.outcome:
             continue
@@ -115,9 +117,7 @@ def placed_flags(
         places = places_of(parsed, number.page, number.start, number.end, number.value)
         if not places:
             continue
-        if number.arm:
-            key = (number.outcome, number.timepoint, number.kind)
-            printed_at.setdefault(key, {})[(number.arm, number.page)] = places
+        printed_at[number.path] = places
         verdicts = [_where_flags(place, number, vocabulary) for place in places]
         verdicts = [
             found or check_place(place, claim, vocabulary) for found, place in zip(verdicts, places, strict=True)
@@ -143,8 +143,7 @@ def placed_flags(
             )
     for (_outcome, _timepoint, kind), by_arm in rows.items():
         _same_row(kind, by_arm, numbers, flags)
-    for key, by_arm_page in printed_at.items():
-        _one_number_for_two_arms(key, by_arm_page, numbers, flags)
+    _one_number_for_two_arms(numbers, printed_at, parsed, vocabulary, flags)
     return flags
 
 
@@ -174,44 +173,73 @@ def _same_row(
             flags.setdefault(number.path, []).append(sentence)
 
 
-# A sentence that gives one number for every group: "30 patients in each group", "none in either
-# arm", "randomly divided into two groups (n = 10)".
-EVERY_GROUP = re.compile(r"\b(?:each|both|either|neither|per\s+(?:group|arm)|groups|arms|equally)\b", re.IGNORECASE)
+# Where the paper gives one number for every group, beside the number: "15 in each group", "30
+# patients per treatment arm", "n = 30/group", "randomly divided into two groups (n = 10)".
+EVERY_GROUP = re.compile(
+    r"\b(?:each|every|both|either|neither)\s+(?:\w+\s+){0,2}?(?:group|arm)s?\b"
+    r"|\bper\s+(?:\w+\s+)?(?:group|arm)\b|/\s*(?:group|arm)\b"
+    r"|\b(?:two|three|four|five|\d)\s+(?:equal\s+|\w+\s+)?(?:groups|arms)\s*[(\[]\s*n\s*=",
+    re.IGNORECASE,
+)
+EVERY_GROUP_CHARS = 60  # how far from the number the words that say so may be
 
 
 def _one_number_for_two_arms(
-    key: tuple[str, str, str],
-    by_arm_page: dict[tuple[str, int], list[Place]],
     numbers: list[PlacedNumber],
+    printed_at: dict[str, list[Place]],
+    parsed: ParsedDocument,
+    vocabulary: Vocabulary,
     flags: dict[str, list[str]],
 ) -> None:
     """Two arms of one outcome given the same number from the one place that prints it: one
     printed number is one group's (or the whole study's), so at most one arm's claim is right.
-    Said unless the place gives it for every group ("in each group", "both arms")."""
-    outcome, timepoint, kind = key
-    by_place: dict[tuple[int, int], list[str]] = {}
-    for (arm, page), places in by_arm_page.items():
-        if len(places) == 1 and places[0].at >= 0:
-            by_place.setdefault((page, places[0].at), []).append(arm)
-    for (page, _at), arms in by_place.items():
-        if len(set(arms)) < 2 or any(ABOUT_BASELINE.search(arm) for arm in arms):
+    Said unless the words beside the number give it for every group ("15 in each group"), one
+    arm is the other's baseline, every arm is the same people (a crossover trial), or the quote's
+    text is printed more than once (two boxes of a flow chart: grounding cannot tell them apart)."""
+    if vocabulary.crossover:
+        return
+    shared: dict[tuple[str, str, str, int, int], list[PlacedNumber]] = {}
+    for number in numbers:
+        places = printed_at.get(number.path, [])
+        if number.arm and len(places) == 1 and places[0].at >= 0:
+            key = (number.outcome, number.timepoint, number.kind, number.page, places[0].at)
+            shared.setdefault(key, []).append(number)
+    for sharing in shared.values():
+        arms = sorted({number.arm for number in sharing})
+        if len(arms) < 2 or any(TIME_ARM.match(arm) for arm in arms):
             continue  # one arm, or an arm against its own baseline: one group, one size
-        place = by_arm_page[(arms[0], page)][0]
-        if place.kind != TABLE and EVERY_GROUP.search(place.sentence):
+        place = printed_at[sharing[0].path][0]
+        if _for_every_group(place) or _printed_twice(parsed, sharing[0]):
             continue
-        where = place.row_label if place.kind == TABLE else place.clause or place.sentence
-        named = " and ".join(f"'{arm}'" for arm in sorted(set(arms)))
-        for number in numbers:
-            if (number.outcome, number.timepoint, number.kind, number.page) != (outcome, timepoint, kind, page):
-                continue
-            if number.arm in arms:
-                sentence = (
-                    f"{named} are {'both' if len(set(arms)) == 2 else 'all'} given the {kind} {number.value} "
-                    "from one printed number "
-                    f"('{shown(where)}'), which is one group's, not each arm's"
-                )
-                if sentence not in flags.get(number.path, []):
-                    flags.setdefault(number.path, []).append(sentence)
+        where = place.row_label or " ".join(place.columns[-1:]) if place.kind == TABLE else place.clause
+        named = " and ".join(f"'{arm}'" for arm in arms)
+        for number in sharing:
+            sentence = (
+                f"{named} are {'both' if len(arms) == 2 else 'all'} given the {number.kind} {number.value} "
+                f"from one printed number ('{shown(where or place.sentence)}'), which is one group's, not each arm's"
+            )
+            if sentence not in flags.get(number.path, []):
+                flags.setdefault(number.path, []).append(sentence)
+
+
+def _for_every_group(place: Place) -> bool:
+    """Do the words beside the number give it for every group?"""
+    if place.kind == TABLE:
+        near = f"{place.printed_before}{place.printed} {' '.join(place.columns)}"
+    else:
+        start = max(0, place.offset - EVERY_GROUP_CHARS)
+        near = place.sentence[start : place.offset + EVERY_GROUP_CHARS]
+    return bool(EVERY_GROUP.search(near))
+
+
+def _printed_twice(parsed: ParsedDocument, number: PlacedNumber) -> bool:
+    """Is the quote's text printed more than once in the paper (spacing aside)?"""
+    if not 1 <= number.page <= len(parsed.pages_text):
+        return False
+    quoted = " ".join(parsed.pages_text[number.page - 1][number.start : number.end].split())
+    if len(quoted) < 3:
+        return False
+    return sum(" ".join(text.split()).count(quoted) for text in parsed.pages_text) > 1
 
 
 def check_place(place: Place, claim: Claim, vocabulary: Vocabulary) -> list[str]:

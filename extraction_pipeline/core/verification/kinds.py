@@ -189,10 +189,9 @@ def part_as_size_flag(place: Place, claim: Claim) -> str | None:
 # A number printed with a unit of measure after it ("10 mg/kg", "12 mm Hg", "3 days"): an amount, a
 # pressure, a duration, never how many people. "%" is a share (``percentage_only_flag``).
 MEASURED = re.compile(
-    r"^[-−–]?\d+(?:\.\d+)?\s*(mg|g|kg|µg|μg|mcg|ng|ml|dl|mmol|µmol|μmol|iu|mm\s?hg|mm|cm|bpm|kcal|"
-    r"min(?:utes?)?|h|hrs?|hours?|days?|weeks?|months?|years?)(?![\w])(?:\s*/\s*[a-z]+)?",
-    re.IGNORECASE,
-)
+    r"^[-−–]?\d+(?:\.\d+)?\s*(mg|g|kg|µg|μg|mcg|ng|ml|mL|dl|dL|mmol|µmol|μmol|IU|mm\s?Hg|mmHg|mm|cm|bpm|kcal|"
+    r"min(?:utes?)?|h|hrs?|hours?|days?|weeks?|months?|years?)(?!\w)(?!\.\s?[a-z])(?:\s*/\s*[a-z]+)?"
+)  # case as printed: "40 MM patients" and "45 H. pylori" are no units
 
 
 def measured_count_flag(place: Place, claim: Claim) -> str | None:

@@ -161,12 +161,16 @@ def _context_at(parsed: ParsedDocument, page: int, text: str, at: int) -> Place:
 
 
 def _size_header(line: _Line, lines: list[_Line]) -> bool:
-    """A table's column header printing a group's size ("Palmvitee, n = 30", "(n = 50)"), beside
-    the other columns' headers."""
-    return (
-        len(line.text.strip()) <= GROUP_HEADER_CHARS
-        and bool(GROUP_SIZE.search(line.text))
-        and any(other is not line and other.level_with(line) for other in lines)
+    """A table's column header printing a group's size ("Palmvitee, n = 30", "(n = 50)"): short,
+    beside other columns' short headers (not a line of the page's other text column), with cells
+    of numbers under it."""
+    if len(line.text.strip()) > GROUP_HEADER_CHARS or not GROUP_SIZE.search(line.text):
+        return False
+    level = [other for other in lines if other is not line and other.level_with(line)]
+    if not level or any(len(other.text.strip()) > GROUP_HEADER_CHARS for other in level):
+        return False
+    return any(
+        numeric(other.text) and other.spans_x_of(line) and 0 < other.y0 - line.y1 < 6 * line.height for other in lines
     )
 
 

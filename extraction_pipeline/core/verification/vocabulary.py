@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from functools import cached_property
 
-from extraction_pipeline.core.pdf.furniture import furniture, furniture_key
+from extraction_pipeline.core.pdf.furniture import edge_lines, furniture, furniture_key
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.verification.sizes import PrintedTable, printed_tables
 
@@ -255,6 +255,11 @@ GIVEN_AS_MEDIAN = re.compile(
 )
 
 
+# "a randomized crossover trial", "cross-over design": every participant received every arm.
+CROSSOVER = re.compile(r"\bcross[- ]?over\b", re.IGNORECASE)
+CROSSOVER_PAGES = 3  # said where the design is: the title, abstract and methods
+
+
 class Vocabulary:
     """The paper's own abbreviations, read once per document."""
 
@@ -331,6 +336,11 @@ class Vocabulary:
         return printed_tables(self.parsed.pages_text)
 
     @cached_property
+    def crossover(self) -> bool:
+        """Does the paper say it is a crossover trial (every participant in every arm)?"""
+        return any(CROSSOVER.search(text) for text in self.parsed.pages_text[:CROSSOVER_PAGES])
+
+    @cached_property
     def furniture(self) -> set[str]:
         return furniture(self.parsed.pages_text)
 
@@ -341,7 +351,8 @@ class Vocabulary:
         text = self.parsed.pages_text[page - 1]
         start = text.rfind("\n", 0, offset) + 1
         end = text.find("\n", offset)
-        return furniture_key(text[start : end if end >= 0 else len(text)]) in self.furniture
+        line = text[start : end if end >= 0 else len(text)]
+        return line in edge_lines(text) and furniture_key(line) in self.furniture
 
     def in_references(self, page: int, offset: int) -> bool:
         """Is ``offset`` of ``page`` in the reference list (after its heading, before any later caption)?"""
