@@ -8,6 +8,7 @@ as the quote). The list itself is the recall check's, stored with the result
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -45,6 +46,7 @@ class MissedView:
     href: str
     image: str
     caption: str
+    proposed: str = ""  # the empty field whose entry the item names, offered first ("" : none does)
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ def missed_list(
 ) -> MissedList:
     item_id = int(item["id"])
     listed = missed_of(item["result_json"])
+    decided = {path for (item_key, path) in decisions.current_decisions(ledger, batch_id) if item_key == item_id}
+    fillable = _fillable(item, number_fields(ledger, batch_id), decided) if listed else []
     views = [
         MissedView(
             entry,
@@ -86,11 +90,10 @@ def missed_list(
             f"{PREFIX}/batches/{batch_id}/documents/{item_id}?{urlencode({'value': MISSED_PREFIX + entry.key})}",
             missed_image_url(item_id, entry.key),
             f"possibly missed {entry.kind.value} · p.{entry.page}",
+            _proposed(entry, fillable),
         )
         for entry in listed or []
     ]
-    decided = {path for (item_key, path) in decisions.current_decisions(ledger, batch_id) if item_key == item_id}
-    fillable = _fillable(item, number_fields(ledger, batch_id), decided) if views else []
     extracted = item["status"] == "completed"
     return MissedList(extracted, listed is not None, views, fillable, f"{PREFIX}/items/{item_id}/missed")
 
@@ -111,9 +114,23 @@ def _fillable(item: ItemListing | ItemRow, numbers: set[tuple[str, str]], decide
         module = entry.module or path.split(".")[0]
         if entry.value is not None or entry.index is None or (module, entry.field) not in numbers or path in decided:
             continue
-        name = " · ".join(names.get((entry.module, entry.index), [])) or f"#{entry.index}"
-        found.append((path, f"{module} {entry.index} ({name}) · {entry.field.replace('_', ' ')}"))
+        named = " · ".join(names.get((entry.module, entry.index), []))
+        entry_word = module[:-1] if module.endswith("s") else module
+        found.append((path, f"{named or f'{entry_word} {entry.index}'}: {entry.field.replace('_', ' ')}"))
     return found
+
+
+def _words(text: str) -> set[str]:
+    return {word[:5] for word in re.findall(r"[a-z]{4,}", text.lower())}
+
+
+def _proposed(item: PossiblyMissed, fillable: list[tuple[str, str]]) -> str:
+    """The empty field whose entry the item's label names best (by its words), "" when none does:
+    a reviewer then chooses, never a silent first option."""
+    wanted = _words(item.label)
+    scored = [(len(wanted & _words(label.rpartition(":")[0])), path) for path, label in fillable]
+    best = max(scored, default=(0, ""), key=lambda pair: pair[0])
+    return best[1] if best[0] > 0 else ""
 
 
 def missed_anchor(item: ItemRow, key: str) -> dict[str, Any] | None:

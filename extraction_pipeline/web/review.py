@@ -30,7 +30,7 @@ from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
 from extraction_pipeline.core.ledger.rows import ItemRow
 from extraction_pipeline.core.ledger.templates import definition_of, template_of_batch
 from extraction_pipeline.core.review import corrections, decisions
-from extraction_pipeline.core.review.form import build_form
+from extraction_pipeline.core.review.form import build_form, field_title
 from extraction_pipeline.core.review.missed import current_missed_reviews
 from extraction_pipeline.core.review.progress import batch_review, review_of
 from extraction_pipeline.core.review.source_view import page_image
@@ -39,6 +39,7 @@ from extraction_pipeline.core.review.values import (
     COMMENT,
     CORRECT,
     Decision,
+    empty_paths,
     in_review_order,
     reviewable_values,
 )
@@ -125,25 +126,26 @@ async def document_page(request: Request) -> Response:
     decided_all = decisions.current_decisions(ledger, batch_id)
     decided = {path: d for (item_key, path), d in decided_all.items() if item_key == item_id}
     values = reviewable_values(item["result_json"])
-    form = build_form(definition_of(template_of_batch(ledger, batch_id)), values, decided)
-    cells = form.cells()
+    empty = empty_paths(item["result_json"])
+    form = build_form(definition_of(template_of_batch(ledger, batch_id)), values, decided, empty)
+    cells = [*form.cells(), *form.empty_cells()]
     first_attention = next((v.path for v in in_review_order(values)), None)
     missed = missed_list(ledger, batch_id, item, current_missed_reviews(ledger, [item_id]))
     chosen = request.query_params.get("value")
     missed_paths = {view.path: view for view in missed.views}
-    current = chosen if chosen in values or chosen in missed_paths else first_attention
+    shown_paths = {cell.path for cell in cells}
+    current = chosen if chosen in shown_paths or chosen in missed_paths else first_attention
     comments = decisions.comments_of(ledger, batch_id)
     views = {}
     for cell in cells:
         machine = cell.reviewable.machine if cell.reviewable else None
         where = f"p.{machine.page}" if machine and machine.page else "no location"
-        entry = f" #{machine.index}" if machine and machine.index is not None else ""
-        module = (machine.module if machine else None) or cell.path.split(".")[0]
+        title = field_title(cell.path)
         views[cell.path] = CellView(
-            title=f"{module}{entry} · {cell.field}",
+            title=title,
             href=_document_url(batch_id, item_id, value=cell.path),
             image=_image_url(item_id, cell.path),
-            caption=f"{cell.path} · {where}",
+            caption=f"{title} · {where}",
             action=f"{PREFIX}/items/{item_id}/decisions",
             seen=cell.decision.seq if cell.decision else 0,
             comments=comments.get((item_id, cell.path), []),
@@ -249,6 +251,13 @@ async def decide(request: Request) -> Response:
     if action == APPROVE_ROW:
         return _approve_row(ledger, item, paths, reviewer.name, response)
     seen = text_field(form, "seen_seq", 12)
+    if action == APPROVE and path not in reviewable_values(item["result_json"]):
+        set_flash(
+            response,
+            f"{field_title(path)}: the model reported nothing here to approve: set it, or mark it not reported",
+            error=True,
+        )
+        return response
     try:
         outcome = _apply(ledger, settings, item_id, path, action, reviewer.name, int(seen or "0"), form)
     except (ConfigError, ValueError) as exc:

@@ -340,7 +340,7 @@ def test_review_pages_record_decisions_and_show_the_highlighted_page(site: Site)
         listing = anonymous.get(batch_page)
         assert listing.status_code == 200 and "not yet reviewed (0 of 6 values decided)" in listing.text
         page = anonymous.get(document_page).text
-        cells = re.findall(r'<a class="cell ([^"]*)"[^>]*data-path="([^"]+)"', page)
+        cells = re.findall(r'<a class="cell (?!absent)([^"]*)"[^>]*data-path="([^"]+)"', page)
         assert len(cells) == 6  # every value the model gave, each a cell of the form
         assert [path for css, path in cells if "current" in css] == ["comparisons.1.ci_lower"]  # the forged one first
         assert "unverified" in dict((path, css) for css, path in cells)["comparisons.1.ci_lower"]
@@ -444,7 +444,7 @@ def test_a_three_arm_paper_is_reviewed_arm_by_arm_and_numbers_reassigned(
         }
         comparisons = re.findall(r'<tr class="comparison" data-comparison="([^"]+)">', page)
         assert comparisons == ["comparisons.1", "comparisons.2"]
-        cells = re.findall(r'<a class="cell [^"]*"[^>]*data-path="([^"]+)"', page)
+        cells = re.findall(r'<a class="cell (?!absent)[^"]*"[^>]*data-path="([^"]+)"', page)
         values = [path for path in cells if path]
         assert len(values) == len(set(values)) == len(re.findall(r'<div class="detail" data-path=', page))
         # The arm reference's panel offers the study's arms, the one it names now selected.
@@ -503,7 +503,7 @@ def test_a_version_1_document_keeps_its_two_arm_form(tmp_path: Path, fake_llm: F
     case = make_case(settings, ledger, fake_llm, version=1)
     with _serving(settings) as base, _signed_in(base, ledger, "Rita") as client:
         page = client.get(f"/extraction/batches/{case.batch_id}/documents/{case.item_id}").text
-        cells = re.findall(r'<a class="cell ([^"]*)"[^>]*data-path="([^"]+)"', page)
+        cells = re.findall(r'<a class="cell (?!absent)([^"]*)"[^>]*data-path="([^"]+)"', page)
         assert len(cells) == 6 and [path for css, path in cells if "current" in css] == ["outcomes.1.ci_lower"]
         assert _arm_columns(page, "outcomes") == ["treatment", "control"]
         assert re.findall(r'<tr class="comparison" data-comparison="([^"]+)">', page) == ["outcomes.1"]
@@ -637,3 +637,62 @@ def test_a_batch_sent_to_the_providers_batch_api_says_so_and_a_model_without_one
     with site.client(user="Rita") as client:
         page = html.unescape(client.get(f"/extraction/batches/{batch.id}").text)
     assert "waiting for the provider's batch API: its prompts are being prepared" in page
+
+
+def test_a_field_the_model_left_empty_is_set_in_the_browser_and_shown_counted_and_exported(
+    site: Site, tmp_path: Path
+) -> None:
+    """An empty study field is a cell like any other: set with a quote (grounded again) it shows
+    the reviewer's value, quote and verdict at once, counts as a decided value and reaches the
+    Values sheet; an empty judgement confirmed as not reported counts too; approving an empty
+    field is refused (there is nothing of the model's to approve)."""
+    case = site.case
+    batch_page = f"/extraction/batches/{case.batch_id}"
+    document_page = f"{batch_page}/documents/{case.item_id}"
+    decide = f"/extraction/items/{case.item_id}/decisions"
+    funding = "The trial was funded by a public research council."
+    with site.client(user="Rita") as client:
+        page = client.get(document_page).text
+        assert re.search(r'<a class="cell absent settable[^"]*"[^>]*data-path="metadata.funding_source"', page)
+        empty_panel = re.search(r'<div class="detail empty" data-path="metadata.funding_source".*?</form>', page, re.S)
+        assert empty_panel is not None and 'name="value"' in empty_panel.group() and "Set" in empty_panel.group()
+        assert "0 of 6 values decided" in client.get(batch_page).text
+
+        refused = client.post(decide, data={"path": "metadata.funding_source", "action": "approve", "seen_seq": "0"})
+        assert "nothing here to approve" in html.unescape(client.get(refused.headers["location"]).text)
+        assert decisions.current_decisions(case.ledger, case.batch_id) == {}
+
+        client.post(
+            decide,
+            data={
+                "path": "metadata.funding_source",
+                "action": "correct",
+                "value": "a public research council",
+                "quote": funding,
+                "seen_seq": "0",
+            },
+        )
+        page = client.get(f"{document_page}?value=metadata.funding_source").text
+        cell = re.search(r'<a class="cell ([^"]*)"[^>]*data-path="metadata.funding_source"[^>]*>([^<]*)</a>', page)
+        assert cell is not None and "absent" not in cell.group(1) and "decided" in cell.group(1)
+        assert cell.group(2) == "a public research council"
+        panel = re.search(r'<div class="detail" data-path="metadata.funding_source".*?"actions"', page, re.S)
+        assert panel is not None
+        shown = html.unescape(panel.group())
+        assert "not reported by the model" in shown and "a public research council" in shown
+        assert "reviewer's quote" in shown and funding in shown
+        assert re.search(r'class="pill reviewer-status verified[^"]*">verified<', panel.group())
+        assert "1 of 7 values decided" in client.get(batch_page).text
+
+        client.post(decide, data={"path": "risk_of_bias.randomization", "action": "not reported", "seen_seq": "0"})
+        assert "2 of 8 values decided" in client.get(batch_page).text
+
+    sheet = openpyxl.load_workbook(write_workbook(case.ledger, case.batch_id, tmp_path / "set.xlsx"))["Values"]
+    header = [c.value for c in sheet[1]]
+    rows = {
+        (r[header.index("module")], r[header.index("field")]): r for r in sheet.iter_rows(min_row=2, values_only=True)
+    }
+    funded = rows[("metadata", "funding_source")]
+    assert funded[header.index("final value")] == "a public research council"
+    assert funded[header.index("final status")] == "verified" and funded[header.index("decided by")] == "Rita"
+    assert rows[("risk_of_bias", "randomization")][header.index("decided by")] == "Rita"

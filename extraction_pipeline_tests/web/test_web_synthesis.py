@@ -250,7 +250,10 @@ def test_the_review_page_lists_what_may_be_missed_and_a_reviewer_turns_it_into_a
         added = client.post(f"/extraction/items/{case.item_id}/missed", data=form)
         assert added.status_code == 303
         after = html.unescape(client.get(added.headers["location"]).text)
-        assert "turned into outcomes.2.events_control by Rita" in after
+        assert "turned into outcome 2 · events control by Rita" in after  # words, not a path
+        # The value is in its cell at once, decided.
+        cell = re.search(r'<a class="cell ([^"]*)"[^>]*data-path="outcomes.2.events_control"[^>]*>([^<]*)</a>', after)
+        assert cell is not None and "decided" in cell.group(1) and cell.group(2) == "41"
         assert '<option value="outcomes.2.events_control">' in page  # offered while empty and undecided
         assert '<option value="outcomes.2.events_control">' not in after  # decided now: never overwritten here
         dismissed = client.post(
@@ -261,5 +264,5 @@ def test_the_review_page_lists_what_may_be_missed_and_a_reviewer_turns_it_into_a
     assert decided.value == 41 and decided.grounding is not None and decided.grounding["status"] == "verified"
     book = openpyxl.load_workbook(write_workbook(ledger, case.batch_id, tmp_path / "b.xlsx"))
     states = [row[-1] for row in book["Possibly missed"].iter_rows(min_row=2, values_only=True)]
-    assert "turned into outcomes.2.events_control by Rita" in states
+    assert "turned into outcome 2 · events control by Rita" in states
     ledger.dispose()

@@ -333,7 +333,8 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
                     _field_cells(entry.field, entry, decision)
                 )
             agreement = agreements.get(path)
-            if entry.reviewable or agreement in NEEDS_REVIEW:
+            # A field the model left empty is listed once a reviewer set it (or confirmed it empty).
+            if entry.reviewable or agreement in NEEDS_REVIEW or decision is not None:
                 review = _review_cells(item, path, entry, decision, comments.get((item["id"], path), []))
                 second = second_fields.get(path)
                 double = (

@@ -64,10 +64,12 @@ class FormCell:
     field: str
     reviewable: ReviewableValue | None  # None: the model reported nothing for this field
     decision: Decision | None
+    settable: bool = False  # the model left it empty: a reviewer may set it (or confirm nothing)
 
     @property
     def present(self) -> bool:
-        return self.reviewable is not None
+        """A value to show: the model's, or one a reviewer set where the model gave none."""
+        return self.reviewable is not None or self.decision is not None
 
     @property
     def value(self) -> Scalar | Any:
@@ -249,6 +251,10 @@ class ExtractionForm:
         """Every cell that holds a value, in the order the form shows them."""
         return [cell for section in self.sections for cell in section.cells if cell.present]
 
+    def empty_cells(self) -> list[FormCell]:
+        """Every cell the model left empty and no reviewer has set: each can be set."""
+        return [cell for section in self.sections for cell in section.cells if cell.settable and not cell.present]
+
     def section(self, module: str) -> FormSection | None:
         return next((s for s in self.sections if s.module == module), None)
 
@@ -270,11 +276,13 @@ def build_form(
     definition: TemplateDefinition,
     values: dict[str, ReviewableValue],
     decided: dict[str, Decision],
+    empty: frozenset[str] = frozenset(),
 ) -> ExtractionForm:
-    """The form of one document: ``values`` by path, ``decided`` the latest decision by path."""
+    """The form of one document: ``values`` by path, ``decided`` the latest decision by path,
+    ``empty`` the paths of the fields the model left empty (a reviewer may set them)."""
 
     def cell(path: str, name: str) -> FormCell:
-        return FormCell(path, name, values.get(path), decided.get(path))
+        return FormCell(path, name, values.get(path), decided.get(path), path in empty)
 
     modules = {module.name: module for module in definition.all_modules()}
     study = _study(definition, modules, values, cell)
@@ -485,3 +493,16 @@ def _outcomes_section(
 
 def _label(name: str) -> str:
     return name.replace("_", " ")
+
+
+def field_title(path: str) -> str:
+    """A field's name in words, never its path: "outcomes.3.outcome_name" is "outcome 3 · outcome
+    name", "metadata.nct_number" "metadata · nct number"."""
+    parts = path.split(".")
+    if len(parts) == 3 and parts[1].isdigit():
+        module, index, name = parts
+        entry = module[:-1] if module.endswith("s") else module
+        return f"{_label(entry)} {index} · {_label(name)}"
+    if len(parts) == 2:
+        return f"{_label(parts[0])} · {_label(parts[1])}"
+    return _label(path)

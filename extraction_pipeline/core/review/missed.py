@@ -22,6 +22,7 @@ from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.database import utcnow
 from extraction_pipeline.core.ledger.schema import batch_items, missed_reviews
+from extraction_pipeline.core.review.form import field_title
 from extraction_pipeline.core.verification.recall import PossiblyMissed
 
 
@@ -41,7 +42,7 @@ class MissedReview:
     @property
     def label(self) -> str:
         if self.action == MissedAction.ADDED:
-            return f"turned into {self.path} by {self.reviewer}"
+            return f"turned into {field_title(self.path or '')} by {self.reviewer}"
         return f"{self.action.value} by {self.reviewer}"
 
     @property

@@ -73,6 +73,8 @@ def review_of(item: ItemListing, decided: dict[tuple[int, str], Decision]) -> Do
     values = reviewable_values(item["result_json"])
     item_id = int(item["id"])
     mine = [decided[(item_id, path)] for path in values if (item_id, path) in decided]
+    # A field the model left empty that a reviewer set (or confirmed as not reported): a value, decided.
+    added = [d for (key, path), d in decided.items() if key == item_id and path not in values]
     return DocumentReview(
         item_id=item_id,
         document_id=int(item["document_id"]),
@@ -80,7 +82,7 @@ def review_of(item: ItemListing, decided: dict[tuple[int, str], Decision]) -> Do
         status=str(item["status"]),
         message=item["message"],
         counts=status_counts(value.machine for value in values.values()),
-        values=len(values),
-        decided=len(mine),
-        reviewers=tuple(sorted({d.reviewer for d in mine})),
+        values=len(values) + len(added),
+        decided=len(mine) + len(added),
+        reviewers=tuple(sorted({d.reviewer for d in (*mine, *added)})),
     )

@@ -96,6 +96,17 @@ def reviewable_values(result_json: str | None) -> dict[str, ReviewableValue]:
     return found
 
 
+def empty_paths(result_json: str | None) -> frozenset[str]:
+    """The paths of the fields the model left empty (no value, no quote): a reviewer may set each
+    one (a value with an optional quote, or "not reported"), and a value so set is a decided value
+    like any other."""
+    if not result_json:
+        return frozenset()
+    result = json.loads(result_json)
+    reviewable = reviewable_values(result_json)
+    return frozenset(path for path in fields_of(result) if path not in reviewable)
+
+
 def in_review_order(values: dict[str, ReviewableValue]) -> list[ReviewableValue]:
     """What most needs a human first; the template's order among equals."""
     return [value for _, value in sorted(enumerate(values.values()), key=lambda pair: (pair[1].rank, pair[0]))]
