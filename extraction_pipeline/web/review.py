@@ -9,6 +9,7 @@ offered as a choice of the study's declared arms and checked again on the server
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -60,9 +61,26 @@ def _document_url(batch_id: int, item_id: int, **query: Any) -> str:
     return f"{PREFIX}/batches/{batch_id}/documents/{item_id}" + (f"?{urlencode(kept)}" if kept else "")
 
 
-def _image_url(item_id: int, path: str | None, page_number: int | None = None) -> str:
-    query = {k: v for k, v in (("path", path), ("page", page_number)) if v is not None}
+def _image_url(item_id: int, path: str | None, page_number: int | None = None, version: str | None = None) -> str:
+    """A page image's address; ``version`` names what it highlights (``highlight_version``), so
+    a new highlight is a new address and an address can be cached for good."""
+    query = {k: v for k, v in (("path", path), ("page", page_number), ("v", version)) if v is not None}
     return f"{PREFIX}/items/{item_id}/page.png" + (f"?{urlencode(query)}" if query else "")
+
+
+def highlight_version(entry: GroundedValue | None, grounding: dict[str, Any] | None) -> str:
+    """What a value's page image shows, as a short digest: the reviewer's grounded quote where a
+    decision has one, else the model's quote's place. A correction with a new quote changes it."""
+    if grounding:
+        shown: Any = {key: grounding.get(key) for key in ("page", "source", "start", "end")}
+    elif entry is not None:
+        shown = {"page": entry.page, "source": entry.source, "start": entry.start, "end": entry.end}
+    else:
+        shown = None
+    return hashlib.sha256(json.dumps(shown, sort_keys=True).encode()).hexdigest()[:12]
+
+
+IMMUTABLE = "private, max-age=31536000, immutable"  # an address names its content: never stale
 
 
 async def batch_page(request: Request) -> Response:
@@ -144,7 +162,11 @@ async def document_page(request: Request) -> Response:
         views[cell.path] = CellView(
             title=title,
             href=_document_url(batch_id, item_id, value=cell.path),
-            image=_image_url(item_id, cell.path),
+            image=_image_url(
+                item_id,
+                cell.path,
+                version=highlight_version(machine, cell.decision.grounding if cell.decision else None),
+            ),
             caption=f"{title} · {where}",
             action=f"{PREFIX}/items/{item_id}/decisions",
             seen=cell.decision.seq if cell.decision else 0,
@@ -178,7 +200,12 @@ async def document_page(request: Request) -> Response:
         next=_document_url(batch_id, rows[after[0]]["id"]) if after else None,
         image=missed_image_url(item_id, missed_now.item.key, shown if shown != anchor else None)
         if missed_now
-        else _image_url(item_id, current, shown if shown != anchor else None),
+        else _image_url(
+            item_id,
+            current,
+            shown if shown != anchor else None,
+            highlight_version(entry_now, (decided[current].grounding if current in decided else None)),
+        ),
         missed=missed,
         caption=caption,
         shown_page=shown,
@@ -226,7 +253,10 @@ async def image(request: Request) -> Response:
         )
     except ExtractionError as exc:
         return PlainTextResponse(f"{exc}\n", status_code=404 if isinstance(exc, ConfigError) else 422)
-    headers = {"x-highlight-rects": json.dumps(view.rects), "cache-control": "private, max-age=300"}
+    # Cached for good only under the address of what it shows now; an old address is never cached.
+    current = missed_key or highlight_version(entry, grounding)
+    fresh = request.query_params.get("v") == current or bool(missed_key)
+    headers = {"x-highlight-rects": json.dumps(view.rects), "cache-control": IMMUTABLE if fresh else "no-store"}
     return Response(view.png, media_type="image/png", headers=headers)
 
 

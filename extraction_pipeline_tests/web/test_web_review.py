@@ -657,6 +657,9 @@ def test_a_field_the_model_left_empty_is_set_in_the_browser_and_shown_counted_an
         empty_panel = re.search(r'<div class="detail empty" data-path="metadata.funding_source".*?</form>', page, re.S)
         assert empty_panel is not None and 'name="value"' in empty_panel.group() and "Set" in empty_panel.group()
         assert "0 of 6 values decided" in client.get(batch_page).text
+        before = html.unescape(
+            re.search(r'data-path="metadata.funding_source" data-img="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+        )
 
         refused = client.post(decide, data={"path": "metadata.funding_source", "action": "approve", "seen_seq": "0"})
         assert "nothing here to approve" in html.unescape(client.get(refused.headers["location"]).text)
@@ -683,6 +686,16 @@ def test_a_field_the_model_left_empty_is_set_in_the_browser_and_shown_counted_an
         assert "reviewer's quote" in shown and funding in shown
         assert re.search(r'class="pill reviewer-status verified[^"]*">verified<', panel.group())
         assert "1 of 7 values decided" in client.get(batch_page).text
+        # The page image is addressed by what it highlights: the reviewer's quote is a new address,
+        # cached for good; the old address is never cached (a browser cannot show a stale highlight).
+        after = html.unescape(
+            re.search(r'data-path="metadata.funding_source" data-img="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+        )
+        assert after != before and "v=" in after
+        now = client.get(after)
+        assert now.status_code == 200 and "immutable" in now.headers["cache-control"]
+        assert json.loads(now.headers["x-highlight-rects"])  # the reviewer's quote, highlighted
+        assert client.get(before).headers["cache-control"] == "no-store"
 
         client.post(decide, data={"path": "risk_of_bias.randomization", "action": "not reported", "seen_seq": "0"})
         assert "2 of 8 values decided" in client.get(batch_page).text
