@@ -33,6 +33,7 @@ from extraction_pipeline.core.synthesis.batch import (
     BatchSynthesis,
     ComparisonView,
     OutcomeSynthesis,
+    Problem,
     add_comparison,
     batch_synthesis,
     drop_comparison,
@@ -89,6 +90,7 @@ class SynthesisView:
     comparisons: tuple[ComparisonView, ...] = ()
     sides: tuple[str, ...] = SIDES
     default_comparison: str = DEFAULT_COMPARISON  # always pooled: it has no Remove button
+    problems: tuple[Problem, ...] = ()  # the left-out rows grouped by why, with the studies to fix
 
     def pooled_in(self, comparison: str) -> list[OutcomeView]:
         return [view for view in self.pooled if view.outcome.comparison == comparison]
@@ -137,6 +139,7 @@ def synthesis_view(ledger: Ledger, batch_id: int) -> SynthesisView:
         traffic_light_downloads=tuple((f.upper(), risk_of_bias_url(batch_id, "traffic-lights", f)) for f in FORMATS),
         summary_downloads=tuple((f.upper(), risk_of_bias_url(batch_id, "summary", f)) for f in FORMATS),
         comparisons=synthesis.comparisons,
+        problems=synthesis.problems,
     )
 
 

@@ -266,3 +266,35 @@ def test_the_review_page_lists_what_may_be_missed_and_a_reviewer_turns_it_into_a
     states = [row[-1] for row in book["Possibly missed"].iter_rows(min_row=2, values_only=True)]
     assert "turned into outcome 2 · events control by Rita" in states
     ledger.dispose()
+
+
+def _unnamed_answer(trial: SyntheticTrial) -> str:
+    """The synthesis answer with no outcome name on its comparisons (the model left it empty)."""
+    answer = json.loads(synthesis_answer(trial))
+    for comparison in answer["comparisons"]:
+        comparison.pop("outcome_name", None)
+    return json.dumps(answer)
+
+
+def test_rows_left_out_of_the_pooling_are_said_in_words_grouped_with_links_to_fix_them(
+    tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    settings = Settings(home=tmp_path / "home")
+    settings.home_dir.mkdir(parents=True)
+    ledger = Ledger.connect(settings.ledger_url)
+    cases = make_batch(settings, ledger, fake_llm, [3, 4], answer=_unnamed_answer)
+
+    async def dagster_ui(request: object) -> PlainTextResponse:
+        return PlainTextResponse("dagster ui")
+
+    app = build_app(settings, Starlette(routes=[Route("/{rest:path}", dagster_ui)]), token=TOKEN)
+    with serving(app) as base, _client(base) as client:
+        page = client.get(f"/extraction/batches/{cases[0].batch_id}").text
+    left_out = re.search(r'<details id="left-out">(.*?)</details>', page, re.S)
+    assert left_out is not None, page
+    said = html.unescape(re.sub(r"<[^>]+>", "", left_out.group(1)))
+    assert "2 outcome rows without an outcome name" in said and "name them on the review pages" in said
+    assert not re.search(r"\blines? \d", said)  # no CSV line numbers on a web page
+    links = re.findall(r'href="/extraction/batches/\d+/documents/(\d+)"', left_out.group(1))
+    assert sorted(map(int, links)) == sorted(case.item_id for case in cases)  # each study once, to fix it
+    ledger.dispose()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass
 
 from sqlalchemy import insert, select
@@ -103,10 +104,32 @@ class ComparisonView:
 
 
 @dataclass(frozen=True)
+class Problem:
+    """Rows left out of the pooling for one reason, said once, with the studies to fix them in."""
+
+    reason: str  # why, as the pooling says it
+    rows: int
+    studies: tuple[tuple[str, int | None], ...]  # (study, review page's item id), each once
+    unnamed: bool = False  # rows without an outcome or study name
+
+    @property
+    def sentence(self) -> str:
+        """In words an analyst acts on, never CSV line numbers."""
+        if self.unnamed:
+            rows = f"{self.rows} outcome row{'s' if self.rows != 1 else ''}"
+            return (
+                f"{rows} without an outcome name (or a study name), so nothing to pool with: "
+                "name them on the review pages"
+            )
+        return f"{self.reason} ({self.rows} row{'s' if self.rows != 1 else ''} left out)"
+
+
+@dataclass(frozen=True)
 class BatchSynthesis:
     outcomes: tuple[OutcomeSynthesis, ...]
     left_out: tuple[str, ...]
     comparisons: tuple[ComparisonView, ...] = ()
+    problems: tuple[Problem, ...] = ()
 
     @property
     def pooled(self) -> tuple[OutcomeSynthesis, ...]:
@@ -223,7 +246,41 @@ def batch_synthesis(ledger: Ledger, batch_id: int) -> BatchSynthesis:
         left_out.update(dict.fromkeys(data.left_out))
     seen = study_arms_of(text)
     views = tuple(ComparisonView(c.name, tuple(_study_sides(study, c, item_of) for study in seen)) for c in comparisons)
-    return BatchSynthesis(tuple(outcomes), tuple(left_out), views)
+    return BatchSynthesis(tuple(outcomes), tuple(left_out), views, _problems(tuple(left_out), text, item_of))
+
+
+# A left-out note names its CSV line(s) first ("line 12: ...", "lines 3 and 9: ..."), then why.
+NOTE_LINES = re.compile(r"^lines? (\d+)(?: and (\d+))?: ")
+UNNAMED = "no study or no outcome name, so nothing to pool it with"
+
+
+def _problems(left_out: tuple[str, ...], text: str, item_of: dict[int, int]) -> tuple[Problem, ...]:
+    """The left-out rows grouped by why, in words, each with the studies whose review pages fix
+    them (never CSV line numbers: a reader of the batch page has no CSV open)."""
+    rows = _rows_by_line(text)
+    grouped: dict[str, tuple[int, dict[tuple[str, int | None], None]]] = {}
+    for note in left_out:
+        found = NOTE_LINES.match(note)
+        lines = [int(number) for number in found.groups() if number] if found else []
+        reason = note[found.end() :] if found else note
+        count, studies = grouped.get(reason, (0, {}))
+        grouped[reason] = (count + 1, studies)
+        for line in lines:
+            study, document = rows.get(line, ("", None))
+            studies[(study or "a study without a name", item_of.get(document) if document is not None else None)] = None
+    return tuple(
+        Problem(reason, count, tuple(studies), reason == UNNAMED) for reason, (count, studies) in grouped.items()
+    )
+
+
+def _rows_by_line(text: str) -> dict[int, tuple[str, int | None]]:
+    """Each CSV line's study and document, as the parser counts lines."""
+    reader = csv.DictReader(io.StringIO(text))
+    found = {}
+    for row in reader:
+        document = (row.get("document_id") or "").strip()
+        found[reader.line_num] = ((row.get("study") or "").strip(), int(document) if document.isdigit() else None)
+    return found
 
 
 def _study_sides(study: StudyArmsSeen, comparison: ComparisonSides, item_of: dict[int, int]) -> StudySides:
