@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 from python_multipart.exceptions import MultipartParseError
 from starlette.background import BackgroundTask
@@ -64,7 +65,7 @@ from extraction_pipeline.web.estimate_text import (
     price_note,
     template_label,
 )
-from extraction_pipeline.web.forms import CROSS_SITE, read_form, same_origin, set_flash
+from extraction_pipeline.web.forms import CROSS_SITE, clear_flash, read_flash, read_form, same_origin, set_flash
 from extraction_pipeline.web.pages import not_found_page
 from extraction_pipeline.web.templating import render
 from extraction_pipeline.web.upload_stream import UploadTooLarge, stream_files, too_big
@@ -84,10 +85,16 @@ def _model_context(settings: Settings) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class UploadRow:
+    """One uploaded file's verdict, as the project page shows it after the upload."""
+
     filename: str
-    document: Any
-    reason: str
+    result: str  # "registered", "duplicate" or "refused"
     detail: str
+
+
+REGISTERED, DUPLICATE, REFUSED = "registered", "duplicate", "refused"
+UPLOAD_COOKIE = "extraction_upload"  # the last upload's verdicts, for the page the browser is sent to
+UPLOAD_COOKIE_CHARS = 3500  # a cookie holds about 4 KB: the first files' verdicts, then a count
 
 
 def _upload_rows(verdicts: list[UploadVerdict]) -> list[UploadRow]:
@@ -95,15 +102,49 @@ def _upload_rows(verdicts: list[UploadVerdict]) -> list[UploadRow]:
     for verdict in verdicts:
         doc = verdict.document
         if doc is None:
-            detail = ""
+            rows.append(UploadRow(verdict.filename, REFUSED, verdict.reason or ""))
         elif doc.created:
-            detail = f"registered as document {doc.id} ({doc.pages} pages)"
+            rows.append(UploadRow(verdict.filename, REGISTERED, f"registered as document {doc.id} ({doc.pages} pages)"))
         elif doc.registered_name != doc.filename:
-            detail = f"already registered as {doc.registered_name} (document {doc.id})"
+            detail = f"already registered as {doc.registered_name} (document {doc.id}): stored once"
+            rows.append(UploadRow(verdict.filename, DUPLICATE, detail))
         else:
-            detail = f"already registered (document {doc.id})"
-        rows.append(UploadRow(verdict.filename, doc, verdict.reason or "", detail))
+            rows.append(UploadRow(verdict.filename, DUPLICATE, f"already registered (document {doc.id}): stored once"))
     return rows
+
+
+def _upload_summary(rows: list[UploadRow], user: str) -> str:
+    """ "2 of 4 file(s) registered by Ada; 1 already registered (a duplicate, stored once); 1 refused"."""
+    counts = {result: sum(1 for row in rows if row.result == result) for result in (REGISTERED, DUPLICATE, REFUSED)}
+    said = f"{counts[REGISTERED]} of {len(rows)} file(s) registered by {user}"
+    if counts[DUPLICATE]:
+        kind = "duplicates" if counts[DUPLICATE] > 1 else "a duplicate"
+        said += f"; {counts[DUPLICATE]} already registered ({kind}, stored once)"
+    if counts[REFUSED]:
+        said += f"; {counts[REFUSED]} refused"
+    return said
+
+
+def _set_upload_rows(response: Response, rows: list[UploadRow]) -> None:
+    """The verdicts for the page after the redirect (post, redirect, get): as many as a cookie
+    holds (measured as sent: quoted), then how many more there were."""
+    kept: list[list[str]] = []
+    for number, row in enumerate(rows):
+        cell = [row.filename, row.result, row.detail]
+        more = ["…", "", f"{len(rows) - number} more file(s): see the documents below"]
+        if len(quote(json.dumps([*kept, cell, more]))) > UPLOAD_COOKIE_CHARS:
+            kept.append(more)
+            break
+        kept.append(cell)
+    response.set_cookie(UPLOAD_COOKIE, quote(json.dumps(kept)), httponly=True, samesite="strict")
+
+
+def _read_upload_rows(request: Request) -> list[UploadRow]:
+    try:
+        kept = json.loads(unquote(request.cookies.get(UPLOAD_COOKIE, "")) or "[]")
+        return [UploadRow(str(a), str(b), str(c)) for a, b, c in kept][: MAX_UPLOAD_FILES + 1]
+    except (ValueError, TypeError):
+        return []  # not ours, or damaged: nothing to show
 
 
 async def list_projects(request: Request) -> Response:
@@ -142,7 +183,7 @@ def _project_page(
     *,
     flash: str | None = None,
     error: str | None = None,
-    uploads: list[UploadVerdict] | None = None,
+    uploads: list[UploadRow] | None = None,
     template_text: str | None = None,
     status_code: int = 200,
     launch: _Launch | None = None,
@@ -177,7 +218,7 @@ def _project_page(
         error=error,
         status_code=status_code,
         user=user_of(request),
-        uploads=_upload_rows(uploads or []),
+        uploads=uploads or [],
         documents=listed,
         launch=launch,
         estimate=_estimate_view(ledger, settings, project, launch) if estimating else None,
@@ -342,7 +383,14 @@ async def show_project(request: Request, project: str) -> Response:
             return await run_in_threadpool(_project_page, request, project, error=asked, status_code=400)
         launch = asked
     # The estimate counts tokens and may read PDFs: off the event loop, so other pages stay responsive.
-    return await run_in_threadpool(_project_page, request, project, launch=launch, estimated=True)
+    uploads = _read_upload_rows(request)
+    flash, error = read_flash(request)  # left by the upload this page follows
+    response = await run_in_threadpool(
+        _project_page, request, project, launch=launch, estimated=True, uploads=uploads, flash=flash, error=error
+    )
+    if UPLOAD_COOKIE in request.cookies:
+        response.delete_cookie(UPLOAD_COOKIE)
+    return clear_flash(request, response)
 
 
 def _parse_uploaded(ledger: Ledger, settings: Settings, documents: list[tuple[str, str]]) -> None:
@@ -390,9 +438,11 @@ async def upload(request: Request, project: str) -> Response:
             [(staged.sent_name, staged.path) for staged in files],
             settings.parse_options(),
         )
-    good = sum(1 for v in verdicts if v.document)
-    summary = f"{good} of {len(verdicts)} file(s) registered by {user.name}"
-    response = await run_in_threadpool(_project_page, request, project, flash=summary, uploads=verdicts, estimated=True)
+    rows = _upload_rows(verdicts)
+    # Post, redirect, get: a reload of the page shows the verdicts again, never uploads again.
+    response = RedirectResponse(project_url(project), status_code=303)
+    set_flash(response, _upload_summary(rows, user.name))
+    _set_upload_rows(response, rows)
     new = [
         (v.document.sha256, str(settings.documents_dir / f"{v.document.sha256}.pdf")) for v in verdicts if v.document
     ]

@@ -90,7 +90,8 @@ def test_an_upload_over_the_request_cap_is_refused_and_leaves_nothing(tmp_path: 
                 "/extraction/projects/trials/documents",
                 files=[("pdfs", (pdf.name, pdf.read_bytes(), "application/pdf"))],
             )
-            assert within.status_code == 200 and "1 of 1 file(s) registered by Ada" in within.text
+            assert within.status_code == 303
+            assert "1 of 1 file(s) registered by Ada" in client.get(within.headers["location"]).text
 
 
 def test_an_anonymous_client_cannot_make_the_server_write_anything(tmp_path: Path) -> None:
