@@ -29,7 +29,7 @@ from extraction_pipeline.core.ledger.budgets import what_calls_wait_for
 from extraction_pipeline.core.ledger.items import get_item
 from extraction_pipeline.core.ledger.queries import batch_item_rows, progress
 from extraction_pipeline.core.ledger.rows import ItemRow
-from extraction_pipeline.core.ledger.templates import definition_of, template_of_batch
+from extraction_pipeline.core.ledger.templates import definition_of, label_of, template_of_batch
 from extraction_pipeline.core.review import corrections, decisions
 from extraction_pipeline.core.review.form import build_form, field_title
 from extraction_pipeline.core.review.missed import current_missed_reviews
@@ -109,6 +109,8 @@ async def batch_page(request: Request) -> Response:
         ],
         no_daemon=batch["status"] != "completed" and not daemon_running(settings),
         state=describe_state(batch),
+        models=_models_of(ledger, batch_id),
+        template=label_of(template_of_batch(ledger, batch_id)),
         runs_url=batch_runs_url("", batch["uid"]),
         waiting=batch["status"] != "completed",  # the page reloads while documents or the workbook are due
         synthesis=synthesis,
@@ -117,6 +119,19 @@ async def batch_page(request: Request) -> Response:
         user=user_of(request),
     )
     return clear_flash(request, response)
+
+
+def _models_of(ledger: Ledger, batch_id: int) -> list[str]:
+    """The models that extracted the batch's documents so far, the second model's too (double
+    extraction), each once, in the order first seen."""
+    found: dict[str, None] = {}
+    for item in batch_item_rows(ledger, batch_id):
+        if item["model"]:
+            found[str(item["model"])] = None
+        second = (json.loads(item["result_json"]).get("second") or {}) if item["result_json"] else {}
+        if second.get("model"):
+            found[f"{second['model']} (second model)"] = None
+    return list(found)
 
 
 @dataclass(frozen=True)

@@ -347,6 +347,8 @@ def test_review_pages_record_decisions_and_show_the_highlighted_page(site: Site)
     with site.client(user=None) as anonymous:
         listing = anonymous.get(batch_page)
         assert listing.status_code == 200 and "not yet reviewed (0 of 6 values decided)" in listing.text
+        said = re.search(r'id="extracted-with">([^<]*)<', listing.text)  # which model, which template
+        assert said is not None and re.fullmatch(r"Extracted by \S+ · template p v\d+ \(rct base v\d+\)", said.group(1))
         page = anonymous.get(document_page).text
         cells = re.findall(r'<a class="cell (?!absent)([^"]*)"[^>]*data-path="([^"]+)"', page)
         assert len(cells) == 6  # every value the model gave, each a cell of the form
