@@ -25,6 +25,7 @@ from extraction_pipeline.core.ledger.items import get_item
 from extraction_pipeline.core.ledger.rows import ItemListing, ItemRow
 from extraction_pipeline.core.ledger.templates import definition_of, template_of_batch
 from extraction_pipeline.core.review import corrections, decisions
+from extraction_pipeline.core.review.form import field_title
 from extraction_pipeline.core.review.missed import MissedAction, MissedReview, missed_of, record_missed_review
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.verification.recall import PossiblyMissed
@@ -195,9 +196,9 @@ def _turn_into_value(ledger: Ledger, settings: Settings, item: ItemRow, key: str
         options=settings.parse_options(),
     )
     if outcome.kind != decisions.RECORDED:
-        raise ConfigError(f"{path}: {outcome.message}")
+        raise ConfigError(f"{field_title(path)}: {outcome.message}")
     record_missed_review(ledger, item_id=item["id"], key=key, action=MissedAction.ADDED, reviewer=reviewer, path=path)
-    return f"{path}: {outcome.message}"
+    return f"{field_title(path)}: {outcome.message}"
 
 
 ROUTES = [Route(f"{PREFIX}/items/{{item_id:id}}/missed", review_missed, methods=["POST"])]

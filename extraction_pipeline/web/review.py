@@ -306,12 +306,12 @@ async def decide(request: Request) -> Response:
     try:
         outcome = _apply(ledger, settings, item_id, path, action, reviewer.name, int(seen or "0"), form)
     except (ConfigError, ValueError) as exc:
-        set_flash(response, f"{path}: {exc}", error=True)
+        set_flash(response, f"{field_title(path)}: {exc}", error=True)
         return response
     if outcome.kind == decisions.CONFLICT:
-        set_flash(response, f"{path}: {outcome.message}", error=True)
+        set_flash(response, f"{field_title(path)}: {outcome.message}", error=True)
         return response
-    set_flash(response, f"{path}: {outcome.message}")
+    set_flash(response, f"{field_title(path)}: {outcome.message}")
     if outcome.kind == decisions.RECORDED and action != COMMENT:
         following = _next_undecided(ledger, item, path)
         response.headers["location"] = _document_url(item["batch_id"], item_id, value=following or path)
@@ -330,7 +330,7 @@ def _approve_row(ledger: Ledger, item: ItemRow, paths: list[str], reviewer: str,
         if outcome.kind == decisions.RECORDED:
             recorded += 1
         elif outcome.kind == decisions.CONFLICT:
-            conflicts.append(f"{path}: {outcome.message}")
+            conflicts.append(f"{field_title(path)}: {outcome.message}")
     if conflicts:
         set_flash(response, f"{recorded} approved; " + "; ".join(conflicts)[:400], error=True)
     else:

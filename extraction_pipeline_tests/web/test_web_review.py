@@ -468,7 +468,7 @@ def test_a_three_arm_paper_is_reviewed_arm_by_arm_and_numbers_reassigned(
         )
         assert moved.status_code == 303
         after = client.get(moved.headers["location"]).text
-        assert "outcomes.2.arm: correct recorded" in html.unescape(after)
+        assert "outcome 2 · arm: correct recorded" in html.unescape(after)
         # The 2 mg arm's numbers now stand under the 1 mg arm: a row of their own (1 mg has its numbers already).
         assert list(_numbers_under(after, "outcomes.1")) == ["arms.1", "arms.3"]
         assert list(_numbers_under(after, "outcomes.2")) == ["arms.1"]
