@@ -19,6 +19,7 @@ from urllib.parse import unquote
 
 import httpx
 import openpyxl
+import pymupdf
 import pytest
 
 from extraction_pipeline.core.export.workbook import default_export_path, write_workbook
@@ -112,6 +113,19 @@ def test_upload_registers_good_files_and_names_each_bad_one(site: Site, tmp_path
     assert "upload-results" not in again and "file(s) registered" not in again  # said once
     names = sorted(d["filename"] for d in project_documents(site.case.ledger, "statins"))
     assert names == ["trial-011.pdf", "trial-012.pdf"]
+    # A paper whose PDF says what it is is listed by its first author, year and title.
+    described = tmp_path / "src" / "joo.pdf"
+    with pymupdf.open() as doc:
+        doc.new_page().insert_text((72, 72), "Received 3 May 2016. Trials 2016, 17:120.", fontsize=10)
+        doc.set_metadata({"title": "Dexamethasone and haloperidol for PONV", "author": "Jin Joo, Kim Lee"})
+        doc.save(described)
+    with site.client() as client:
+        client.post("/extraction/projects/statins/documents", files=[("pdfs", ("joo.pdf", described.read_bytes()))])
+        listed = client.get("/extraction/projects/statins").text
+    row = re.search(r'<tr class="document">(?:(?!</tr>).)*joo\.pdf(?:(?!</tr>).)*</tr>', listed, re.S)
+    assert row is not None
+    cells = [html.unescape(c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row.group(), re.S)]
+    assert cells[2:5] == ["Joo 2016", "Dexamethasone and haloperidol for PONV", "1"]
     staged = site.case.settings.home_dir / "uploads"
     assert not any(staged.rglob("*.pdf"))  # staged copies removed; stored copies live in documents/
     assert page.lower().count("no model configured") == 1  # what the offline extractor is for, said once

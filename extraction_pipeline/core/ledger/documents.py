@@ -14,6 +14,9 @@ from extraction_pipeline.core.ledger.id_lists import id_in
 from extraction_pipeline.core.ledger.rows import DocumentRow, document_row
 from extraction_pipeline.core.ledger.schema import documents
 
+MAX_TITLE_CHARS = 300
+MAX_AUTHOR_CHARS = 200
+
 PARTITION_PREFIX = "doc-"
 SLUG_CHARS = 48
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
@@ -41,9 +44,20 @@ def document_id_from_partition(key: str) -> int | None:
 
 
 def insert_document(
-    ledger: Ledger, *, project: str, filename: str, sha256: str, size_bytes: int, pages: int, stored_path: str
+    ledger: Ledger,
+    *,
+    project: str,
+    filename: str,
+    sha256: str,
+    size_bytes: int,
+    pages: int,
+    stored_path: str,
+    title: str = "",
+    first_author: str = "",
+    year: int | None = None,
 ) -> tuple[int, bool]:
-    """Insert or find the (project, sha256) document. Returns (id, created)."""
+    """Insert or find the (project, sha256) document. Returns (id, created). ``title``,
+    ``first_author`` and ``year``: what the PDF says it is, for lists ("" or None: it does not say)."""
     try:
         with ledger.engine.begin() as conn:
             doc_id = conn.execute(
@@ -56,6 +70,9 @@ def insert_document(
                     pages=pages,
                     stored_path=stored_path,
                     created_at=utcnow(),
+                    title=title[:MAX_TITLE_CHARS] or None,
+                    first_author=first_author[:MAX_AUTHOR_CHARS] or None,
+                    year=year,
                 )
                 .returning(documents.c.id)
             ).scalar_one()

@@ -22,6 +22,9 @@ class DocumentRow(TypedDict):
     stored_path: str
     created_at: datetime
     partition_key: str | None  # None in ledgers older than readable partition keys
+    title: str | None  # what the PDF says it is (None: it does not say, or an older ledger)
+    first_author: str | None
+    year: int | None
 
 
 class BatchRow(TypedDict):

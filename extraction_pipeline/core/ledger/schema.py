@@ -75,6 +75,11 @@ documents = Table(
     # The Dagster partition key, readable in the launch dialog ("doc-12-smith-2020-nejm"); NULL in
     # ledgers older than readable keys, whose documents keep their "doc-12" partitions.
     Column("partition_key", String(120), nullable=True),
+    # What the paper is, read from the PDF at registration (core/pdf/bibliography.py): for lists;
+    # NULL where the PDF does not say, and in ledgers older than these columns.
+    Column("title", Text, nullable=True),
+    Column("first_author", String(200), nullable=True),
+    Column("year", Integer, nullable=True),
     UniqueConstraint("project", "sha256", name="uq_documents_project_sha256"),
 )
 

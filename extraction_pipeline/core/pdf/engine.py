@@ -16,9 +16,12 @@ import contextlib
 import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from extraction_pipeline.core.pdf.bibliography import bibliography
 
 ENGINE = "pymupdf-text+tables"
 PARSER_VERSION = "pymupdf-text+tables/3"  # bump when the output of the engine changes (3: line boxes)
@@ -204,18 +207,20 @@ def _open(path: Path, limits: EngineOptions) -> Any:
 
 
 def inspect_pdf(path: Path, limits: EngineOptions) -> dict[str, Any]:
-    """What registration needs: {pages}, after making sure the PDF has text to extract. Reads
-    pages only up to the first with text (a normal paper costs one page's text)."""
+    """What registration needs: {pages, title, first_author, year}, after making sure the PDF has
+    text to extract. Reads pages only up to the first with text (a normal paper costs one page's
+    text), and the first page's type sizes (its title, where the metadata has none)."""
     doc = _open(path, limits)
     try:
         with doc:
             has_text = any(page.get_text().strip() for page in doc)
             pages = int(doc.page_count)
+            described = bibliography(doc.metadata or {}, doc[0].get_text("dict"), datetime.now(UTC).year)
     except Exception as exc:  # MuPDF reports damage from many places (page tree, xref, streams)
         raise ParseFailure(f"damaged PDF ({_describe(exc)})") from exc
     if not has_text:
         raise ParseFailure("no text layer (scanned PDF?); OCR is not supported")
-    return {"pages": pages}
+    return {"pages": pages, **asdict(described)}
 
 
 def read_text(path: Path, limits: EngineOptions) -> dict[str, Any]:

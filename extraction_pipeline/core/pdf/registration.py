@@ -23,6 +23,7 @@ from extraction_pipeline.core.files import replacing
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.contents import documents_without_content, store_content
 from extraction_pipeline.core.ledger.documents import get_document, insert_document
+from extraction_pipeline.core.pdf.bibliography import Bibliography
 from extraction_pipeline.core.pdf.isolation import ParseOptions, run_each
 
 PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -143,7 +144,12 @@ def register_pdfs(
             verdicts[index] = ConfigError(f"{paths[index].name}: {outcome.error}")
             continue
         try:
-            verdicts[index] = _record(ledger, store_dir, project, paths[index], int(outcome.value["pages"]))
+            described = Bibliography(
+                str(outcome.value.get("title") or ""),
+                str(outcome.value.get("first_author") or ""),
+                outcome.value.get("year") if isinstance(outcome.value.get("year"), int) else None,
+            )
+            verdicts[index] = _record(ledger, store_dir, project, paths[index], int(outcome.value["pages"]), described)
         except (ConfigError, OSError) as exc:
             verdicts[index] = exc
     done = [verdict for verdict in verdicts if verdict is not None]
@@ -151,7 +157,10 @@ def register_pdfs(
     return done
 
 
-def _record(ledger: Ledger, store_dir: Path, project: str, source: Path, pages: int) -> RegisteredDocument:
+def _record(
+    ledger: Ledger, store_dir: Path, project: str, source: Path, pages: int, described: Bibliography | None = None
+) -> RegisteredDocument:
+    described = described or Bibliography()
     digest = sha256_of(source)
     stored = _store_copy(store_dir, source, digest)
     size = stored.lstat().st_size
@@ -166,6 +175,9 @@ def _record(ledger: Ledger, store_dir: Path, project: str, source: Path, pages: 
         size_bytes=size,
         pages=pages,
         stored_path=str(stored),
+        title=described.title,
+        first_author=described.first_author,
+        year=described.year,
     )
     registered_name = source.name
     if not created:
