@@ -75,7 +75,14 @@ def cmd_synthesis(args: argparse.Namespace, settings: Settings) -> int:
         pooled = []
         for comparison in comparisons:
             try:
-                pooled.append((comparison, parse_meta_csv(text, args.measure, comparison=comparison)))
+                pooled.append(
+                    (
+                        comparison,
+                        parse_meta_csv(
+                            text, args.measure, comparison=comparison, keep_double_zero=args.keep_double_zero
+                        ),
+                    )
+                )
             except ConfigError as exc:
                 raise ConfigError(f"{path}: {exc}") from None
     except ConfigError as exc:
@@ -151,6 +158,12 @@ def register(add: AddCommand) -> None:
         "only outcomes in this measure are shown",
     )
     command.add_argument("--json", action="store_true", help="machine-readable, ratio measures on the log scale")
+    command.add_argument(
+        "--keep-double-zero",
+        action="store_true",
+        help="pool a study with no events in either arm with a 0.5 continuity correction (metafor's default) "
+        "instead of leaving it out as not estimable (RevMan's, the default) for RR and OR",
+    )
     command.add_argument(
         "--arms",
         metavar="MAPPING",

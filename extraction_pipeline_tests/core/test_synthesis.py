@@ -353,3 +353,24 @@ def test_the_batch_pages_reading_leaves_out_one_bad_study_and_keeps_same_named_p
     assert len(data.left_out) == 2
     assert "120 events exceed the 100 participants" in data.left_out[0]
     assert "empty or reversed" in data.left_out[1]
+
+
+def test_a_study_with_no_events_in_either_arm_is_not_estimable_and_left_out_unless_kept() -> None:
+    """RevMan's rule by default (0/38 vs 0/39 says nothing about a ratio); metafor's 0.5
+    continuity correction when asked. A zero in one arm only is pooled with the correction."""
+    text = _csv(
+        _arms("Adams 2018", "vomiting", {"xi": 0, "ni": 38}, {"xi": 0, "ni": 39})
+        + _arms("Baker 2019", "vomiting", {"xi": 0, "ni": 40}, {"xi": 4, "ni": 40})
+        + _arms("Clark 2020", "vomiting", {"xi": 6, "ni": 50}, {"xi": 11, "ni": 50})
+    )
+    data = parse_meta_csv(text)
+    [group] = data.groups
+    assert [effect.study for effect in group.effects] == ["Baker 2019", "Clark 2020"]
+    [note] = data.left_out
+    assert "study 'Adams 2018', 'vomiting': 0/38 vs 0/39" in note and "not estimable as an RR" in note
+    kept = parse_meta_csv(text, keep_double_zero=True)
+    [group] = kept.groups
+    assert [effect.study for effect in group.effects] == ["Adams 2018", "Baker 2019", "Clark 2020"]
+    assert kept.left_out == ()
+    # metafor's escalc(add=1/2, to="only0"): log((0.5/39) / (0.5/40)) for Adams
+    assert group.effects[0].estimate == pytest.approx(math.log((0.5 / 39) / (0.5 / 40)))

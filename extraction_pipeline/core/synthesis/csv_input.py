@@ -66,10 +66,12 @@ from extraction_pipeline.core.synthesis.effects import (
     BINARY_MEASURES,
     CONTINUOUS_MEASURES,
     MEASURES,
+    NOT_ESTIMABLE,
     StudyEffect,
     binary_effect,
     continuous_effect,
     is_ratio,
+    not_estimable,
     reported_effect,
 )
 
@@ -232,19 +234,21 @@ def parse_meta_csv(
     labels: Mapping[str, str] | None = None,
     strict: bool = True,
     comparison: ComparisonSides | None = None,
+    keep_double_zero: bool = False,
 ) -> MetaCsv:
     """The CSV's text (see ``read_meta_csv``); ``labels`` maps a normalized outcome name to the
     label a reviewer pools it under; ``strict=False`` lists a study's repeated outcome as left out
     instead of refusing the file; ``comparison`` says which arms are pooled against which
     (default: the proposal from the arm names; its assignments must name the file's studies and
-    arms)."""
+    arms); ``keep_double_zero`` pools a study with no events in either arm with metafor's 0.5
+    continuity correction instead of leaving it out as not estimable (RevMan's rule, the default)."""
     if measure is not None and measure not in BINARY_MEASURES + CONTINUOUS_MEASURES:
         raise ConfigError(f"measure {measure!r}: one of {', '.join(BINARY_MEASURES + CONTINUOUS_MEASURES)}")
     left_out: list[str] = []
     units = _read_units(text, labels or {}, strict, left_out)
     sides = comparison or ComparisonSides(DEFAULT_COMPARISON)
     check_assignments([sides], _arms_by_study(units))
-    return _group(units, measure, left_out, labels or {}, strict, sides)
+    return _group(units, measure, left_out, labels or {}, strict, sides, keep_double_zero)
 
 
 def study_arms_of(text: str) -> tuple[StudyArmsSeen, ...]:
@@ -360,12 +364,17 @@ def _read_units(
 
 
 def _usable(
-    unit: _Unit, measure: str | None, left_out: list[str], strict: bool, sides: ComparisonSides
+    unit: _Unit,
+    measure: str | None,
+    left_out: list[str],
+    strict: bool,
+    sides: ComparisonSides,
+    keep_double_zero: bool = False,
 ) -> list[_Contribution]:
     """The unit's rows of the forest plot; without ``strict`` a value an effect cannot use (events
     above the total, a reversed CI) leaves that study out, named, instead of refusing the file."""
     try:
-        return _contributions(unit, measure, left_out, sides)
+        return _contributions(unit, measure, left_out, sides, keep_double_zero)
     except ConfigError as exc:
         if strict:
             raise
@@ -416,7 +425,7 @@ def _side(unit: _Unit, sides: ComparisonSides, arm: str, name: str) -> str:
 
 
 def _contributions(
-    unit: _Unit, measure: str | None, left_out: list[str], sides: ComparisonSides
+    unit: _Unit, measure: str | None, left_out: list[str], sides: ComparisonSides, keep_double_zero: bool = False
 ) -> list[_Contribution]:
     arm_rows = sorted((row for arm, row in unit.arms.items() if arm != OVERALL), key=lambda row: row.line)
     side = {row.arm: _side(unit, sides, row.arm, row.arm_name) for row in arm_rows}
@@ -438,14 +447,19 @@ def _contributions(
     )
     try:
         if kind is not None:
-            return _from_arms(unit, pairs, kind, measure)
+            return _from_arms(unit, pairs, kind, measure, left_out, keep_double_zero)
         return _from_printed(unit, measure, left_out, sides, side)
     except ConfigError as exc:
         raise ConfigError(f"{unit.lines}: {exc}") from None
 
 
 def _from_arms(
-    unit: _Unit, pairs: list[tuple[list[_Row], list[_Row]]], kind: str, measure: str | None
+    unit: _Unit,
+    pairs: list[tuple[list[_Row], list[_Row]]],
+    kind: str,
+    measure: str | None,
+    left_out: list[str] | None = None,
+    keep_double_zero: bool = False,
 ) -> list[_Contribution]:
     first = unit.rows[0]
     several = sum(len(wanted) for wanted, _against in pairs) > 1
@@ -471,6 +485,14 @@ def _from_arms(
             label = f"{first.study}: {row.arm_label}" if several and not unit.version_1 else first.study
             if kind == "events":
                 chosen = measure or next((r.measure for r in unit.rows if r.measure in BINARY_MEASURES), "RR")
+                events = (_value(row, "xi"), _value(row, "ni"), comparator["xi"], comparator["ni"])
+                if not keep_double_zero and not_estimable(chosen, *events):
+                    if left_out is not None:
+                        left_out.append(
+                            f"{unit.lines}: study {label!r}, {first.name!r}: {events[0]:g}/{events[1]:g} vs "
+                            f"{events[2]:g}/{events[3]:g}, {NOT_ESTIMABLE} as an {chosen}: left out of the pooling"
+                        )
+                    continue
                 effect = binary_effect(
                     label, first.name, chosen, _value(row, "xi"), _value(row, "ni"), comparator["xi"], comparator["ni"]
                 )
@@ -572,10 +594,11 @@ def _group(
     labels: Mapping[str, str],
     strict: bool,
     sides: ComparisonSides,
+    keep_double_zero: bool = False,
 ) -> MetaCsv:
     groups: dict[tuple[str, str], list[tuple[_Unit, _Contribution]]] = {}
     for (study_key, _number_in_document, name), unit in units.items():
-        for contribution in _usable(unit, measure, left_out, strict, sides):
+        for contribution in _usable(unit, measure, left_out, strict, sides, keep_double_zero):
             effect = contribution.effect
             members = groups.setdefault((name, effect.measure), [])
             twice = next(

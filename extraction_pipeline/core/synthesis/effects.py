@@ -87,6 +87,22 @@ def _from_variance(
     return StudyEffect(study, outcome, measure, estimate, se, estimate - Z95 * se, estimate + Z95 * se, source)
 
 
+NOT_ESTIMABLE: Final = "no events in either arm (or every participant had one): not estimable"
+
+
+def not_estimable(
+    measure: str, events_treatment: float, total_treatment: float, events_control: float, total_control: float
+) -> bool:
+    """A study whose arms both had no events (or, for an odds ratio, both all events) tells nothing
+    about a ratio: RevMan calls it "not estimable" and leaves it out of the pooling; metafor pools
+    it with its 0.5 continuity correction (``binary_effect``), which an analyst may choose."""
+    if measure not in ("RR", "OR"):
+        return False
+    none = events_treatment == 0 and events_control == 0
+    every = events_treatment == total_treatment and events_control == total_control
+    return none or (measure == "OR" and every)
+
+
 def binary_effect(
     study: str,
     outcome: str,
