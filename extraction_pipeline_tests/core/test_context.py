@@ -304,8 +304,13 @@ def second(tmp_path_factory: pytest.TempPathFactory) -> ParsedDocument:
     return _parsed(path)
 
 
-def _flags(second: ParsedDocument, entries: list[dict[str, Any]]) -> list[tuple[str, ...]]:
-    fields = _grounded(second, entries, arms=(ARM_A, ARM_B))
+def _flags(paper: ParsedDocument, entries: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    return _flags_of(paper, entries, arms=(ARM_A, ARM_B))
+
+
+def _flags_of(paper: ParsedDocument, entries: list[dict[str, Any]], arms: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Each number's flags, in the entries' order (every number verified: the flags are the test)."""
+    fields = _grounded(paper, entries, arms=arms)
     found = []
     for index, entry in enumerate(entries, start=1):
         for name in ("events", "total", "mean", "sd", "n"):
@@ -732,18 +737,6 @@ def fourth(tmp_path_factory: pytest.TempPathFactory) -> ParsedDocument:
                 page.insert_textbox(pymupdf.Rect(56, 56, 539, 120), "Discussion follows.", fontsize=10)
         doc.save(path)
     return _parsed(path)
-
-
-def _flags_of(paper: ParsedDocument, entries: list[dict[str, Any]], arms: tuple[str, ...]) -> list[tuple[str, ...]]:
-    fields = _grounded(paper, entries, arms=arms)
-    found = []
-    for index, entry in enumerate(entries, start=1):
-        for name in ("events", "total", "mean", "sd", "n"):
-            if name in entry:
-                path = f"outcomes.{index}.{name}"
-                assert str(fields[path].status) == "verified", (path, fields[path].reason)
-                found.append(fields[path].flags)
-    return found
 
 
 def test_a_title_wrapped_onto_its_own_line_is_no_group_and_a_section_heading_no_columns_header(
