@@ -126,12 +126,14 @@ def _words(text: str) -> set[str]:
 
 
 def _proposed(item: PossiblyMissed, fillable: list[tuple[str, str]]) -> str:
-    """The empty field whose entry the item's label names best (by its words), "" when none does:
-    a reviewer then chooses, never a silent first option."""
-    wanted = _words(item.label)
-    scored = [(len(wanted & _words(label.rpartition(":")[0])), path) for path, label in fillable]
-    best = max(scored, default=(0, ""), key=lambda pair: pair[0])
-    return best[1] if best[0] > 0 else ""
+    """The one empty field whose entry and field the item's label and reason name best (by their
+    words), "" when none does or several do equally: a reviewer then chooses, never a silent
+    first option."""
+    wanted = _words(f"{item.label} {item.why}")
+    scored = [(len(wanted & _words(label)), path) for path, label in fillable]
+    best = max((score for score, _path in scored), default=0)
+    chosen = [path for score, path in scored if score == best]
+    return chosen[0] if best > 0 and len(chosen) == 1 else ""  # a tie is the reviewer's to choose
 
 
 def missed_anchor(item: ItemRow, key: str) -> dict[str, Any] | None:

@@ -125,7 +125,7 @@ def _upload_summary(rows: list[UploadRow], user: str) -> str:
     return said
 
 
-def _set_upload_rows(response: Response, rows: list[UploadRow]) -> None:
+def _set_upload_rows(response: Response, rows: list[UploadRow], project: str) -> None:
     """The verdicts for the page after the redirect (post, redirect, get): as many as a cookie
     holds (measured as sent: quoted), then how many more there were."""
     kept: list[list[str]] = []
@@ -136,15 +136,21 @@ def _set_upload_rows(response: Response, rows: list[UploadRow]) -> None:
             kept.append(more)
             break
         kept.append(cell)
-    response.set_cookie(UPLOAD_COOKIE, quote(json.dumps(kept)), httponly=True, samesite="strict")
+    # Only the project's own page reads it: another project's page never shows (or drops) it.
+    response.set_cookie(
+        UPLOAD_COOKIE, quote(json.dumps(kept)), httponly=True, samesite="strict", path=project_url(project)
+    )
 
 
 def _read_upload_rows(request: Request) -> list[UploadRow]:
+    raw = unquote(request.cookies.get(UPLOAD_COOKIE, ""))
+    if not raw or len(raw) > 2 * UPLOAD_COOKIE_CHARS:
+        return []
     try:
-        kept = json.loads(unquote(request.cookies.get(UPLOAD_COOKIE, "")) or "[]")
+        kept = json.loads(raw)
         return [UploadRow(str(a), str(b), str(c)) for a, b, c in kept][: MAX_UPLOAD_FILES + 1]
-    except (ValueError, TypeError):
-        return []  # not ours, or damaged: nothing to show
+    except (ValueError, TypeError, RecursionError):
+        return []  # not ours, or damaged (a cookie is the browser's to send): nothing to show
 
 
 async def list_projects(request: Request) -> Response:
@@ -389,7 +395,7 @@ async def show_project(request: Request, project: str) -> Response:
         _project_page, request, project, launch=launch, estimated=True, uploads=uploads, flash=flash, error=error
     )
     if UPLOAD_COOKIE in request.cookies:
-        response.delete_cookie(UPLOAD_COOKIE)
+        response.delete_cookie(UPLOAD_COOKIE, path=project_url(project))
     return clear_flash(request, response)
 
 
@@ -442,7 +448,7 @@ async def upload(request: Request, project: str) -> Response:
     # Post, redirect, get: a reload of the page shows the verdicts again, never uploads again.
     response = RedirectResponse(project_url(project), status_code=303)
     set_flash(response, _upload_summary(rows, user.name))
-    _set_upload_rows(response, rows)
+    _set_upload_rows(response, rows, project)
     new = [
         (v.document.sha256, str(settings.documents_dir / f"{v.document.sha256}.pdf")) for v in verdicts if v.document
     ]

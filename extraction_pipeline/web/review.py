@@ -34,7 +34,7 @@ from extraction_pipeline.core.review import corrections, decisions
 from extraction_pipeline.core.review.form import build_form, field_title
 from extraction_pipeline.core.review.missed import current_missed_reviews
 from extraction_pipeline.core.review.progress import batch_review, review_of
-from extraction_pipeline.core.review.source_view import page_image
+from extraction_pipeline.core.review.source_view import anchor_of, page_image
 from extraction_pipeline.core.review.values import (
     APPROVE,
     COMMENT,
@@ -71,13 +71,8 @@ def _image_url(item_id: int, path: str | None, page_number: int | None = None, v
 def highlight_version(entry: GroundedValue | None, grounding: dict[str, Any] | None) -> str:
     """What a value's page image shows, as a short digest: the reviewer's grounded quote where a
     decision has one, else the model's quote's place. A correction with a new quote changes it."""
-    if grounding:
-        shown: Any = {key: grounding.get(key) for key in ("page", "source", "start", "end")}
-    elif entry is not None:
-        shown = {"page": entry.page, "source": entry.source, "start": entry.start, "end": entry.end}
-    else:
-        shown = None
-    return hashlib.sha256(json.dumps(shown, sort_keys=True).encode()).hexdigest()[:12]
+    shown = anchor_of(entry, grounding)  # exactly what the image highlights, an interrupted quote's second part too
+    return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 IMMUTABLE = "private, max-age=31536000, immutable"  # an address names its content: never stale
@@ -198,7 +193,7 @@ async def document_page(request: Request) -> Response:
     before = [i for i in completed if i < position]
     after = [i for i in completed if i > position]
     flash, error = read_flash(request)
-    caption = f"{current or ''} · page {shown} of {pages}" + (
+    caption = f"{field_title(current) if current else ''} · page {shown} of {pages}" + (
         "" if anchor else " · the quote was not found on any page"
     )
     response = render(
@@ -296,13 +291,6 @@ async def decide(request: Request) -> Response:
     if action == APPROVE_ROW:
         return _approve_row(ledger, item, paths, reviewer.name, response)
     seen = text_field(form, "seen_seq", 12)
-    if action == APPROVE and path not in reviewable_values(item["result_json"]):
-        set_flash(
-            response,
-            f"{field_title(path)}: the model reported nothing here to approve: set it, or mark it not reported",
-            error=True,
-        )
-        return response
     try:
         outcome = _apply(ledger, settings, item_id, path, action, reviewer.name, int(seen or "0"), form)
     except (ConfigError, ValueError) as exc:

@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.responses import HTMLResponse
 
+from extraction_pipeline.core.review.form import field_title
 from extraction_pipeline.core.review.status_words import FLAGGED, colour_key, shown_status
 from extraction_pipeline.core.review.values import REVIEWER_UNGROUNDED
 from extraction_pipeline.core.verification.grounding import (
@@ -74,6 +75,7 @@ environment.filters.update(
     status_class=status_class, status_text=shown_status, shown=shown, url_part=lambda v: quote(str(v), safe="")
 )
 environment.filters["query"] = _query
+environment.filters["field_title"] = field_title  # a value's name in words, never its path
 
 
 def render(

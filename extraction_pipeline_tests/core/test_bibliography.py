@@ -84,3 +84,37 @@ def test_a_registered_document_keeps_what_the_paper_is(tmp_path: Path) -> None:
         2016,
     )
     ledger.dispose()
+
+
+def test_a_ledger_from_before_these_columns_gets_them_and_keeps_its_documents(tmp_path: Path) -> None:
+    """An existing ledger (no title, first_author, year) is upgraded in place on connect."""
+    from sqlalchemy import text
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    ledger = Ledger.connect(url)
+    registered = register_pdf(ledger, tmp_path / "documents", "p", _pdf(tmp_path / "old.pdf"))
+    with ledger.engine.begin() as conn:
+        for column in ("title", "first_author", "year"):
+            conn.execute(text(f'ALTER TABLE documents DROP COLUMN "{column}"'))
+        conn.execute(text("UPDATE ledger_meta SET value = 'an older release' WHERE key = 'schema'"))
+    ledger.dispose()
+    upgraded = Ledger.connect(url)
+    row = get_document(upgraded, registered.id)
+    assert row is not None and row["filename"] == "old.pdf" and row["title"] is None
+    again = register_pdf(
+        upgraded,
+        tmp_path / "documents",
+        "p",
+        _pdf(tmp_path / "new.pdf", metadata={"title": "A new paper in the old ledger"}),
+    )
+    new_row = get_document(upgraded, again.id)
+    assert new_row is not None and new_row["title"] == "A new paper in the old ledger"
+    upgraded.dispose()
+
+
+def test_the_year_falls_back_to_the_pdfs_creation_date_and_odd_metadata_is_cleaned() -> None:
+    empty: dict[str, Any] = {"blocks": []}
+    assert bibliography({"creationDate": "D:20200315120000+01'00'"}, empty, 2026).year == 2020
+    assert bibliography({"creationDate": "D:20990315"}, empty, 2026).year is None  # not yet
+    odd = bibliography({"title": "A trial\x00 of\x00 drug A in adults", "author": "Ann\x00 Lee"}, empty, 2026)
+    assert "\x00" not in odd.title + odd.first_author and odd.first_author == "Lee"

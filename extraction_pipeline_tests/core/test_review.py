@@ -553,3 +553,12 @@ def test_a_document_with_nothing_extracted_is_never_reviewed() -> None:
     done = replace(nothing, values=3, decided=3, reviewers=("rita",))
     assert done.reviewed and done.label == "reviewed by rita"
     assert not replace(done, decided=2).reviewed
+
+
+def test_a_document_with_nothing_extracted_is_never_reviewed_whatever_a_reviewer_set_by_hand() -> None:
+    from extraction_pipeline.core.review.progress import NOTHING_EXTRACTED, DocumentReview
+
+    by_hand = DocumentReview(1, 1, "a.pdf", "completed", None, values=1, decided=1, reviewers=("Rita",), added=1)
+    assert not by_hand.reviewed and by_hand.label == NOTHING_EXTRACTED
+    checked = DocumentReview(1, 1, "a.pdf", "completed", None, values=3, decided=3, reviewers=("Rita",), added=1)
+    assert checked.reviewed and checked.label == "reviewed by Rita"

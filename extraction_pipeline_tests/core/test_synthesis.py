@@ -374,3 +374,24 @@ def test_a_study_with_no_events_in_either_arm_is_not_estimable_and_left_out_unle
     assert kept.left_out == ()
     # metafor's escalc(add=1/2, to="only0"): log((0.5/39) / (0.5/40)) for Adams
     assert group.effects[0].estimate == pytest.approx(math.log((0.5 / 39) / (0.5 / 40)))
+
+
+def test_left_out_rows_are_grouped_by_why_with_the_studies_to_fix_them_never_line_numbers() -> None:
+    from extraction_pipeline.core.synthesis.batch import grouped_problems
+
+    text = _csv(
+        _arms("Adams 2018", "vomiting", {"xi": 0, "ni": 38}, {"xi": 0, "ni": 39}, document_id=1)
+        + _arms("Baker 2019", "vomiting", {"xi": 0, "ni": 40}, {"xi": 0, "ni": 40}, document_id=2)
+        + _arms("Clark 2020", "", {"xi": 6, "ni": 50}, {"xi": 11, "ni": 50}, document_id=3)
+    )
+    problems = grouped_problems(parse_meta_csv(text, strict=False).left_out, text, {1: 11, 2: 12, 3: 13})
+    said = {problem.sentence: problem.studies for problem in problems}
+    assert said == {
+        "2 studies with no events in either arm (or every participant had one): not estimable as a ratio, left out "
+        "of the pooling as RevMan does (the command's --keep-double-zero pools them)": (
+            ("Adams 2018", 11),
+            ("Baker 2019", 12),
+        ),
+        "2 outcome rows without an outcome name (or a study name), so nothing to pool with: name them on the review "
+        "pages": (("Clark 2020", 13),),
+    }

@@ -22,6 +22,7 @@ import openpyxl
 import pymupdf
 import pytest
 
+from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.export.workbook import default_export_path, write_workbook
 from extraction_pipeline.core.extraction.follow_up import follows_up
 from extraction_pipeline.core.ledger import Ledger
@@ -723,6 +724,17 @@ def test_a_field_the_model_left_empty_is_set_in_the_browser_and_shown_counted_an
 
         client.post(decide, data={"path": "risk_of_bias.randomization", "action": "not reported", "seen_seq": "0"})
         assert "2 of 8 values decided" in client.get(batch_page).text
+    # Approving a value a reviewer set where the model gave none is refused everywhere (a workbook's
+    # "approve" too): it would wipe the reviewer's value.
+    with pytest.raises(ConfigError, match="nothing here to approve"):
+        decisions.record(
+            case.ledger,
+            item_id=case.item_id,
+            path="metadata.funding_source",
+            action="approve",
+            reviewer="Ada",
+            seen_seq=1,
+        )
 
     sheet = openpyxl.load_workbook(write_workbook(case.ledger, case.batch_id, tmp_path / "set.xlsx"))["Values"]
     header = [c.value for c in sheet[1]]

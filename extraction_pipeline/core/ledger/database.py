@@ -47,6 +47,9 @@ ADDED_COLUMNS = (
     ("model_answers", "cache_written_tokens", "INTEGER NOT NULL DEFAULT 0"),
     ("batch_items", "abandoned_calls", "INTEGER NOT NULL DEFAULT 0"),
     ("provider_budgets", "heard_at", "FLOAT NOT NULL DEFAULT 0"),
+    ("documents", "title", "TEXT"),
+    ("documents", "first_author", "VARCHAR(200)"),
+    ("documents", "year", "INTEGER"),
 )
 # Rows rewritten when a ledger is upgraded; constants, idempotent. Before the `exporting` state a
 # batch was `completed` as soon as its documents were, workbook or not.

@@ -19,6 +19,8 @@ NOT_A_TITLE = re.compile(
 )
 NOT_AN_AUTHOR = re.compile(r"^\s*(?:unknown|admin(?:istrator)?|user|author)\s*$", re.IGNORECASE)
 YEAR = re.compile(r"(?<!\d)(19[5-9]\d|20\d\d)(?!\d)")
+CREATED = re.compile(r"^(?:D:)?(\d{4})")  # a PDF date: "D:20200315120000+01'00'"
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # metadata can hold NULs (UTF-16 without its mark)
 TITLE_WORDS = 3  # a title says something: a few words at least
 INITIALS = re.compile(r"^(?:[A-Z]\.?){1,3}$")  # "E", "EM", "E.M."
 
@@ -33,10 +35,15 @@ class Bibliography:
 def bibliography(metadata: dict[str, Any], first_page: dict[str, Any], this_year: int) -> Bibliography:
     """From PyMuPDF's ``doc.metadata`` and ``page.get_text("dict")`` of the first page."""
     return Bibliography(
-        _title(metadata.get("title") or "", first_page),
-        first_author_surname(metadata.get("author") or ""),
-        _year(first_page, metadata.get("creationDate") or "", this_year),
+        _title(_text(metadata.get("title")), first_page),
+        first_author_surname(_text(metadata.get("author"))),
+        _year(first_page, _text(metadata.get("creationDate")), this_year),
     )
+
+
+def _text(value: object) -> str:
+    """A metadata string as text a database takes: control characters (NULs) become spaces."""
+    return CONTROL.sub(" ", value) if isinstance(value, str) else ""
 
 
 def _title(meta_title: str, first_page: dict[str, Any]) -> str:
@@ -98,5 +105,5 @@ def _year(first_page: dict[str, Any], creation_date: str, this_year: int) -> int
     years = Counter(int(found) for found in YEAR.findall(text) if int(found) <= this_year)
     if years:
         return max(years, key=lambda year: (years[year], year))
-    made = YEAR.search(creation_date)
-    return int(made.group(1)) if made and int(made.group(1)) <= this_year else None
+    made = CREATED.match(creation_date)
+    return int(made.group(1)) if made and 1950 <= int(made.group(1)) <= this_year else None

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from extraction_pipeline.core.pdf.bibliography import bibliography
+from extraction_pipeline.core.pdf.bibliography import Bibliography, bibliography
 
 ENGINE = "pymupdf-text+tables"
 PARSER_VERSION = "pymupdf-text+tables/3"  # bump when the output of the engine changes (3: line boxes)
@@ -215,12 +215,22 @@ def inspect_pdf(path: Path, limits: EngineOptions) -> dict[str, Any]:
         with doc:
             has_text = any(page.get_text().strip() for page in doc)
             pages = int(doc.page_count)
-            described = bibliography(doc.metadata or {}, doc[0].get_text("dict"), datetime.now(UTC).year)
+            described = _described(doc)
     except Exception as exc:  # MuPDF reports damage from many places (page tree, xref, streams)
         raise ParseFailure(f"damaged PDF ({_describe(exc)})") from exc
     if not has_text:
         raise ParseFailure("no text layer (scanned PDF?); OCR is not supported")
     return {"pages": pages, **asdict(described)}
+
+
+def _described(doc: Any) -> Bibliography:
+    """What the paper is, for lists; a PDF whose metadata or first page cannot be read that way is
+    still registered, unlabelled (a label is never a reason to refuse a paper)."""
+    try:
+        first = doc[0].get_text("dict", flags=import_pymupdf().TEXTFLAGS_TEXT)  # no image bytes
+        return bibliography(doc.metadata or {}, first, datetime.now(UTC).year)
+    except Exception:  # any reading error: no label, never a refusal
+        return Bibliography()
 
 
 def read_text(path: Path, limits: EngineOptions) -> dict[str, Any]:

@@ -17,10 +17,11 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from extraction_pipeline.core.errors import ConfigError
+from extraction_pipeline.core.extraction.consensus import NEEDS_REVIEW
 from extraction_pipeline.core.extraction.grounded import GroundedValue, fields_of
 from extraction_pipeline.core.ledger import Ledger, utcnow
 from extraction_pipeline.core.ledger.schema import batch_items, review_decisions
-from extraction_pipeline.core.review.values import ACTIONS, COMMENT, CORRECT, MARK_NOT_REPORTED, Decision
+from extraction_pipeline.core.review.values import ACTIONS, APPROVE, COMMENT, CORRECT, MARK_NOT_REPORTED, Decision
 
 RECORDED, UNCHANGED, CONFLICT = "recorded", "unchanged", "conflict"
 MAX_COMMENT_CHARS = 2000
@@ -123,6 +124,14 @@ def machine_entry(ledger: Ledger, item_id: int, path: str) -> tuple[int, Grounde
     return row.batch_id, fields[path]
 
 
+def _disputed(ledger: Ledger, item_id: int, path: str) -> bool:
+    """Did double extraction leave this value to a reviewer (a value only the second model gave)?"""
+    with ledger.engine.connect() as conn:
+        stored = conn.execute(select(batch_items.c.result_json).where(batch_items.c.id == item_id)).scalar()
+    agreement = (json.loads(stored).get("agreement") or {}) if stored else {}
+    return agreement.get(path) in NEEDS_REVIEW
+
+
 def record(
     ledger: Ledger,
     *,
@@ -150,6 +159,10 @@ def record(
     if action == CORRECT and value is None:
         raise ConfigError("a correction needs the corrected value (or mark the value as not reported)")
     batch_id, entry = machine_entry(ledger, item_id, path)
+    if action == APPROVE and not entry.reviewable and not _disputed(ledger, item_id, path):
+        # A field the model left empty has nothing of the model's to approve (approving would
+        # also wipe a value a reviewer set there): from the page and from a workbook alike.
+        raise ConfigError("the model reported nothing here to approve: set the value, or mark it not reported")
     final = entry.value if action not in (CORRECT, MARK_NOT_REPORTED) else value
     row = {
         "batch_id": batch_id,

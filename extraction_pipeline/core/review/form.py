@@ -319,7 +319,7 @@ def build_form(
     # Values outside the template (results stored before templates): listed as they are.
     rest = [path for path in values if path not in placed]
     if rest:
-        rows = tuple(FormRow(path, {path: cell(path, values[path].machine.field)}) for path in rest)
+        rows = tuple(FormRow(field_title(path), {path: cell(path, values[path].machine.field)}) for path in rest)
         sections.append(FormSection("other", "Other values", SectionKind.FIELDS, tuple(rest), rows))
     references = frozenset(
         c.path for c in (cell for s in sections for cell in s.cells) if is_arm_reference(definition, c.path)
@@ -503,6 +503,8 @@ def field_title(path: str) -> str:
         module, index, name = parts
         entry = module[:-1] if module.endswith("s") else module
         return f"{_label(entry)} {index} · {_label(name)}"
+    if len(parts) == 2 and parts[1].isdigit():  # an entry: "outcomes.3" is "outcome 3"
+        return f"{_label(parts[0][:-1] if parts[0].endswith('s') else parts[0])} {parts[1]}"
     if len(parts) == 2:
         return f"{_label(parts[0])} · {_label(parts[1])}"
     return _label(path)

@@ -22,21 +22,23 @@ class DocumentReview:
     status: str  # the item's extraction status
     message: str | None
     counts: StatusCounts = field(default_factory=StatusCounts)  # the machine's statuses, one tier each
-    values: int = 0
+    values: int = 0  # the model's values and those a reviewer set where the model gave none
     decided: int = 0
     reviewers: tuple[str, ...] = field(default_factory=tuple)
+    added: int = 0  # of ``values``, set by a reviewer where the model gave none
 
     @property
     def reviewed(self) -> bool:
         """Every value has a decision. A document from which nothing was extracted is never
-        reviewed: nothing was checked, and a paper that yields nothing needs a look."""
-        return self.status == "completed" and 0 < self.values == self.decided
+        reviewed (whatever a reviewer set by hand): nothing of the model's was checked, and a
+        paper that yields nothing needs a look."""
+        return self.status == "completed" and self.values > self.added and self.values == self.decided
 
     @property
     def label(self) -> str:
         if self.status != "completed":
             return f"not reviewable ({self.status})"
-        if self.values == 0:
+        if self.values == self.added:
             return NOTHING_EXTRACTED
         if self.reviewed:
             return f"reviewed by {', '.join(self.reviewers)}"
@@ -85,4 +87,5 @@ def review_of(item: ItemListing, decided: dict[tuple[int, str], Decision]) -> Do
         values=len(values) + len(added),
         decided=len(mine) + len(added),
         reviewers=tuple(sorted({d.reviewer for d in (*mine, *added)})),
+        added=len(added),
     )

@@ -45,7 +45,7 @@ from extraction_pipeline.core.synthesis.comparisons import (
     side_of,
 )
 from extraction_pipeline.core.synthesis.csv_input import OutcomeGroup, StudyArmsSeen, parse_meta_csv, study_arms_of
-from extraction_pipeline.core.synthesis.effects import StudyEffect
+from extraction_pipeline.core.synthesis.effects import NOT_ESTIMABLE, StudyEffect
 from extraction_pipeline.core.synthesis.pooling import PooledResult, pool
 
 MAX_LABEL = 200
@@ -110,18 +110,23 @@ class Problem:
     reason: str  # why, as the pooling says it
     rows: int
     studies: tuple[tuple[str, int | None], ...]  # (study, review page's item id), each once
-    unnamed: bool = False  # rows without an outcome or study name
+    kind: str = ""  # UNNAMED, NOT_ESTIMABLE, or "" (said as the pooling says it)
 
     @property
     def sentence(self) -> str:
         """In words an analyst acts on, never CSV line numbers."""
-        if self.unnamed:
-            rows = f"{self.rows} outcome row{'s' if self.rows != 1 else ''}"
+        rows = f"{self.rows} row{'s' if self.rows != 1 else ''}"
+        if self.kind == UNNAMED:
             return (
-                f"{rows} without an outcome name (or a study name), so nothing to pool with: "
-                "name them on the review pages"
+                f"{self.rows} outcome {'rows' if self.rows != 1 else 'row'} without an outcome name (or a study "
+                "name), so nothing to pool with: name them on the review pages"
             )
-        return f"{self.reason} ({self.rows} row{'s' if self.rows != 1 else ''} left out)"
+        if self.kind == NOT_ESTIMABLE:
+            return (
+                f"{len(self.studies)} stud{'ies' if len(self.studies) != 1 else 'y'} with {NOT_ESTIMABLE} as a "
+                "ratio, left out of the pooling as RevMan does (the command's --keep-double-zero pools them)"
+            )
+        return f"{self.reason} ({rows} left out)"
 
 
 @dataclass(frozen=True)
@@ -246,30 +251,33 @@ def batch_synthesis(ledger: Ledger, batch_id: int) -> BatchSynthesis:
         left_out.update(dict.fromkeys(data.left_out))
     seen = study_arms_of(text)
     views = tuple(ComparisonView(c.name, tuple(_study_sides(study, c, item_of) for study in seen)) for c in comparisons)
-    return BatchSynthesis(tuple(outcomes), tuple(left_out), views, _problems(tuple(left_out), text, item_of))
+    return BatchSynthesis(tuple(outcomes), tuple(left_out), views, grouped_problems(tuple(left_out), text, item_of))
 
 
 # A left-out note names its CSV line(s) first ("line 12: ...", "lines 3 and 9: ..."), then why.
-NOTE_LINES = re.compile(r"^lines? (\d+)(?: and (\d+))?: ")
+NOTE_LINES = re.compile(r"^lines? ([\d, ]+(?: and \d+)?): ")  # "line 4: ", "lines 2, 3: ", "lines 3 and 9: "
 UNNAMED = "no study or no outcome name, so nothing to pool it with"
 
 
-def _problems(left_out: tuple[str, ...], text: str, item_of: dict[int, int]) -> tuple[Problem, ...]:
+def grouped_problems(left_out: tuple[str, ...], text: str, item_of: dict[int, int]) -> tuple[Problem, ...]:
     """The left-out rows grouped by why, in words, each with the studies whose review pages fix
     them (never CSV line numbers: a reader of the batch page has no CSV open)."""
     rows = _rows_by_line(text)
-    grouped: dict[str, tuple[int, dict[tuple[str, int | None], None]]] = {}
+    grouped: dict[str, tuple[int, dict[tuple[str, int | None], None], str]] = {}
     for note in left_out:
         found = NOTE_LINES.match(note)
-        lines = [int(number) for number in found.groups() if number] if found else []
+        lines = [int(number) for number in re.findall(r"\d+", found.group(1))] if found else []
         reason = note[found.end() :] if found else note
-        count, studies = grouped.get(reason, (0, {}))
-        grouped[reason] = (count + 1, studies)
+        kind = UNNAMED if reason == UNNAMED else NOT_ESTIMABLE if NOT_ESTIMABLE in reason else ""
+        key = kind or reason
+        count, studies, first = grouped.get(key, (0, {}, reason))
+        grouped[key] = (count + 1, studies, first)
         for line in lines:
             study, document = rows.get(line, ("", None))
             studies[(study or "a study without a name", item_of.get(document) if document is not None else None)] = None
     return tuple(
-        Problem(reason, count, tuple(studies), reason == UNNAMED) for reason, (count, studies) in grouped.items()
+        Problem(reason, count, tuple(studies), key if key in (UNNAMED, NOT_ESTIMABLE) else "")
+        for key, (count, studies, reason) in grouped.items()
     )
 
 

@@ -54,6 +54,14 @@
     history.replaceState(null, "", cell.getAttribute("href"));
   }
 
+  // j / k go from value to value: an empty field the model left (a "—" to set) is clicked, not stepped on.
+  function step(direction) {
+    for (let i = at + direction; i >= 0 && i < cells.length; i += direction) {
+      if (!cells[i].classList.contains("settable")) return i;
+    }
+    return at;
+  }
+
   function detail() {
     return cells[at] && document.querySelector(`.detail[data-path="${CSS.escape(cells[at].dataset.path)}"]`);
   }
@@ -70,8 +78,8 @@
   document.addEventListener("keydown", (event) => {
     if (event.target.closest("input,textarea,select") || event.ctrlKey || event.metaKey || event.altKey) return;
     const panelNow = detail();
-    if (event.key === "j") show(at + 1, true);
-    else if (event.key === "k") show(at - 1, true);
+    if (event.key === "j") show(step(1), true);
+    else if (event.key === "k") show(step(-1), true);
     // A possibly-missed item has no approve / not reported / correct forms: these keys skip it.
     else if (event.key === "a" && panelNow) panelNow.querySelector("form.approve button")?.click();
     else if (event.key === "x" && panelNow) panelNow.querySelector("form.not-reported button")?.click();
