@@ -237,8 +237,8 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     estimate = outcome.locator(".cell[data-path='comparisons.1.effect_estimate']")
     expect(estimate).to_have_class(re.compile(r"\bverified\b"))
     estimate.click()
-    expect(page.locator(".detail:visible")).to_contain_text("effect_estimate")
-    expect(page.locator("#page-caption")).to_contain_text("comparisons.1.effect_estimate")
+    expect(page.locator(".detail:visible")).to_contain_text("comparison 1 · effect estimate")  # words, not a path
+    expect(page.locator("#page-caption")).to_contain_text("comparison 1 · effect estimate")
     # The page is fetched at the screen's resolution, then the highlighted quote is scrolled into view.
     page.wait_for_function(
         "() => { const i = document.getElementById('page-image'); "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.cookiejar
 import io
 import itertools
 import os
@@ -147,7 +148,8 @@ def post_pdfs(
     url: str, pdfs: list[Path], personal_token: str, *, project: str = "trials", may_be_cut: bool = False
 ) -> str:
     """The upload form's POST (multipart, same origin), by a signed-in user (a personal token):
-    the answer page. ``may_be_cut``: the server may die mid-upload (the answer is then empty)."""
+    the project page it leads to, with the upload's verdicts. ``may_be_cut``: the server may die
+    mid-upload (the answer is then empty)."""
     boundary = "----upload-boundary-7d3c425"
     body = io.BytesIO()
     for pdf in pdfs:
@@ -167,8 +169,11 @@ def post_pdfs(
         },
         method="POST",
     )
+    # The upload answers with a redirect to the project page and the verdicts in a cookie (post,
+    # redirect, get): followed as a browser follows it, with its cookies.
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
     try:
-        with urllib.request.urlopen(request, timeout=600) as response:
+        with opener.open(request, timeout=600) as response:
             return str(response.read().decode())
     except OSError:
         if not may_be_cut:

@@ -82,11 +82,12 @@ def test_the_project_page_shows_the_estimate_before_the_launch_button(
         assert client.post("/extraction/projects", data={"project": "statins"}).status_code == 303
         files = [("pdfs", (p.name, p.read_bytes(), "application/pdf")) for p in pdfs]
         uploaded = client.post("/extraction/projects/statins/documents", files=files)
-        assert uploaded.status_code == 200
-        page = uploaded.text
+        assert uploaded.status_code == 303  # post, redirect, get: the project page shows the estimate
+        page = client.get(uploaded.headers["location"]).text
         section = _estimate_section(page)
         assert page.index('id="estimate"') < page.index("Start batch with the selected documents")
-        assert "3 document(s)" in section and "Approximate: 3 document(s) not parsed yet" in section
+        # The upload's parse runs in the background: some or all may be parsed by now.
+        assert "3 document(s)" in section
 
         ids = [d["id"] for d in project_documents(ledger, "statins")]
         shas = [d["sha256"] for d in project_documents(ledger, "statins")]
@@ -154,7 +155,7 @@ def test_a_large_project_is_estimated_when_asked_not_on_every_view(
     with _site(settings, ledger) as client:
         assert client.post("/extraction/projects", data={"project": "statins"}).status_code == 303
         files = [("pdfs", (p.name, p.read_bytes(), "application/pdf")) for p in pdfs]
-        assert client.post("/extraction/projects/statins/documents", files=files).status_code == 200
+        assert client.post("/extraction/projects/statins/documents", files=files).status_code == 303
         shown = _estimate_section(client.get("/extraction/projects/statins").text)
         assert "Not worked out yet" in shown and "estimate-table" not in shown
         ids = [str(d["id"]) for d in project_documents(ledger, "statins")]

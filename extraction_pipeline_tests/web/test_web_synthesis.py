@@ -37,7 +37,7 @@ from extraction_pipeline_tests.support.review_case import (
     synthesis_answer_v1,
 )
 from extraction_pipeline_tests.support.svg import classed, parse, study_links, texts
-from extraction_pipeline_tests.support.web import serving
+from extraction_pipeline_tests.support.web import serving, serving_pages
 
 TOKEN = "synthesis-token-for-tests"
 OTHER_NAME = "death or hospital admission"
@@ -283,12 +283,7 @@ def test_rows_left_out_of_the_pooling_are_said_in_words_grouped_with_links_to_fi
     settings.home_dir.mkdir(parents=True)
     ledger = Ledger.connect(settings.ledger_url)
     cases = make_batch(settings, ledger, fake_llm, [3, 4], answer=_unnamed_answer)
-
-    async def dagster_ui(request: object) -> PlainTextResponse:
-        return PlainTextResponse("dagster ui")
-
-    app = build_app(settings, Starlette(routes=[Route("/{rest:path}", dagster_ui)]), token=TOKEN)
-    with serving(app) as base, _client(base) as client:
+    with serving_pages(settings, TOKEN) as base, _client(base) as client:
         page = client.get(f"/extraction/batches/{cases[0].batch_id}").text
     left_out = re.search(r'<details id="left-out">(.*?)</details>', page, re.S)
     assert left_out is not None, page
