@@ -395,3 +395,24 @@ def test_left_out_rows_are_grouped_by_why_with_the_studies_to_fix_them_never_lin
         "2 outcome rows without an outcome name (or a study name), so nothing to pool with: name them on the review "
         "pages": (("Clark 2020", 13),),
     }
+
+
+def test_a_row_naming_no_arm_is_left_out_on_the_batch_page_and_refused_by_the_command() -> None:
+    printed_only = {
+        "study": "Dunn 2017",
+        "outcome": 0,
+        "outcome_name": "vomiting",
+        "measure": "RR",
+        "estimate": "0.5",
+        "ci.lb": "0.2",
+        "ci.ub": "1.1",
+    }
+    text = _csv([printed_only, *_arms("Clark 2020", "vomiting", {"xi": 6, "ni": 50}, {"xi": 11, "ni": 50})])
+    with pytest.raises(ConfigError, match="line 2: no group"):
+        parse_meta_csv(text)  # the command: the file is the analyst's to fix
+    lenient = parse_meta_csv(text, strict=False)  # the batch page: the rest is pooled, the row said
+    assert [effect.study for group in lenient.groups for effect in group.effects] == ["Clark 2020"]
+    assert lenient.left_out == (
+        "line 2: a row naming no arm (neither its name nor its id), so nothing to compare it "
+        "with: name it on the review page",
+    )

@@ -288,6 +288,9 @@ def _study_key_of(row: _Row) -> str:
     return f"document {row.document_id}" if row.document_id is not None else row.study
 
 
+NO_ARM = "a row naming no arm (neither its name nor its id), so nothing to compare it with: name it on the review page"
+
+
 def _read_units(
     text: str, labels: Mapping[str, str], strict: bool, left_out: list[str]
 ) -> dict[tuple[str, str, str], _Unit]:
@@ -318,7 +321,10 @@ def _read_units(
             if version_1:
                 group = group.lower()
             elif not group and not arm:
-                raise ConfigError(f"line {line}: no group (the arm's name) and no arm id")
+                if strict:
+                    raise ConfigError(f"line {line}: no group (the arm's name) and no arm id")
+                left_out.append(f"line {line}: {NO_ARM}")
+                continue
             document = cell("document_id")
             parsed = _Row(
                 line,
