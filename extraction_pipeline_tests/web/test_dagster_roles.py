@@ -246,9 +246,11 @@ def test_launching_needs_a_signed_in_user_and_is_recorded_under_their_name(serve
     assert status == 200 and answer["data"]["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", answer
     assert _tags(served, answer["data"]["launchPartitionBackfill"]["backfillId"])["extraction/user"] == "Rita Reviewer"
     status, answer = _launch(served, "roles-1", [], "Rita Reviewer")  # no tag: the launcher's is added
+    assert answer["data"]["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", answer
     assert _tags(served, answer["data"]["launchPartitionBackfill"]["backfillId"])["extraction/user"] == "Rita Reviewer"
     # An admin may launch for another user, one that exists.
     status, answer = _launch(served, "roles-1", [{"key": "extraction/user", "value": "Ana Analyst"}], "Ada Admin")
+    assert answer["data"]["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", answer
     assert _tags(served, answer["data"]["launchPartitionBackfill"]["backfillId"])["extraction/user"] == "Ana Analyst"
     status, answer = _launch(served, "roles-1", [{"key": "extraction/user", "value": "Nobody"}], "Ada Admin")
     assert status == 400 and "'Nobody' names no user of this server" in answer["errors"][0]["message"], answer
