@@ -41,7 +41,7 @@ from extraction_pipeline.core.synthesis.batch import (
     set_sides,
 )
 from extraction_pipeline.core.synthesis.comparisons import DEFAULT_COMPARISON, SIDES
-from extraction_pipeline.core.synthesis.figures import MEDIA_TYPES, Format, render, svg_text
+from extraction_pipeline.core.synthesis.figures import MEDIA_TYPES, PRINT_DPI, Format, render, svg_text
 from extraction_pipeline.core.synthesis.forest import forest_figure, shown
 from extraction_pipeline.core.synthesis.risk_of_bias import (
     RiskOfBias,
@@ -244,7 +244,7 @@ def _forest_file(
         ),
         None,
     )
-    return render(forest_figure(found), fmt) if found is not None else None
+    return render(forest_figure(found), fmt, PRINT_DPI) if found is not None else None
 
 
 async def forest_download(request: Request) -> Response:
@@ -270,7 +270,7 @@ def _risk_of_bias_file(ledger: Ledger, batch_id: int, picture: str, fmt: Format)
     rob = batch_risk_of_bias(ledger, batch_id)
     if rob is None or not rob.studies:
         return None
-    return render(ROB_PICTURES[picture](rob), fmt)
+    return render(ROB_PICTURES[picture](rob), fmt, PRINT_DPI)
 
 
 async def risk_of_bias_download(request: Request) -> Response:

@@ -10,7 +10,11 @@ from typing import Any
 import pymupdf
 import pytest
 
+from extraction_pipeline.core.export.meta_csv import study_label
+from extraction_pipeline.core.extraction.grounded import fields_of
 from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.batches import create_batch
+from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.documents import get_document
 from extraction_pipeline.core.pdf.bibliography import Bibliography, bibliography, first_author_surname
 from extraction_pipeline.core.pdf.registration import register_pdf
@@ -83,6 +87,14 @@ def test_a_registered_document_keeps_what_the_paper_is(tmp_path: Path) -> None:
         "Joo",
         2016,
     )
+    # A study the form has no id for is labelled by its paper in the CSV and the pictures, not by
+    # its file name; the form's id, once set, wins.
+    batch = create_batch(ledger, idempotency_key="k", project="p", user="u", document_ids=[registered.id])
+    [item] = batch_item_rows(ledger, batch.id)
+    assert study_label({}, {}, item) == "Joo 2016"
+    named = fields_of({"fields": {"metadata.study_id": {"value": "Joo 2016a", "status": "verified"}}})
+    assert study_label(named, {}, item) == "Joo 2016a"
+    assert study_label({}, {}, {**item, "first_author": None}) == "joo.pdf"
     ledger.dispose()
 
 

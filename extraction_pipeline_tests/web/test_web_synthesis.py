@@ -160,10 +160,13 @@ def _download(client: httpx.Client, url: str, filename: str) -> bytes:
 
 
 def _assert_png(data: bytes) -> None:
+    """A PNG at print resolution: 300 dpi recorded in the file (a word processor places it at the
+    figure's size), so an 8-inch figure is 2,400 pixels wide."""
     assert data.startswith(b"\x89PNG\r\n\x1a\n")
     with Image.open(io.BytesIO(data)) as image:
         image.load()
-        assert image.width > 600 and image.height > 200
+        assert image.info["dpi"] == pytest.approx((300, 300), abs=0.5)
+        assert image.width > 5 * 300 and image.height > 2 * 300
 
 
 def _assert_pdf(data: bytes, text: str) -> None:

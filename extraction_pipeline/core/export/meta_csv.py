@@ -39,6 +39,7 @@ from typing import Any
 from extraction_pipeline.core.extraction.grounded import GroundedFields, Scalar, fields_of
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.queries import batch_item_rows
+from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.review.decisions import current_decisions
 from extraction_pipeline.core.review.progress import review_of
 from extraction_pipeline.core.review.values import Decision, decision_label, final_status
@@ -106,13 +107,16 @@ def final_value(fields: GroundedFields, decided: dict[str, Decision], path: str)
     return decision.value if decision is not None else _machine(fields, path)
 
 
-def study_label(fields: GroundedFields, decided: dict[str, Decision], filename: str) -> Any:
-    """How a study is named in the CSV and the pictures: "Surname Year", else its NCT number,
-    else its file name."""
+def study_label(fields: GroundedFields, decided: dict[str, Decision], item: ItemListing) -> Any:
+    """How a study is named in the CSV and the pictures: the form's study id ("Surname Year"),
+    else the document's first author and year as read from the PDF, else its NCT number, else its
+    file name."""
+    paper = f"{item['first_author']} {item['year']}" if item.get("first_author") and item.get("year") else ""
     return (
         final_value(fields, decided, "metadata.study_id")
+        or paper
         or final_value(fields, decided, "metadata.nct_number")
-        or filename
+        or item["filename"]
     )
 
 
@@ -155,7 +159,7 @@ def meta_analysis_rows(ledger: Ledger, batch_id: int) -> list[dict[str, Any]]:
         fields = fields_of(json.loads(item["result_json"]))
         mine: dict[str, Decision] = {path: d for (item_id, path), d in decided.items() if item_id == item["id"]}
         identity = {
-            "study": study_label(fields, mine, item["filename"]),
+            "study": study_label(fields, mine, item),
             "document_id": item["document_id"],
             "filename": item["filename"],
         }

@@ -361,7 +361,7 @@ def workbook_sheets(ledger: Ledger, batch_id: int, template: TemplateDefinition)
         if fields:
             mine = {path: d for (item_id, path), d in decided.items() if item_id == item["id"]}
             view = study_arms(list(fields), partial(final_value, fields, mine))
-            study = {**identity, "study": study_label(fields, mine, item["filename"])}
+            study = {**identity, "study": study_label(fields, mine, item)}
             arm_rows.extend(_arm_sheet_rows(study, fields, mine, view))
             comparison_rows.extend(_comparison_sheet_rows(study, fields, mine, view))
         if item["status"] == "completed":

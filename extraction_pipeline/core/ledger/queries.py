@@ -172,6 +172,8 @@ def _item_rows(ledger: Ledger, *where: Any, limit: int | None = None, newest_fir
             documents.c.pages,
             documents.c.stored_path,
             documents.c.partition_key,
+            documents.c.first_author,
+            documents.c.year,
             batches.c.user,
             batches.c.origin,
             batches.c.uid.label("batch_uid"),

@@ -102,6 +102,8 @@ class ItemListing(ItemRow):
     pages: int
     stored_path: str
     partition_key: str | None
+    first_author: str | None  # read from the PDF at registration (core.pdf.bibliography)
+    year: int | None
     user: str
     origin: str
     batch_uid: str

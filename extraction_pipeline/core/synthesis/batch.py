@@ -44,7 +44,14 @@ from extraction_pipeline.core.synthesis.comparisons import (
     proposed_side,
     side_of,
 )
-from extraction_pipeline.core.synthesis.csv_input import OutcomeGroup, StudyArmsSeen, parse_meta_csv, study_arms_of
+from extraction_pipeline.core.synthesis.csv_input import (
+    ArmNumbers,
+    OutcomeGroup,
+    StudyArmsSeen,
+    StudySource,
+    parse_meta_csv,
+    study_arms_of,
+)
 from extraction_pipeline.core.synthesis.effects import NOT_ESTIMABLE, StudyEffect
 from extraction_pipeline.core.synthesis.pooling import PooledResult, pool
 
@@ -54,11 +61,13 @@ MAX_LABEL = 200
 @dataclass(frozen=True)
 class StudyRow:
     """One study of a forest plot: its effect, the review page it links to (None when the study's
-    document is not in the batch) and whether a reviewer decided every number it uses."""
+    document is not in the batch), whether a reviewer decided every number it uses, and the arms'
+    numbers it was computed from (None for a printed estimate)."""
 
     effect: StudyEffect
     item_id: int | None
     reviewed: bool
+    arms: ArmNumbers | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,7 @@ class OutcomeSynthesis:
     rows: tuple[StudyRow, ...]
     comparison: str = DEFAULT_COMPARISON
     notes: tuple[str, ...] = ()  # what the plot must say below it (a comparator split between rows)
+    not_estimable: tuple[StudyRow, ...] = ()  # no events in either arm: drawn, not pooled
 
     @property
     def pooled(self) -> bool:
@@ -315,11 +325,18 @@ def _names_by_line(text: str) -> dict[int, str]:
 
 def _outcome(group: OutcomeGroup, item_of: dict[int, int], names: dict[int, str]) -> OutcomeSynthesis:
     sources = group.sources  # parse_meta_csv gives every study its source
-    rows = tuple(
-        StudyRow(effect, item_of.get(source.document_id) if source.document_id is not None else None, source.reviewed)
-        for effect, source in zip(group.effects, sources, strict=True)
-    )
+    rows = tuple(_row(effect, source, item_of) for effect, source in zip(group.effects, sources, strict=True))
     extracted = tuple(dict.fromkeys(names.get(source.lines[0], "") for source in sources if source.lines))
     return OutcomeSynthesis(
-        tuple(name for name in extracted if name), pool(group.effects), rows, group.comparison, group.notes
+        tuple(name for name in extracted if name),
+        pool(group.effects),
+        rows,
+        group.comparison,
+        group.notes,
+        tuple(_row(effect, source, item_of) for effect, source in group.not_estimable),
     )
+
+
+def _row(effect: StudyEffect, source: StudySource, item_of: dict[int, int]) -> StudyRow:
+    item_id = item_of.get(source.document_id) if source.document_id is not None else None
+    return StudyRow(effect, item_id, source.reviewed, source.arms)

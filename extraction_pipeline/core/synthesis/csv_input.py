@@ -85,15 +85,34 @@ MAX_BYTES = 50 * 1024 * 1024
 HANDBOOK_SPLIT = "Cochrane Handbook §23.3.4"
 
 
+EVENTS, MEANS = "events", "means"
+
+
+@dataclass(frozen=True)
+class ArmNumbers:
+    """The arms' numbers a forest plot prints beside a study, as RevMan's data columns do: events
+    and total (``EVENTS``), or mean, SD and total (``MEANS``), of the intervention side and of the
+    comparator side as pooled (a shared comparator already split, several comparator arms already
+    combined), with the arms' names."""
+
+    kind: str
+    intervention: tuple[float, ...]
+    comparator: tuple[float, ...]
+    intervention_name: str = ""
+    comparator_name: str = ""
+
+
 @dataclass(frozen=True)
 class StudySource:
     """Where one study's effect comes from: its document (``document_id`` column, None in a CSV
-    without it), its lines, and whether every number the effect uses has a reviewer's decision
-    (``decision_*`` columns; False when the CSV has none)."""
+    without it), its lines, whether every number the effect uses has a reviewer's decision
+    (``decision_*`` columns; False when the CSV has none), and the arms' numbers it was computed
+    from (None for a printed estimate)."""
 
     document_id: int | None
     lines: tuple[int, ...]
     reviewed: bool
+    arms: ArmNumbers | None = None
 
 
 @dataclass(frozen=True)
@@ -101,7 +120,9 @@ class OutcomeGroup:
     """The studies of one outcome (as first named, or as the reviewer labelled it) in one measure,
     in file order; ``sources`` is parallel to ``effects``. ``key`` is the normalized name that
     grouped them; ``comparison`` the comparison pooled; ``notes`` what a reader of the forest plot
-    must know (a comparator shared by several rows and split between them)."""
+    must know (a comparator shared by several rows and split between them); ``not_estimable`` the
+    studies with no events in either arm, drawn as RevMan draws them and not pooled (their effect is
+    the continuity-corrected one, never shown)."""
 
     name: str
     measure: str
@@ -110,6 +131,7 @@ class OutcomeGroup:
     key: str = ""
     comparison: str = DEFAULT_COMPARISON
     notes: tuple[str, ...] = ()
+    not_estimable: tuple[tuple[StudyEffect, StudySource], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -173,6 +195,8 @@ class _Contribution:
     rows: tuple[_Row, ...]
     columns: tuple[str, ...]
     note: str | None = None
+    arms: ArmNumbers | None = None
+    estimable: bool = True
 
 
 def _number(text: str | None, column: str, line: int) -> float | None:
@@ -487,8 +511,10 @@ def _from_arms(
             comparator = {**comparator, "ni": comparator["ni"] / share}
             if kind == "events":
                 comparator["xi"] = comparator["xi"] / share
+        comparator_name = " + ".join(row.arm_label for row in against)
         for row in wanted:
             label = f"{first.study}: {row.arm_label}" if several and not unit.version_1 else first.study
+            estimable = True
             if kind == "events":
                 chosen = measure or next((r.measure for r in unit.rows if r.measure in BINARY_MEASURES), "RR")
                 events = (_value(row, "xi"), _value(row, "ni"), comparator["xi"], comparator["ni"])
@@ -498,11 +524,12 @@ def _from_arms(
                             f"{unit.lines}: study {label!r}, {first.name!r}: {events[0]:g}/{events[1]:g} vs "
                             f"{events[2]:g}/{events[3]:g}, {NOT_ESTIMABLE} as an {chosen}: left out of the pooling"
                         )
-                    continue
+                    estimable = False  # drawn as "not estimable", never pooled
                 effect = binary_effect(
                     label, first.name, chosen, _value(row, "xi"), _value(row, "ni"), comparator["xi"], comparator["ni"]
                 )
                 columns: tuple[str, ...] = ("xi", "ni")
+                numbers = ArmNumbers(EVENTS, events[:2], events[2:], row.arm_label, comparator_name)
             else:
                 chosen = measure or next((r.measure for r in unit.rows if r.measure in CONTINUOUS_MEASURES), "MD")
                 effect = continuous_effect(
@@ -517,7 +544,14 @@ def _from_arms(
                     comparator["ni"],
                 )
                 columns = ("mi", "sdi", "ni")
-            contributions.append(_Contribution(effect, (row, *against), columns, note))
+                numbers = ArmNumbers(
+                    MEANS,
+                    (_value(row, "mi"), _value(row, "sdi"), _value(row, "ni")),
+                    (comparator["mi"], comparator["sdi"], comparator["ni"]),
+                    row.arm_label,
+                    comparator_name,
+                )
+            contributions.append(_Contribution(effect, (row, *against), columns, note, numbers, estimable))
     return contributions
 
 
@@ -603,9 +637,13 @@ def _group(
     keep_double_zero: bool = False,
 ) -> MetaCsv:
     groups: dict[tuple[str, str], list[tuple[_Unit, _Contribution]]] = {}
+    excluded: dict[tuple[str, str], list[tuple[_Unit, _Contribution]]] = {}
     for (study_key, _number_in_document, name), unit in units.items():
         for contribution in _usable(unit, measure, left_out, strict, sides, keep_double_zero):
             effect = contribution.effect
+            if not contribution.estimable:
+                excluded.setdefault((name, effect.measure), []).append((unit, contribution))
+                continue
             members = groups.setdefault((name, effect.measure), [])
             twice = next(
                 ((other, c) for other, c in members if _study_key_of(other.rows[0]) == study_key and other is not unit),
@@ -637,6 +675,9 @@ def _group(
                 name,
                 sides.name,
                 tuple(dict.fromkeys(c.note for _unit, c in members if c.note)),
+                tuple(
+                    (replace(c.effect, outcome=label), _source(unit, c)) for unit, c in excluded.get((name, chosen), [])
+                ),
             )
         )
     return MetaCsv(tuple(result), tuple(left_out))
@@ -648,4 +689,4 @@ def _source(unit: _Unit, contribution: _Contribution) -> StudySource:
     rows = contribution.rows
     reviewed = bool(rows) and all(column in row.decided for row in rows for column in contribution.columns)
     lines = unit.rows if unit.version_1 else sorted(rows, key=lambda row: row.line)
-    return StudySource(rows[0].document_id, tuple(row.line for row in lines), reviewed)
+    return StudySource(rows[0].document_id, tuple(row.line for row in lines), reviewed, contribution.arms)

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 Format = Literal["svg", "png", "pdf"]
 MEDIA_TYPES: dict[str, str] = {"svg": "image/svg+xml", "png": "image/png", "pdf": "application/pdf"}
 FONT_SIZE = 9  # points; 12 px on a screen, the page's own small text
-PNG_DPI = 192  # twice a screen's 96 dpi: sharp when shown at the figure's size
+PNG_DPI = 192  # twice a screen's 96 dpi: sharp when shown at the figure's size (the workbook)
+PRINT_DPI = 300  # a journal's minimum for line art with text: the PNG a reader downloads
 SVG = "http://www.w3.org/2000/svg"
 XLINK = "http://www.w3.org/1999/xlink"
 MARK = "mark:"  # a gid starting so holds a class and a title (``mark``)
@@ -65,15 +66,16 @@ def mark(artist: Artist, css_class: str, title: str | None = None) -> None:
     artist.set_gid(MARK + json.dumps([css_class, clean(title) if title is not None else None]))
 
 
-def render(figure: Figure, fmt: Format) -> bytes:
-    """``figure`` as a file in ``fmt``."""
+def render(figure: Figure, fmt: Format, dpi: int = PNG_DPI) -> bytes:
+    """``figure`` as a file in ``fmt``; a PNG at ``dpi`` dots per inch (recorded in the file, so
+    a word processor places it at the figure's size)."""
     if fmt == "svg":
         return svg_text(figure).encode("utf-8")
     buffer = io.BytesIO()
     if fmt == "png":
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-        FigureCanvasAgg(figure).print_figure(buffer, format="png", dpi=PNG_DPI)
+        FigureCanvasAgg(figure).print_figure(buffer, format="png", dpi=dpi)
     else:
         from matplotlib.backends.backend_pdf import FigureCanvasPdf
 

@@ -108,7 +108,7 @@ def batch_risk_of_bias(ledger: Ledger, batch_id: int) -> RiskOfBias | None:
         fields = fields_of(json.loads(item["result_json"]))
         mine: dict[str, Decision] = {path: d for (item_id, path), d in decided.items() if item_id == item["id"]}
         judgements = tuple(_judgement(fields, mine, f"{MODULE}.{domain.field}") for domain in domains)
-        studies.append(StudyRisk(str(study_label(fields, mine, item["filename"])), int(item["id"]), judgements))
+        studies.append(StudyRisk(str(study_label(fields, mine, item)), int(item["id"]), judgements))
     return RiskOfBias(domains, tuple(studies))
 
 
