@@ -1,9 +1,14 @@
 """Synthetic trial-report PDFs for the demo and the tests, made with PyMuPDF.
 
-Each report states its NCT number, the number randomized and a hazard ratio with its 95% CI in
-ordinary prose, so the offline extractor (and a fake LLM) have real, quotable sentences. A
-three-arm report (two doses and placebo) prints every arm's events and size and each dose's risk
-ratio against placebo.
+Each report states, in ordinary prose, what a systematic review takes from a trial: its authors and
+year (a citation line, "Okafor A, Lindqvist M, ... 2021"), its NCT number, the number randomized,
+each arm's size, the primary outcome's events per arm, a hazard ratio with its 95% CI, and the
+methods a Risk of Bias 2 assessment reads (sequence generation and allocation concealment,
+blinding, outcome adjudication, the analysis population, missing outcome data, a prespecified
+analysis plan). Methods vary from trial to trial (reproducibly, from the trial's index) the way
+real double-blind trials differ, so their judgements differ too. The offline extractor (and a
+fake LLM) have real, quotable sentences. A three-arm report (two doses and placebo) prints every
+arm's events and size and each dose's risk ratio against placebo.
 """
 
 from __future__ import annotations
@@ -24,6 +29,45 @@ CONDITIONS = [
     "hypertension",
 ]
 DRUGS = ["verunatide", "lomacitinib", "dapravastin", "sorelumab", "fentrazole", "bexicardin"]
+# (initial, surname): the first author follows the trial's index, so neighbouring trials (a demo's
+# batch) never share a first author.
+AUTHORS = [
+    ("A", "Okafor"),
+    ("M", "Lindqvist"),
+    ("R", "Haddad"),
+    ("T", "Brennan"),
+    ("S", "Nakamura"),
+    ("L", "Moreau"),
+    ("J", "Kowalczyk"),
+    ("P", "Santos"),
+    ("H", "Achterberg"),
+    ("E", "Rossi"),
+    ("K", "Mensah"),
+    ("D", "Fitzgerald"),
+    ("Y", "Chen"),
+    ("N", "Petrova"),
+    ("G", "Alvarez"),
+    ("F", "Lund"),
+]
+JOURNAL = "Clin Trials Rep"
+
+# How each trial did what a Risk of Bias 2 assessment asks about, as its methods print it. The
+# first choice is the common one; the others are what some real double-blind trials report.
+CONCEALMENT = {
+    "central": "allocation was concealed by a central web-based system",
+    "envelopes": "allocation was concealed with sealed envelopes kept at each centre",
+}
+ANALYSIS = {
+    "intention to treat": "Efficacy analyses were performed according to the intention-to-treat principle.",
+    "per protocol": "Efficacy analyses included only the patients who completed treatment per protocol.",
+}
+PLAN = {
+    "prespecified": (
+        "The protocol and the statistical analysis plan were prespecified and published before the first "
+        "patient was enrolled."
+    ),
+    "after": "The statistical analysis plan was finalized after the last patient had completed follow-up.",
+}
 
 
 @dataclass(frozen=True)
@@ -36,32 +80,136 @@ class SyntheticTrial:
     hazard_ratio: float
     ci_lower: float
     ci_upper: float
+    authors: tuple[tuple[str, str], ...]  # (initial, surname), first author first
+    year: int
+    drug_events: int  # the primary outcome's events in each arm
+    placebo_events: int
+    concealment: str  # a key of CONCEALMENT
+    analysis: str  # a key of ANALYSIS
+    missing: int  # patients without primary outcome data
+    plan: str  # a key of PLAN
 
     @property
     def filename(self) -> str:
         return f"trial-{self.index:03d}.pdf"
 
+    @property
+    def drug_n(self) -> int:
+        return self.randomized_n // 2
+
+    @property
+    def placebo_n(self) -> int:
+        return self.randomized_n - self.drug_n
+
+    @property
+    def study_id(self) -> str:
+        """How a review names the study: first author's surname and year."""
+        return f"{self.authors[0][1]} {self.year}"
+
+    @property
+    def missing_percent(self) -> str:
+        return f"{100 * self.missing / self.randomized_n:.1f}"
+
+    @property
+    def citation(self) -> str:
+        listed = ", ".join(f"{surname} {initial}" for initial, surname in self.authors)
+        first_page = 100 + self.index % 700
+        return f"Cite as: {listed}. {JOURNAL} {self.year};{5 + self.index % 30}:{first_page}-{first_page + 11}."
+
+    @property
+    def byline(self) -> str:
+        names = [f"{initial}. {surname}" for initial, surname in self.authors]
+        return f"{', '.join(names[:-1])} and {names[-1]}"
+
+    @property
+    def arms_sentence(self) -> str:
+        return (
+            f"Of the {self.randomized_n} participants, {self.drug_n} were assigned to {self.drug} and "
+            f"{self.placebo_n} to placebo."
+        )
+
+    @property
+    def events_sentence(self) -> str:
+        return (
+            f"The primary outcome occurred in {self.drug_events} of {self.drug_n} patients with {self.drug} "
+            f"and {self.placebo_events} of {self.placebo_n} with placebo."
+        )
+
+    @property
+    def randomization_sentence(self) -> str:
+        return (
+            "Randomization was done with a computer-generated sequence in permuted blocks, and "
+            f"{CONCEALMENT[self.concealment]}."
+        )
+
+    @property
+    def missing_sentence(self) -> str:
+        if self.missing == 0:
+            return "Primary outcome data were available for all randomized patients."
+        if 100 * self.missing / self.randomized_n < 5:
+            return f"Primary outcome data were available for all but {self.missing} patients ({self.missing_percent}%)."
+        return (
+            f"Primary outcome data were missing for {self.missing} patients ({self.missing_percent}%), "
+            "more often in the placebo group."
+        )
+
+    @property
+    def risk_of_bias(self) -> dict[str, str]:
+        """The RoB 2 judgement each domain earns from what the report prints (worst one overall)."""
+        share = 100 * self.missing / self.randomized_n
+        judged = {
+            "randomization": "low" if self.concealment == "central" else "some concerns",
+            "deviations": "low" if self.analysis == "intention to treat" else "some concerns",
+            "missing_data": "low" if share < 5 else "some concerns" if share < 15 else "high",
+            "measurement": "low",
+            "reporting": "low" if self.plan == "prespecified" else "some concerns",
+        }
+        order = ("low", "some concerns", "high")
+        return {**judged, "overall": max(judged.values(), key=order.index)}
+
 
 def make_trial(index: int) -> SyntheticTrial:
     rng = random.Random(index)  # noqa: S311  (reproducible fake trials, not cryptography)
     hr = round(rng.uniform(0.55, 0.95), 2)
+    nct_number = f"NCT{rng.randint(10_000_000, 99_999_999)}"
+    condition = rng.choice(CONDITIONS)
+    drug = rng.choice(DRUGS)
+    randomized_n = rng.randint(120, 2400)
+    ci_lower = round(hr - rng.uniform(0.08, 0.2), 2)
+    ci_upper = round(hr + rng.uniform(0.05, 0.15), 2)
+    # Drawn after the facts above, so those stay what they always were for an index.
+    first = AUTHORS[index % len(AUTHORS)]
+    authors = (first, *rng.sample([a for a in AUTHORS if a != first], 3))
+    placebo_n = randomized_n - randomized_n // 2
+    placebo_events = max(2, round(rng.uniform(0.12, 0.3) * placebo_n))
+    drug_events = max(1, round(placebo_events * hr * (randomized_n // 2) / placebo_n))
+    missing_share = rng.choice([0.0, 0.004, 0.01, 0.02, 0.03, 0.07, 0.09, 0.17])
     return SyntheticTrial(
         index=index,
-        nct_number=f"NCT{rng.randint(10_000_000, 99_999_999)}",
-        condition=rng.choice(CONDITIONS),
-        drug=rng.choice(DRUGS),
-        randomized_n=rng.randint(120, 2400),
+        nct_number=nct_number,
+        condition=condition,
+        drug=drug,
+        randomized_n=randomized_n,
         hazard_ratio=hr,
-        ci_lower=round(hr - rng.uniform(0.08, 0.2), 2),
-        ci_upper=round(hr + rng.uniform(0.05, 0.15), 2),
+        ci_lower=ci_lower,
+        ci_upper=ci_upper,
+        authors=authors,
+        year=rng.randint(2012, 2024),
+        drug_events=drug_events,
+        placebo_events=placebo_events,
+        concealment=rng.choices(list(CONCEALMENT), weights=(4, 1))[0],
+        analysis=rng.choices(list(ANALYSIS), weights=(3, 1))[0],
+        missing=round(missing_share * randomized_n),
+        plan=rng.choices(list(PLAN), weights=(5, 1))[0],
     )
 
 
 def report_pages(trial: SyntheticTrial, extra_text: str = "") -> list[str]:
-    arm = trial.randomized_n // 2
     page1 = (
         f"{trial.drug.capitalize()} versus placebo in adults with {trial.condition}: "
-        "a randomized, double-blind, placebo-controlled trial\n\n"
+        "a randomized, double-blind, placebo-controlled trial\n"
+        f"{trial.byline}\n"
+        f"{trial.citation}\n\n"
         "Abstract\n"
         f"Background. Treatment options for {trial.condition} remain limited. "
         f"This trial was registered at ClinicalTrials.gov ({trial.nct_number}).\n"
@@ -70,12 +218,20 @@ def report_pages(trial: SyntheticTrial, extra_text: str = "") -> list[str]:
         "or death from any cause.\n"
         f"Results. The primary outcome occurred less often with {trial.drug} (hazard ratio "
         f"{trial.hazard_ratio:.2f}; 95% CI {trial.ci_lower:.2f} to {trial.ci_upper:.2f}).\n"
-        f"Conclusions. {trial.drug.capitalize()} reduced the risk of the primary outcome.\n"
+        f"Conclusions. {trial.drug.capitalize()} reduced the risk of the primary outcome.\n\n"
+        "Methods\n"
+        f"Trial oversight. {PLAN[trial.plan]}\n"
+        f"Randomization and masking. {trial.randomization_sentence} Patients, investigators and site staff "
+        f"were unaware of the assigned treatment; {trial.drug} and a matching placebo were identical in "
+        "appearance.\n"
+        "Outcomes. All deaths and hospitalizations were adjudicated by an independent committee whose "
+        "members were unaware of the treatment assignments.\n"
+        f"Statistical analysis. {ANALYSIS[trial.analysis]}\n"
     )
     page2 = (
         "Participants\n"
-        f"Of the {trial.randomized_n} participants, {arm} were assigned to {trial.drug} and "
-        f"{trial.randomized_n - arm} to placebo. Baseline characteristics were balanced.\n\n"
+        f"{trial.arms_sentence} Baseline characteristics were balanced. {trial.missing_sentence}\n\n"
+        f"Results\n{trial.events_sentence}\n\n"
         "Funding\nThe trial was funded by a public research council.\n" + (f"\n{extra_text}\n" if extra_text else "")
     )
     return [page1, page2]
@@ -92,9 +248,11 @@ def _write_pdf(pages: list[str], path: Path) -> Path:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with pymupdf.open() as doc:
-        for text in pages:
+        for number, text in enumerate(pages, start=1):
             page = doc.new_page(width=595, height=842)  # A4 in points
-            page.insert_textbox(pymupdf.Rect(56, 56, 539, 786), text, fontsize=11, fontname="helv")
+            left = page.insert_textbox(pymupdf.Rect(56, 56, 539, 786), text, fontsize=11, fontname="helv")
+            if left < 0:  # PyMuPDF writes nothing of a text that does not fit: never a blank page
+                raise ValueError(f"{path.name}: page {number}'s text does not fit on the page")
         doc.save(path)
     return path
 

@@ -14,8 +14,8 @@ from extraction_pipeline.core.export.meta_csv import study_label
 from extraction_pipeline.core.extraction.grounded import fields_of
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch
-from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.documents import get_document
+from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.pdf.bibliography import Bibliography, bibliography, first_author_surname
 from extraction_pipeline.core.pdf.registration import register_pdf
 
