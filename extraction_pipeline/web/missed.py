@@ -27,6 +27,7 @@ from extraction_pipeline.core.ledger.templates import definition_of, template_of
 from extraction_pipeline.core.review import corrections, decisions
 from extraction_pipeline.core.review.form import field_title
 from extraction_pipeline.core.review.missed import MissedAction, MissedReview, missed_of, record_missed_review
+from extraction_pipeline.core.review.page_image import DRAWING
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.verification.recall import PossiblyMissed
 from extraction_pipeline.web.deps import ledger_of, settings_of, signed_in
@@ -64,9 +65,12 @@ class MissedList:
 
 
 def missed_image_url(item_id: int, key: str, page: int | None = None) -> str:
+    """An item's page image; its key names the place it highlights, ``v`` how it is drawn (so the
+    address changes with the drawing: it is cached for good)."""
     query: dict[str, object] = {"missed": key}
     if page is not None:
         query["page"] = page
+    query["v"] = DRAWING
     return f"{PREFIX}/items/{item_id}/page.png?{urlencode(query)}"
 
 

@@ -33,6 +33,7 @@ from extraction_pipeline.core.ledger.templates import definition_of, label_of, t
 from extraction_pipeline.core.review import corrections, decisions
 from extraction_pipeline.core.review.form import build_form, field_title
 from extraction_pipeline.core.review.missed import current_missed_reviews
+from extraction_pipeline.core.review.page_image import DRAWING
 from extraction_pipeline.core.review.progress import batch_review, review_of
 from extraction_pipeline.core.review.source_view import anchor_of, page_image
 from extraction_pipeline.core.review.values import (
@@ -70,9 +71,10 @@ def _image_url(item_id: int, path: str | None, page_number: int | None = None, v
 
 def highlight_version(entry: GroundedValue | None, grounding: dict[str, Any] | None) -> str:
     """What a value's page image shows, as a short digest: the reviewer's grounded quote where a
-    decision has one, else the model's quote's place. A correction with a new quote changes it."""
+    decision has one, else the model's quote's place, and how a quote is drawn. A correction with
+    a new quote changes it."""
     shown = anchor_of(entry, grounding)  # exactly what the image highlights, an interrupted quote's second part too
-    return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps([shown, DRAWING], sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 IMMUTABLE = "private, max-age=31536000, immutable"  # an address names its content: never stale
@@ -264,9 +266,14 @@ async def image(request: Request) -> Response:
     except ExtractionError as exc:
         return PlainTextResponse(f"{exc}\n", status_code=404 if isinstance(exc, ConfigError) else 422)
     # Cached for good only under the address of what it shows now; an old address is never cached.
-    current = missed_key or highlight_version(entry, grounding)
-    fresh = request.query_params.get("v") == current or bool(missed_key)
-    headers = {"x-highlight-rects": json.dumps(view.rects), "cache-control": IMMUTABLE if fresh else "no-store"}
+    # A possibly-missed item's place is named by its key; the address adds how it is drawn.
+    current = str(DRAWING) if missed_key else highlight_version(entry, grounding)
+    fresh = request.query_params.get("v") == current
+    headers = {
+        "x-highlight-rects": json.dumps(view.rects),
+        "x-highlight-texts": json.dumps(view.texts),  # ASCII (JSON escapes the rest): a header's bytes
+        "cache-control": IMMUTABLE if fresh else "no-store",
+    }
     return Response(view.png, media_type="image/png", headers=headers)
 
 

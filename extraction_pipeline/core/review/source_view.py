@@ -24,7 +24,7 @@ from extraction_pipeline.core.ledger.rows import DocumentRow
 from extraction_pipeline.core.pdf.isolation import ParseOptions
 from extraction_pipeline.core.pdf.parsing import parse_document
 from extraction_pipeline.core.pdf.registration import READD_HINT, copy_hashing, open_stored_copy
-from extraction_pipeline.core.review.page_image import DEFAULT_ZOOM, Span, render_isolated
+from extraction_pipeline.core.review.page_image import DEFAULT_ZOOM, DRAWING, Drawn, Span, render_isolated
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class PageImage:
     page: int
     pages: int
     rects: list[list[float]]
+    texts: list[str]  # what each rectangle covers
 
 
 def anchor_of(entry: GroundedValue | None, grounding: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -84,25 +85,23 @@ def page_image(
         text = _span_text(ledger, document, here, options)
         span = Span(str(here["source"]), int(here["start"]), int(here["end"]), text)
     scale = min(max(round(scale * 2) / 2, 1.0), 4.0)
-    identity: list[Any] = [document["sha256"], shown, asdict(span) if span else None]
-    if scale != 1.0:  # the default size keeps the cache key it always had
-        identity.append(scale)
+    identity: list[Any] = [document["sha256"], shown, asdict(span) if span else None, scale, DRAWING]
     key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()
     cached_png, cached_meta = cache_dir / f"{key}.png", cache_dir / f"{key}.json"
     if cached_png.is_file() and cached_meta.is_file():
-        rects = json.loads(cached_meta.read_text())
-        return PageImage(cached_png.read_bytes(), shown, document["pages"], rects)
+        meta = json.loads(cached_meta.read_text())
+        return PageImage(cached_png.read_bytes(), shown, document["pages"], meta["rects"], meta["texts"])
     memory_mb = (options or ParseOptions()).limits.memory_mb
-    png, rects = _render_registered(document, documents_dir, shown, span, DEFAULT_ZOOM * scale, memory_mb)
+    drawn = _render_registered(document, documents_dir, shown, span, DEFAULT_ZOOM * scale, memory_mb)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    cached_png.write_bytes(png)
-    cached_meta.write_text(json.dumps(rects))
-    return PageImage(png, shown, document["pages"], rects)
+    cached_png.write_bytes(drawn.png)
+    cached_meta.write_text(json.dumps({"rects": drawn.rects, "texts": drawn.texts}))
+    return PageImage(drawn.png, shown, document["pages"], drawn.rects, drawn.texts)
 
 
 def _render_registered(
     document: DocumentRow, documents_dir: Path, page: int, span: Span | None, zoom: float, memory_mb: int
-) -> tuple[bytes, list[list[float]]]:
+) -> Drawn:
     stored = Path(document["stored_path"])
     if not stored.resolve().is_relative_to(documents_dir.resolve()):
         raise PermanentError(f"the stored copy of {document['filename']} is outside the document store: refused")
