@@ -50,7 +50,7 @@ def test_each_study_shows_its_arms_events_and_totals_and_the_double_zero_one_is_
     [outcome] = _outcomes(EVENTS_CSV)
     assert [row.effect.study for row in outcome.rows] == ["Baker 2019", "Clark 2020"]
     [adams] = outcome.not_estimable
-    assert adams.arms == ArmNumbers(EVENTS, (0, 38), (0, 39), "ondansetron", "placebo")
+    assert adams.arms == ArmNumbers(EVENTS, (0, 38), (0, 39)) and adams.sides == ("ondansetron", "placebo")
     assert outcome.result.k == 2  # drawn, never pooled
     drawn = _drawn(outcome)
     # The sides named once over their columns (the arms agree on their names, whatever the case).
@@ -122,7 +122,7 @@ def test_a_study_with_only_a_printed_estimate_has_no_arm_numbers_and_no_totals_a
     arms = _study("Lee 2019", 4, "vomiting", [("ondansetron", {}), ("placebo", {})])
     [outcome] = _outcomes(EVENTS_CSV[:-1] + "\n" + _csv([*arms, printed]).split("\n", 1)[1])
     assert [row.effect.study for row in outcome.rows] == ["Baker 2019", "Clark 2020", "Lee 2019"]
-    assert outcome.rows[-1].arms is None
+    assert outcome.rows[-1].arms is None and outcome.rows[-1].sides == ("ondansetron", "placebo")
     drawn = _drawn(outcome)
     assert _in_order(drawn, ["Lee 2019", "0.60 [0.40, 0.90]"])
     assert not any(text == "Total events" for text in drawn)  # a total of some studies would mislead

@@ -5,8 +5,12 @@ model served by the loopback fake over real HTTP:
 an admin adds a user on the command line -> she signs in with her personal token -> create project
 -> upload 5 PDFs (two two-arm trials, two three-arm trials, one broken: its reason shown) -> start a
 batch (recorded under her name) -> see it complete -> open a document: its extraction form, the
-forged bound first, its quote highlighted on the page -> correct that bound, approve the outcome row
-and the study fields from the form -> the second paper with the keyboard -> a three-arm paper: its
+forged bound first, its quote highlighted on the page, readable at 1366x768 and 1920x1080 (element
+boxes asserted, screenshots taken) -> correct that bound with a new quote (the panel and the page's
+highlight show it at once, from a new image address), turn the number listed as "possibly missed"
+into its empty cell's value, approve the outcome row and the study fields from the form -> the batch
+page says the second paper's outcome has no name; its link opens the paper, the name is set in its
+empty cell, the rest reviewed with the keyboard (the two papers are then pooled) -> a three-arm paper: its
 arms as columns, one arm's numbers reassigned to another arm and back, reviewed -> the batch's
 forest plots, a study row followed to its review page; the three-arm trials pooled with their
 shared placebo split, then one comparison defined (the high dose vs placebo) and pooled -> download
@@ -42,6 +46,7 @@ from extraction_pipeline.core.extraction.prompts import document_from_messages
 from extraction_pipeline.core.synthetic import make_three_arm_trial, make_trial, write_report, write_three_arm_report
 from extraction_pipeline_tests.support import pdf_samples
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply
+from extraction_pipeline_tests.support.layout import READABLE_PX, SIZES, boxes, inside, line_heights
 from extraction_pipeline_tests.support.review_case import (
     OUTCOME_QUOTE,
     answer_for,
@@ -56,6 +61,7 @@ CHROMIUM = os.environ.get("EXTRACTION_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(os.environ.get("EXTRACTION_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-output"))
 BATCH_TIMEOUT_MS = 420_000
 TRIALS = (21, 22)
+UNNAMED_TRIAL = TRIALS[1]
 THREE_ARM_TRIALS = (make_three_arm_trial(1), make_three_arm_trial(2))
 REVIEWER = "Rita Reviewer"
 OUTCOME = "hospitalization or death"
@@ -93,6 +99,22 @@ def _answer(messages: list[dict[str, str]]) -> Reply:
         arm={"value": trial.drug, "quote": results},
         comparator_arm={"value": "placebo", "quote": arms},
     )
+    if trial.index == UNNAMED_TRIAL:
+        del answer["comparisons"][0]["outcome_name"]  # the model left the outcome unnamed: a reviewer names it
+    else:
+        # The outcome's events per arm, the placebo arm's left out: the recall check lists the
+        # sentence's unread number, and a reviewer turns it into the empty field's value.
+        events = trial.events_sentence
+        named = {"value": OUTCOME, "quote": OUTCOME_QUOTE}
+        answer["outcomes"] = [
+            {
+                "outcome_name": named,
+                "arm": {"value": trial.drug, "quote": events},
+                "events": {"value": trial.drug_events, "quote": events},
+                "total": {"value": trial.drug_n, "quote": events},
+            },
+            {"outcome_name": named, "arm": {"value": "placebo", "quote": events}},
+        ]
     return Reply(json.dumps(answer), tokens_in=1500, tokens_out=120)
 
 
@@ -229,7 +251,10 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     # 5. Open the first document: an extraction form; the forged bound is selected first, in the
     # outcome row, coloured unverified; a click on a number shows its quote highlighted on the page.
     page.locator("#documents tr", has_text=make_trial(TRIALS[0]).filename).locator("a", has_text="review").click()
-    outcome = page.locator("#outcomes tbody[data-outcome='comparisons.1']")
+    # The outcome's row group: its arms' numbers and the hazard ratio printed for it.
+    outcome = page.locator("#outcomes tbody.outcome").filter(
+        has=page.locator(".cell[data-path='comparisons.1.ci_lower']")
+    )
     forged_cell = outcome.locator(".cell[data-path='comparisons.1.ci_lower']")
     expect(forged_cell).to_have_class(re.compile(r"\bcurrent\b"))
     expect(forged_cell).to_have_class(re.compile(r"\bunverified\b"))
@@ -251,6 +276,18 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     image_response = page.request.get(base + (estimate.get_attribute("data-img") or ""))
     assert image_response.ok and image_response.headers["x-highlight-rects"] not in ("", "[]")
     journey.shot("document-form-highlight")
+    # Readable on a laptop's screen and a desktop's: nothing scrolls the window sideways, the form
+    # fits its pane, the quoted line is at least 12 px high with its highlight in view.
+    for width, height in SIZES:
+        page.set_viewport_size({"width": width, "height": height})
+        page.reload()
+        laid = boxes(page, "quote")
+        assert laid["page"][0] <= laid["page"][2] and laid["form"][0] <= laid["form"][1], laid
+        assert laid["highlight"] and all(inside(box, laid["visible"]) for box in laid["highlight"]), laid
+        assert min(line_heights(laid)) >= READABLE_PX, line_heights(laid)
+        page.screenshot(path=str(journey.shots / f"document-{width}x{height}.png"))
+    page.set_viewport_size({"width": 1440, "height": 960})
+    page.reload()
     page.locator("#zoom-in").click()
     page.wait_for_function("() => document.getElementById('page-panel').classList.contains('zoomed')")
     journey.shot("document-zoomed")
@@ -259,27 +296,75 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     # the outcome's row, then the study fields from their cells.
     trial = next(make_trial(i) for i in TRIALS if make_trial(i).filename in page.locator("h1").inner_text())
     forged_cell.click()
+    before = forged_cell.get_attribute("data-img") or ""
+    old_rects = page.request.get(base + before).headers["x-highlight-rects"]
     forged = page.locator(".detail:visible")
     forged.locator("form.correct input[name=value]").fill(f"{trial.ci_lower:.2f}")
+    new_quote = f"95% CI {trial.ci_lower:.2f} to {trial.ci_upper:.2f}"  # the bound's own words, not the sentence
+    forged.locator("form.correct input[name=quote]").fill(new_quote)
     forged.locator("form.correct button").click()
     expect(page.locator(".flash")).to_contain_text("correct recorded")
-    expect(page.locator(".cell[data-path='comparisons.1.ci_lower']")).to_have_class(re.compile(r"\bdecided\b"))
+    corrected = page.locator(".cell[data-path='comparisons.1.ci_lower']")
+    expect(corrected).to_have_class(re.compile(r"\bdecided\b"))
+    expect(corrected).to_have_text(f"{trial.ci_lower:.2f}")
+    # What changed is what is shown: the reviewer's quote and its verdict in the panel, and a page
+    # image at a new address highlighting the new quote (never the old picture from a cache).
+    panel = page.locator(".detail[data-path='comparisons.1.ci_lower']")
+    expect(panel.locator(".reviewer-quote")).to_contain_text(new_quote)
+    after = corrected.get_attribute("data-img") or ""
+    assert after != before
+    corrected.click()  # the page moved on to the next undecided value; back to this one
+    page.wait_for_function("(url) => document.getElementById('page-image').dataset.url === url", arg=after)
+    new_rects = page.request.get(base + after).headers["x-highlight-rects"]
+    assert new_rects not in ("", "[]", old_rects), (old_rects, new_rects)
     journey.shot("corrected")
-    page.locator("#outcomes tbody[data-outcome='comparisons.1']").get_by_role(
-        "button", name="Approve the outcome"
-    ).click()
+    # What the model left out: the placebo arm's events, listed as possibly missed, turned into the
+    # empty field's value; it shows in its cell at once, decided.
+    missed = page.locator("#possibly-missed a.cell.missed-item", has_text="no numbers for placebo")
+    missed.click()
+    detail = page.locator(f".detail.missed-detail[data-path='{missed.get_attribute('data-path')}']")
+    detail.locator("form.add-value select[name=path]").select_option("outcomes.2.events")
+    detail.locator("form.add-value input[name=value]").fill(str(trial.placebo_events))
+    detail.locator("form.add-value").get_by_role("button", name="Turn into a value").click()
+    page.wait_for_load_state("load")
+    expect(page.locator(".flash")).to_contain_text("outcome 2 · events: correct recorded")
+    added = page.locator(".cell[data-path='outcomes.2.events']")
+    expect(added).to_have_text(str(trial.placebo_events))
+    expect(added).to_have_class(re.compile(r"\bdecided\b"))
+    journey.shot("missed-turned-into-a-value")
+    outcome.get_by_role("button", name="Approve the outcome").click()
     expect(page.locator(".flash")).to_contain_text("outcome approved")
-    expect(page.locator("#outcomes tbody[data-outcome='comparisons.1']")).to_contain_text("decided")
+    expect(outcome).to_contain_text("decided")
     for path in ("metadata.nct_number", "metadata.randomized_n", "arms.1.arm_name", "arms.2.arm_name"):
         page.locator(f".cell[data-path='{path}']").click()
         page.locator(".detail:visible").get_by_role("button", name="Approve").click()
         page.wait_for_load_state("load")
-    expect(page.locator("#review-state")).to_have_text(f"reviewed by {REVIEWER}")
+    _approve_the_rest(page)
     journey.shot("document-reviewed")
 
-    # The second document: everything with the keyboard (r approves the outcome, a the value).
+    # The second document's outcome has no name: the batch page says so in words, with a link to
+    # fix it; its name is set in its empty cell, then everything with the keyboard (r approves the
+    # outcome, a the value).
     page.goto(batch_url)
-    page.locator("#documents tr", has_text=make_trial(TRIALS[1]).filename).locator("a", has_text="review").click()
+    left_out = page.locator("#left-out")
+    expect(left_out).to_contain_text("without an outcome name")
+    expect(left_out).not_to_contain_text(re.compile(r"\blines? \d"))
+    expect(page.locator("figure.forest", has_text=f"{OUTCOME} — HR")).to_have_count(0)  # one named study only
+    left_out.locator("summary").click()
+    left_out.get_by_role("link", name=make_trial(UNNAMED_TRIAL).nct_number).click()
+    page.wait_for_load_state("load")
+    expect(page.locator("h1")).to_contain_text(make_trial(UNNAMED_TRIAL).filename)
+    unnamed = page.locator(".cell.settable[data-path='comparisons.1.outcome_name']")
+    unnamed.click()
+    empty = page.locator(".detail.empty[data-path='comparisons.1.outcome_name']")
+    empty.locator("form.set-value input[name=value]").fill(OUTCOME)
+    empty.locator("form.set-value input[name=quote]").fill(OUTCOME_QUOTE)
+    empty.locator("form.set-value button").click()
+    page.wait_for_load_state("load")
+    named = page.locator(".cell[data-path='comparisons.1.outcome_name']")
+    expect(named).to_have_text(OUTCOME)
+    expect(named).to_have_class(re.compile(r"\bdecided\b"))
+    journey.shot("outcome-named")
     _review_with_the_keyboard(page)
 
     # A three-arm paper: its arms as columns; the low dose's numbers reassigned to the high dose
@@ -335,6 +420,7 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     expect(split).to_contain_text("Cochrane Handbook")
     split.scroll_into_view_if_needed()
     journey.shot("forest-plot-three-arm-split")
+    split.screenshot(path=str(journey.shots / "forest-three-arm.png"))  # the README's picture
     page.fill("input[name=new]", "high dose vs placebo")
     page.get_by_role("button", name="Add").click()
     page.wait_for_load_state("load")
@@ -360,8 +446,14 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     values = openpyxl.load_workbook(workbook_path)["Values"]
     header = [c.value for c in values[1]]
     rows = [dict(zip(header, r, strict=True)) for r in values.iter_rows(min_row=2, values_only=True)]
-    corrected = [r for r in rows if r["decision"] == "correct" and r["field"] != "arm"]
+    corrected = [r for r in rows if r["decision"] == "correct" and r["field"] not in ("arm", "events", "outcome_name")]
     assert len(corrected) == 1 and corrected[0]["field"] == "ci_lower"
+    # The outcome name set in its empty cell: a decided value of the Values sheet.
+    [named_row] = [r for r in rows if r["decision"] == "correct" and r["field"] == "outcome_name"]
+    assert (named_row["filename"], named_row["final value"]) == (make_trial(UNNAMED_TRIAL).filename, OUTCOME)
+    # The number turned into a value from "Possibly missed" is in the Values sheet, decided.
+    [from_missed] = [r for r in rows if r["decision"] == "correct" and r["field"] == "events"]
+    assert (from_missed["filename"], from_missed["final value"]) == (trial.filename, trial.placebo_events)
     # The reassignment there and back: a decision on the entry's arm, its final value the arm it began with.
     [reassigned] = [r for r in rows if r["decision"] == "correct" and r["field"] == "arm"]
     assert (reassigned["filename"], reassigned["final value"]) == (THREE_ARM_TRIALS[0].filename, low)
@@ -383,8 +475,10 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
     csv_path = tmp_path / "downloaded.csv"
     csv_info.value.save_as(csv_path)
     csv_rows = list(csv.DictReader(io.StringIO(csv_path.read_text())))
-    by_study = {r["study"]: r for r in csv_rows}
-    assert float(by_study[trial.nct_number]["ci.lb"]) == pytest.approx(trial.ci_lower)
+    [printed_hr] = [r for r in csv_rows if r["study"] == trial.nct_number and r["comparison"]]
+    assert float(printed_hr["ci.lb"]) == pytest.approx(trial.ci_lower)
+    placebo_row = next(r for r in csv_rows if r["study"] == trial.nct_number and r["group"] == "placebo" and r["xi"])
+    assert int(placebo_row["xi"]) == trial.placebo_events  # the value added from "Possibly missed", in the CSV too
     assert all(r["review"] == f"reviewed by {REVIEWER}" for r in csv_rows)
     # A three-arm trial: one row per arm with its name and numbers, one per printed comparison.
     first = THREE_ARM_TRIALS[0]
@@ -428,6 +522,13 @@ def _review_with_the_keyboard(page: Any) -> None:
     page.locator("body").press("r")
     page.wait_for_load_state("load")
     expect(page.locator(".flash")).to_contain_text("outcome approved")
+    _approve_the_rest(page)
+
+
+def _approve_the_rest(page: Any) -> None:
+    """a approves one value at a time until the document is reviewed."""
+    from playwright.sync_api import expect
+
     for _ in range(60):
         if "not yet reviewed" not in page.locator("#review-state").inner_text():
             break

@@ -26,14 +26,13 @@ from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline_tests.support.arms_case import ArmsTrial, TrialArm, make_arms_batch
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, extraction_json
+from extraction_pipeline_tests.support.layout import READABLE_PX, SIZES, boxes, inside, line_heights
 from extraction_pipeline_tests.support.review_case import extract_answered, parse_registered
 from extraction_pipeline_tests.support.web import serving_pages
 
 pytestmark = [pytest.mark.browser]
 CHROMIUM = os.environ.get("EXTRACTION_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(os.environ.get("EXTRACTION_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-output"))
-SIZES = ((1366, 768), (1920, 1080))
-READABLE_PX = 12  # the quoted line's height on screen, at least
 
 NCT, RANDOMIZED = "NCT04188301", 39
 ARMS = ("Dexmedetomidine", "Placebo")
@@ -231,71 +230,13 @@ def _signed_in(browser: Any, site: Site, width: int, height: int) -> Any:
     return page
 
 
-# Every box the assertions read, in CSS pixels of the viewport ([left, top, right, bottom]). The
-# highlight's boxes come from the image's own pixels (review.js keeps them on the image), scaled
-# as the image is shown; "visible" is what of the image the panel and the window show.
-BOXES = """() => {
-  const box = (el) => { const b = el.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
-  const image = document.getElementById("page-image"), panel = document.getElementById("page-panel");
-  const form = document.getElementById("form"), table = document.getElementById("outcomes-scroll");
-  const shown = box(image), ratio = image.getBoundingClientRect().width / image.naturalWidth;
-  const inner = panel.getBoundingClientRect();
-  const view = [inner.left + panel.clientLeft, inner.top + panel.clientTop,
-                inner.left + panel.clientLeft + panel.clientWidth, inner.top + panel.clientTop + panel.clientHeight];
-  const visible = [Math.max(shown[0], view[0], 0), Math.max(shown[1], view[1], 0),
-                   Math.min(shown[2], view[2], innerWidth), Math.min(shown[3], view[3], innerHeight)];
-  const highlight = JSON.parse(image.dataset.rects || "[]").map((r) =>
-    [shown[0] + r[0] * ratio, shown[1] + r[1] * ratio, shown[0] + r[2] * ratio, shown[1] + r[3] * ratio]);
-  const height = (el) => (el ? el.getBoundingClientRect().height : 0);
-  const nums = [...document.querySelectorAll("#outcomes td.arm-numbers .nums")].map(
-    (n) => [height(n), height(n.querySelector(".cell"))]);
-  const root = document.documentElement;
-  return {
-    page: [root.scrollWidth, root.scrollHeight, innerWidth, innerHeight],
-    form: [form.scrollWidth, form.clientWidth], pane: box(form),
-    table: [table.scrollWidth, table.clientWidth], tableBox: box(document.getElementById("outcomes")),
-    ends: [...document.querySelectorAll("#outcomes .cell[data-path$='.p_value'], #outcomes .approve-row button")]
-      .map(box),
-    pages: [...document.querySelectorAll(".zoom a")].map(box),
-    nums, view: panel.dataset.view, image: shown, panel: view, visible, highlight,
-    texts: JSON.parse(image.dataset.texts || "[]"),
-    sharp: image.naturalWidth >= (shown[2] - shown[0]) * devicePixelRatio - 1,  // never enlarged
-  };
-}"""
-
-
-def _boxes(page: Any, view: str) -> dict[str, Any]:
-    """The page's boxes once review.js has laid out the current value's image in ``view``
-    ("quote" or "page")."""
-    page.wait_for_function(
-        "(view) => { const i = document.getElementById('page-image'), p = document.getElementById('page-panel');"
-        " const cell = document.querySelector('.cell.current');"
-        " return p.dataset.view === view && i.complete && i.dataset.url === cell.dataset.img; }",
-        arg=view,
-    )
-    return dict(page.evaluate(BOXES))
-
-
-def _inside(inner: list[float], outer: list[float], slack: float = 0.5) -> bool:
-    return (
-        inner[0] >= outer[0] - slack
-        and inner[1] >= outer[1] - slack
-        and inner[2] <= outer[2] + slack
-        and inner[3] <= outer[3] + slack
-    )
-
-
-def _line_heights(boxes: dict[str, Any]) -> list[float]:
-    return [box[3] - box[1] for box in boxes["highlight"]]
-
-
 @pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
 def test_a_two_arm_trial_of_ten_outcomes_fits_and_its_quote_is_readable(
     site: Site, browser: Any, shots: Path, width: int, height: int
 ) -> None:
     page = _signed_in(browser, site, width, height)
     page.goto(f"{site.two_arms}?value=outcomes.1.mean")
-    quote = _boxes(page, "quote")
+    quote = boxes(page, "quote")
     page.screenshot(path=str(shots / f"{width}x{height}-quote.png"))
     # Nothing scrolls the window (the panes scroll), nor the form or its table sideways.
     scroll_width, scroll_height, inner_width, inner_height = quote["page"]
@@ -315,35 +256,33 @@ def test_a_two_arm_trial_of_ten_outcomes_fits_and_its_quote_is_readable(
     assert all(line < 1.6 * cell for line, cell in quote["nums"]), quote["nums"]
 
     # The quoted cell of a 7 pt table, zoomed until readable, its highlight in view.
-    assert quote["highlight"] and all(_inside(box, quote["visible"]) for box in quote["highlight"]), quote
-    assert min(_line_heights(quote)) >= READABLE_PX, _line_heights(quote)
+    assert quote["highlight"] and all(inside(box, quote["visible"]) for box in quote["highlight"]), quote
+    assert min(line_heights(quote)) >= READABLE_PX, line_heights(quote)
     assert quote["sharp"]
 
     # z: the whole page across the panel, the highlight still in view; z again: the quote.
     page.keyboard.press("z")
-    whole = _boxes(page, "page")
+    whole = boxes(page, "page")
     page.screenshot(path=str(shots / f"{width}x{height}-whole-page.png"))
     assert whole["image"][2] - whole["image"][0] <= whole["panel"][2] - whole["panel"][0] + 1, whole
-    assert all(_inside(box, whole["visible"]) for box in whole["highlight"]), whole
-    assert max(_line_heights(whole)) < min(_line_heights(quote))  # the default is the closer view
+    assert all(inside(box, whole["visible"]) for box in whole["highlight"]), whole
+    assert max(line_heights(whole)) < min(line_heights(quote))  # the default is the closer view
     page.keyboard.press("z")
-    again = _boxes(page, "quote")
-    assert min(_line_heights(again)) >= READABLE_PX and all(
-        _inside(box, again["visible"]) for box in again["highlight"]
-    )
+    again = boxes(page, "quote")
+    assert min(line_heights(again)) >= READABLE_PX and all(inside(box, again["visible"]) for box in again["highlight"])
 
     # The last outcome's p, quoted as its whole row: shown whole where its lines stay readable that
     # way (a wide screen's panel), else the part of the highlight that prints the p-value.
     page.locator(".cell[data-path='comparisons.10.p_value']").click()
-    row = _boxes(page, "quote")
+    row = boxes(page, "quote")
     page.screenshot(path=str(shots / f"{width}x{height}-row-quote.png"))
     assert len(row["texts"]) == len(row["highlight"]) == len(HEADER)  # one part per cell of the row
-    assert min(_line_heights(row)) >= READABLE_PX
+    assert min(line_heights(row)) >= READABLE_PX
     [p_part] = [box for box, text in zip(row["highlight"], row["texts"], strict=True) if text == RESULTS[-1].cells[-1]]
-    assert _inside(p_part, row["visible"]), (p_part, row["visible"])
+    assert inside(p_part, row["visible"]), (p_part, row["visible"])
     across = row["highlight"][-1][2] - row["highlight"][0][0]
-    if across / min(_line_heights(row)) * (READABLE_PX + 1) <= row["panel"][2] - row["panel"][0] - 48:
-        assert all(_inside(box, row["visible"]) for box in row["highlight"]), row
+    if across / min(line_heights(row)) * (READABLE_PX + 1) <= row["panel"][2] - row["panel"][0] - 48:
+        assert all(inside(box, row["visible"]) for box in row["highlight"]), row
     assert row["page"][0] <= row["page"][2] and row["page"][1] <= row["page"][3]
     page.close()
 
@@ -351,9 +290,9 @@ def test_a_two_arm_trial_of_ten_outcomes_fits_and_its_quote_is_readable(
 def test_a_trial_of_six_arms_scrolls_its_table_not_the_page(site: Site, browser: Any, shots: Path) -> None:
     page = _signed_in(browser, site, 1366, 768)
     page.goto(site.six_arms)
-    boxes = _boxes(page, "quote")
+    laid = boxes(page, "quote")
     page.locator("#outcomes").scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "1366x768-six-arms.png"))
-    assert boxes["page"][0] <= boxes["page"][2] and boxes["form"][0] <= boxes["form"][1], boxes
-    assert boxes["table"][0] > boxes["table"][1], boxes["table"]  # the table's own box scrolls
+    assert laid["page"][0] <= laid["page"][2] and laid["form"][0] <= laid["form"][1], laid
+    assert laid["table"][0] > laid["table"][1], laid["table"]  # the table's own box scrolls
     page.close()

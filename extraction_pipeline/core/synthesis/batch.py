@@ -62,12 +62,13 @@ MAX_LABEL = 200
 class StudyRow:
     """One study of a forest plot: its effect, the review page it links to (None when the study's
     document is not in the batch), whether a reviewer decided every number it uses, and the arms'
-    numbers it was computed from (None for a printed estimate)."""
+    numbers it was computed from (None for a printed estimate) and the names of its two sides' arms."""
 
     effect: StudyEffect
     item_id: int | None
     reviewed: bool
     arms: ArmNumbers | None = None
+    sides: tuple[str, str] = ("", "")
 
 
 @dataclass(frozen=True)
@@ -339,4 +340,4 @@ def _outcome(group: OutcomeGroup, item_of: dict[int, int], names: dict[int, str]
 
 def _row(effect: StudyEffect, source: StudySource, item_of: dict[int, int]) -> StudyRow:
     item_id = item_of.get(source.document_id) if source.document_id is not None else None
-    return StudyRow(effect, item_id, source.reviewed, source.arms)
+    return StudyRow(effect, item_id, source.reviewed, source.arms, source.sides)

@@ -93,26 +93,26 @@ class ArmNumbers:
     """The arms' numbers a forest plot prints beside a study, as RevMan's data columns do: events
     and total (``EVENTS``), or mean, SD and total (``MEANS``), of the intervention side and of the
     comparator side as pooled (a shared comparator already split, several comparator arms already
-    combined), with the arms' names."""
+    combined)."""
 
     kind: str
     intervention: tuple[float, ...]
     comparator: tuple[float, ...]
-    intervention_name: str = ""
-    comparator_name: str = ""
 
 
 @dataclass(frozen=True)
 class StudySource:
     """Where one study's effect comes from: its document (``document_id`` column, None in a CSV
     without it), its lines, whether every number the effect uses has a reviewer's decision
-    (``decision_*`` columns; False when the CSV has none), and the arms' numbers it was computed
-    from (None for a printed estimate)."""
+    (``decision_*`` columns; False when the CSV has none), the arms' numbers it was computed from
+    (None for a printed estimate), and the names of the arms on its intervention and comparator
+    sides."""
 
     document_id: int | None
     lines: tuple[int, ...]
     reviewed: bool
     arms: ArmNumbers | None = None
+    sides: tuple[str, str] = ("", "")
 
 
 @dataclass(frozen=True)
@@ -197,6 +197,7 @@ class _Contribution:
     note: str | None = None
     arms: ArmNumbers | None = None
     estimable: bool = True
+    sides: tuple[str, str] = ("", "")  # the arms' names: intervention, comparator
 
 
 def _number(text: str | None, column: str, line: int) -> float | None:
@@ -529,7 +530,7 @@ def _from_arms(
                     label, first.name, chosen, _value(row, "xi"), _value(row, "ni"), comparator["xi"], comparator["ni"]
                 )
                 columns: tuple[str, ...] = ("xi", "ni")
-                numbers = ArmNumbers(EVENTS, events[:2], events[2:], row.arm_label, comparator_name)
+                numbers = ArmNumbers(EVENTS, events[:2], events[2:])
             else:
                 chosen = measure or next((r.measure for r in unit.rows if r.measure in CONTINUOUS_MEASURES), "MD")
                 effect = continuous_effect(
@@ -548,10 +549,9 @@ def _from_arms(
                     MEANS,
                     (_value(row, "mi"), _value(row, "sdi"), _value(row, "ni")),
                     (comparator["mi"], comparator["sdi"], comparator["ni"]),
-                    row.arm_label,
-                    comparator_name,
                 )
-            contributions.append(_Contribution(effect, (row, *against), columns, note, numbers, estimable))
+            sides = (row.arm_label, comparator_name)
+            contributions.append(_Contribution(effect, (row, *against), columns, note, numbers, estimable, sides))
     return contributions
 
 
@@ -623,7 +623,8 @@ def _from_printed(
         arm = row.comparator_name if turned else row.arm_name
         label = first.study if unit.version_1 or len(candidates) == 1 else f"{first.study}: {arm}"
         effect = reported_effect(label, first.name, row.measure, estimate, lower, upper)
-        contributions.append(_Contribution(effect, (row,), complete))
+        names = (row.comparator_name, row.arm_name) if turned else (row.arm_name, row.comparator_name)
+        contributions.append(_Contribution(effect, (row,), complete, sides=names))
     return contributions
 
 
@@ -689,4 +690,6 @@ def _source(unit: _Unit, contribution: _Contribution) -> StudySource:
     rows = contribution.rows
     reviewed = bool(rows) and all(column in row.decided for row in rows for column in contribution.columns)
     lines = unit.rows if unit.version_1 else sorted(rows, key=lambda row: row.line)
-    return StudySource(rows[0].document_id, tuple(row.line for row in lines), reviewed, contribution.arms)
+    return StudySource(
+        rows[0].document_id, tuple(row.line for row in lines), reviewed, contribution.arms, contribution.sides
+    )

@@ -137,15 +137,14 @@ def side_names(comparison: str, rows: list[StudyRow]) -> tuple[str, str]:
         parts = [part.strip() for part in re.split(r"\s+(?:vs\.?|versus)\s+", comparison, maxsplit=1, flags=re.I)]
         if len(parts) == 2 and all(parts):
             return parts[0], parts[1]
-    names = [row.arms for row in rows if row.arms is not None]
 
     def agreed(found: list[str], role: str) -> str:
         if not found or len({name.casefold() for name in found}) > 1:
             return role
         return Counter(found).most_common(1)[0][0]  # the spelling most studies use
 
-    intervention = agreed([arms.intervention_name for arms in names if arms.intervention_name], "intervention")
-    comparator = agreed([arms.comparator_name for arms in names if arms.comparator_name], "comparator")
+    intervention = agreed([row.sides[0] for row in rows if row.sides[0]], "intervention")
+    comparator = agreed([row.sides[1] for row in rows if row.sides[1]], "comparator")
     return intervention, comparator
 
 
