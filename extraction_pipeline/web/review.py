@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -67,6 +68,25 @@ def _image_url(item_id: int, path: str | None, page_number: int | None = None, v
     a new highlight is a new address and an address can be cached for good."""
     query = {k: v for k, v in (("path", path), ("page", page_number), ("v", version)) if v is not None}
     return f"{PREFIX}/items/{item_id}/page.png" + (f"?{urlencode(query)}" if query else "")
+
+
+# What the page needs of each highlighted part: its letters and digits, to find the part that
+# prints the value (review.js compares the same skeleton). A response header has to stay small (a
+# proxy's buffer is 4-8 KB) and ASCII: parts cut, and the last ones dropped past the budget.
+HEADER_PART_CHARS = 120
+HEADER_BYTES = 2048
+
+
+def texts_header(texts: list[str]) -> str:
+    """Each highlighted part's skeleton as a JSON list within ``HEADER_BYTES`` (JSON escapes
+    non-ASCII letters; no control character survives the skeleton)."""
+    parts = [
+        "".join(c for c in unicodedata.normalize("NFKC", text).lower() if c.isalnum())[:HEADER_PART_CHARS]
+        for text in texts
+    ]
+    while parts and len(json.dumps(parts)) > HEADER_BYTES:
+        parts.pop()  # the parts left keep their places: rects[i] is still texts[i]
+    return json.dumps(parts)
 
 
 def highlight_version(entry: GroundedValue | None, grounding: dict[str, Any] | None) -> str:
@@ -271,7 +291,7 @@ async def image(request: Request) -> Response:
     fresh = request.query_params.get("v") == current
     headers = {
         "x-highlight-rects": json.dumps(view.rects),
-        "x-highlight-texts": json.dumps(view.texts),  # ASCII (JSON escapes the rest): a header's bytes
+        "x-highlight-texts": texts_header(view.texts),
         "cache-control": IMMUTABLE if fresh else "no-store",
     }
     return Response(view.png, media_type="image/png", headers=headers)

@@ -6,7 +6,7 @@ The plots are read back from their SVG (text stays text), as the batch page show
 from __future__ import annotations
 
 from extraction_pipeline.core.export.meta_csv import COLUMNS
-from extraction_pipeline.core.synthesis.batch import OutcomeSynthesis, _outcome
+from extraction_pipeline.core.synthesis.batch import OutcomeSynthesis, outcome_synthesis
 from extraction_pipeline.core.synthesis.comparisons import ComparisonSides
 from extraction_pipeline.core.synthesis.csv_input import EVENTS, ArmNumbers, parse_meta_csv
 from extraction_pipeline.core.synthesis.figures import svg_text
@@ -27,7 +27,7 @@ def _study(study: str, document: int, name: str, arms: list[tuple[str, dict[str,
 
 def _outcomes(text: str, comparison: ComparisonSides | None = None) -> list[OutcomeSynthesis]:
     data = parse_meta_csv(text, strict=False, comparison=comparison)
-    return [_outcome(group, {}, {}) for group in data.groups]
+    return [outcome_synthesis(group) for group in data.groups]
 
 
 def _drawn(outcome: OutcomeSynthesis) -> list[str]:
@@ -101,6 +101,11 @@ def test_favours_labels_come_from_a_named_comparison_and_fall_back_to_the_sides_
     drawn = _drawn(named)
     assert "Favours active drug" in drawn and "Favours inactive control" in drawn
     assert len(classed(parse(svg_text(forest_figure(named))), "favours")) == 2
+    # Named the other way round, the comparator first: each name stays with its arms' side (the
+    # intervention on the left), never "Favours saline" over the drugs' side.
+    [turned] = _outcomes(text, ComparisonSides("saline or sham vs drug"))
+    drawn = _drawn(turned)
+    assert drawn.index("Favours drug") < drawn.index("Favours saline or sham")
 
 
 def test_a_study_with_only_a_printed_estimate_has_no_arm_numbers_and_no_totals_are_summed() -> None:

@@ -288,8 +288,9 @@ def test_the_analyst_journey(journey: Journey, tmp_path: Path) -> None:
         page.screenshot(path=str(journey.shots / f"document-{width}x{height}.png"))
     page.set_viewport_size({"width": 1440, "height": 960})
     page.reload()
-    page.locator("#zoom-in").click()
-    page.wait_for_function("() => document.getElementById('page-panel').classList.contains('zoomed')")
+    shown_width = page.evaluate("document.getElementById('page-image').clientWidth")
+    page.locator("#zoom-in").click()  # + enlarges the page beyond the quote's own zoom
+    page.wait_for_function("(w) => document.getElementById('page-image').clientWidth > w", arg=shown_width)
     journey.shot("document-zoomed")
 
     # 6. Through the form only: correct the forged bound (its true quote grounded again), approve

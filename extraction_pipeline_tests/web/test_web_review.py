@@ -745,3 +745,17 @@ def test_a_field_the_model_left_empty_is_set_in_the_browser_and_shown_counted_an
     assert funded[header.index("final value")] == "a public research council"
     assert funded[header.index("final status")] == "verified" and funded[header.index("decided by")] == "Rita"
     assert rows[("risk_of_bias", "randomization")][header.index("decided by")] == "Rita"
+
+
+def test_the_highlighted_parts_header_stays_small_ascii_and_aligned_with_the_rects() -> None:
+    """A paragraph-long quote must not outgrow a proxy's header buffer, nor carry a byte a header
+    cannot hold; the parts kept are the first ones, each still at its rectangle's index."""
+    from extraction_pipeline.web.review import HEADER_BYTES, texts_header
+
+    short = ["25.78±3.30 (19)", "Pain\x7f at rest"]
+    assert json.loads(texts_header(short)) == ["257833019", "painatrest"]  # as review.js's skeleton reads them
+    long = [f"line {i}: μ = {i}.5 ± 0.{i} " * 20 for i in range(60)]
+    header = texts_header(long)
+    assert header.isascii() and len(header) <= HEADER_BYTES
+    parts = json.loads(header)
+    assert 0 < len(parts) < 60 and parts[1].startswith("line1μ15")  # the first parts, in their places

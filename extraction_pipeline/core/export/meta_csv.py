@@ -109,13 +109,14 @@ def final_value(fields: GroundedFields, decided: dict[str, Decision], path: str)
 
 def study_label(fields: GroundedFields, decided: dict[str, Decision], item: ItemListing) -> Any:
     """How a study is named in the CSV and the pictures: the form's study id ("Surname Year"),
-    else the document's first author and year as read from the PDF, else its NCT number, else its
+    else its NCT number (both extracted and reviewed), else the document's first author and year
+    as read from the PDF at registration (a label, not data: better than a file name), else its
     file name."""
     paper = f"{item['first_author']} {item['year']}" if item.get("first_author") and item.get("year") else ""
     return (
         final_value(fields, decided, "metadata.study_id")
-        or paper
         or final_value(fields, decided, "metadata.nct_number")
+        or paper
         or item["filename"]
     )
 

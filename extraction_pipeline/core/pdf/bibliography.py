@@ -2,7 +2,8 @@
 from the PDF's own metadata where that is a real title, else from the first page (the title in its
 largest type; the year the page prints most). A reviewer sees "Smith 2020 · Aripiprazole in the
 treatment of irritability …" instead of a file name and a hash. Nothing here is trusted for an
-extraction: it labels a list, and the file name stays beside it."""
+extraction: it labels a list (and names a study in the pictures when the form has neither a study
+id nor an NCT number), and the file name stays beside it."""
 
 from __future__ import annotations
 

@@ -258,7 +258,7 @@ def batch_synthesis(ledger: Ledger, batch_id: int) -> BatchSynthesis:
     comparisons = batch_comparisons(ledger, batch_id)
     for comparison in comparisons:
         data = parse_meta_csv(text, labels=labels, strict=False, comparison=comparison)
-        outcomes.extend(_outcome(group, item_of, names) for group in data.groups)
+        outcomes.extend(outcome_synthesis(group, item_of, names) for group in data.groups)
         left_out.update(dict.fromkeys(data.left_out))
     seen = study_arms_of(text)
     views = tuple(ComparisonView(c.name, tuple(_study_sides(study, c, item_of) for study in seen)) for c in comparisons)
@@ -324,7 +324,12 @@ def _names_by_line(text: str) -> dict[int, str]:
     return names
 
 
-def _outcome(group: OutcomeGroup, item_of: dict[int, int], names: dict[int, str]) -> OutcomeSynthesis:
+def outcome_synthesis(
+    group: OutcomeGroup, item_of: dict[int, int] | None = None, names: dict[int, str] | None = None
+) -> OutcomeSynthesis:
+    """One outcome's pooling and forest-plot rows from its CSV group; ``item_of`` maps a document
+    to its review page's item, ``names`` a CSV line to its outcome name as extracted."""
+    item_of, names = item_of or {}, names or {}
     sources = group.sources  # parse_meta_csv gives every study its source
     rows = tuple(_row(effect, source, item_of) for effect, source in zip(group.effects, sources, strict=True))
     extracted = tuple(dict.fromkeys(names.get(source.lines[0], "") for source in sources if source.lines))

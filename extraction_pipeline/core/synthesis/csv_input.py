@@ -512,7 +512,7 @@ def _from_arms(
             comparator = {**comparator, "ni": comparator["ni"] / share}
             if kind == "events":
                 comparator["xi"] = comparator["xi"] / share
-        comparator_name = " + ".join(row.arm_label for row in against)
+        comparator_name = " + ".join(row.arm_name for row in against)  # a subgroup is no side's name
         for row in wanted:
             label = f"{first.study}: {row.arm_label}" if several and not unit.version_1 else first.study
             estimable = True
@@ -550,7 +550,7 @@ def _from_arms(
                     (_value(row, "mi"), _value(row, "sdi"), _value(row, "ni")),
                     (comparator["mi"], comparator["sdi"], comparator["ni"]),
                 )
-            sides = (row.arm_label, comparator_name)
+            sides = (row.arm_name, comparator_name)
             contributions.append(_Contribution(effect, (row, *against), columns, note, numbers, estimable, sides))
     return contributions
 
@@ -624,6 +624,8 @@ def _from_printed(
         label = first.study if unit.version_1 or len(candidates) == 1 else f"{first.study}: {arm}"
         effect = reported_effect(label, first.name, row.measure, estimate, lower, upper)
         names = (row.comparator_name, row.arm_name) if turned else (row.arm_name, row.comparator_name)
+        if unit.version_1:
+            names = ("", "")  # an "overall" row names no arm: the sides are said by their roles
         contributions.append(_Contribution(effect, (row,), complete, sides=names))
     return contributions
 

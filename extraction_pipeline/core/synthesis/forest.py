@@ -38,6 +38,7 @@ from extraction_pipeline.core.synthesis.comparisons import DEFAULT_COMPARISON
 from extraction_pipeline.core.synthesis.csv_input import EVENTS, ArmNumbers
 from extraction_pipeline.core.synthesis.figures import FONT_SIZE, clean, mark, new_figure
 from extraction_pipeline.core.synthesis.pooling import Estimate
+from extraction_pipeline.core.templates.arms import arm_key_of
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -131,21 +132,30 @@ def _arm_number(value: float) -> str:
 
 def side_names(comparison: str, rows: list[StudyRow]) -> tuple[str, str]:
     """The comparison's two sides in words, for "Favours …" and the data columns' headings: the
-    comparison's own name split at "vs" when the analyst named it so, else the arms' one name on
-    each side when every study agrees (every comparator a "placebo"), else the side's role."""
-    if comparison != DEFAULT_COMPARISON:
-        parts = [part.strip() for part in re.split(r"\s+(?:vs\.?|versus)\s+", comparison, maxsplit=1, flags=re.I)]
-        if len(parts) == 2 and all(parts):
-            return parts[0], parts[1]
+    parts of the analyst's "A vs B" (turned round when they name the arms of the other sides:
+    "placebo vs high dose" still puts the high dose on the intervention side), else the arms' one
+    name on each side when every study agrees (every comparator a "placebo"), else the side's role."""
 
     def agreed(found: list[str], role: str) -> str:
         if not found or len({name.casefold() for name in found}) > 1:
             return role
         return Counter(found).most_common(1)[0][0]  # the spelling most studies use
 
-    intervention = agreed([row.sides[0] for row in rows if row.sides[0]], "intervention")
-    comparator = agreed([row.sides[1] for row in rows if row.sides[1]], "comparator")
-    return intervention, comparator
+    intervention = [row.sides[0] for row in rows if row.sides[0]]
+    comparator = [row.sides[1] for row in rows if row.sides[1]]
+    parts = [part.strip() for part in re.split(r"\s+(?:vs\.?|versus)\s+", comparison, maxsplit=1, flags=re.I)]
+    if comparison != DEFAULT_COMPARISON and len(parts) == 2 and all(parts):
+        first, second = parts
+        forward = _names(first, intervention) or _names(second, comparator)
+        backward = _names(first, comparator) or _names(second, intervention)
+        return (second, first) if backward and not forward else (first, second)
+    return agreed(intervention, "intervention"), agreed(comparator, "comparator")
+
+
+def _names(part: str, arms: list[str]) -> bool:
+    """Whether every word of ``part`` is in some arm's name ("high dose" in "haloperidol high dose")."""
+    words = set(arm_key_of(part).split())
+    return bool(words) and any(words <= set(arm_key_of(arm).split()) for arm in arms)
 
 
 def _pooled(outcome: OutcomeSynthesis) -> list[tuple[str, Estimate]]:
@@ -284,7 +294,7 @@ def forest_figure(outcome: OutcomeSynthesis, link: Callable[[int], str] | None =
             mark(heading, "side-heading", name)
         write_numbers(headings, (columns, columns), weight="bold")
     write(text_x, headings, f"{result.measure} [95% CI]", weight="bold")
-    write(width - LABEL_X, headings, "Weight", weight="bold", ha="right")
+    write(width - LABEL_X, headings, "Weight (REML)", weight="bold", ha="right")
 
     def write_label(y: float, row: StudyRow) -> None:
         label = write(LABEL_X, y, _truncate(clean(row.effect.study)))
@@ -331,7 +341,9 @@ def forest_figure(outcome: OutcomeSynthesis, link: Callable[[int], str] | None =
         )
         mark(diamond[0], "pooled", f"{label_text}: {shown(ratio, fit.estimate, fit.ci_lower, fit.ci_upper)}")
         write(text_x, middle, shown(ratio, fit.estimate, fit.ci_lower, fit.ci_upper), weight="bold")
-    write(width - LABEL_X, pooled_y[0], "100.0%", ha="right", weight="bold")
+    # The weights are REML's: their 100% stands on its line.
+    reml_y = next((y for y, (label, _fit) in zip(pooled_y, pooled, strict=True) if "REML" in label), pooled_y[0])
+    write(width - LABEL_X, reml_y, "100.0%", ha="right", weight="bold")
     if totals is not None and totals.events is not None and events_y is not None:
         write(LABEL_X, events_y, "Total events")
         write_numbers(events_y, totals.events)

@@ -17,6 +17,7 @@
   let rects = []; // the highlight's line parts, in pixels of the page at the server's default size
   let texts = []; // what each of them covers
   let shownUrl = null;
+  let asking = 0; // the latest request: an earlier one's answer (the same address, less sharp) is dropped
 
   // The page's width at the server's default size (learned from the first image; a letter page
   // is 918 px there), and the scale to ask for: the image's width in device pixels against it.
@@ -53,7 +54,7 @@
 
   function layout() {
     if (view === "quote") zoom = quoteZoom();
-    else if (view === "page") zoom = 1;
+    else if (view === "page") zoom = smallest(); // the whole page in the panel, where the quote sits on it
     image.style.width = (zoom * 100) + "%";
     panel.classList.toggle("zoomed", zoom > 1);
     panel.dataset.view = view;
@@ -85,15 +86,16 @@
   async function load(url) {
     if (!url) return;
     shownUrl = url;
+    const mine = ++asking;
     const sep = url.includes("?") ? "&" : "?";
     const asked = scale();
     const response = await fetch(url + sep + "scale=" + asked, { credentials: "same-origin" });
-    if (!response.ok || shownUrl !== url) return;
+    if (!response.ok || mine !== asking) return;
     const found = JSON.parse(response.headers.get("x-highlight-rects") || "[]").map((r) => r.map((v) => v / asked));
     const covered = JSON.parse(response.headers.get("x-highlight-texts") || "[]");
     const probe = new Image();
     probe.onload = () => {
-      if (shownUrl !== url) { URL.revokeObjectURL(probe.src); return; }
+      if (mine !== asking) { URL.revokeObjectURL(probe.src); return; }
       base = probe.naturalWidth / asked;
       rects = found;
       texts = covered;
@@ -102,7 +104,8 @@
       if (scale() > asked && asked < 4) { URL.revokeObjectURL(probe.src); load(url); return; }
       const old = image.src;
       image.onload = () => {
-        if (old.startsWith("blob:")) URL.revokeObjectURL(old);
+        image.onload = null;
+        if (old.startsWith("blob:") && old !== image.src) URL.revokeObjectURL(old);
         image.dataset.url = url; // what it shows, and how sharp: a zoom asks again only for more
         image.dataset.scale = asked;
         image.dataset.rects = JSON.stringify(found.map((r) => r.map((v) => v * asked))); // in its own pixels
