@@ -831,3 +831,30 @@ def test_a_count_printed_with_a_unit_or_on_the_running_head_is_flagged(fourth: P
     )
     assert not any("an amount" in flag for flag in myeloma)  # "MM" is a disease's initials, no unit
     assert head == (FURNITURE_FLAG,)
+
+
+NOTATION_INTRO = (
+    "Serum 25-hydroxyvitamin D [25(OH)D] and calcium were measured at baseline and at week 12. "
+    "Patients were randomized to cholecalciferol or placebo."
+)
+NOTATION_ROWS = [
+    [(60, "Table 2  Serum levels at week 12")],
+    [(260, "Cholecalciferol"), (360, "Placebo")],
+    [(70, "25(OH)D*"), (260, "45.9 (2.4)"), (360, "21.9 (0.8)")],
+    [(70, "Calcium"), (260, "9.41 (0.31)"), (360, "9.38 (0.29)")],
+]
+
+
+def test_a_chemical_notation_defined_in_brackets_names_its_outcome_and_no_other(tmp_path: Path) -> None:
+    """ "25-hydroxyvitamin D [25(OH)D]": a row labelled "25(OH)D*" is the vitamin D row (its name's
+    compound word holds "vitamin", its last letter is the outcome's), never vitamin K's nor calcium's."""
+    notation = _one_page(tmp_path / "notation.pdf", NOTATION_INTRO, NOTATION_ROWS, "Results are shown in Table 2.")
+    arms = ("Cholecalciferol", "Placebo")
+    [vitamin_d] = _flags_of(notation, [_entry("Vitamin D levels", "Placebo", mean=(21.9, "21.9 (0.8)"))], arms)
+    assert vitamin_d == ()
+    [vitamin_k] = _flags_of(notation, [_entry("Vitamin K levels", "Placebo", mean=(21.9, "21.9 (0.8)"))], arms)
+    [calcium] = _flags_of(notation, [_entry("Calcium", "Placebo", mean=(21.9, "21.9 (0.8)"))], arms)
+    for flags in (vitamin_k, calcium):
+        assert flags and "the quoted row is '25(OH)D" in flags[0], flags
+    [from_calcium] = _flags_of(notation, [_entry("Vitamin D levels", "Placebo", mean=(9.38, "9.38 (0.29)"))], arms)
+    assert from_calcium and "the quoted row is 'Calcium'" in from_calcium[0], from_calcium

@@ -285,7 +285,23 @@ def _names(text: str, target: set[str], vocabulary: Vocabulary, outcome: str = "
             return True
         if short in target and long_stems and long_stems <= stems(text):
             return True
+    lowered = text.lower()
+    spelled = {token.lower() for token in tokens(outcome)} if outcome else set()
+    for short, named in vocabulary.notation_words.items():
+        # "25(OH)D" in a row label names the outcome when every word of its name does:
+        # "25-hydroxyvitamin D" names "vitamin D levels" (a compound by the word inside it), not
+        # "vitamin K levels".
+        if short in lowered and named and all(_word_named(word, target, spelled) for word in named):
+            return True
     return False
+
+
+def _word_named(word: str, target: set[str], spelled: set[str]) -> bool:
+    """``word`` is one of the outcome's: a letter ("D") as the outcome spells it, a word by its
+    stem or as a compound holding one ("hydroxyvitamin" holds "vitamin")."""
+    if len(word) < 3:
+        return word in spelled
+    return bool(stems(word) & target) or any(len(stem) == 5 and not stem.isdigit() and stem in word for stem in target)
 
 
 def _outcome_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:

@@ -197,6 +197,12 @@ ROLE = re.compile(r"\b(primary|secondary|main|co-primary)\s+(?:efficacy\s+)?(?:o
 ABBREVIATION = re.compile(r"\(([A-Z][A-Za-z0-9\-]{1,9})\)")
 
 
+# A chemical notation defined in brackets after its name: "25-hydroxyvitamin D [25(OH)D]",
+# "1,25-dihydroxyvitamin D3 (1,25(OH)2D3)". Its letters are no initials; its name starts with the
+# notation's leading number and ends with its last letters.
+NOTATION = re.compile(r"[\[(](?P<short>(?P<lead>\d[\d,]*)\([A-Za-z]{1,6}\)\d?(?P<tail>[A-Za-z]{1,3}\d?))[\])]")
+
+
 # "kPCS: Short Form ... Physical Component Summary." (a footnote mark may lead the abbreviation)
 COLON_DEFINITION = re.compile(r"(?:^|[\s.;])[a-z]?([A-Z][A-Z0-9\-]{1,9}):\s+([A-Z][^.;:]{4,120})")
 
@@ -265,6 +271,9 @@ class Vocabulary:
 
     def __init__(self, parsed: ParsedDocument) -> None:
         self.parsed = parsed
+        # A chemical notation's name in words, numbers left out ("25(oh)d" -> "hydroxyvitamin",
+        # "d"), filled with ``expansions``.
+        self.notation_words: dict[str, tuple[str, ...]] = {}
 
     @cached_property
     def expansions(self) -> dict[str, set[str]]:
@@ -287,6 +296,13 @@ class Vocabulary:
                 spelled = long_form(letters, re.findall(r"[A-Za-z]+", match.group(2)))
                 if spelled and short.lower() not in found:
                     found[short.lower()] = stems(" ".join(spelled))
+            for match in NOTATION.finditer(flat):
+                named = _notation_name(match, flat[max(0, match.start() - 80) : match.start()])
+                if named:
+                    found.setdefault(match.group("short").lower(), set()).update(stems(named))
+                    self.notation_words[match.group("short").lower()] = tuple(
+                        word.lower() for word in tokens(named) if not word.isdigit()
+                    )
         return found
 
     @cached_property
@@ -370,6 +386,15 @@ class Vocabulary:
             elif long_stems and long_stems <= found:
                 found.add(short)
         return found
+
+
+def _notation_name(match: re.Match[str], before: str) -> str:
+    """The name a bracketed notation follows, from its leading number to its last letters
+    ("25-hydroxyvitamin D" before "[25(OH)D]"); "" when the text before is not its name."""
+    named = re.search(re.escape(match.group("lead")) + r"-?[A-Za-z][A-Za-z\- ]{2,60}$", before.rstrip())
+    if not named or not named.group().lower().endswith(match.group("tail").lower()):
+        return ""
+    return named.group()
 
 
 def long_form(letters: list[str], words: list[str]) -> list[str]:
