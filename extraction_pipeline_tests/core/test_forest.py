@@ -58,6 +58,8 @@ def test_each_study_shows_its_arms_events_and_totals_and_the_double_zero_one_is_
     assert _in_order(drawn, ["Baker 2019", "4", "40", "9", "41"])
     assert _in_order(drawn, ["Clark 2020", "6", "50", "11", "50"])
     assert _in_order(drawn, ["Adams 2018", "0", "38", "0", "39", "Not estimable"])
+    studies = [text for text in drawn if text.endswith(("2018", "2019", "2020"))]
+    assert studies == ["Adams 2018", "Baker 2019", "Clark 2020"]  # in the file's order, as RevMan keeps it
     assert "Adams 2018: no events in either arm, not pooled" in titles(parse(svg_text(forest_figure(outcome))))
     # RevMan's totals: participants on the pooled line (the not-estimable study's too), events below.
     assert _in_order(drawn, ["Common effect", "128", "130"])

@@ -69,6 +69,7 @@ class StudyRow:
     reviewed: bool
     arms: ArmNumbers | None = None
     sides: tuple[str, str] = ("", "")
+    line: int = 0  # its first line in the CSV: the plot keeps the file's order
 
 
 @dataclass(frozen=True)
@@ -345,4 +346,4 @@ def outcome_synthesis(
 
 def _row(effect: StudyEffect, source: StudySource, item_of: dict[int, int]) -> StudyRow:
     item_id = item_of.get(source.document_id) if source.document_id is not None else None
-    return StudyRow(effect, item_id, source.reviewed, source.arms, source.sides)
+    return StudyRow(effect, item_id, source.reviewed, source.arms, source.sides, min(source.lines, default=0))

@@ -303,7 +303,22 @@ def forest_figure(outcome: OutcomeSynthesis, link: Callable[[int], str] | None =
             label.set_color(LINK)
             mark(label, "study-link")
 
-    for y, (row, weight) in enumerate(zip(outcome.rows, weights, strict=True)):
+    # The studies in the file's order, a not-estimable one in its place among them (RevMan's).
+    ordered = sorted(
+        [
+            *((row, weight) for row, weight in zip(outcome.rows, weights, strict=True)),
+            *((r, None) for r in outcome.not_estimable),
+        ],
+        key=lambda pair: pair[0].line,
+    )
+    for y, (row, weight) in enumerate(ordered):
+        if weight is None:
+            write_label(y, row)
+            if row.arms is not None:
+                write_numbers(y, arm_cells(row.arms))
+            estimable = write(text_x, y, "Not estimable", color=MUTED)
+            mark(estimable, "not-estimable", f"{row.effect.study}: no events in either arm, not pooled")
+            continue
         effect = row.effect
         write_label(y, row)
         if row.arms is not None:
@@ -324,12 +339,6 @@ def forest_figure(outcome: OutcomeSynthesis, link: Callable[[int], str] | None =
         mark(square, f"study {state.replace(' ', '-')}", f"{effect.study}: {state}")
         write(text_x, y, shown(ratio, effect.estimate, effect.ci_lower, effect.ci_upper))
         write(width - LABEL_X, y, f"{100 * weight / total_weight:.1f}%", ha="right")
-    for y, row in enumerate(outcome.not_estimable, start=len(outcome.rows)):
-        write_label(y, row)
-        if row.arms is not None:
-            write_numbers(y, arm_cells(row.arms))
-        estimable = write(text_x, y, "Not estimable", color=MUTED)
-        mark(estimable, "not-estimable", f"{row.effect.study}: no events in either arm, not pooled")
     for middle, (label_text, fit) in zip(pooled_y, pooled, strict=True):
         write(LABEL_X, middle, label_text, weight="bold")
         if totals is not None and middle == pooled_y[0]:
