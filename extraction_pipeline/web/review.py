@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import unicodedata
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -47,6 +46,7 @@ from extraction_pipeline.core.review.values import (
     reviewable_values,
 )
 from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.core.verification.grounding import skeleton
 from extraction_pipeline.web.deps import ledger_of, settings_of, signed_in, user_of
 from extraction_pipeline.web.forms import clear_flash, read_flash, read_form, set_flash, text_field
 from extraction_pipeline.web.missed import missed_anchor, missed_image_url, missed_list
@@ -80,10 +80,7 @@ HEADER_BYTES = 2048
 def texts_header(texts: list[str]) -> str:
     """Each highlighted part's skeleton as a JSON list within ``HEADER_BYTES`` (JSON escapes
     non-ASCII letters; no control character survives the skeleton)."""
-    parts = [
-        "".join(c for c in unicodedata.normalize("NFKC", text).lower() if c.isalnum())[:HEADER_PART_CHARS]
-        for text in texts
-    ]
+    parts = [skeleton(text)[:HEADER_PART_CHARS] for text in texts]
     while parts and len(json.dumps(parts)) > HEADER_BYTES:
         parts.pop()  # the parts left keep their places: rects[i] is still texts[i]
     return json.dumps(parts)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.users import Role, add_user
 from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.core.verification.grounding import skeleton
 from extraction_pipeline_tests.support.arms_case import ArmsTrial, TrialArm, make_arms_batch
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, extraction_json
 from extraction_pipeline_tests.support.layout import READABLE_PX, SIZES, boxes, inside, line_heights
@@ -287,9 +287,7 @@ def test_a_two_arm_trial_of_ten_outcomes_fits_and_its_quote_is_readable(
     assert len(row["texts"]) == len(row["highlight"]) == len(HEADER)  # one part per cell of the row
     assert min(line_heights(row)) >= READABLE_PX
     [p_part] = [
-        box
-        for box, text in zip(row["highlight"], row["texts"], strict=True)
-        if text == _letters_and_digits(RESULTS[-1].cells[-1])
+        box for box, text in zip(row["highlight"], row["texts"], strict=True) if text == skeleton(RESULTS[-1].cells[-1])
     ]
     assert inside(p_part, row["visible"]), (p_part, row["visible"])
     across = row["highlight"][-1][2] - row["highlight"][0][0]
@@ -308,8 +306,3 @@ def test_a_trial_of_six_arms_scrolls_its_table_not_the_page(site: Site, browser:
     assert laid["page"][0] <= laid["page"][2] and laid["form"][0] <= laid["form"][1], laid
     assert laid["table"][0] > laid["table"][1], laid["table"]  # the table's own box scrolls
     page.close()
-
-
-def _letters_and_digits(text: str) -> str:
-    """A highlighted part as the page is told it (web/review.py's texts_header): its letters and digits."""
-    return "".join(c for c in unicodedata.normalize("NFKC", text).lower() if c.isalnum())

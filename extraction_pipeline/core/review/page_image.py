@@ -18,7 +18,6 @@ import json
 import os
 import sys
 import tempfile
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -26,6 +25,7 @@ from typing import Any, NamedTuple
 from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.pdf.engine import EngineOptions
 from extraction_pipeline.core.pdf.isolation import ParseTimeout, cpu_cap, isolated_command, out_of_memory, run_child
+from extraction_pipeline.core.verification.grounding import skeleton
 
 HIGHLIGHT_FILL = (1.0, 0.85, 0.0)
 HIGHLIGHT_EDGE = (0.9, 0.45, 0.0)
@@ -48,10 +48,6 @@ class Span:
     start: int
     end: int
     text: str  # the span's text (page text or table text between start and end)
-
-
-def _skeleton(text: str) -> str:
-    return "".join(c for c in unicodedata.normalize("NFKC", text).lower() if c.isalnum())
 
 
 @dataclass(frozen=True)
@@ -126,7 +122,7 @@ def _widened(chars: list[_Char], run: list[int], text: str) -> list[int]:
     """``run`` (found by letters and digits) with the quote's own leading and trailing signs
     beside it on the same line: the "(" of "(19", the "%" of "95%"."""
     quoted = "".join(text.split())
-    body = [i for i, c in enumerate(quoted) if _skeleton(c)]
+    body = [i for i, c in enumerate(quoted) if skeleton(c)]
     if not run or not body:
         return run
     before = _beside(chars, run[0], quoted[: body[0]][::-1], -1)
@@ -145,16 +141,16 @@ def _closed(chars: list[_Char], indexes: list[int]) -> list[int]:
 
 
 def _table_span_chars(chars: list[_Char], span: Span) -> list[int]:
-    skeletons = [_skeleton(char.c) for char in chars]
-    whole = _find_run(chars, skeletons, _skeleton(span.text))
+    skeletons = [skeleton(char.c) for char in chars]
+    whole = _find_run(chars, skeletons, skeleton(span.text))
     if whole:
         return _widened(chars, whole, span.text)
     chosen: list[int] = []
     for row in span.text.splitlines():
-        found = _find_run(chars, skeletons, _skeleton(row))
+        found = _find_run(chars, skeletons, skeleton(row))
         if not found:
             for cell in row.split("\t"):
-                found += _find_run(chars, skeletons, _skeleton(cell), chosen[-1] + 1 if chosen else 0)
+                found += _find_run(chars, skeletons, skeleton(cell), chosen[-1] + 1 if chosen else 0)
         chosen.extend(found)
     return sorted(set(chosen))
 

@@ -33,6 +33,12 @@ from typing import Any
 from extraction_pipeline.core.pdf.model import ParsedDocument
 
 
+def skeleton(text: str) -> str:
+    """A text's letters and digits, NFKC-normalized and in lower case: what a quote is matched on
+    (and what the page image's highlight and its header compare)."""
+    return "".join(c for c in unicodedata.normalize("NFKC", text).lower() if c.isalnum())
+
+
 class GroundingStatus(StrEnum):
     """A value's verification status, as every surface shows it (the words are the values: they
     are stored in results and written into workbooks and CSVs)."""
@@ -158,10 +164,6 @@ class Grounder:
                     offsets.append(index)
         return "".join(chars), offsets
 
-    @staticmethod
-    def skeleton(text: str) -> str:
-        return "".join(c for c in unicodedata.normalize("NFKC", text).lower() if c.isalnum())
-
     def _interrupted(self, quote_skeleton: str) -> tuple[tuple[int, int], tuple[int, int]] | None:
         """Two exact parts of the quote, the second shortly after the first with something else
         in between: ((start, end), (start, end)) in ``self.text``, or None."""
@@ -252,7 +254,7 @@ class Grounder:
         if not quote or not quote.strip():
             return Grounding(UNVERIFIED, 0.0, "no quote given")
         quote_norm = normalize(quote)
-        quote_skeleton = self.skeleton(quote)
+        quote_skeleton = skeleton(quote)
         aligned = self._align(quote_skeleton)
         spans: list[tuple[int, int]] = []
         score = aligned[0] if aligned else 0.0
