@@ -80,6 +80,7 @@ from extraction_pipeline.core.pdf.isolation import run_isolated
 from extraction_pipeline.core.pdf.model import ParsedDocument, ParsedTable
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 from extraction_pipeline.core.verification.grounding import EXACT, VERIFIED, Grounder, normalize, value_match
+from extraction_pipeline.core.verification.number_words import number_words
 from extraction_pipeline.core.verification.vocabulary import Vocabulary
 from extraction_pipeline_tests.support.pdf_samples import CORPUS  # the trial corpus (EXTRACTION_CORPUS)
 
@@ -108,6 +109,12 @@ BEFORE = {
     "n": re.compile(rf"(?:{NUM}\s*(?:/|of\s)|\bn\s*=)\s*$"),
 }
 EVENTS_PERCENT = re.compile(rf"^\s*\(\s*{NUM}\s*%")
+# A group's size in prose: the number, a word or two, then whom it counts ("49 patients", "ten
+# healthy volunteers").
+PEOPLE = re.compile(
+    r"^\s+(?:[a-z-]+\s+){0,2}?(?:patients|participants|subjects|volunteers|adults|children|women|men|infants"
+    r"|individuals|people|persons|students|mothers|neonates|smokers|dispensers|families|households)\b"
+)
 
 
 @dataclass(frozen=True)
@@ -277,10 +284,13 @@ def printed_as(kind: str, value: Decimal, text: str) -> set[Decimal | None]:
     """The partner numbers beside which ``text`` prints ``value`` as a ``kind``; ``None`` stands
     for a form without a partner ("n = 49", "11 (22 %)"). Empty: not printed as that kind."""
     partners: set[Decimal | None] = set()
-    for match in STANDALONE.finditer(text):
-        if as_decimal(match.group()) != value:
+    printed = [(m.start(), m.end(), as_decimal(m.group())) for m in STANDALONE.finditer(text)]
+    for start, end, number in [*printed, *number_words(text)]:
+        if number != value:
             continue
-        before, after = text[: match.start()], text[match.end() :]
+        before, after = text[:start], text[end:]
+        if kind in ("n", "total") and PEOPLE.match(after):
+            partners.add(None)
         if kind in AFTER and (found := AFTER[kind].match(after)):
             partners.add(as_decimal(found.group(1)))
         if kind in BEFORE and (found := BEFORE[kind].search(before)):

@@ -681,7 +681,12 @@ def test_a_between_group_column_and_a_count_of_clusters_are_no_arms_numbers(thir
         "the quoted column is 'Between-group difference,', which compares the arms: not the mean of one arm",
     )
     assert own == ()
-    assert shops == ("the quoted number counts shops, not the arm's participants",)
+    # "42 of 82": 82 is the denominator of a count of shops, so it is that count's total, and the
+    # count is not the outcome either.
+    assert shops == (
+        "the quoted sentence does not name the outcome 'body fat'",
+        "the quoted number counts shops, not the arm's participants",
+    )
 
 
 def test_an_outcome_named_range_and_a_time_header_beside_a_dose_raise_nothing(third: ParsedDocument) -> None:
@@ -858,3 +863,99 @@ def test_a_chemical_notation_defined_in_brackets_names_its_outcome_and_no_other(
         assert flags and "the quoted row is '25(OH)D" in flags[0], flags
     [from_calcium] = _flags_of(notation, [_entry("Vitamin D levels", "Placebo", mean=(9.38, "9.38 (0.29)"))], arms)
     assert from_calcium and "the quoted row is 'Calcium'" in from_calcium[0], from_calcium
+
+
+PROSE_INTRO = (
+    "Patients undergoing stone removal were randomized to flexible ureteroscopy (F-URS) or laparoscopic "
+    "ureterolithotomy (LU). Reminder systems lowered readmissions in earlier trials [7-10]."
+)
+PROSE_TEXT = (
+    "In all, 22 patients were treated with LU, and 20 patients were treated with F-URS. "
+    "Two patients in the F-URS group had fever on the first day. "
+    "By the third week, 40 patients had been in the LU group for a month. "
+    "Five out of 24 women rated the booklet useful. "
+    "Stone-free status was reached in 11 of 22 patients. "
+    "Of the 62 patients screened, 50, 49, and 50 patients in groups H0, H1, and H2, respectively, completed the study."
+)
+STONES = ("Flexible ureteroscopy", "Laparoscopic ureterolithotomy")
+DOSES = ("H2 (haloperidol 2 mg)", "H1 (haloperidol 1 mg)")
+
+
+@pytest.fixture(scope="module")
+def prose(tmp_path_factory: pytest.TempPathFactory) -> ParsedDocument:
+    return _one_page(tmp_path_factory.mktemp("prose") / "stones.pdf", PROSE_INTRO, [], PROSE_TEXT)
+
+
+def test_a_size_from_a_citation_from_people_who_had_something_or_from_another_count_is_flagged(
+    prose: ParsedDocument,
+) -> None:
+    """Where a group's size is printed decides what it is: a citation's "[7-10]" is another paper's,
+    "Two patients ... had fever" counts a part of a group, "Five out of 24 women rated the booklet"
+    is the total of that count (about another outcome); "40 patients had been in the LU group" is
+    still a group."""
+    fu, lu = STONES
+    [cited, fever, been, rated, own] = _flags_of(
+        prose,
+        [
+            _entry("stone-free status", lu, n=(10, "lowered readmissions in earlier trials [7-10]")),
+            _entry("stone-free status", fu, n=(2, "Two patients in the F-URS group had fever")),
+            _entry("stone-free status", lu, n=(40, "40 patients had been in the LU group")),
+            _entry("stone-free status", fu, total=(24, "Five out of 24 women rated the booklet useful")),
+            _entry("stone-free status", lu, total=(22, "Stone-free status was reached in 11 of 22 patients")),
+        ],
+        arms=STONES,
+    )
+    assert cited == ("the number is a citation ('[7-10]'): another paper's, not a finding",)
+    assert fever == (
+        "the quoted sentence counts the people who had something ('Two patients in the F-URS group had'), "
+        "not the group's size",
+    )
+    assert been == ()
+    assert rated == ("the quoted sentence does not name the outcome 'stone-free status'",)
+    assert own == ()
+
+
+def test_a_hyphenated_abbreviation_and_a_respectively_list_name_their_arms(prose: ParsedDocument) -> None:
+    """ "F-URS" names flexible ureteroscopy whole (its part "URS" would name both arms' "uretero-"),
+    so "20 patients were treated with F-URS" is not the LU arm's; in "50, 49, and 50 patients in
+    groups H0, H1, and H2, respectively" the position decides, not the nearest group's name."""
+    fu, lu = STONES
+    quote = "22 patients were treated with LU, and 20 patients were treated with F-URS"
+    [wrong] = _flags_of(prose, [_entry("stone-free status", lu, n=(20, quote))], arms=STONES)
+    [right] = _flags_of(prose, [_entry("stone-free status", fu, n=(20, quote))], arms=STONES)
+    assert wrong == (f"the quoted sentence gives this number for '{fu}', not for '{lu}'",)
+    assert right == ()
+    listed = "50, 49, and 50 patients in groups H0, H1, and H2, respectively"
+    h2, h1 = DOSES
+    [third, second] = _flags_of(
+        prose,
+        [_entry("completion", h2, total=(50, listed)), _entry("completion", h1, total=(49, listed))],
+        arms=DOSES,
+    )
+    assert third == () and second == ()
+    [not_first] = _flags_of(prose, [_entry("completion", h1, total=(50, listed))], arms=DOSES)
+    assert not_first and "respectively" in not_first[0], not_first
+
+
+def test_a_size_printed_in_words_is_one_group_for_every_arm_only_where_the_order_was_randomized(
+    tmp_path: Path,
+) -> None:
+    """ "Ten healthy volunteers" grounds an n of 10 (a count in words). Given to both arms, it is one
+    group's size, unless each volunteer received every arm: a crossover, here said by "the order of
+    the four sessions was randomly assigned" (not by "messages were sent in random order")."""
+    arms = ("Quinine infusion", "Saline infusion")
+    sentence = "Ten healthy volunteers were enrolled and glycemia was measured every 30 minutes."
+    intro = "We compared quinine infusion with saline infusion."
+    crossover = _one_page(
+        tmp_path / "crossover.pdf",
+        f"{intro} The order of the four sessions was randomly assigned.",
+        [],
+        sentence,
+    )
+    parallel = _one_page(tmp_path / "parallel.pdf", f"{intro} Messages were sent in random order.", [], sentence)
+    entries = [_entry("glycemia", arm, n=(10, "Ten healthy volunteers were enrolled")) for arm in arms]
+    assert _flags_of(crossover, entries, arms) == [(), ()]
+    for flags in _flags_of(parallel, entries, arms):
+        assert flags and "from one printed number" in flags[0], flags
+    eleven = _grounded(crossover, [_entry("glycemia", arms[0], n=(11, "Ten healthy volunteers were enrolled"))], arms)
+    assert eleven["outcomes.1.n"].reason == "value not in quote"

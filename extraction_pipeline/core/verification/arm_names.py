@@ -11,7 +11,7 @@ from rapidfuzz import fuzz
 
 from extraction_pipeline.core.verification.claimed import Claim
 from extraction_pipeline.core.verification.places import Place
-from extraction_pipeline.core.verification.vocabulary import WORD, Vocabulary, stems, tokens
+from extraction_pipeline.core.verification.vocabulary import COMPOUND, WORD, Vocabulary, stems, tokens
 
 # Words that name no particular arm ("the placebo group", "patients in the intervention arm").
 ARM_GENERIC = {
@@ -153,12 +153,15 @@ def mentions(text: str, claim: Claim, vocabulary: Vocabulary) -> list[tuple[int,
             found.append((match.start(), next(iter(named))))
         elif named or ARM_WORD.fullmatch(match.group()) or (stems(match.group(), ARM_GENERIC) & words_of_arms):
             found.append((match.start(), None))
-    # "drug A": the lettered name tells which arm its first word ("drug", of both arms) does not.
+    # "drug A": the lettered name tells which arm its first word ("drug", of both arms) does not;
+    # "F-URS": a hyphenated abbreviation names its arm whole, where its parts name none.
     by_offset = dict(found)
-    for match in LETTERED.finditer(plain):
+    for match in [*LETTERED.finditer(plain), *COMPOUND.finditer(plain)]:
         named = named_arms(match.group(), claim, vocabulary)
         if len(named) == 1:
             by_offset[match.start()] = next(iter(named))
+            for inside in range(match.start() + 1, match.end()):  # its parts say no more than it does
+                by_offset.pop(inside, None)
     return sorted(by_offset.items())
 
 

@@ -44,6 +44,7 @@ from extraction_pipeline.core.verification.kinds import (
     change_flag,
     cluster_size_flag,
     comparison_column_flag,
+    had_something_flag,
     measured_count_flag,
     median_flag,
     own_table_size_flag,
@@ -52,6 +53,7 @@ from extraction_pipeline.core.verification.kinds import (
     shown,
     spread_flag,
 )
+from extraction_pipeline.core.verification.number_words import NUMBER_WORD
 from extraction_pipeline.core.verification.places import TABLE, Place, places_of
 from extraction_pipeline.core.verification.populations import NEGATED_WORD, subgroup_flag
 from extraction_pipeline.core.verification.respectively import listed_group
@@ -88,12 +90,26 @@ FURNITURE_FLAG = (
 )
 
 
+# A total printed as a count's denominator ("Five out of 24", "9/24", "11 of 49"): the count's
+# outcome is the total's.
+COUNTED_OF = re.compile(rf"(?:\d|\b(?:{NUMBER_WORD.pattern}))\s*(?:/|\bout\s+of\b|\bof\b)\s*$", re.IGNORECASE)
+
+
+# A number inside a citation's brackets in running text: "hypoglycemia [7–10].", "[12, 14]".
+CITATION_BEFORE = re.compile(r"\[\s*(?:\d+\s*[,;\-–]\s*)*$")
+CITATION_AFTER = re.compile(r"^\d+\s*(?:[,;\-–]\s*\d+\s*)*\]")
+
+
 def _where_flags(place: Place, number: PlacedNumber, vocabulary: Vocabulary) -> list[str]:
-    """A number printed where no finding is: the reference list, a running head or footer."""
+    """A number printed where no finding is: the reference list, a running head or footer, a
+    citation's brackets."""
     if place.at >= 0 and vocabulary.in_furniture(number.page, place.at):
         return [FURNITURE_FLAG]
     if place.kind != TABLE and vocabulary.in_references(number.page, number.start):
         return [REFERENCE_FLAG]
+    opened, closed = CITATION_BEFORE.search(place.printed_before), CITATION_AFTER.match(place.printed)
+    if place.kind != TABLE and opened and closed:
+        return [f"the number is a citation ('{opened.group()}{closed.group()}'): another paper's, not a finding"]
     return []
 
 
@@ -254,6 +270,7 @@ def check_place(place: Place, claim: Claim, vocabulary: Vocabulary) -> list[str]
         cluster_size_flag(place, claim),
         median_flag(place, claim, vocabulary),
         part_as_size_flag(place, claim),
+        had_something_flag(place, claim),
         measured_count_flag(place, claim),
         change_flag(place, claim),
         baseline_flag(place, claim),
@@ -305,8 +322,9 @@ def _word_named(word: str, target: set[str], spelled: set[str]) -> bool:
 
 
 def _outcome_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
-    if claim.kind in ("n", "total"):
-        return None  # an arm's size is printed once for all its outcomes
+    before = place.printed_before if place.kind == TABLE else place.sentence[max(0, place.offset - 30) : place.offset]
+    if claim.kind in ("n", "total") and not COUNTED_OF.search(before):
+        return None  # an arm's size is printed once for all its outcomes; a count's total is the count's
     wanted = vocabulary.stems_of(claim.outcome)
     if not wanted:
         return None
@@ -378,8 +396,8 @@ def _arm_flag(place: Place, claim: Claim, vocabulary: Vocabulary) -> str | None:
                 return f"the quoted {where} is '{text}', not the arm '{claim.arm}'"
         return None
     listed = listed_group(place.sentence, place.offset)
-    if listed is not None and (flag := _listed_arm_flag(*listed, claim, vocabulary)):
-        return flag
+    if listed is not None:  # a "respectively" list: the position decides, not the nearest word
+        return _listed_arm_flag(*listed, claim, vocabulary)
     given_for = _arm_in_sentence(place, claim, vocabulary) if stems_of_arm else None
     if given_for and given_for != claim.arm:
         return f"the quoted sentence gives this number for '{given_for}', not for '{claim.arm}'"

@@ -31,6 +31,7 @@ from functools import cached_property
 from typing import Any
 
 from extraction_pipeline.core.pdf.model import ParsedDocument
+from extraction_pipeline.core.verification.number_words import number_words
 
 
 def skeleton(text: str) -> str:
@@ -322,7 +323,7 @@ def value_match(value: str | float | int, quote_norm: str) -> str | None:
             return EXACT
         return EXACT if any(alias in quote_norm for alias in _SYNONYMS.get(text, ())) else None
     standalone = _standalone_numbers(quote_norm)
-    if wanted in standalone:
+    if wanted in standalone or wanted in _worded(quote_norm):
         return EXACT
     if any(abs(n) == abs(wanted) for n in standalone):
         return SIGN_DIFFERS
@@ -341,6 +342,11 @@ def signed_in_quote(value: str | float | int, quote_norm: str) -> list[Decimal]:
     """The quote's numbers with the value's digits (to name them in a flag)."""
     wanted = _as_number(value)
     return [n for n in numbers(quote_norm) if wanted is not None and abs(n) == abs(wanted)]
+
+
+def _worded(text: str) -> set[Decimal]:
+    """The numbers the text prints as words ("twelve adults")."""
+    return {Decimal(value) for _start, _end, value in number_words(text)}
 
 
 def _standalone_numbers(text: str) -> list[Decimal]:

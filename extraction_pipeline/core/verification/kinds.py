@@ -186,6 +186,28 @@ def part_as_size_flag(place: Place, claim: Claim) -> str | None:
     )
 
 
+# People counted for what happened to them: the number, a few words naming whom ("patients in
+# group II"), then what they had ("had fever", "developed", "withdrew"). "12 patients had complete
+# data" is still a group.
+HAD_SOMETHING = re.compile(
+    r"^\S+\s+(?:[A-Za-z()-]+\s+){0,5}?(?:were\s+)?(?:had(?!\s+(?:been|complete|completed|full|valid|both|all|data))"
+    r"|developed|experienced|suffered|died|complained|withdrew|dropped\s+out|discontinued|vomited|relapsed)\b",
+    re.IGNORECASE,
+)
+
+
+def had_something_flag(place: Place, claim: Claim) -> str | None:
+    """A group's size (total, n) quoted from a sentence that counts the people who had something
+    ("Two patients in group II had fever"): a part of a group, not its size."""
+    if claim.kind not in ("total", "n") or place.kind == TABLE:
+        return None
+    clause_end = len(place.clause) + place.clause_start
+    match = HAD_SOMETHING.match(place.sentence[place.offset : clause_end])
+    if match is None:
+        return None
+    return f"the quoted sentence counts the people who had something ('{shown(match.group())}'), not the group's size"
+
+
 # A number printed with a unit of measure after it ("10 mg/kg", "12 mm Hg", "3 days"): an amount, a
 # pressure, a duration, never how many people. "%" is a share (``percentage_only_flag``).
 MEASURED = re.compile(

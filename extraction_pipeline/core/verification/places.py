@@ -17,6 +17,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from extraction_pipeline.core.pdf.model import ParsedDocument
+from extraction_pipeline.core.verification.number_words import number_words
 
 TABLE = "table"
 SENTENCE = "sentence"
@@ -202,7 +203,10 @@ def _numbers_at(text: str, start: int, end: int, value: object) -> list[int]:
         number = as_number(match.group())
         if number is not None and abs(number) == abs(wanted):
             found.append(match.start())
-    return found
+    # A count printed in words ("Twelve adults"), where the digits are not printed.
+    region = text[max(start - 1, 0) : min(end + 1, len(text))]
+    found += [max(start - 1, 0) + at for at, _end, number in number_words(region) if number == wanted]
+    return sorted(found)
 
 
 def _cell_like(line: _Line, at: int) -> bool:

@@ -261,8 +261,15 @@ GIVEN_AS_MEDIAN = re.compile(
 )
 
 
-# "a randomized crossover trial", "cross-over design": every participant received every arm.
-CROSSOVER = re.compile(r"\bcross[- ]?over\b", re.IGNORECASE)
+# "a randomized crossover trial", "cross-over design", "a within-subject design", "the order of the
+# four explorations was randomly assigned": every participant received every arm (a parallel trial
+# randomizes its participants, not the order of what they receive; "messages were sent in random
+# order" says nothing of the design).
+CROSSOVER = re.compile(
+    r"\bcross[- ]?over\b|\bwithin[- ]subjects?\b"
+    r"|\border\s+of\s+(?:the\s+)?(?:[\w-]+\s+){1,3}(?:was|were)\s+(?:randomly\s+assigned|randomi[sz]ed|counterbalanced)\b",
+    re.IGNORECASE,
+)
 CROSSOVER_PAGES = 3  # said where the design is: the title, abstract and methods
 
 
@@ -379,7 +386,8 @@ class Vocabulary:
         """The identifying stems of ``text``, with every abbreviation it uses spelled out and every
         long form it spells out abbreviated."""
         found = stems(text, generic)
-        words = {token.lower() for token in tokens(text)}
+        # A hyphenated abbreviation ("F-URS") is looked up whole as well as by its parts.
+        words = {token.lower() for token in [*tokens(text), *compounds(text)]}
         for short, long_stems in self.expansions.items():
             if short in words:
                 found |= long_stems
