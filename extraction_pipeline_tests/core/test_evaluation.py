@@ -392,7 +392,7 @@ def test_the_oracle_batch_of_the_corpus_scores_every_printed_gold_value_right(
     result = evaluate(ledger, batch, read_gold(CORPUS / "gold_outcomes.json"))
     quoted = sum(len(o.gold) for o in oracles.values())
     # Gold numbers no place of the paper prints as their outcome's and arm's: a tenth at most
-    # (38 of 453 on 2026-12-06; docs/benchmarks.md lists why) — more means a check lost right numbers.
+    # (32 of 453 on 2026-12-06; docs/benchmarks.md lists why) — more means a check lost right numbers.
     unplaced = [(o.pmcid, g.outcome_name, g.arm, g.field) for o in oracles.values() for g in o.gold if not g.placed]
     assert len(unplaced) <= quoted // 10, unplaced
     total = result.total()
