@@ -25,6 +25,7 @@ comparison at most once. Every match says which evidence carried it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from extraction_pipeline.core.evaluation.gold import SIDES, GoldOutcome
@@ -206,3 +207,52 @@ def match_comparisons(gold: list[GoldOutcome], extracted: list[ExtractedOutcome]
         chosen[g] = Match(gold[g], extracted[e], names, equal_values, sides, arm_scores)
         taken.add((e, p))
     return [chosen.get(g, Match(row, None, 0, 0)) for g, row in enumerate(gold)]
+
+
+# Words that name no outcome ("the incidence of ... at 24 h" keeps "incid", "24", "h").
+NAME_FILLER = {"a", "an", "the", "of", "and", "or", "in", "at", "on", "for", "to", "with", "by", "from", "vs", "versus"}
+NAME_STEM = 5  # word forms by their first letters: "complication" and "complications"
+
+
+def name_words(name: str) -> set[str]:
+    """An outcome name's words as stems, abbreviations spelled out, numbers whole; time words kept
+    ("Mortality at 28 days" has "28" and "days", where ``normalize_name`` drops them)."""
+    text = name.lower()
+    for british, american in SPELLING:
+        text = text.replace(british, american)
+    words = " ".join(ABBREVIATIONS.get(word, word) for word in re.findall(r"[a-z0-9]+", text)).split()
+    return {_stem(word) for word in words if word not in NAME_FILLER}
+
+
+def _stem(word: str) -> str:
+    if word.isdigit():
+        return word
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]  # "days" and "28-day"
+    return word[:NAME_STEM]
+
+
+def label_names(label: str, name: str, names: Iterable[str]) -> bool:
+    """Does a label (a table row's, a sentence's) name the outcome ``name``, among the outcome
+    names ``names`` of the same paper? It must be like the name (``name_score`` >= NAME_ENOUGH); against each
+    other name sharing a word with it, hold a word that sets the name apart ("Systolic" against
+    "Diastolic blood pressure"), and not hold all that sets the other apart while holding nothing
+    of its own: "Mortality at 28 days" names "Mortality at 28 days", not "Mortality", when the paper
+    has both. An acronym of the
+    name in the label ("SBP") holds all its words."""
+    if name_score(name, label) < NAME_ENOUGH:
+        return False
+    own, said = name_words(name), name_words(label)
+    spelled = normalize_name(name)
+    if any(_acronym(token, spelled) for token in normalize_name(label).split()):
+        said |= own
+    for other in names:
+        theirs = name_words(other)
+        if theirs == own or not theirs & own:
+            continue  # the same name, or one that shares no word with it: nothing to tell apart
+        mine, its = own - theirs, theirs - own
+        if mine and not mine & said:
+            return False  # nothing that sets this name apart from the other is in the label
+        if its and its <= said and not mine & said:
+            return False  # the label holds what sets the other apart, and nothing of this one's
+    return True
