@@ -1,0 +1,272 @@
+"""What an answer covers and what it lacks, for the recall check: which of a place's numbers each
+extracted outcome read, what a place an outcome read still holds for it (the other half of a
+statistic, another arm's numbers), the numbers an outcome lacks beside those it has quoted, and
+the group sizes outcomes lack.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+
+from extraction_pipeline.core.evaluation.matching import NAME_ENOUGH, name_score
+from extraction_pipeline.core.pdf.model import ParsedDocument
+from extraction_pipeline.core.verification.recall_answer import SIZE_KINDS, Answer, ExtractedEntry, Number, Span
+from extraction_pipeline.core.verification.recall_items import MissedKind, PossiblyMissed
+from extraction_pipeline.core.verification.recall_labels import one_label
+from extraction_pipeline.core.verification.recall_numbers import ARM, MAX_ROW_STATISTICS, SIZE, PrintedNumber
+from extraction_pipeline.core.verification.recall_places import Layout, place_of, segment_text
+from extraction_pipeline.core.verification.recall_ranking import (
+    RANK_ABSENT_ARM,
+    RANK_GROUP_SIZE,
+    RANK_HALF_READ,
+    RANK_OTHER_ARM,
+    RANK_THIRD_ARM,
+    Listed,
+    listed_at,
+    merged_by_place,
+    unread_place,
+)
+from extraction_pipeline.core.verification.recall_rows import Candidate
+
+# --- what the extraction read -------------------------------------------------------------------
+
+
+def numbers_read(candidate: Candidate, extracted: list[ExtractedEntry]) -> dict[str, set[int]]:
+    """Which of the candidate's numbers (by position) each extracted entry read."""
+    numbers = candidate.numbers
+    read: dict[str, set[int]] = {}
+    block = len({n.group for n in numbers if n.role == ARM}) > MAX_ROW_STATISTICS
+    for entry in extracted:
+        equal = [i for i, n in enumerate(numbers) if n.value.normalize() in entry.values]
+        if not equal:
+            continue
+        spans = [(s, e) for page, source, s, e in entry.spans if page == candidate.page and source == candidate.source]
+        covered = {i for i in equal if any(s <= numbers[i].start < e for s, e in spans)}
+        if block:  # no row ties the numbers together: only a quote's own statistics are read
+            groups = {numbers[i].group for i in covered}
+            covered.update(i for i in equal if numbers[i].group in groups)
+        else:
+            over = any(s < candidate.end and e > candidate.start for s, e in spans)
+            distinctive = {numbers[i].value for i in equal if numbers[i].distinctive}
+            named = (
+                not candidate.prose  # a sentence's words name too much to tie an outcome to it
+                and bool(entry.name and candidate.label)
+                and name_score(entry.name, candidate.label) >= NAME_ENOUGH
+            )
+            if over or len(distinctive) >= 2 or named:
+                covered.update(equal)
+        if covered:
+            read[entry.key] = covered
+    return read
+
+
+def judge(candidate: Candidate, answer: Answer, layout: Layout) -> Listed | None:
+    """Why a row or a sentence is listed, if it is: no value reads it, or an extracted outcome reads
+    part of it and lacks the rest (half a statistic, the other arm, a three-arm row's third arm)."""
+    extracted, sizes = answer.entries, answer.sizes
+    by_entry = numbers_read(candidate, extracted)
+    numbers = candidate.numbers
+    kind = MissedKind.RESULT_TEXT if candidate.prose else MissedKind.TABLE_ROW
+    if not by_entry:
+        return unread_place(candidate, extracted, layout, kind)
+    groups: dict[int, set[int]] = {}
+    for i, n in enumerate(numbers):
+        if n.role == ARM:
+            groups.setdefault(n.group, set()).add(i)
+    # Half read: an outcome has one number of a statistic and not the other (a mean without its SD,
+    # events without their total), even when another outcome has that other number. A group size
+    # alone says nothing: every outcome of the arm shares it.
+    half_read: set[int] = set()
+    for seen in by_entry.values():
+        for members in groups.values():
+            hit = seen & members
+            if any(numbers[i].value not in sizes for i in hit) and hit != members:
+                half_read |= members - seen
+    if half_read:
+        why = "an extracted outcome has one number of this statistic and not the other"
+        return listed_at(candidate, kind, [numbers[i] for i in sorted(half_read)], RANK_HALF_READ, why)
+    if len(groups) == 2:
+        for seen in by_entry.values():
+            untouched = [
+                members for members in groups.values() if all(numbers[i].value in sizes for i in seen & members)
+            ]
+            if len(untouched) == 1 and (missing := sorted(untouched[0] - seen)):
+                why = "an extracted outcome has one arm's numbers here and not the other arm's"
+                return listed_at(candidate, kind, [numbers[i] for i in missing], RANK_OTHER_ARM, why)
+    if len(groups) == 3 and answer.study.version == 1:
+        # A two-arm answer (version 1): three statistics of one shape ("21 (42%) 11 (22%) 10 (20%)":
+        # a three-arm trial), two of them an outcome's: the third arm's comparison is another
+        # outcome, left out. A version 2 answer names its arms: ``incomplete`` lists the arm an
+        # outcome has no numbers for.
+        shapes = {len(members) for members in groups.values()}
+        anyone = set().union(*by_entry.values())
+        for seen in by_entry.values():
+            untouched = [members for members in groups.values() if not seen & members]
+            if len(shapes) == 1 and len(untouched) == 1 and not untouched[0] & anyone:
+                why = "an extracted outcome compares two arms here; the third arm's numbers no value has"
+                return listed_at(candidate, kind, [numbers[i] for i in sorted(untouched[0])], RANK_THIRD_ARM, why)
+    return None
+
+
+def missing_sizes(document: ParsedDocument, answer: Answer, rows: list[Candidate]) -> list[Listed]:
+    """Outcomes with an arm's numbers but no group size for it, listed where the other outcomes (or
+    the arm itself) found that arm's size (a paper prints it once, for every outcome of the arm)."""
+    extracted = answer.entries
+    missing: dict[Span, tuple[list[str], Decimal, str]] = {}
+    for entry in extracted:
+        for arm in entry.arms():
+            has_numbers = any((name, arm) in entry.numbers for name in ("events", "mean", "sd"))
+            if not has_numbers or any((size, arm) in entry.numbers for size in ("total", "n")):
+                continue
+            found = Counter(
+                (other.numbers[number], other.where[number])
+                for other in extracted
+                if other is not entry
+                for number in other.numbers
+                if number[1] == arm and number[0] in SIZE_KINDS and number in other.where
+            )
+            if found:
+                (value, span), _count = found.most_common(1)[0]
+                names, _value, _arm = missing.setdefault(span, ([], value, arm))
+                names.append(entry.name or entry.key)
+    listed = []
+    for (page, source, start, end), (names, value, arm) in missing.items():
+        in_row = any(r.page == page and r.source == source and r.start <= start < r.end for r in rows)
+        said = answer.arm_said(arm)
+        item = PossiblyMissed(
+            kind=MissedKind.TABLE_ROW if in_row or source != "text" else MissedKind.RESULT_TEXT,
+            label=one_label(f"{', '.join(dict.fromkeys(names))}: group size of the {said} arm"),
+            text=" ".join(segment_text(document, page, source)[start:end].split()),
+            page=page,
+            source=source,
+            start=start,
+            end=end,
+            numbers=(f"{value:f}",),
+            why=f"these outcomes have {said}-arm numbers but no {said}-arm group size; other outcomes took it here",
+        )
+        listed.append(Listed(item, RANK_GROUP_SIZE, frozenset({value}), prose=False))
+    return listed
+
+
+# A number reported per arm: an outcome with one arm's and not the other's likely lost one. So did
+# an outcome with events and no total, or a mean and no SD, for one arm (printed in one statistic:
+# "42/402", "12.1 (3.4)").
+PER_ARM = ("events", "total", "mean", "sd", "n")
+GOES_WITH = {"events": "total", "mean": "sd", "sd": "mean"}
+_SAID = {"events": "events", "total": "total", "mean": "mean", "sd": "SD", "n": "group size"}
+
+
+@dataclass(frozen=True)
+class _Lack:
+    """A number an extracted outcome lacks, told from one it has."""
+
+    have: Number  # the number it has: where its quote is, the lost one is printed
+    same_statistic: bool  # the other half of that statistic (else another arm's statistic)
+    said: str  # what a reviewer is told
+    absent_arm: str = ""  # a declared arm with no number at all for the outcome (version 2)
+
+
+def incomplete(document: ParsedDocument, answer: Answer, layout: Layout) -> list[Listed]:
+    """Extracted outcomes missing a number their other numbers say the paper prints (another
+    arm's, or the other half of a statistic), listed where the number they have is quoted, with
+    the unread numbers printed beside it: whatever the table's layout, the lost number is there
+    more often than not. A version 2 answer's arm with no number for an outcome its other arms
+    have numbers for is listed so ("no numbers for H2 (haloperidol 2 mg)") even when nothing
+    unread is printed beside them: the answer itself says an arm is missing."""
+    listed = []
+    for entry in answer.entries:
+        if not entry.outcome:
+            continue  # the arms' own numbers: their group sizes are ``missing_sizes``' business
+        places: list[Listed] = []
+        first_place: dict[str, tuple[Candidate, _Lack]] = {}  # an absent arm's first located place
+        for lack in _lacking(entry, answer):
+            span = entry.where.get(lack.have)
+            if span is None:
+                continue
+            place = place_of(document, layout, span)
+            if place is None:
+                continue
+            first_place.setdefault(lack.absent_arm, (place, lack))
+            unread = _unread_beside(place, entry, lack, span)
+            if not unread:
+                continue  # nothing to show (a total printed only in a column head): no item
+            places.append(_lacked(entry, place, lack, unread, RANK_OTHER_ARM))
+        for arm, (place, lack) in first_place.items():
+            if arm and not any(lack.said in p.item.label for p in places):
+                places.append(_lacked(entry, place, lack, [], RANK_ABSENT_ARM))
+        listed.extend(merged_by_place(places))  # one item per place the outcome's quotes are
+    return listed
+
+
+def _unread_beside(place: Candidate, entry: ExtractedEntry, lack: _Lack, span: Span) -> list[PrintedNumber]:
+    """The numbers printed beside the one ``entry`` has (its statistic's other half, or the
+    statistics next to it) that no value of the entry has."""
+    numbers = place.numbers
+    have = entry.numbers[lack.have]
+    at = [i for i, n in enumerate(numbers) if n.value == have and span[2] <= n.start < span[3]]
+    at = at or [i for i, n in enumerate(numbers) if n.value == have]
+    if not at:
+        return []
+    group = numbers[at[0]].group
+    if lack.same_statistic:
+        beside = [n for n in numbers if n.group == group]
+    else:  # another arm's: the statistics printed next to this one
+        arm_groups = sorted({n.group for n in numbers if n.role in (ARM, SIZE) and n.group != group})
+        before = [g for g in arm_groups if g < group][-1:]
+        after = [g for g in arm_groups if g > group][:1]
+        beside = [n for n in numbers if n.group in (*before, *after)]
+    # Arms may print the same number (326 randomised to each): beside this one, it is the other
+    # arm's even though the outcome has that value.
+    same = None if lack.same_statistic else have
+    return [
+        n
+        for n in beside
+        if n.role in (ARM, SIZE) and (n.value.normalize() not in entry.values or n.value.normalize() == same)
+    ]
+
+
+def _lacked(entry: ExtractedEntry, place: Candidate, lack: _Lack, unread: list[PrintedNumber], rank: float) -> Listed:
+    name = entry.name or entry.key
+    if lack.absent_arm:  # the item is the arm: a follow-up question asks for it by this label
+        label, why = f"{name}: {lack.said}", "the answer has the other arms' numbers for it; they are quoted here"
+    else:
+        label, why = name, f"{lack.said}; the one it has is quoted here"
+    item = PossiblyMissed(
+        kind=MissedKind.RESULT_TEXT if place.prose else MissedKind.TABLE_ROW,
+        label=one_label(label),
+        text=place.text,
+        page=place.page,
+        source=place.source,
+        start=place.start,
+        end=place.end,
+        numbers=tuple(n.printed for n in unread),
+        why=why,
+    )
+    return Listed(item, rank, frozenset(n.value for n in unread), prose=place.prose)
+
+
+def _lacking(entry: ExtractedEntry, answer: Answer) -> Iterator[_Lack]:
+    """What ``entry`` lacks, each with a number it has. Version 1 compares its two arms always;
+    version 2 the arms the outcome has numbers for, and lists each declared arm it has none for."""
+    arms = [arm.key for arm in answer.study.arms] if answer.study.version == 1 else entry.arms()
+    for kind in PER_ARM:
+        for arm in arms:
+            for other in arms:
+                if other != arm and (kind, arm) in entry.numbers and (kind, other) not in entry.numbers:
+                    said = (
+                        f"it has the {answer.arm_said(arm)} arm's {_SAID[kind]}, not the {answer.arm_said(other)} arm's"
+                    )
+                    yield _Lack((kind, arm), False, said)
+    for kind, partner in GOES_WITH.items():
+        for arm in arms:
+            if (kind, arm) in entry.numbers and (partner, arm) not in entry.numbers:
+                said = f"it has the {answer.arm_said(arm)} arm's {_SAID[kind]}, not its {_SAID[partner]}"
+                yield _Lack((kind, arm), True, said)
+    for absent in answer.missing_arms(entry):
+        said = f"no numbers for {answer.arm_described(absent)}"
+        for have in entry.numbers:
+            if have[0] in PER_ARM and have[1] in arms:
+                yield _Lack(have, False, said, absent)

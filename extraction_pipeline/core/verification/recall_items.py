@@ -1,0 +1,75 @@
+"""The items of the recall check's "possibly missed" list: what kind of omission each is, where
+it is in the paper, and its stored form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+LABEL_SEPARATOR = "; "  # an item found at one place for several outcomes names each of them
+
+
+class MissedKind(StrEnum):
+    """What kind of omission an item is (the words are stored in results)."""
+
+    OUTCOME = "outcome"
+    TABLE_ROW = "table row"
+    RESULT_TEXT = "results text"
+
+
+@dataclass(frozen=True)
+class PossiblyMissed:
+    """One thing the paper reports that no extracted value covers, placed like a grounded value.
+
+    ``label`` is the outcome as printed (a row's label, the words of a sentence before its
+    numbers, or the extracted outcomes that lack a group size); ``text`` is the excerpt to show;
+    ``numbers`` are the numbers an extracted value should have, as printed; ``why`` says why the
+    item is listed, in a reviewer's words."""
+
+    kind: MissedKind
+    label: str
+    text: str
+    page: int
+    source: str  # "text" or "table N", as grounding's Location
+    start: int  # offsets within that page's text or that table's text
+    end: int
+    numbers: tuple[str, ...] = ()
+    why: str = ""
+
+    @property
+    def key(self) -> str:
+        """A stable id (the same document and parse give the same key), so a reviewer's
+        dismissal still refers to the item when the page is rendered again."""
+        return f"{self.kind.value}:{self.page}:{self.source}:{self.start}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The stored form (JSON), with its key."""
+        return {
+            "key": self.key,
+            "kind": self.kind.value,
+            "label": self.label,
+            "text": self.text,
+            "page": self.page,
+            "source": self.source,
+            "start": self.start,
+            "end": self.end,
+            "numbers": list(self.numbers),
+            "why": self.why,
+        }
+
+    @classmethod
+    def from_dict(cls, stored: Mapping[str, Any]) -> PossiblyMissed:
+        return cls(
+            kind=MissedKind(str(stored["kind"])),
+            label=str(stored.get("label") or ""),
+            text=str(stored.get("text") or ""),
+            page=int(stored["page"]),
+            source=str(stored.get("source") or "text"),
+            start=int(stored["start"]),
+            end=int(stored["end"]),
+            numbers=tuple(str(n) for n in stored.get("numbers") or ()),
+            why=str(stored.get("why") or ""),
+        )

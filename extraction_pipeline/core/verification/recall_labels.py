@@ -1,0 +1,119 @@
+"""The recall check's labels: the outcome a table row or a sentence names (a row's label under
+its group's, a sentence's subject), the abbreviations a paper defines, whether the abstract or
+the results section names an outcome too, and a listed item's label as one name.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+
+from extraction_pipeline.core.evaluation.matching import normalize_name
+from extraction_pipeline.core.verification.recall_items import LABEL_SEPARATOR
+
+# A row label that only says when or in whom ("Baseline", "12 weeks", "Post"): the outcome is
+# named by the group label above it.
+_GENERIC_LABEL = re.compile(
+    r"^(?:pre|post|baseline|change|total|overall|all|mean|median|sd|n|week|weeks|month|months|day|days|visit|"
+    r"follow[- ]?up|after|before|end|t\d|pre[- ]?intervention|post[- ]?intervention|endpoint|final|"
+    r"\d+[- ]?(?:weeks?|months?|days?|h|hours?|years?)|[\d\s.,:-]+)\b.{0,25}$",
+    re.IGNORECASE,
+)
+FOOTNOTE_MARKS = re.compile(r"[*†‡§¶#|^∗]+")
+LETTERS = re.compile(r"[^\W\d_]")
+
+
+def clean_label(label: str) -> str:
+    """A label without footnote marks, its spaces collapsed, stray punctuation off its ends."""
+    return " ".join(FOOTNOTE_MARKS.sub(" ", label).split()).strip(" ,;:")
+
+
+def labelled(label: str, group_label: str) -> str:
+    """A generic label ("12 weeks", "Post") under the label of its group ("Fat mass: 12 weeks")."""
+    if group_label and (not label or _GENERIC_LABEL.match(label)):
+        return f"{clean_label(group_label)}: {label}" if label else clean_label(group_label)
+    return label
+
+
+# A sentence's outcome is its subject: the words before its first verb ("The mean operation time
+# was 74.1 ..."), or after "difference in" when the sentence opens with one ("There was no
+# difference in the incidence of PONV between the groups").
+_VERB = re.compile(
+    r"\b(?:was|were|is|are|had|has|have|did|does|showed?|shown|remained|differed|increased|decreased|"
+    r"reduced|improved|declined|rose|fell|obtained|observed|reported|found|occurred|ranged|averaged)\b",
+    re.IGNORECASE,
+)
+_COMPARING = re.compile(r"\b(?:between|among|amongst|versus|vs\.?|compared|in (?:the|both|each|all) )", re.IGNORECASE)
+_DIFFERENCE_IN = re.compile(r"\b(?:differences?|changes?|reductions?|increases?|decreases?) (?:in|of)\b", re.IGNORECASE)
+_LEADING = re.compile(
+    r"^(?:(?:the|a|an|overall|mean|median|average|total|matched|respective|respectively)\b[\s,]*)+", re.I
+)
+_TRAILING = re.compile(
+    r"(?:[\s(:;,=−–-]+|\b(?:the|a|an|of|in|for|at|with|and|to|by|from|on|during|after|groups?)\b)+$", re.I
+)
+MAX_SENTENCE_LABEL = 100
+
+
+def sentence_label(before: str) -> str:
+    """An outcome name from the words of a sentence before its first number: its subject, without
+    a section lead-in ("Operative Findings:"), articles, "mean", or the groups it compares."""
+    text = before[-MAX_SENTENCE_LABEL:]
+    if (difference := _DIFFERENCE_IN.search(text)) is not None:
+        text = text[difference.end() :]
+    elif (verb := _VERB.search(text)) is not None and LETTERS.search(text[: verb.start()]):
+        text = text[: verb.start()]
+    text = re.split(r"[:;]|, ", text)[-1] if re.search(r"[:;]|, ", text) else text
+    if (comparing := _COMPARING.search(text)) is not None and comparing.start() > 0:
+        text = text[: comparing.start()]
+    label = _TRAILING.sub("", _LEADING.sub("", text.strip())).strip()
+    return label if len(LETTERS.findall(label)) >= 3 else re.sub(r"[\s(:;,=−–-]+$", "", before[-MAX_SENTENCE_LABEL:])
+
+
+_DEFINED = re.compile(r"((?:[A-Za-z][\w'-]*[\s-]+){1,6})\(([A-Z][A-Za-z0-9]{1,7})\)")
+STEM = 5  # "complications" and "complication", "infections" and "infection" share a stem
+_VAGUE = frozenset(
+    word[:STEM]
+    for word in re.findall(
+        r"\w+",
+        "mean median total number rate score group groups patients participants change baseline after before "
+        "week weeks month months days day time level levels value values with without from during other all any "
+        "the and for per",
+    )
+)
+
+
+def defined_acronyms(text: str) -> dict[str, str]:
+    """Abbreviations the paper defines ("respiratory distress syndrome (RDS)"): a row labelled
+    "RDS" names what the abstract spells out."""
+    found: dict[str, str] = {}
+    for match in _DEFINED.finditer(text):
+        letters = [c.lower() for c in match.group(2) if c.isupper()]
+        words = re.findall(r"[A-Za-z]+", match.group(1))
+        if len(letters) >= 2 and len(words) >= len(letters):
+            tail = words[-len(letters) :]
+            if [w[0].lower() for w in tail] == letters:
+                found.setdefault(match.group(2).lower(), " ".join(tail).lower())
+    return found
+
+
+def word_stems(text: str) -> frozenset[str]:
+    """The word stems of a text (for "does the abstract name this outcome?")."""
+    return frozenset(word[:STEM] for word in normalize_name(text).split() if len(word) >= 3)
+
+
+def mentioned(label: str, words: frozenset[str], acronyms: Mapping[str, str]) -> bool:
+    """Does a text (the abstract, the results) name this outcome too: most of its telling words?"""
+    spelled = " ".join(acronyms.get(w.lower(), w) for w in re.findall(r"[\w-]+", label))
+    telling = [w for w in word_stems(spelled) if w not in _VAGUE and not w.isdigit()]
+    return bool(telling) and sum(1 for w in telling if w in words) >= max(1, math.ceil(0.6 * len(telling)))
+
+
+def one_label(label: str) -> str:
+    """A label as one name: the separator of several names is not part of it."""
+    return label.replace(LABEL_SEPARATOR, ", ")
+
+
+def said(label: str) -> str:
+    """A label as compared with another: lower case, its spaces collapsed."""
+    return " ".join(label.lower().split())

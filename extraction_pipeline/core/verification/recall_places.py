@@ -1,0 +1,169 @@
+"""Where a paper reports results, for the recall check: its layout (the rows of its tables, the
+sentences of the abstract and the results section that report a statistic per arm, the words
+of both, the abbreviations it defines), a page's or a table's text, and the place a quote is in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from extraction_pipeline.core.pdf.furniture import furniture
+from extraction_pipeline.core.pdf.model import ParsedDocument
+from extraction_pipeline.core.verification.recall_answer import Span
+from extraction_pipeline.core.verification.recall_labels import defined_acronyms, sentence_label, word_stems
+from extraction_pipeline.core.verification.recall_numbers import ARM, PERCENT, RANGE, group_sizes, numbers_in
+from extraction_pipeline.core.verification.recall_rows import (
+    BLANK,
+    PROSE_LINE,
+    Candidate,
+    Line,
+    page_lines,
+    parsed_table_rows,
+    table_rows,
+)
+
+# --- the paper's layout: captions, sections, rows, sentences ------------------------------------
+
+_NUMBERED = r"^\W{0,4}(?:\d+\.?\s*|[IVX]+\.\s*)"
+_RESULTS_HEADING = re.compile(_NUMBERED + r"?(?:results?|findings)\b\W{0,4}\s*$", re.IGNORECASE)
+_END_HEADING = re.compile(
+    _NUMBERED + r"?(?:discussion|conclusions?|references|acknowledge?ments?|bibliography)\b\W{0,4}\s*$", re.IGNORECASE
+)
+# The abstract ends where the introduction starts ("Background" opens many structured abstracts,
+# so it ends the abstract only when numbered).
+_INTRO_HEADING = re.compile(
+    r"^\W{0,4}(?:(?:\d+\.?\s*|[IVX]+\.\s*)?introduction|(?:\d+\.?\s*|[IVX]+\.\s*)background)\b\W{0,4}\s*$",
+    re.IGNORECASE,
+)
+ABSTRACT_PAGES = 2  # an abstract with no introduction heading after it ends with page 2
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])")
+
+
+@dataclass
+class Layout:
+    """What the document is made of, for the recall check."""
+
+    candidates: list[Candidate] = field(default_factory=list)
+    abstract: frozenset[str] = frozenset()  # the abstract's word stems: outcomes it names rank higher
+    results_text: frozenset[str] = frozenset()  # the results section's, likewise
+    acronyms: Mapping[str, str] = field(default_factory=dict)  # "rds" -> "respiratory distress syndrome"
+    used_tables: set[str] = field(default_factory=set)  # tables with a row the extraction read
+    # Rows of baseline tables: never listed as unread, but a value quoted there is placed in them.
+    baseline_rows: list[Candidate] = field(default_factory=list)
+
+
+def read_layout(document: ParsedDocument, sizes: frozenset[Decimal]) -> Layout:
+    """The document's rows and results sentences, the words of its abstract and results section,
+    and the abbreviations it defines; ``sizes`` are the answer's group sizes (percentages are
+    shares of them)."""
+    layout = Layout()
+    furniture_keys = furniture(document.pages_text)
+    in_results, in_abstract = False, True
+    abstract: list[str] = []
+    results: list[str] = []
+    for page, text in enumerate(document.pages_text, start=1):
+        page_sizes = sizes | group_sizes(text)
+        lines = page_lines(text, furniture_keys)
+        rows, baseline_rows, table_lines = table_rows(page, text, lines, page_sizes)
+        layout.baseline_rows.extend(baseline_rows)
+        layout.candidates.extend(rows or parsed_table_rows(page, document.tables_on(page), page_sizes))
+        # The sentences: the abstract (up to the introduction), the results section.
+        in_abstract = in_abstract and page <= ABSTRACT_PAGES
+        zone: list[Line] = []
+        zone_is_abstract = in_abstract
+        for index, line in enumerate(lines):
+            stripped = line.text.strip()
+            if in_abstract and _INTRO_HEADING.match(stripped):
+                in_abstract = False
+            if _RESULTS_HEADING.match(stripped):
+                in_results = True
+            elif _END_HEADING.match(stripped):
+                in_results = False
+            heading = bool(_RESULTS_HEADING.match(stripped) or _END_HEADING.match(stripped))
+            wanted = (in_abstract or in_results) and index not in table_lines and line.kind != BLANK and not heading
+            if zone and not (wanted and zone_is_abstract == in_abstract):
+                layout.candidates.extend(_sentences(page, text, zone, page_sizes, abstract=zone_is_abstract))
+                (abstract if zone_is_abstract else results).extend(z.text for z in zone)
+                zone = []
+            if wanted:
+                zone_is_abstract = in_abstract
+                zone.append(line)
+        if zone:
+            layout.candidates.extend(_sentences(page, text, zone, page_sizes, abstract=zone_is_abstract))
+            (abstract if zone_is_abstract else results).extend(z.text for z in zone)
+    layout.acronyms = defined_acronyms(document.full_text)
+    layout.abstract = word_stems(" ".join(abstract))
+    layout.results_text = word_stems(" ".join(results))
+    return layout
+
+
+def _sentences(page: int, text: str, zone: list[Line], sizes: frozenset[Decimal], *, abstract: bool) -> list[Candidate]:
+    """Sentences of the abstract or results text that report a statistic for two arms."""
+    found: list[Candidate] = []
+    runs: list[tuple[int, int]] = []  # consecutive lines of the zone: sentences are split inside one
+    for line in zone:
+        if runs and line.start <= runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], line.end)
+        else:
+            runs.append((line.start, line.end))
+    for run_start, run_end in runs:
+        chunk = text[run_start:run_end]
+        at = 0
+        for piece in _SENTENCE_END.split(chunk):
+            where = chunk.find(piece, at)
+            at = where + len(piece)
+            start, end = run_start + where, run_start + where + len(piece)
+            numbers = numbers_in(text, start, end, sizes)
+            partnered = {n.group for n in numbers if sum(1 for m in numbers if m.group == n.group) >= 2}
+            if len({n.group for n in numbers if n.role in (ARM, PERCENT, RANGE) and n.group in partnered}) < 2:
+                continue
+            label = sentence_label(" ".join(text[start : numbers[0].start].split()))
+            found.append(
+                Candidate(page, "text", start, end, label, " ".join(piece.split()), numbers, True, True, abstract)
+            )
+    return found
+
+
+def segment_text(document: ParsedDocument, page: int, source: str) -> str:
+    """A page's text, or one of its tables' text ("table 2")."""
+    if source == "text":
+        return document.pages_text[page - 1] if 0 < page <= document.pages else ""
+    tables = document.tables_on(page)
+    number = source.rsplit(" ", 1)[-1]
+    return tables[int(number) - 1].text if number.isdigit() and 0 < int(number) <= len(tables) else ""
+
+
+MAX_EXCERPT = 300  # characters of a quote's lines shown when no row or sentence holds it
+
+
+def place_of(document: ParsedDocument, layout: Layout, span: Span) -> Candidate | None:
+    """The row or sentence a quote is in; else the lines it spans (a methods sentence, a table
+    the check does not rebuild), as a place of its own."""
+    page, source, start, _end = span
+    for candidate in (*layout.candidates, *layout.baseline_rows):
+        if candidate.page == page and candidate.source == source and candidate.start <= start < candidate.end:
+            return candidate
+    text = segment_text(document, page, source)
+    if not text or start >= len(text):
+        return None
+    first = text.rfind("\n", 0, start) + 1
+    last = text.find("\n", max(start, span[3] - 1))
+    last = len(text) if last < 0 else last
+    first, last = max(first, start - MAX_EXCERPT // 2), min(last, max(span[3], start + MAX_EXCERPT // 2))
+    lines = text[first:last].split("\n")
+    cells = re.search(r"\t| {3,}", text[first:last])  # cells set apart (two spaces may end a sentence)
+    prose = source == "text" and not cells and sum(len(line) for line in lines) / len(lines) >= PROSE_LINE
+    if prose:
+        # Prose: the sentence around the quote (a PDF line often holds half of it). Table cells
+        # keep to the quote's own lines.
+        floor, ceiling = max(0, start - MAX_EXCERPT // 2), min(len(text), max(span[3], start + MAX_EXCERPT // 2))
+        ends = [m.end() for m in _SENTENCE_END.finditer(text, floor, start)]
+        first = ends[-1] if ends else floor
+        after = _SENTENCE_END.search(text, max(start, span[3] - 1), ceiling)
+        last = after.start() if after else ceiling
+    numbers = numbers_in(text, first, last, frozenset())
+    excerpt = " ".join(text[first:last].split())
+    return Candidate(page, source, first, last, "", excerpt, numbers, prose=prose)

@@ -1,0 +1,166 @@
+"""The recall check's list: each finding with how likely a miss it is (the ranks), a place no
+value reads ranked by what it is and what names it, and the merging of findings at one place
+and of a table's unread rows into one item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from decimal import Decimal
+
+from extraction_pipeline.core.evaluation.matching import NAME_ENOUGH, name_score
+from extraction_pipeline.core.pdf.model import ParsedDocument
+from extraction_pipeline.core.verification.recall_answer import ExtractedEntry
+from extraction_pipeline.core.verification.recall_items import LABEL_SEPARATOR, MissedKind, PossiblyMissed
+from extraction_pipeline.core.verification.recall_labels import mentioned, one_label, said
+from extraction_pipeline.core.verification.recall_numbers import ARM, MAX_ROW_STATISTICS, P_VALUE, PrintedNumber
+from extraction_pipeline.core.verification.recall_places import Layout, segment_text
+from extraction_pipeline.core.verification.recall_rows import Candidate
+
+# --- the list -----------------------------------------------------------------------------------
+
+# Most likely misses first: a half-read statistic, a missing arm, a missing group size; then rows
+# no value reads, higher when the extraction used their table or the abstract names them, and
+# sentences no value reads (higher in the abstract): a result printed only in the text.
+RANK_HALF_READ, RANK_OTHER_ARM, RANK_GROUP_SIZE, RANK_THIRD_ARM, RANK_UNREAD = 7.0, 6.5, 6.0, 5.0, 2.0
+# An arm the answer declares with no number for an outcome, where nothing unread is printed beside
+# the other arms' numbers: the answer says it is missing, the page does not show it.
+RANK_ABSENT_ARM = 4.0
+RANK_TEXT_ONLY = 1.5  # added for a sentence (sentences repeating a listed row's numbers are dropped)
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A finding for the list: its item, how likely a miss it is, and its numbers' values."""
+
+    item: PossiblyMissed
+    rank: float
+    values: frozenset[Decimal]  # the item's numbers' values
+    prose: bool
+    unread_row_of: str = ""  # the table of a row no value reads (``Candidate.table``)
+    rows: int = 0  # an item for this many unread rows of one table (its place spans read rows too)
+
+    def merged(self, other: Listed) -> Listed:
+        """Two findings at the same place: one item, with both labels and numbers."""
+        item = self.item
+        label = item.label or other.item.label
+        if item.label and said(item.label) in said(other.item.label) != said(item.label):
+            label = other.item.label  # "PONV" and "PONV: no numbers for H1": the one that says more
+        elif item.label and other.item.label and said(other.item.label) not in said(item.label):
+            label = f"{item.label}{LABEL_SEPARATOR}{other.item.label}"
+        numbers = tuple(dict.fromkeys((*item.numbers, *other.item.numbers)))
+        why = item.why if other.item.why == item.why else f"{item.why}; {other.item.why}"
+        merged = PossiblyMissed(item.kind, label, item.text, item.page, item.source, item.start, item.end, numbers, why)
+        return Listed(merged, self.rank, self.values | other.values, self.prose and other.prose)
+
+
+def tables_read_by_none(document: ParsedDocument, listed: list[Listed]) -> list[Listed]:
+    """The unread rows of one table as one item naming each: a reviewer checks a table once, and a
+    table whose rows no value reads does not fill the list on its own. Its place runs from the
+    first of them to the last (rows read between them are shown too; the label names the unread)."""
+    rows: dict[str, list[Listed]] = {}
+    for entry in listed:
+        if entry.unread_row_of:
+            rows.setdefault(entry.unread_row_of, []).append(entry)
+    kept = [e for e in listed if not e.unread_row_of or len(rows[e.unread_row_of]) == 1]
+    kept += [
+        _one_item(document, sorted(members, key=lambda e: e.item.start))
+        for members in rows.values()
+        if len(members) > 1
+    ]
+    return kept
+
+
+def _one_item(document: ParsedDocument, members: list[Listed]) -> Listed:
+    """Several rows of a table as one item, naming each; its text is all it highlights."""
+    first, last = members[0].item, members[-1].item
+    labels = list(dict.fromkeys(m.item.label for m in members if m.item.label.strip()))
+    item = PossiblyMissed(
+        kind=MissedKind.OUTCOME if any(m.item.kind == MissedKind.OUTCOME for m in members) else MissedKind.TABLE_ROW,
+        label=LABEL_SEPARATOR.join(labels),
+        text=segment_text(document, first.page, first.source)[first.start : last.end],
+        page=first.page,
+        source=first.source,
+        start=first.start,
+        end=last.end,
+        numbers=tuple(dict.fromkeys(n for m in members for n in m.item.numbers)),
+        why=f"{len(members)} rows of this table that no extracted value reads",
+    )
+    values = frozenset(v for m in members for v in m.values)
+    return Listed(item, max(m.rank for m in members), values, prose=False, rows=len(members))
+
+
+def merged_by_place(listed: Iterable[Listed]) -> list[Listed]:
+    """One item per place: findings whose excerpts overlap (a row's half-read statistic and an
+    outcome's missing arm quoted in that row) become one item, at the likelier one's place."""
+    merged: list[Listed] = []
+    for entry in listed:
+        item = entry.item
+        same = next((i for i, m in enumerate(merged) if not (m.rows or entry.rows) and _overlap(m.item, item)), None)
+        if same is None:
+            merged.append(entry)
+        else:
+            merged[same] = merged[same].merged(entry)
+    return merged
+
+
+def _overlap(a: PossiblyMissed, b: PossiblyMissed) -> bool:
+    return (
+        a.page == b.page
+        and a.source == b.source
+        and a.start < max(b.end, b.start + 1)
+        and b.start < max(a.end, a.start + 1)
+    )
+
+
+def unread_place(candidate: Candidate, extracted: list[ExtractedEntry], layout: Layout, kind: MissedKind) -> Listed:
+    """A row or sentence none of whose numbers any extracted value has."""
+    named = (
+        not candidate.prose
+        and bool(candidate.label)
+        and any(name_score(e.name, candidate.label) >= NAME_ENOUGH for e in extracted if e.name)
+    )
+    rank = RANK_UNREAD
+    if named:
+        rank -= 0.5
+        why = "its label names an extracted outcome, but no extracted value has these numbers"
+    elif candidate.prose:  # a sentence's words name too much to say it is an extracted outcome's
+        kind = MissedKind.OUTCOME
+        why = "no extracted value has the numbers this sentence reports"
+    else:
+        kind = MissedKind.OUTCOME
+        why = "no extracted outcome is named like it, and no extracted value has its numbers"
+    if candidate.prose:
+        rank += RANK_TEXT_ONLY + (0.5 if candidate.in_abstract else 0.0)
+    elif mentioned(candidate.label, layout.abstract, layout.acronyms):
+        rank += 2.0
+    elif mentioned(candidate.label, layout.results_text, layout.acronyms):
+        rank += 0.5
+    if not candidate.results_table:
+        rank -= 1.0
+    if candidate.table and candidate.table in layout.used_tables:
+        rank += 1.5  # the extraction read this table's other rows and skipped this one
+    if len({n.group for n in candidate.numbers if n.role == ARM}) > MAX_ROW_STATISTICS:
+        rank -= 1.0  # a table read column by column: no row to show
+    listed = listed_at(candidate, kind, [n for n in candidate.numbers if n.role != P_VALUE], rank, why)
+    return replace(listed, unread_row_of="" if candidate.prose else candidate.table)
+
+
+def listed_at(
+    candidate: Candidate, kind: MissedKind, numbers: Iterable[PrintedNumber], rank: float, why: str
+) -> Listed:
+    """A finding at a row or a sentence, with the numbers an extracted value should have."""
+    chosen = list(numbers)
+    item = PossiblyMissed(
+        kind=kind,
+        label=one_label(candidate.label),
+        text=candidate.text,
+        page=candidate.page,
+        source=candidate.source,
+        start=candidate.start,
+        end=candidate.end,
+        numbers=tuple(n.printed for n in chosen),
+        why=why,
+    )
+    return Listed(item, rank, frozenset(n.value for n in chosen), candidate.prose)

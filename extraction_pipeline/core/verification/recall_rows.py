@@ -1,0 +1,258 @@
+"""The rows of a paper's tables, for the recall check: a page's lines and their kinds (cells,
+placeholders, text, group sizes), rows rebuilt from the text in the regions that start at a
+table caption (label lines, then cell lines, or a row printed on one line), and rows of parsed
+tables. A row, like a results sentence, is a ``Candidate``: a place that reports results.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+
+from extraction_pipeline.core.pdf.furniture import furniture_key
+from extraction_pipeline.core.pdf.model import ParsedTable
+from extraction_pipeline.core.verification.recall_labels import FOOTNOTE_MARKS, LETTERS, clean_label, labelled
+from extraction_pipeline.core.verification.recall_numbers import (
+    NUMBER,
+    P_VALUE,
+    PrintedNumber,
+    numbers_in,
+    reports_results,
+)
+
+_CAPTION = re.compile(r"^\W{0,4}(?:Table|TABLE)\s*[-–.]?\s*([0-9]+|[IVX]+)\b\s*(?:[.:|\-–]|\s+[A-Z(\"“‘']|$)")
+_BASELINE = re.compile(
+    r"baseline|characteristic|demographic|at (?:entry|enrol|inclusion|randomi)|patient profile", re.IGNORECASE
+)
+_SAYS_RESULTS = re.compile(
+    r"outcome|result|effect|change|complication|adverse|response|efficacy|endpoint|score|level|compar|differen|"
+    r"after|follow|post",
+    re.IGNORECASE,
+)
+# What a cell may hold besides numbers: range words, "vs", empty-cell marks, footnote marks.
+_CELL_WORDS = re.compile(r"\b(?:to|vs|versus|ns|n\.s|na|nr|ne|n/a|nd|ci|and)\b\.?", re.IGNORECASE)
+_PLACEHOLDER = re.compile(r"^\s*(?:[-–—−]+|n/?a|nr|ns|n\.s\.|ne|nd|\.\.\.|…)\s*$", re.IGNORECASE)
+_ARM_HEAD = re.compile(r"\(\s*[nN]\s*=\s*[\d,]+\s*\)\s*$")  # "Placebo (n=600)": an arm's column head
+_GROUP_SIZE_LINE = re.compile(r"^[\s(\[]*[nN]\s*[=:]\s*[\d,]+[\s)\]]*$")
+MAX_LABEL_LINE = 90
+PROSE_LINE = 40  # four lines in a row this long or longer: the table has ended, prose goes on
+
+CELL, PLACEHOLDER, TEXT, GROUP_SIZE, BLANK = "cell", "placeholder", "text", "group size", "blank"
+
+
+@dataclass(frozen=True)
+class Line:
+    """A line of a page's text, with its kind."""
+
+    text: str
+    start: int  # offsets in the page text
+    end: int
+    kind: str  # CELL, PLACEHOLDER, TEXT, GROUP_SIZE or BLANK (empty, or a running head)
+
+
+@dataclass
+class Candidate:
+    """A place that reports results: a table row or a sentence."""
+
+    page: int
+    source: str
+    start: int
+    end: int
+    label: str
+    text: str
+    numbers: list[PrintedNumber]
+    prose: bool  # a sentence of the abstract or results text, not a table row
+    results_table: bool = True  # False: a table whose caption does not say it holds results
+    in_abstract: bool = False
+    table: str = ""  # which table a row belongs to ("page:caption line"); "" for a sentence
+
+
+def _line_kind(line: str) -> str:
+    stripped = line.strip()
+    if not stripped:
+        return BLANK
+    if _GROUP_SIZE_LINE.match(stripped):
+        return GROUP_SIZE
+    if _PLACEHOLDER.match(stripped):
+        return PLACEHOLDER
+    if not any(c.isdigit() for c in stripped):
+        return TEXT
+    # Footnote marks glued to a number ("2.75iii", "0.626b", "<0.001A") are not words.
+    unglued = re.sub(r"(?<=\d)[a-zA-Z]{1,4}\b", " ", stripped)
+    rest = FOOTNOTE_MARKS.sub(" ", _CELL_WORDS.sub(" ", NUMBER.sub(" ", unglued)))
+    return TEXT if any(len(word) > 1 for word in re.findall(r"[^\W\d_]+", rest)) else CELL
+
+
+def page_lines(text: str, furniture_keys: set[str]) -> list[Line]:
+    """A page's lines, each with its kind (a running head or footer is blank)."""
+    found = []
+    at = 0
+    for raw in text.split("\n"):
+        kind = BLANK if furniture_key(raw) in furniture_keys else _line_kind(raw)
+        found.append(Line(raw, at, at + len(raw), kind))
+        at += len(raw) + 1
+    return found
+
+
+def _caption_is_results(caption: str) -> bool | None:
+    """True for a results caption, False for a baseline one, None when it does not say."""
+    if _BASELINE.search(caption) and not re.search(r"outcome|result|effect|change|after|follow", caption, re.I):
+        return False
+    return True if _SAYS_RESULTS.search(caption) else None
+
+
+def table_rows(
+    page: int, text: str, lines: list[Line], sizes: frozenset[Decimal]
+) -> tuple[list[Candidate], list[Candidate], set[int]]:
+    """Rows rebuilt from a page's text, in the regions that start at a table caption: the rows of
+    results tables, the rows of baseline tables, and the indexes of the lines the tables took (the
+    sentences leave those out)."""
+    rows: list[Candidate] = []
+    baseline: list[Candidate] = []
+    taken: set[int] = set()
+    captions = [i for i, line in enumerate(lines) if _CAPTION.match(line.text)]
+    for number, first in enumerate(captions):
+        last = captions[number + 1] if number + 1 < len(captions) else len(lines)
+        kind = _caption_is_results(" ".join(line.text.strip() for line in lines[first : first + 2]))
+        region_rows, used = _region_rows(page, text, lines, first + 1, last, sizes)
+        taken.update(used)
+        taken.add(first)
+        for row in region_rows:
+            row.results_table = kind is True
+            row.table = f"{page}:{first}"
+        # A baseline table holds no results: its rows are kept apart.
+        (baseline if kind is False else rows).extend(region_rows)
+    return rows, baseline, taken
+
+
+def _region_rows(
+    page: int, text: str, lines: list[Line], first: int, last: int, sizes: frozenset[Decimal]
+) -> tuple[list[Candidate], set[int]]:
+    """The rows of one table region: label lines, then the cell lines that follow them."""
+    rows: list[Candidate] = []
+    used: set[int] = set()
+    labels: list[int] = []  # text lines since the last row: the next row's label
+    group_label = ""  # the last label with no numbers of its own: it names the rows under it
+    cells: list[int] = []
+    prose_run = 0
+
+    def close() -> None:
+        nonlocal cells, labels
+        if cells:
+            row = _row(page, text, lines, labels[-2:], cells, group_label, sizes)
+            if row is not None:
+                rows.append(row)
+                used.update(labels[-2:])
+                used.update(cells)
+            labels = []
+        cells = []
+
+    for index in range(first, last):
+        line = lines[index]
+        if line.kind in (CELL, PLACEHOLDER):
+            prose_run = 0
+            if not cells and len(labels) > 2:
+                group_label = lines[labels[-3]].text.strip()
+            cells.append(index)
+            continue
+        if line.kind == BLANK:
+            continue
+        close()
+        if line.kind == GROUP_SIZE or len(line.text.strip()) <= 2 or _ARM_HEAD.search(line.text):
+            # a column head ("n = 50", "P", "Placebo (n=600)"), never part of a row's label
+            labels = []
+            continue
+        prose_run = prose_run + 1 if len(line.text.strip()) >= PROSE_LINE else 0
+        if prose_run >= 4:
+            if rows or not _column_heads_follow(lines, index + 1, last):
+                break
+            # Notes printed between the caption and the body (the columns' heads follow): no label.
+            prose_run, labels, group_label = 0, [], ""
+            continue
+        if len(line.text.strip()) > MAX_LABEL_LINE:
+            labels = []
+            continue
+        if labels:
+            group_label = lines[labels[-1]].text.strip()
+        labels.append(index)
+        inline = _inline_row(page, text, line, group_label, sizes)
+        if inline is not None:
+            rows.append(inline)
+            used.add(index)
+            labels = []
+    close()
+    return rows, used
+
+
+HEADS_AFTER_NOTES = 12  # lines after a caption's notes in which a table's column heads may start
+
+
+def _column_heads_follow(lines: list[Line], first: int, last: int) -> bool:
+    """Do an arm's column heads ("Placebo (n = 45)", "n = 45") follow within a few lines?"""
+    return any(
+        lines[i].kind == GROUP_SIZE or _ARM_HEAD.search(lines[i].text)
+        for i in range(first, min(last, first + HEADS_AFTER_NOTES))
+    )
+
+
+def _row(
+    page: int,
+    text: str,
+    lines: list[Line],
+    labels: list[int],
+    cells: list[int],
+    group_label: str,
+    sizes: frozenset[Decimal],
+) -> Candidate | None:
+    start, end = lines[cells[0]].start, lines[cells[-1]].end
+    numbers = numbers_in(text, start, end, sizes)
+    if not reports_results(numbers):
+        return None
+    label = labelled(clean_label(" ".join(lines[i].text.strip() for i in labels)), group_label)
+    span_start = lines[labels[0]].start if labels else start
+    return Candidate(page, "text", span_start, end, label, text[span_start:end], numbers, prose=False)
+
+
+def _inline_row(page: int, text: str, line: Line, group_label: str, sizes: frozenset[Decimal]) -> Candidate | None:
+    """A row printed on one line ("Any complications 238 (73%) 241 (73.9%) 0.86", or a Markdown
+    table row): a label, then nothing but numbers."""
+    if line.text.count("|") >= 2:
+        cells = [c for c in line.text.split("|") if c.strip()]
+        if not cells:
+            return None
+        label_part = cells[0]
+        numbers_from = line.start + line.text.index(label_part) + len(label_part)
+    else:
+        # The label ends at the last word after which only cells follow.
+        for word in reversed(list(re.finditer(r"[^\W\d_]{2,}", line.text))):
+            if _line_kind(line.text[word.end() :]) == CELL:
+                label_part = line.text[: word.end()]
+                numbers_from = line.start + word.end()
+                break
+        else:
+            return None
+    numbers = numbers_in(text, numbers_from, line.end, sizes)
+    if len([n for n in numbers if n.role != P_VALUE]) < 2 or not reports_results(numbers):
+        return None
+    label = labelled(clean_label(label_part), group_label)
+    return Candidate(page, "text", line.start, line.end, label, line.text, numbers, prose=False)
+
+
+def parsed_table_rows(page: int, tables: list[ParsedTable], sizes: frozenset[Decimal]) -> list[Candidate]:
+    """Rows of the page's parsed tables (cells by tabs, rows by lines), in that table's text."""
+    rows: list[Candidate] = []
+    for number, table in enumerate(tables, start=1):
+        if _caption_is_results(table.text.split("\n", 1)[0]) is False:
+            continue
+        at = 0
+        for line in table.text.split("\n"):
+            first_cell = line.split("\t", 1)[0]
+            label = clean_label(first_cell) if LETTERS.search(first_cell) else ""
+            numbers = numbers_in(table.text, at + (len(first_cell) if label else 0), at + len(line), sizes)
+            if label and reports_results(numbers):
+                row = Candidate(page, f"table {number}", at, at + len(line), label, line, numbers, prose=False)
+                row.table = f"{page}:table {number}"
+                rows.append(row)
+            at += len(line) + 1
+    return rows
