@@ -11,32 +11,41 @@ the remaining arm numbers (events, totals, means, SDs, group sizes). The answer 
 against the parsed PDF as the pipeline grounds a model's answer, and the check runs on the
 grounded fields.
 
-Counting rules (what "listed" means):
-- a dropped outcome is listed when an OUTCOME item's label names it (``name_score`` >= 70 against
-  the gold name; an item for a table's unread rows names each row, its label's parts between
-  "; "), or an item's numbers hold its printed values other than group sizes (two of
-  them, or the one there is);
+Counting rules (what "listed" means), strict:
+- a dropped outcome is listed when an OUTCOME item's label names it by ``label_names``
+  (core/evaluation/matching.py): like its gold name, holding a word that sets it apart from each of
+  the paper's other gold names it shares a word with, and not holding all that sets a more specific
+  one apart ("Systolic" is not "Diastolic blood pressure"; "Mortality" and "Mortality at 28 days"
+  are told apart when the paper has both); an item for a table's unread rows names each row, its
+  label's parts between "; "; or when an item's numbers show at least two of its printed values
+  other than group sizes;
 - a dropped number is listed when an item's numbers hold it and that item is about its outcome
   (its excerpt prints another of the outcome's values, or its label names the outcome), or when
-  an OUTCOME item names its outcome.
+  an OUTCOME item names its outcome;
+- the list's length is counted as a reviewer reads it: an item naming several rows counts once per
+  row;
+- precision: each listed item lists a result the answer lacks (a dropped outcome or number, by the
+  rules above), a gold result the answer has, or a result the gold set does not include.
 
-Goals: at least 80% of the dropped items listed; at most 10 listed items per paper on average.
-The oracle answers only the gold outcomes, while papers report many more, so "with nothing
-dropped" shows how many items list outcomes the gold set leaves out (not misses of the check).
+Goals, on each half of the papers (sorted by PMCID, the first ceil(n/2) and the rest): at least 80%
+of the dropped items listed; at most 10 listed rows per paper on average; gold recall after the
+follow-up at least 95%. The oracle answers only the gold outcomes, while papers report many more,
+so "with nothing dropped" shows how many rows list outcomes the gold set leaves out.
 
 Gold recall and the follow-up. "Gold recall" is the share of the printed gold values (arm numbers,
-group sizes included) found in the grounded fields, under an entry named like their gold outcome
-and naming their arm, in the field the oracle answers them in. "Before" is the forgetful answer's fields; "after" is
-what ``check_recall`` (core/extraction/follow_up.py) returns with the follow-up asked, the paper
-asked whole. The follow-up "model" is the same oracle answering what it is asked: for each label
-between the MISSED_OUTCOMES markers of the prompt, the outcomes it forgot — dropped whole, or kept
-with some numbers dropped — whose gold name matches the label (``name_score`` >= 70), or whose
-printed values other than group sizes the asked item prints (two of them, or the one there is; in
-its excerpt or its numbers). It answers those outcomes whole, with their quotes, and nothing else.
-A forgotten number of an outcome whose row the check does not list is never asked for and stays
-missing. A follow-up call is counted for each paper whose list has at least one item; an asked
-label "led to an outcome" when the oracle answered at least one outcome for it. With ``--no-follow-up`` no second
-question is asked and only "before" is measured.
+group sizes included) found in the grounded fields, in the field the oracle answers them in, under
+an entry naming their arm that identifies their outcome: by name (``label_names``) or by holding
+two of its printed values other than group sizes. "Before" is the forgetful answer's fields;
+"after" is what ``check_recall`` (core/extraction/follow_up.py) returns with the follow-up asked,
+the paper asked whole. The follow-up "model" is the same oracle answering only what the asked text
+identifies, in the paper's words (the asked label as the outcome's name, never the gold's): a
+forgotten outcome (dropped whole, or kept with some numbers dropped) that an asked label names by
+``label_names`` is answered whole; one whose printed values the asked items show (two of them, in
+their excerpt or numbers) is answered with those values only. A forgotten number of an outcome
+whose row the check does not list is never asked for and stays missing. A follow-up call is counted
+for each paper whose list has at least one item; an asked label "led to an outcome" when the oracle
+answered at least one outcome for it. With ``--no-follow-up`` no second question is asked and only
+"before" is measured.
 
     .venv/bin/python -m benchmarks.recall [--corpus DIR] [--drop-outcomes 0.3] [--drop-numbers 0.1]
         [--seed N] [--papers PMCID ...] [--limit N] [--items] [--no-follow-up]
@@ -57,7 +66,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from extraction_pipeline.core.evaluation.matching import NAME_ENOUGH, name_score
+from extraction_pipeline.core.evaluation.matching import label_names
 from extraction_pipeline.core.extraction.follow_up import MAX_ASKED, check_recall
 from extraction_pipeline.core.extraction.grounded import GroundedFields, ground_output
 from extraction_pipeline.core.extraction.markers import MISSED_CLOSE, MISSED_OPEN
@@ -85,6 +94,7 @@ SIZE_FIELDS = ("total_treatment", "total_control", "n_treatment", "n_control")
 ARM_FIELDS = ("events", "total", "mean", "sd", "n")
 SIDES = ("_treatment", "_control")
 UNCAPPED = 1_000_000  # the whole list, to show what the cap costs
+VALUES_SHOWN = 2  # an item lists an outcome by its printed values when it shows this many of them
 
 
 @dataclass
@@ -114,6 +124,8 @@ class PaperResult:
     dropped_outcomes: list[tuple[Outcome, bool]] = field(default_factory=list)
     dropped_numbers: list[tuple[Outcome, str, Decimal, bool]] = field(default_factory=list)
     items: list[PossiblyMissed] = field(default_factory=list)
+    rows: int = 0  # the list's length counted per row (an item naming several rows counts each)
+    verdicts: tuple[int, int, int] = (0, 0, 0)  # items: a real omission, a gold result answered, not gold
     items_nothing_dropped: int = 0
     uncapped_items: int = 0
     uncapped_listed: int = 0  # dropped items listed when the list is not capped
@@ -284,50 +296,94 @@ def _labels(item: PossiblyMissed) -> list[str]:
     return [part.strip() for part in item.label.split(LABEL_SEPARATOR) if part.strip()]
 
 
-def _names(item: PossiblyMissed, outcome: Outcome) -> bool:
-    return any(name_score(outcome.name, label) >= NAME_ENOUGH for label in _labels(item))
+def _names(item: PossiblyMissed, outcome: Outcome, names: list[str]) -> bool:
+    """An item's label names the outcome by the strict rule (``label_names``): among the paper's
+    outcome names ``names``, "Systolic" is not "Diastolic blood pressure", "Mortality" not
+    "Mortality at 28 days"."""
+    return any(label_names(label, outcome.name, names) for label in _labels(item))
 
 
-def outcome_listed(outcome: Outcome, items: list[PossiblyMissed]) -> bool:
-    wanted = outcome.identifying
-    for item in items:
-        if item.kind == MissedKind.OUTCOME and _names(item, outcome):
-            return True
-        if wanted and len(wanted & _numbers(item)) >= min(2, len(wanted)):
-            return True
-    return False
+def _shows(item: PossiblyMissed, outcome: Outcome) -> bool:
+    """The item shows at least two of the outcome's printed values other than group sizes."""
+    return len(outcome.identifying & _numbers(item)) >= VALUES_SHOWN
 
 
-def number_listed(outcome: Outcome, value: Decimal, items: list[PossiblyMissed]) -> bool:
+def outcome_listed(outcome: Outcome, items: list[PossiblyMissed], names: list[str]) -> bool:
+    return any(
+        (item.kind == MissedKind.OUTCOME and _names(item, outcome, names)) or _shows(item, outcome) for item in items
+    )
+
+
+def number_listed(outcome: Outcome, value: Decimal, items: list[PossiblyMissed], names: list[str]) -> bool:
     others = set(outcome.printed.values()) - {value}
     for item in items:
-        if item.kind == MissedKind.OUTCOME and _names(item, outcome):
+        if item.kind == MissedKind.OUTCOME and _names(item, outcome, names):
             return True
-        if value in _numbers(item) and (_printed(item) & others or _names(item, outcome)):
+        if value in _numbers(item) and (_printed(item) & others or _names(item, outcome, names)):
             return True
     return False
+
+
+def item_rows(items: list[PossiblyMissed]) -> int:
+    """The list's length as a reviewer reads it: an item naming several rows counts once per row."""
+    return sum(max(1, len(_labels(item))) for item in items)
+
+
+def item_verdicts(
+    items: list[PossiblyMissed],
+    dropped: list[Outcome],
+    lost: list[tuple[Outcome, str, Decimal]],
+    answered: list[Outcome],
+    names: list[str],
+) -> tuple[int, int, int]:
+    """(items listing something the answer lacks, items listing a gold result the answer has,
+    items listing a result the gold set does not include): what share of the list is a real omission."""
+    omitted = answered_too = other = 0
+    lacking = [*dropped, *(o for o, _n, _v in lost)]
+    for item in items:
+        if any(_names(item, o, names) or _shows(item, o) for o in dropped) or any(
+            value in _numbers(item) and (_printed(item) & (set(o.printed.values()) - {value}) or _names(item, o, names))
+            for o, _name, value in lost
+        ):
+            omitted += 1
+        elif any(_names(item, o, names) or _shows(item, o) for o in answered if o not in lacking):
+            answered_too += 1
+        else:
+            other += 1
+    return omitted, answered_too, other
 
 
 def gold_found(outcomes: list[Outcome], fields: GroundedFields) -> int:
-    """How many of the outcomes' printed values ``fields`` has: under an entry named like the gold
-    outcome and naming the value's arm, in the same field, with the same value."""
+    """How many of the outcomes' printed values ``fields`` has: in the same field, with the same
+    value, under an entry naming the value's arm and identifying the outcome, by its name (the
+    strict rule, among the paper's outcome names) or by holding two of its printed values other
+    than group sizes (a follow-up answer names an outcome in the paper's words, not the gold's)."""
+    names = [outcome.name for outcome in outcomes]
     entries: dict[str, dict[str, Any]] = {}
     for path, entry in fields.items():
         if entry.index is not None and path.startswith("outcomes."):
             entries.setdefault(path.rsplit(".", 1)[0], {})[entry.field] = entry.value
-    found: dict[tuple[str, str], set[tuple[str, Decimal]]] = {}  # (outcome, arm) -> (field, value)
+    found: dict[tuple[str, str], set[tuple[str, Decimal]]] = {}  # (entry name, arm) -> (field, value)
     for values in entries.values():
-        key = (" ".join(str(values.get("outcome_name") or "").split()).lower(), arm_key_of(values.get("arm")))
+        key = (" ".join(str(values.get("outcome_name") or "").split()), arm_key_of(values.get("arm")))
         for name, value in values.items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 found.setdefault(key, set()).add((name, _decimal(value)))
+    by_name: dict[str, set[tuple[str, Decimal]]] = {}  # every arm's values of an entry name
+    for (entry_name, _arm), held in found.items():
+        by_name.setdefault(entry_name, set()).update(held)
     count = 0
     for outcome in outcomes:
-        name = " ".join(outcome.name.split()).lower()
+        identified = [
+            entry_name
+            for entry_name, held in by_name.items()
+            if label_names(entry_name, outcome.name, names)
+            or len(outcome.identifying & {value for _field, value in held}) >= VALUES_SHOWN
+        ]
         for field_name, value in outcome.printed.items():
             kind, side = field_name.rsplit("_", 1)
-            arm = outcome.arms[SIDES.index(f"_{side}")]
-            count += (kind, value) in found.get((name, arm_key_of(arm)), set())
+            arm = arm_key_of(outcome.arms[SIDES.index(f"_{side}")])
+            count += any((kind, value) in found.get((entry_name, arm), set()) for entry_name in identified)
     return count
 
 
@@ -344,11 +400,17 @@ def _key(label: str) -> str:
 
 
 def follow_up_oracle(
-    dropped: list[Outcome], partly: list[Outcome], items: list[PossiblyMissed], record: FollowUp
+    dropped: list[Outcome],
+    partly: list[Outcome],
+    items: list[PossiblyMissed],
+    names: list[str],
+    record: FollowUp,
 ) -> Callable[[list[dict[str, str]], TemplateDefinition], tuple[LLMResult, None]]:
-    """The follow-up "model": the oracle answering, for the labels the prompt asks for, the
-    outcomes it forgot (whole, or some of their numbers) that an asked item names or prints,
-    complete (see the module's counting rules)."""
+    """The follow-up "model": the oracle answering only what each asked label identifies, in the
+    paper's words (the label as the outcome's name): a forgotten outcome (whole, or some of its
+    numbers) the label names by the strict rule is answered whole; one whose printed values the
+    asked items show (two of them) is answered with those values only. Nothing else: no gold name,
+    no number the asked text does not lead to."""
     by_label: dict[str, list[PossiblyMissed]] = {}
     for item in items:
         for label in _labels(item):
@@ -359,22 +421,29 @@ def follow_up_oracle(
     def ask(messages: list[dict[str, str]], template: TemplateDefinition) -> tuple[LLMResult, None]:
         record.asked = _asked_labels(messages)
         answer: list[Outcome] = []
+        answered: list[Outcome] = []
         for label in record.asked:
             asked_items = by_label.get(_key(label), [])
+            shown = set().union(*(_numbers(i) | _printed(i) for i in asked_items)) if asked_items else set()
             led = False
             for outcome in candidates:
-                wanted = outcome.identifying
-                named = name_score(outcome.name, label) >= NAME_ENOUGH
-                printed = any(
-                    wanted and len(wanted & (_numbers(i) | _printed(i))) >= min(2, len(wanted)) for i in asked_items
-                )
-                if named or printed:
-                    led = True
-                    if outcome not in answer:
-                        answer.append(outcome)
+                if label_names(label, outcome.name, names):
+                    entry = dict(outcome.entry)  # named: the model reads the outcome whole
+                elif len(outcome.identifying & shown) >= VALUES_SHOWN:
+                    entry = {
+                        name: pair
+                        for name, pair in outcome.entry.items()
+                        if name.split("_")[0] not in ARM_FIELDS or _decimal(pair["value"]) in shown
+                    }
+                else:
+                    continue
+                led = True
+                answer.append(Outcome(label, entry, outcome.arms))
+                if outcome not in answered:
+                    answered.append(outcome)
             if led:
                 record.answering.append(label)
-        record.answered = [o.name for o in answer if o in dropped_whole]
+        record.answered = [o.name for o in answered if o in dropped_whole]
         text = answer_json(answer)  # outcome entries only: the follow-up asks the outcomes module
         reply = LLMResult(parse_answer(text, template), Usage("oracle"), repaired=False, content=text)
         return reply, None
@@ -401,14 +470,17 @@ def run_paper(
     started = time.perf_counter()
     items = possibly_missed(parsed, fields, limit=limit)
     seconds = time.perf_counter() - started
+    names = [outcome.name for outcome in outcomes]
     result = PaperResult(pmcid, len(outcomes), items=items, seconds=seconds)
-    result.dropped_outcomes = [(o, outcome_listed(o, items)) for o in dropped]
-    result.dropped_numbers = [(o, name, value, number_listed(o, value, items)) for o, name, value in lost]
-    result.items_nothing_dropped = len(possibly_missed(parsed, ground(parsed, outcomes, arms), limit=limit))
+    result.rows = item_rows(items)
+    result.verdicts = item_verdicts(items, dropped, lost, answered, names)
+    result.dropped_outcomes = [(o, outcome_listed(o, items, names)) for o in dropped]
+    result.dropped_numbers = [(o, name, value, number_listed(o, value, items, names)) for o, name, value in lost]
+    result.items_nothing_dropped = item_rows(possibly_missed(parsed, ground(parsed, outcomes, arms), limit=limit))
     uncapped = possibly_missed(parsed, fields, limit=UNCAPPED)
-    result.uncapped_items = len(uncapped)
-    result.uncapped_listed = sum(1 for o in dropped if outcome_listed(o, uncapped)) + sum(
-        1 for o, _name, value in lost if number_listed(o, value, uncapped)
+    result.uncapped_items = item_rows(uncapped)
+    result.uncapped_listed = sum(1 for o in dropped if outcome_listed(o, uncapped, names)) + sum(
+        1 for o, _name, value in lost if number_listed(o, value, uncapped, names)
     )
     result.gold_values = sum(len(o.printed) for o in outcomes)
     result.gold_values_kept = gold_found(outcomes, fields)
@@ -417,10 +489,10 @@ def run_paper(
         record = FollowUp()
         partly = [outcome for outcome, _name, _value in lost]  # kept, some numbers forgotten
         asked_about = possibly_missed(parsed, fields, limit=MAX_ASKED)  # the longer list the follow-up asks from
-        ask = follow_up_oracle(dropped, partly, asked_about, record)
+        ask = follow_up_oracle(dropped, partly, asked_about, names, record)
         checked = check_recall(fields, parsed, RCT_TEMPLATE, follow_up=True, whole_paper_fits=True, ask=ask)
         record.gold_values_after = gold_found(outcomes, checked.fields)
-        record.items_after = len(checked.missed or [])
+        record.items_after = item_rows(checked.missed or [])
         result.follow_up = record
     return result
 
@@ -431,7 +503,8 @@ def report_paper(result: PaperResult, *, show_items: bool) -> None:
     print(
         f"  {result.pmcid:8s} {result.outcomes:3d} outcomes; dropped {len(result.dropped_outcomes)} outcome(s), "
         f"{outcomes_listed} listed; dropped {len(result.dropped_numbers)} number(s), {numbers_listed} listed; "
-        f"{len(result.items)} item(s) listed ({result.items_nothing_dropped} with nothing dropped), "
+        f"{len(result.items)} item(s) listed, {result.rows} row(s) ({result.items_nothing_dropped} rows with nothing "
+        f"dropped); {result.verdicts[0]} list a result the answer lacks, {result.verdicts[2]} one the gold lacks, "
         f"{result.seconds * 1000:.0f} ms"
     )
     recall = f"      gold recall before {result.gold_values_kept}/{result.gold_values}"
@@ -453,10 +526,27 @@ def report_paper(result: PaperResult, *, show_items: bool) -> None:
             print(f"      item p{item.page} {item.source} [{item.kind}] {item.label[:60]!r}: {numbers}")
 
 
+def halves(results: list[PaperResult]) -> dict[str, list[PaperResult]]:
+    """The papers split by a fixed rule: sorted by PMCID, the first half (the larger when odd) and
+    the rest. The check was built on all of them; the two halves show how much one set of papers'
+    figures says about another's."""
+    ordered = sorted(results, key=lambda r: r.pmcid)
+    middle = (len(ordered) + 1) // 2
+    return {"all papers": ordered, "first half": ordered[:middle], "second half": ordered[middle:]}
+
+
 def report_totals(results: list[PaperResult]) -> None:
     if not results:
         print("no paper of the corpus could be answered")
         return
+    print(f"papers answered by the oracle: {len(results)} ({', '.join(r.pmcid for r in results)})")
+    for name, part in halves(results).items():
+        if part:
+            print(f"{name} ({part[0].pmcid}..{part[-1].pmcid}, {len(part)} papers):")
+            report_part(part)
+
+
+def report_part(results: list[PaperResult]) -> None:
     dropped = sum(len(r.dropped_outcomes) + len(r.dropped_numbers) for r in results)
     listed = sum(
         sum(1 for *_o, hit in r.dropped_outcomes if hit) + sum(1 for *_n, hit in r.dropped_numbers if hit)
@@ -466,45 +556,55 @@ def report_totals(results: list[PaperResult]) -> None:
     outcomes_hit = sum(sum(1 for *_o, hit in r.dropped_outcomes if hit) for r in results)
     numbers = sum(len(r.dropped_numbers) for r in results)
     numbers_hit = sum(sum(1 for *_n, hit in r.dropped_numbers if hit) for r in results)
-    items = [len(r.items) for r in results]
+    rows = [r.rows for r in results]
     gold = sum(r.gold_values for r in results)
     before = sum(r.gold_values_kept for r in results) / max(1, gold)
-    print(f"papers answered by the oracle: {len(results)} ({', '.join(r.pmcid for r in results)})")
     print(
-        f"dropped items listed: {listed}/{dropped} = {listed / max(1, dropped):.0%} (goal >= 80%); "
+        f"  dropped items listed: {listed}/{dropped} = {listed / max(1, dropped):.0%} (goal >= 80%); "
         f"outcomes {outcomes_hit}/{outcomes}, numbers {numbers_hit}/{numbers}"
     )
     print(
-        f"listed items per paper: mean {statistics.mean(items):.1f} (goal <= 10), median {statistics.median(items):g}, "
-        f"max {max(items)}; with nothing dropped: mean {statistics.mean(r.items_nothing_dropped for r in results):.1f}"
+        f"  listed items per paper, a row each: mean {statistics.mean(rows):.1f} (goal <= 10), "
+        f"median {statistics.median(rows):g}, max {max(rows)} ({statistics.mean(len(r.items) for r in results):.1f} "
+        f"items before counting rows); with nothing dropped: mean "
+        f"{statistics.mean(r.items_nothing_dropped for r in results):.1f}"
+    )
+    omitted, answered, other = (sum(r.verdicts[i] for r in results) for i in range(3))
+    total = max(1, omitted + answered + other)
+    print(
+        f"  precision: of {omitted + answered + other} listed items, {omitted} ({omitted / total:.0%}) list a result "
+        f"the answer lacks, {answered} ({answered / total:.0%}) a gold result the answer has, "
+        f"{other} ({other / total:.0%}) a result the gold set does not include"
     )
     uncapped = sum(r.uncapped_listed for r in results)
     print(
-        f"without the cap: {uncapped}/{dropped} = {uncapped / max(1, dropped):.0%} listed, "
-        f"mean {statistics.mean(r.uncapped_items for r in results):.1f} items per paper"
+        f"  without the cap: {uncapped}/{dropped} = {uncapped / max(1, dropped):.0%} listed, "
+        f"mean {statistics.mean(r.uncapped_items for r in results):.1f} items per paper (a row each)"
     )
     kept = sum(r.gold_values_kept for r in results)
-    print(f"gold recall before follow-up (printed gold values the forgetful answer has): {kept}/{gold} = {before:.0%}")
+    print(
+        f"  gold recall before follow-up (printed gold values the forgetful answer has): {kept}/{gold} = {before:.0%}"
+    )
     followed = [r.follow_up for r in results if r.follow_up is not None]
     if followed:
         after = sum(f.gold_values_after for f in followed)
         asked = sum(len(f.asked) for f in followed)
         answering = sum(len(f.answering) for f in followed)
-        answered = sum(len(f.answered) for f in followed)
+        answered_outcomes = sum(len(f.answered) for f in followed)
         in_kept = sum(len(r.dropped_numbers) for r in results)
         print(
-            f"gold recall after follow-up: {after}/{gold} = {after / max(1, gold):.0%} (goal >= 95%); "
+            f"  gold recall after follow-up: {after}/{gold} = {after / max(1, gold):.1%} (goal >= 95%); "
             f"{in_kept} number(s) had been dropped inside kept outcomes"
         )
         print(
-            f"follow-up calls: {sum(1 for f in followed if f.called)} of {len(followed)} papers; asked labels "
-            f"{asked}, {answering} led to an outcome; {answered} dropped outcome(s) answered of "
-            f"{sum(len(r.dropped_outcomes) for r in results)}; items listed after: mean "
-            f"{statistics.mean(f.items_after for f in followed):.1f}"
+            f"  follow-up calls: {sum(1 for f in followed if f.called)} of {len(followed)} papers; asked labels "
+            f"{asked}, {answering} led to an outcome; {answered_outcomes} dropped outcome(s) answered of "
+            f"{outcomes}; items listed after: mean {statistics.mean(f.items_after for f in followed):.1f}"
         )
+    seconds = sorted(r.seconds for r in results)
     print(
-        f"check time per paper: mean {statistics.mean(r.seconds for r in results) * 1000:.0f} ms, "
-        f"max {max(r.seconds for r in results) * 1000:.0f} ms"
+        f"  check time per paper: median {statistics.median(seconds) * 1000:.0f} ms, "
+        f"max {seconds[-1] * 1000:.0f} ms (goal < 200 ms)"
     )
 
 
