@@ -234,18 +234,8 @@ def _lacked(entry: ExtractedEntry, place: Candidate, lack: _Lack, unread: list[P
         label, why = f"{name}: {lack.said}", "the answer has the other arms' numbers for it; they are quoted here"
     else:
         label, why = name, f"{lack.said}; the one it has is quoted here"
-    item = PossiblyMissed(
-        kind=MissedKind.RESULT_TEXT if place.prose else MissedKind.TABLE_ROW,
-        label=one_label(label),
-        text=place.text,
-        page=place.page,
-        source=place.source,
-        start=place.start,
-        end=place.end,
-        numbers=tuple(n.printed for n in unread),
-        why=why,
-    )
-    return Listed(item, rank, frozenset(n.value for n in unread), prose=place.prose)
+    kind = MissedKind.RESULT_TEXT if place.prose else MissedKind.TABLE_ROW
+    return listed_at(place, kind, unread, rank, why, label=label)
 
 
 def _lacking(entry: ExtractedEntry, answer: Answer) -> Iterator[_Lack]:

@@ -148,13 +148,19 @@ def unread_place(candidate: Candidate, extracted: list[ExtractedEntry], layout: 
 
 
 def listed_at(
-    candidate: Candidate, kind: MissedKind, numbers: Iterable[PrintedNumber], rank: float, why: str
+    candidate: Candidate,
+    kind: MissedKind,
+    numbers: Iterable[PrintedNumber],
+    rank: float,
+    why: str,
+    label: str | None = None,
 ) -> Listed:
-    """A finding at a row or a sentence, with the numbers an extracted value should have."""
+    """A finding at a row or a sentence, with the numbers an extracted value should have; named by
+    the place's label, or by ``label``."""
     chosen = list(numbers)
     item = PossiblyMissed(
         kind=kind,
-        label=one_label(candidate.label),
+        label=one_label(candidate.label if label is None else label),
         text=candidate.text,
         page=candidate.page,
         source=candidate.source,
