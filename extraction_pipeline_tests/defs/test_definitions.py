@@ -488,7 +488,9 @@ def test_failed_export_keeps_the_batch_exporting_and_is_retried_with_backoff_unt
     (home / "exports").write_text("a file where the exports directory should be")
     resources = {
         **resources_for(home_ledger, home),
-        "settings": PipelineSettingsResource(home=str(home), retry_base_seconds=0.4),
+        # Waits of 1.5-2.5 s, doubling: "no attempt right after a failure" must hold on a loaded
+        # 2-core machine, where a failed run and the next tick can be a second apart (0.4 s flaked).
+        "settings": PipelineSettingsResource(home=str(home), retry_base_seconds=2.0),
     }
 
     def tick() -> list[dg.RunRequest]:
@@ -497,7 +499,7 @@ def test_failed_export_keeps_the_batch_exporting_and_is_retried_with_backoff_unt
         return list(result.run_requests or [])
 
     def export_attempt() -> tuple[str | None, bool]:
-        [request] = _wait_for(tick, 10)
+        [request] = _wait_for(tick, 30)  # the fourth wait is 12-20 s
         instance.add_dynamic_partitions("batches", [f"batch-{batch}"])
         job = dg.Definitions(assets=[batch_workbook], jobs=[export_batch_job], resources=resources).resolve_job_def(
             export_batch_job.name

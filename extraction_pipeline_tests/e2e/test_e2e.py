@@ -504,8 +504,14 @@ def _tamper_value(oracle: OracleAnswer) -> tuple[int, str]:
 
 
 def _tamper_quote(oracle: OracleAnswer) -> tuple[int, str]:
-    """A model that misreads a digit and quotes its misreading: value and quote agree, the PDF does not."""
-    gold = oracle.gold[-1]
+    """A model that misreads a digit and quotes its misreading: value and quote agree, the PDF does not.
+    The last gold number whose quote prints its digits (not "ten healthy volunteers")."""
+    gold = next(
+        g
+        for g in reversed(oracle.gold)
+        if str(oracle.answer["outcomes"][g.outcome - 1][g.field]["value"])
+        in oracle.answer["outcomes"][g.outcome - 1][g.field]["quote"]
+    )
     pair = oracle.answer["outcomes"][gold.outcome - 1][gold.field]
     text = str(pair["value"])
     wrong_text = text[:-1] + ("1" if text[-1] != "1" else "2")
