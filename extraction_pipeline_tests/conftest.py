@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -36,7 +37,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    node.workerinput[lanes.WORKER_INPUT_KEY] = str(node.config.stash[_GROUPS_FILE])
+    if _GROUPS_FILE in node.config.stash:  # only with `--dist loadgroup`
+        node.workerinput[lanes.WORKER_INPUT_KEY] = str(node.config.stash[_GROUPS_FILE])
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -54,14 +56,27 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         item.user_properties.append(("worker_pid", os.getpid()))
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    if os.environ.get("EXTRACTION_TEST_TIMELINE"):
+        # CPU seconds so far of the worker and of every process it started and has reaped (a
+        # daemon's run workers count once the daemon has reaped them and been reaped itself): the
+        # difference between two phases is what the phase cost the machine.
+        used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+        item.user_properties.append(("cpu", round(sum(u.ru_utime + u.ru_stime for u in used), 3)))
+    return (yield)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """With EXTRACTION_TEST_TIMELINE=<file>: one JSON line per test phase (worker, its process id,
-    test, phase, start, stop), to see where a parallel run's time goes (docs/development.md)."""
+    the worker's CPU seconds so far, test, phase, start, stop), to see where a parallel run's time
+    and CPU go (docs/development.md)."""
     path = os.environ.get("EXTRACTION_TEST_TIMELINE")
     node = getattr(report, "node", None)  # set on xdist's controller, which alone writes
     if path and node is not None:
-        pid = dict(report.user_properties).get("worker_pid")
-        line = {"worker": node.gateway.id, "pid": pid, "test": report.nodeid, "phase": report.when}
+        properties = dict(report.user_properties)  # the last "cpu" is this phase's
+        line = {"worker": node.gateway.id, "pid": properties.get("worker_pid"), "cpu": properties.get("cpu")}
+        line |= {"test": report.nodeid, "phase": report.when}
         with open(path, "a") as timeline:
             timeline.write(json.dumps({**line, "start": report.start, "stop": report.stop}) + "\n")
 

@@ -30,7 +30,7 @@ from typing import Any
 from extraction_pipeline.core.evaluation.gold import SIDES, GoldOutcome, read_gold
 from extraction_pipeline.core.evaluation.matching import arm_words, normalize_name
 from extraction_pipeline.core.verification.claimed import PlacedNumber
-from extraction_pipeline.core.verification.number_words import VALUES
+from extraction_pipeline.core.verification.number_words import words_pattern
 from extraction_pipeline_tests.support import pdf_samples
 
 CORPUS = pdf_samples.CORPUS
@@ -118,17 +118,8 @@ def _token(value: int | float) -> re.Pattern[str]:
     # A whole number is also printed with zero decimals ("9" as "9.0"), or in words ("ten volunteers").
     zeros = r"(?:\.0+)?" if isinstance(value, int) else ""
     digits = rf"(?<![\d.]){re.escape(text)}{zeros}(?![\d]|\.\d)"
-    worded = _in_words(value) if isinstance(value, int) else None
+    worded = words_pattern(value) if isinstance(value, int) else None
     return re.compile(rf"{digits}|(?i:(?<![\w-]){worded}(?![\w-]))" if worded else digits)
-
-
-def _in_words(value: int) -> str | None:
-    """The pattern of a whole number under 100 spelled out ("twenty[- ]four"), None above."""
-    names = {number: word for word, number in VALUES.items()}
-    if value in names:
-        return names[value]
-    tens, unit = divmod(value, 10)
-    return f"{names[10 * tens]}[- ]{names[unit]}" if 2 <= tens <= 9 else None
 
 
 def _windows(lines: list[str], index: int) -> str:

@@ -54,3 +54,15 @@ def number_words(text: str) -> list[tuple[int, int, int]]:
             value = VALUES[match.group("small").lower()]
         found.append((match.start(), match.end(), value))
     return found
+
+
+def words_pattern(value: int) -> str | None:
+    """A regex source matching whole number ``value`` spelled out ("twenty[- ]four"), or None when
+    it has no spelling here (negative, or 100 and above): the inverse of ``number_words``."""
+    if value in _NAMES:
+        return _NAMES[value]
+    tens, unit = divmod(value, 10)
+    return f"{_NAMES[10 * tens]}[{_HYPHENS} ]{_NAMES[unit]}" if 2 <= tens <= 9 else None
+
+
+_NAMES = {number: word for word, number in VALUES.items()}
