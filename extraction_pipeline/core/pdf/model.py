@@ -8,9 +8,12 @@ table, which is what grounding and the workbook cite.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 SEGMENT_SEPARATOR = "\n\n"
 
@@ -65,6 +68,18 @@ class ParsedDocument:
 
     def tables_on(self, page: int) -> list[ParsedTable]:
         return [table for table in self.tables if table.page == page]
+
+    @cached_property
+    def _derived(self) -> dict[Hashable, Any]:
+        return {}
+
+    def derived(self, key: Hashable, build: Callable[[], _T]) -> _T:
+        """What a reader of this document derives from it (a page's lines with their rows, the
+        place of a printed number), built once per document: the checks ask about the same page
+        and the same number for many values. ``build`` must depend on the document alone."""
+        if key not in self._derived:
+            self._derived[key] = build()
+        return self._derived[key]  # type: ignore[no-any-return]
 
     @cached_property
     def _segments(self) -> tuple[str, list[_Segment]]:

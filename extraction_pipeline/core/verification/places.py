@@ -12,6 +12,7 @@ text gives its sentence instead. Pure geometry and text: no claim is judged here
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -98,11 +99,42 @@ class _Line:
         overlap = min(self.y1, other.y1) - max(self.y0, other.y0)
         return overlap >= 0.5 * min(self.height, other.height)
 
-    def above(self, other: _Line) -> bool:
-        return self.y1 <= other.y0 + 0.5 * min(self.height, other.height) and not self.level_with(other)
-
     def spans_x_of(self, other: _Line) -> bool:
         return min(self.x1, other.x1) - max(self.x0, other.x0) > 0
+
+
+class _Lines:
+    """A page's lines, in the page's order, with each line's row (the lines level with it) worked
+    out once: every reading of a cell asks for rows, and a page is read for many numbers."""
+
+    def __init__(self, lines: list[_Line]) -> None:
+        self.lines = lines
+        self._rows: dict[int, list[_Line]] = {}
+
+    def __iter__(self) -> Iterator[_Line]:
+        return iter(self.lines)
+
+    def level(self, line: _Line) -> list[_Line]:
+        """The lines level with ``line``, itself included, in the page's order."""
+        row = self._rows.get(id(line))
+        if row is None:
+            row = self._rows[id(line)] = [other for other in self.lines if other.level_with(line)]
+        return row
+
+    def level_others(self, line: _Line) -> list[_Line]:
+        return [other for other in self.level(line) if other is not line]
+
+    def above(self, line: _Line, other: _Line) -> bool:
+        """``line`` ends above ``other`` (by half a line at most) and is not on its row."""
+        return line.y1 <= other.y0 + 0.5 * min(line.height, other.height) and not any(
+            row is line for row in self.level(other)
+        )
+
+    def above_from(self, line: _Line, top: float) -> list[_Line]:
+        """The lines above ``line`` that start at ``top`` or below it, nearest first."""
+        return sorted(
+            (other for other in self.lines if other.y0 >= top and self.above(other, line)), key=lambda o: -o.y0
+        )
 
 
 def as_number(text: str) -> Decimal | None:
@@ -132,7 +164,11 @@ def places_of(parsed: ParsedDocument, page: int, start: int, end: int, value: ob
 
 
 def _place_at(parsed: ParsedDocument, page: int, text: str, at: int) -> Place:
-    place = _context_at(parsed, page, text, at)
+    return parsed.derived(("place", page, at), lambda: _read_place(_page_lines(parsed, page), text, at))
+
+
+def _read_place(lines: _Lines, text: str, at: int) -> Place:
+    place = _read_context(lines, text, at)
     line_end = text.find("\n", at)
     line_start = text.rfind("\n", 0, at) + 1
     return replace(
@@ -143,12 +179,21 @@ def _place_at(parsed: ParsedDocument, page: int, text: str, at: int) -> Place:
     )
 
 
-def _context_at(parsed: ParsedDocument, page: int, text: str, at: int) -> Place:
-    boxes = parsed.layout[page - 1] if page - 1 < len(parsed.layout) else []
-    lines = [
-        _Line(box[0], box[1], box[2], box[3], int(box[4]), int(box[5]), text[int(box[4]) : int(box[5])])
-        for box in boxes
-    ]
+def _page_lines(parsed: ParsedDocument, page: int) -> _Lines:
+    def build() -> _Lines:
+        text = parsed.pages_text[page - 1]
+        boxes = parsed.layout[page - 1] if page - 1 < len(parsed.layout) else []
+        return _Lines(
+            [
+                _Line(box[0], box[1], box[2], box[3], int(box[4]), int(box[5]), text[int(box[4]) : int(box[5])])
+                for box in boxes
+            ]
+        )
+
+    return parsed.derived(("lines", page), build)
+
+
+def _read_context(lines: _Lines, text: str, at: int) -> Place:
     line = next((line for line in lines if line.start <= at < line.end), None)
     if line is not None and _cell_like(line, at):
         table = _table_place(lines, line, at)
@@ -161,13 +206,13 @@ def _context_at(parsed: ParsedDocument, page: int, text: str, at: int) -> Place:
     return _sentence_place(text, at)
 
 
-def _size_header(line: _Line, lines: list[_Line]) -> bool:
+def _size_header(line: _Line, lines: _Lines) -> bool:
     """A table's column header printing a group's size ("Palmvitee, n = 30", "(n = 50)"): short,
     beside other columns' short headers (not a line of the page's other text column), with cells
     of numbers under it."""
     if len(line.text.strip()) > GROUP_HEADER_CHARS or not GROUP_SIZE.search(line.text):
         return False
-    level = [other for other in lines if other is not line and other.level_with(line)]
+    level = lines.level_others(line)
     if not level or any(len(other.text.strip()) > GROUP_HEADER_CHARS for other in level):
         return False
     return any(
@@ -175,7 +220,7 @@ def _size_header(line: _Line, lines: list[_Line]) -> bool:
     )
 
 
-def _size_header_place(lines: list[_Line], header: _Line) -> Place | None:
+def _size_header_place(lines: _Lines, header: _Line) -> Place | None:
     """A size printed in a column's header: the column's headers are it and the lines above it,
     with a header row centred over pairs of columns ("Nonsmokers | Smokers")."""
     caption_line = _caption_above(lines, header)
@@ -223,8 +268,8 @@ def _prose(line: _Line) -> bool:
     return len(line.text) >= PROSE_CHARS and len(LETTER.findall(line.text)) > len(line.text) / 2
 
 
-def _table_place(lines: list[_Line], cell: _Line, at: int) -> Place | None:
-    row = [line for line in lines if line.level_with(cell) and not _prose(line)]
+def _table_place(lines: _Lines, cell: _Line, at: int) -> Place | None:
+    row = [line for line in lines.level(cell) if not _prose(line)]
     left = sorted((line for line in row if line.x1 <= cell.x0 + 1), key=lambda line: -line.x1)
     label = _leading_words(cell.text[: at - cell.start])
     if not label:
@@ -261,32 +306,31 @@ def _indented(cell: _Line, left: list[_Line]) -> bool:
     return label_line.text[:1].isspace()
 
 
-def _row_labels(lines: list[_Line], cell: _Line, label_x: float, top: float, indented: bool) -> tuple[str, ...]:
+def _row_labels(lines: _Lines, cell: _Line, label_x: float, top: float, indented: bool) -> tuple[str, ...]:
     """The labels of the rows with numbers in the number's table (down to the next caption), its
     own row's left out: "Body mass index" beside "Body weight"."""
     below = [
         line.y0 for line in lines if CAPTION.match(line.text) and line.y0 > cell.y1 and _same_page_column(line, cell)
     ]
     bottom = min(below, default=float("inf"))
+    on_its_row = {id(line) for line in lines.level(cell)}
     found = []
     for line in lines:
-        if not top <= line.y0 < bottom or line.level_with(cell) or abs(line.x0 - label_x) > ROW_INDENT:
+        if not top <= line.y0 < bottom or id(line) in on_its_row or abs(line.x0 - label_x) > ROW_INDENT:
             continue
         if numeric(line.text) or _prose(line):
             continue
-        if line.above(cell) and (line.x0 < label_x - 3 or (indented and not line.text[:1].isspace())):
+        if lines.above(line, cell) and (line.x0 < label_x - 3 or (indented and not line.text[:1].isspace())):
             continue  # a row the number's indented row may belong to ("BMI" over "  > 30 kg/m2")
         label = _leading_words(line.text)
         with_numbers = NUMBER.search(line.text[len(label) :]) if label else None
-        if not label or not (
-            with_numbers or any(o.level_with(line) and o.x0 > line.x1 and numeric(o.text) for o in lines)
-        ):
+        if not label or not (with_numbers or any(o.x0 > line.x1 and numeric(o.text) for o in lines.level(line))):
             continue
         found.append(label)
     return tuple(found)
 
 
-def _row_times(lines: list[_Line], others: list[_Line], top: float) -> dict[str, Any]:
+def _row_times(lines: _Lines, others: list[_Line], top: float) -> dict[str, Any]:
     """A row labelled by a bare number in a column headed by a time unit ("Weeks": 0, 12, 24):
     its time, and every time that column prints."""
     for other in others:
@@ -303,7 +347,7 @@ def _row_times(lines: list[_Line], others: list[_Line], top: float) -> dict[str,
     return {}
 
 
-def _time_column(lines: list[_Line], cell: _Line, top: float) -> list[_Line]:
+def _time_column(lines: _Lines, cell: _Line, top: float) -> list[_Line]:
     """The bare numbers of ``cell``'s column, down from the header while they follow each other
     (a gap of a few rows ends the table: a page number at the foot is no time)."""
     column = sorted(
@@ -323,12 +367,12 @@ def _time_column(lines: list[_Line], cell: _Line, top: float) -> list[_Line]:
     return kept
 
 
-def _caption_text(lines: list[_Line], caption: _Line) -> str:
+def _caption_text(lines: _Lines, caption: _Line) -> str:
     """The caption with the lines it wraps onto."""
     return " ".join(" ".join(part.text.split()) for part in _caption_lines(lines, caption))
 
 
-def _caption_lines(lines: list[_Line], caption: _Line) -> list[_Line]:
+def _caption_lines(lines: _Lines, caption: _Line) -> list[_Line]:
     """The caption's line and the lines it wraps onto (directly below, starting where it starts)."""
     parts, last = [caption], caption
     for line in sorted((line for line in lines if line.y0 > caption.y0), key=lambda line: line.y0):
@@ -340,7 +384,7 @@ def _caption_lines(lines: list[_Line], caption: _Line) -> list[_Line]:
     return parts
 
 
-def _row_group(lines: list[_Line], cell: _Line, left: list[_Line], top: float) -> str:
+def _row_group(lines: _Lines, cell: _Line, left: list[_Line], top: float) -> str:
     """A two-level row header: the label in a column left of the row's own label that the row is
     printed under ("Upper limb" over the rows "Drug A" and "Placebo")."""
     labels = [line for line in left if not numeric(line.text)]
@@ -357,12 +401,12 @@ def _row_group(lines: list[_Line], cell: _Line, left: list[_Line], top: float) -
         and not _prose(line)
         and line is not own
         # a row's label (numbers level with it), not a caption's wrapped line beside the table
-        and any(numeric(other.text) and other.level_with(line) and other.x0 > own.x0 for other in lines)
+        and any(numeric(other.text) and other.x0 > own.x0 for other in lines.level(line))
     ]
     return " ".join(max(above, key=lambda line: line.y0).text.split()) if above else ""
 
 
-def _legend(lines: list[_Line]) -> str:
+def _legend(lines: _Lines) -> str:
     """The page's sentences saying how values are given ("Results are shown as mean ± SD"), read
     across line breaks."""
     flat = " ".join(" ".join(line.text.split()) for line in lines)
@@ -376,7 +420,7 @@ def _leading_words(text: str) -> str:
     return " ".join(head.split()) if LETTER.search(head) else ""
 
 
-def _caption_above(lines: list[_Line], cell: _Line) -> _Line | None:
+def _caption_above(lines: _Lines, cell: _Line) -> _Line | None:
     captions = [
         line for line in lines if CAPTION.match(line.text) and line.y1 <= cell.y0 and _same_page_column(line, cell)
     ]
@@ -390,21 +434,17 @@ def _same_page_column(line: _Line, cell: _Line) -> bool:
     return line.x0 <= cell.x1
 
 
-def _column_headers(lines: list[_Line], cell: _Line, top: float) -> tuple[str, ...]:
+def _column_headers(lines: _Lines, cell: _Line, top: float) -> tuple[str, ...]:
     """The lines of words above the number in its column, below the caption (top first)."""
     above = sorted(
-        (line for line in lines if line.y0 >= top and line.above(cell) and line.spans_x_of(cell)),
+        (line for line in lines if line.y0 >= top and lines.above(line, cell) and line.spans_x_of(cell)),
         key=lambda line: -line.y0,
     )
     headers: list[_Line] = []
     for line in above:
         if _prose(line) or len(line.text.split()) > 6:
             break  # running text above the table
-        if (
-            not headers
-            and line.x0 < cell.x0 - SPANNING
-            and not any(o is not line and o.level_with(line) for o in lines)
-        ):
+        if not headers and line.x0 < cell.x0 - SPANNING and not lines.level_others(line):
             continue  # a heading row alone on its line ("4-month follow-up"), reaching into this column
         if headers and headers[-1].y0 - line.y1 > 4.5 * line.height:
             break  # a gap: the header ended above
@@ -426,18 +466,18 @@ GROUP_SIZE = re.compile(r"\b[nN]\s*=\s*\d+")
 GROUP_HEADER_CHARS = 40  # a column's header with a group's size, not a sentence
 
 
-def _arm_headers(lines: list[_Line], cell: _Line, below: _Line, top: float) -> list[_Line]:
+def _arm_headers(lines: _Lines, cell: _Line, below: _Line, top: float) -> list[_Line]:
     """The header over ``cell``'s column at the top of its table, above ``below``, when it prints a
     group's size ("Palmvitee, n = 29"): the arm of every section under it. Empty when none."""
     sized = [
         line
         for line in lines
-        if line.y0 >= top and line.above(below) and line.spans_x_of(cell) and GROUP_SIZE.search(line.text)
+        if line.y0 >= top and lines.above(line, below) and line.spans_x_of(cell) and GROUP_SIZE.search(line.text)
     ]
     return [min(sized, key=lambda line: line.y0)] if sized else []
 
 
-def _spanning_header(lines: list[_Line], cell: _Line, headers: list[_Line], top: float) -> _Line | None:
+def _spanning_header(lines: _Lines, cell: _Line, headers: list[_Line], top: float) -> _Line | None:
     """A header row of fewer cells than the table has columns ("Nonsmokers | Smokers" over
     "Placebo | Active | Placebo | Active"), each centred over its columns so that a narrow word
     need not reach over this one: the cell whose centre is nearest the column's."""
@@ -445,14 +485,14 @@ def _spanning_header(lines: list[_Line], cell: _Line, headers: list[_Line], top:
         return None
     # The column's own header: the nearest one in a row of column headers (a section's heading
     # alone on its line, "Tocotrienol (ng/ml)", is no column's).
-    own = next((h for h in headers if any(o is not h and o.level_with(h) for o in lines)), headers[0])
-    columns = [line for line in lines if line.level_with(own)]
+    own = next((h for h in headers if lines.level_others(h)), headers[0])
+    columns = lines.level(own)
     left, right = min(line.x0 for line in columns), max(line.x1 for line in columns)
     centre = (cell.x0 + cell.x1) / 2
-    for line in sorted((line for line in lines if line.y0 >= top and line.above(own)), key=lambda line: -line.y0):
+    for line in lines.above_from(own, top):
         if own.y0 - line.y1 > 4.5 * line.height:
             return None  # past the header
-        row = [o for o in lines if o.level_with(line) and LETTER.search(o.text) and not numeric(o.text)]
+        row = [o for o in lines.level(line) if LETTER.search(o.text) and not numeric(o.text)]
         if line in headers or any(o.spans_x_of(cell) for o in row) or not 2 <= len(row) < len(columns):
             continue
         if any(o.x0 < left - SPANNING or o.x1 > right + SPANNING for o in row):
@@ -463,38 +503,38 @@ def _spanning_header(lines: list[_Line], cell: _Line, headers: list[_Line], top:
     return None
 
 
-def _headings(lines: list[_Line], cell: _Line, label_x: float, top: float, caption: list[_Line]) -> tuple[str, ...]:
+def _headings(lines: _Lines, cell: _Line, label_x: float, top: float, caption: list[_Line]) -> tuple[str, ...]:
     """Rows above with a label and no numbers ("Late time (2–24 h)", "Surgical type"), nearest
     first; the caption's title wrapped onto its own line is none."""
     found = []
-    for line in sorted((line for line in lines if line.y0 >= top and line.above(cell)), key=lambda line: -line.y0):
+    for line in lines.above_from(cell, top):
         if line in caption:
             continue
         if line.x0 > cell.x0 - 1 or abs(line.x0 - label_x) > 40 or numeric(line.text) or _prose(line):
             continue
-        level = [other for other in lines if other is not line and other.level_with(line)]
+        level = lines.level_others(line)
         if any(numeric(other.text) and other.x0 > line.x1 and other.x0 < cell.x1 + 200 for other in level):
             continue  # a row with numbers of its own: an earlier row, not a heading
         found.append(" ".join(line.text.split()))
     return tuple(found)
 
 
-def _groups(lines: list[_Line], cell: _Line, top: float, caption: list[_Line]) -> tuple[str, ...]:
+def _groups(lines: _Lines, cell: _Line, top: float, caption: list[_Line]) -> tuple[str, ...]:
     """Lines above the number alone on their row, across the table ("Non-smokers (active, n = 29)"
     centred over its rows): the groups a table's rows are printed under, nearest first. Only short
     lines over the row's own width count: the other column of a two-column page is no group, nor
     is the caption's title wrapped onto a line of its own."""
-    row = [line for line in lines if line.level_with(cell)]
+    row = lines.level(cell)
     left, right = min(line.x0 for line in row), max(line.x1 for line in row)
     found = []
-    for line in sorted((line for line in lines if line.y0 >= top and line.above(cell)), key=lambda line: -line.y0):
+    for line in lines.above_from(cell, top):
         if line in caption:
             continue
         if numeric(line.text) or _prose(line) or not LETTER.search(line.text) or line.x0 > cell.x1:
             continue
         if line.x1 < left or line.x0 > right or len(line.text.split()) > GROUP_LINE_WORDS:
             continue
-        if any(other is not line and other.level_with(line) for other in lines):
+        if lines.level_others(line):
             continue
         found.append(" ".join(line.text.split()))
     return tuple(found)
