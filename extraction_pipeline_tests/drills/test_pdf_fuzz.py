@@ -2,7 +2,9 @@
 
 Every case must end as a parse result or a clean, one-line PermanentError within the timeout.
 Mutations: truncation, byte flips, garbage written over a stream, a region deleted, a region
-duplicated. Seeded, so a failure names a reproducible case.
+duplicated. Seeded, so a failure names a reproducible case. The cases go through the reader as
+a batch's documents do (``run_each``: one child reads PDFs one after another and a new child
+takes the rest after each failure), so a damaged PDF must also leave the next one unharmed.
 """
 
 from __future__ import annotations
@@ -14,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.pdf.engine import EngineOptions
-from extraction_pipeline.core.pdf.isolation import ParseTimeout, run_isolated
+from extraction_pipeline.core.pdf.isolation import Outcome, ParseTimeout, run_each
 from extraction_pipeline_tests.support import pdf_samples
 
 CASES = 210
@@ -60,24 +61,28 @@ def test_two_hundred_mutated_pdfs_end_cleanly(tmp_path: Path) -> None:
 
     bad: list[tuple[str, str]] = []
 
-    def parse(path: Path) -> str:
-        try:
-            result = run_isolated(path, timeout_seconds=TIMEOUT_SECONDS, limits=EngineOptions())
-        except ParseTimeout:
+    def verdict(path: Path, outcome: Outcome) -> str:
+        if isinstance(outcome.error, ParseTimeout):
             bad.append((path.name, "timeout"))
             return "timeout"
-        except PermanentError as exc:
-            message = str(exc)
+        if outcome.error is not None:
+            message = str(outcome.error)
             assert message and "\n" not in message and "Traceback" not in message, (path.name, message)
             if message.startswith("parser crashed"):
                 bad.append((path.name, message))
                 return "crash"
             return "error"
-        assert isinstance(result["pages_text"], list) and result["pages_text"], path.name
+        assert outcome.value is not None
+        assert isinstance(outcome.value["pages_text"], list) and outcome.value["pages_text"], path.name
         return "parsed"
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        outcomes = Counter(pool.map(parse, cases))
+    def parse(share: list[Path]) -> list[str]:
+        outcomes = run_each(share, timeout_seconds=TIMEOUT_SECONDS, limits=EngineOptions())
+        assert len(outcomes) == len(share)
+        return [verdict(path, outcome) for path, outcome in zip(share, outcomes, strict=True)]
+
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two readers at once, as two runs would
+        outcomes = Counter(v for verdicts in pool.map(parse, [cases[0::2], cases[1::2]]) for v in verdicts)
     print(f"\nfuzz outcomes over {CASES} cases: {dict(outcomes)}")
     assert sum(outcomes.values()) == CASES
     assert bad == [], bad
