@@ -45,11 +45,11 @@ from extraction_pipeline.core.llm.batch_model import (
 from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction
 from extraction_pipeline.core.llm.providers.anthropic_batches import AnthropicBatchDriver, batch_usage, same_origin
 from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document
-from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
 from extraction_pipeline_tests.support.dagster_runs import answer_from_trial
+from extraction_pipeline_tests.support.documents import register_all
 from extraction_pipeline_tests.support.extraction_cases import paper, paper_answer, paper_requests
 from extraction_pipeline_tests.support.fake_anthropic_batches import FakeAnthropicBatchServer
 from extraction_pipeline_tests.support.fake_llm import Reply
@@ -268,7 +268,7 @@ def test_prepare_and_follow_store_the_answers_at_the_batch_price(
     ledger = Ledger.connect(ledger_url)
     try:
         pdfs = [write_report(make_trial(i), tmp_path / "pdfs") for i in (1, 2, 3)]
-        docs = [register_pdf(ledger, tmp_path / "documents", "p", pdf).id for pdf in pdfs]
+        docs = [document.id for document in register_all(ledger, tmp_path / "documents", "p", pdfs)]
         batch = create_batch(
             ledger, idempotency_key="pb", project="p", user="u", document_ids=docs, provider_batch=True
         )

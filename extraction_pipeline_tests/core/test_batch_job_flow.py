@@ -28,9 +28,9 @@ from extraction_pipeline.core.llm import batch_api
 from extraction_pipeline.core.llm.batch_model import BatchRequest, SubmittedBatch
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document, parse_documents
-from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline_tests.support.dagster_runs import answer_from_trial
+from extraction_pipeline_tests.support.documents import register_all
 from extraction_pipeline_tests.support.fake_batches import FakeBatchServer
 from extraction_pipeline_tests.support.fake_llm import Reply
 
@@ -58,7 +58,7 @@ class Case:
 def case(ledger_url: str, tmp_path: Path) -> Iterator[Case]:
     ledger = Ledger.connect(ledger_url)
     pdfs = [write_report(make_trial(i), tmp_path / "pdfs") for i in (1, 2, 3)]
-    docs = [register_pdf(ledger, tmp_path / "documents", "p", pdf).id for pdf in pdfs]
+    docs = [document.id for document in register_all(ledger, tmp_path / "documents", "p", pdfs)]
     batch = create_batch(ledger, idempotency_key="pb", project="p", user="u", document_ids=docs, provider_batch=True)
     # Parsed together into the cache, as the submit step does: each ``parse`` below reads it.
     parse_documents(ledger, [(item["sha256"], item["stored_path"]) for item in batch_item_rows(ledger, batch.id)])

@@ -36,10 +36,10 @@ from extraction_pipeline.core.ledger.rows import ItemListing
 from extraction_pipeline.core.ledger.schema import ProviderBatchPhase, provider_batches
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import ParsedDocument, parse_document, parse_documents
-from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.core.usage import Usage
 from extraction_pipeline_tests.support.dagster_runs import answer_from_trial
+from extraction_pipeline_tests.support.documents import register_all
 from extraction_pipeline_tests.support.fake_anthropic_batches import FakeAnthropicBatchServer, FakeMessageBatch
 from extraction_pipeline_tests.support.fake_batches import FakeBatchServer
 from extraction_pipeline_tests.support.fake_llm import Reply
@@ -69,7 +69,7 @@ class Case:
 
 def _documents(ledger: Ledger, tmp_path: Path, *, key: str = "pb", fresh: bool = False) -> int:
     pdfs = [write_report(make_trial(i), tmp_path / "pdfs") for i in range(1, DOCUMENTS + 1)]
-    docs = [register_pdf(ledger, tmp_path / "documents", "p", pdf).id for pdf in pdfs]
+    docs = [document.id for document in register_all(ledger, tmp_path / "documents", "p", pdfs)]
     batch = create_batch(
         ledger, idempotency_key=key, project="p", user="u", document_ids=docs, provider_batch=True, fresh=fresh
     )

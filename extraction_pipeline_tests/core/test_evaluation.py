@@ -20,6 +20,7 @@ from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.usage import Usage
 from extraction_pipeline_tests.support.cli import run_cli
+from extraction_pipeline_tests.support.documents import register_all
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply
 from extraction_pipeline_tests.support.oracle import CORPUS
 
@@ -332,7 +333,6 @@ def test_the_oracle_batch_of_the_corpus_scores_every_printed_gold_value_right(
     from extraction_pipeline.core.ledger.queries import batch_item_rows
     from extraction_pipeline.core.llm.gateway import LLMConfig
     from extraction_pipeline.core.pdf.parsing import parse_document, parse_documents
-    from extraction_pipeline.core.pdf.registration import register_pdf
     from extraction_pipeline_tests.support.oracle import build_answer, corpus_papers, skeleton
 
     settings = Settings(home=tmp_path / "home")
@@ -348,7 +348,7 @@ def test_the_oracle_batch_of_the_corpus_scores_every_printed_gold_value_right(
         return Reply(oracle.as_json(), tokens_in=9000, tokens_out=900)
 
     fake_llm.answer = answer
-    docs = [register_pdf(ledger, settings.documents_dir, "oracle", CORPUS / "pdf" / f"{p}.pdf") for p in papers]
+    docs = register_all(ledger, settings.documents_dir, "oracle", [CORPUS / "pdf" / f"{p}.pdf" for p in papers])
     batch = create_batch(
         ledger, idempotency_key="oracle", project="oracle", user="u", document_ids=[d.id for d in docs]
     ).id

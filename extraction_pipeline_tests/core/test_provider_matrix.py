@@ -25,6 +25,7 @@ from extraction_pipeline.core.llm.gateway import LLMConfig, complete_extraction,
 from extraction_pipeline.core.llm.rate_headers import read_rate_limits
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
+from extraction_pipeline_tests.support.documents import register_all
 from extraction_pipeline_tests.support.oracle import CORPUS, build_answer, skeleton
 from extraction_pipeline_tests.support.providers import (
     AnthropicFake,
@@ -202,12 +203,11 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
     """The papers registered and parsed once, for every row (each row extracts its own batch)."""
     _corpus()
     from extraction_pipeline.core.pdf.parsing import parse_document
-    from extraction_pipeline.core.pdf.registration import register_pdf
 
     settings = Settings(home=tmp_path_factory.mktemp("matrix") / "home")
     settings.home_dir.mkdir(parents=True)
     ledger = Ledger.connect(settings.ledger_url)
-    docs = [register_pdf(ledger, settings.documents_dir, "matrix", CORPUS / "pdf" / f"{p}.pdf") for p in PAPERS]
+    docs = register_all(ledger, settings.documents_dir, "matrix", [CORPUS / "pdf" / f"{p}.pdf" for p in PAPERS])
     parsed = {}
     for doc in docs:
         row = ledger_document(ledger, doc.id)

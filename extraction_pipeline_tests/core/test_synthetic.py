@@ -14,7 +14,6 @@ from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.llm.gateway import LLMConfig
 from extraction_pipeline.core.pdf.parsing import parse_document
-from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthesis.batch import batch_synthesis
 from extraction_pipeline.core.synthesis.risk_of_bias import NO_INFORMATION, batch_risk_of_bias
@@ -26,6 +25,7 @@ from extraction_pipeline.core.synthetic import (
     write_reports,
 )
 from extraction_pipeline.core.templates.arms import study_arms
+from extraction_pipeline_tests.support.documents import register_all
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer
 from extraction_pipeline_tests.support.review_case import extract_three_arm_report, parse_registered
 
@@ -61,7 +61,7 @@ def test_the_demos_batch_extracted_offline_pools_its_primary_outcome_and_judges_
     settings.home_dir.mkdir(parents=True)
     ledger = Ledger.connect(settings.ledger_url)
     reports = write_reports(tmp_path / "pdfs", 5, start=1)
-    documents = [register_pdf(ledger, settings.documents_dir, "demo", path) for _trial, path in reports]
+    documents = register_all(ledger, settings.documents_dir, "demo", [path for _trial, path in reports])
     batch_id = create_batch(
         ledger, idempotency_key="demo-like", project="demo", user="demo", document_ids=[d.id for d in documents]
     ).id

@@ -21,9 +21,9 @@ import dagster as dg
 
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
-from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.defs.assets import extracted_document, parsed_document
+from extraction_pipeline_tests.support.documents import register_all
 from extraction_pipeline_tests.support.ledgers import key_of
 from extraction_pipeline_tests.support.processes import warm_context
 
@@ -70,10 +70,8 @@ def test_assets_declare_their_pools() -> None:
 def test_pdf_parse_pool_limit_holds_across_concurrent_runs(tmp_path: Path, pg_dagster_database: str) -> None:
     ledger_url = f"sqlite:///{tmp_path / 'ledger.db'}"
     ledger = Ledger.connect(ledger_url)
-    doc_ids = [
-        register_pdf(ledger, tmp_path / "documents", "p", write_report(make_trial(i), tmp_path / "src")).id
-        for i in range(1, 4)
-    ]
+    pdfs = [write_report(make_trial(i), tmp_path / "src") for i in range(1, 4)]
+    doc_ids = [document.id for document in register_all(ledger, tmp_path / "documents", "p", pdfs)]
     batch = create_batch(ledger, idempotency_key="pools", project="p", user="u", document_ids=doc_ids).id
     uid = get_batch(ledger, batch)["uid"]  # type: ignore[index]
     storage = {"storage": {"postgres": {"postgres_url": pg_dagster_database}}}

@@ -29,12 +29,12 @@ from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.documents import partition_key_of
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.rows import ItemListing, ItemRow
-from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.demo import wait_for_batch
 from extraction_pipeline.instance import DaemonProcess, init_home
 from extraction_pipeline_tests.support.dagster_runs import answer_from_trial
+from extraction_pipeline_tests.support.documents import register_all
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply
 from extraction_pipeline_tests.support.ledgers import fresh_pg_database
 
@@ -182,10 +182,8 @@ class CeleryStack:
     homes: dict[str, Path]
 
     def batch_of(self, count: int, folder: Path, key: str) -> int:
-        doc_ids = [
-            register_pdf(self.ledger, self.settings.documents_dir, key, write_report(make_trial(i), folder)).id
-            for i in range(1, count + 1)
-        ]
+        pdfs = [write_report(make_trial(i), folder) for i in range(1, count + 1)]
+        doc_ids = [document.id for document in register_all(self.ledger, self.settings.documents_dir, key, pdfs)]
         return create_batch(self.ledger, idempotency_key=key, project=key, user="cel", document_ids=doc_ids).id
 
 

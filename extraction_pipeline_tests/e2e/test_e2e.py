@@ -28,12 +28,12 @@ from extraction_pipeline.core.ledger.documents import get_document, partition_ke
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.reopening import retry_failed
 from extraction_pipeline.core.ledger.rows import ItemListing
-from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import SyntheticTrial, make_trial, write_report
 from extraction_pipeline.defs.launcher import RUN_WORKER_TAG
 from extraction_pipeline.demo import wait_for_batch
 from extraction_pipeline.instance import DaemonProcess, init_home
+from extraction_pipeline_tests.support.documents import register_all
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
 from extraction_pipeline_tests.support.invariant import invariant_violations, run_partitions, wait_for_runs_to_end
 from extraction_pipeline_tests.support.ledgers import key_of
@@ -58,13 +58,12 @@ class Stack:
     oracles: list[OracleAnswer]  # real corpus papers answered from their gold values
 
     def register(self, indices: range) -> list[int]:
-        ids = []
+        paths = []
         for index in indices:
             trial = make_trial(index)
             self.trials[trial.nct_number] = trial
-            path = write_report(trial, self.settings.home_dir / "incoming")
-            ids.append(register_pdf(self.ledger, self.settings.documents_dir, "e2e", path).id)
-        return ids
+            paths.append(write_report(trial, self.settings.home_dir / "incoming"))
+        return [document.id for document in register_all(self.ledger, self.settings.documents_dir, "e2e", paths)]
 
     def graphql(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
         request = urllib.request.Request(
@@ -529,10 +528,8 @@ def test_oracle_gold_values_reach_the_workbook_verified_and_wrong_numbers_do_not
     wrong_value = (oracles[4].pmcid, *_tamper_value(oracles[4]))
     wrong_quote = (oracles[5].pmcid, *_tamper_quote(oracles[5]))
     stack.oracles.extend(oracles)
-    doc_ids = [
-        register_pdf(stack.ledger, stack.settings.documents_dir, "oracle", CORPUS / "pdf" / f"{o.pmcid}.pdf").id
-        for o in oracles
-    ]
+    pdfs = [CORPUS / "pdf" / f"{o.pmcid}.pdf" for o in oracles]
+    doc_ids = [document.id for document in register_all(stack.ledger, stack.settings.documents_dir, "oracle", pdfs)]
     batch_id = create_batch(
         stack.ledger, idempotency_key="e2e-oracle", project="oracle", user="dee", document_ids=doc_ids
     ).id

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows
-from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import SyntheticTrial, make_trial, write_report
+from extraction_pipeline_tests.support.documents import register_all
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, extraction_json
 from extraction_pipeline_tests.support.review_case import ReviewCase, extract_answered, parse_registered
 
@@ -127,7 +127,7 @@ def make_arms_batch(
         write_report(made, settings.home_dir / "incoming", trial.table())
         for made, trial in zip(synthetic, trials, strict=True)
     ]
-    documents = [register_pdf(ledger, settings.documents_dir, "arms", pdf) for pdf in pdfs]
+    documents = register_all(ledger, settings.documents_dir, "arms", pdfs)
     batch_id = create_batch(
         ledger,
         idempotency_key=f"arms-{'-'.join(str(t.index) for t in trials)}",

@@ -10,10 +10,10 @@ import dagster as dg
 
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import get_batch
-from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.settings import Settings
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.defs.resources import LedgerResource, LLMResource, PipelineSettingsResource
+from extraction_pipeline_tests.support.documents import register_all
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
 
 
@@ -44,10 +44,8 @@ def batch_tags(ledger: Ledger, batch_id: int) -> dict[str, str]:
 
 
 def register_trials(ledger: Ledger, home: Path, count: int) -> list[int]:
-    return [
-        register_pdf(ledger, home / "documents", "p", write_report(make_trial(i), home / "src")).id
-        for i in range(1, count + 1)
-    ]
+    pdfs = [write_report(make_trial(i), home / "src") for i in range(1, count + 1)]
+    return [document.id for document in register_all(ledger, home / "documents", "p", pdfs)]
 
 
 def answer_from_trial(messages: list[dict[str, str]]) -> Reply:

@@ -28,9 +28,9 @@ from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.rows import BatchRow, ItemListing
 from extraction_pipeline.core.pdf.isolation import group_alive
-from extraction_pipeline.core.pdf.registration import register_pdf
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline_tests.support.dagster_runs import answer_from_trial
+from extraction_pipeline_tests.support.documents import register_all
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply
 from extraction_pipeline_tests.support.invariant import invariant_violations
 from extraction_pipeline_tests.support.web import free_port
@@ -217,12 +217,8 @@ class Drill:
 
     # --- the batch ---
     def batch(self, count: int, key: str) -> int:
-        doc_ids = [
-            register_pdf(
-                self.ledger, self.home / "documents", "drill", write_report(make_trial(i), self.home / "in")
-            ).id
-            for i in range(1, count + 1)
-        ]
+        pdfs = [write_report(make_trial(i), self.home / "in") for i in range(1, count + 1)]
+        doc_ids = [document.id for document in register_all(self.ledger, self.home / "documents", "drill", pdfs)]
         return create_batch(self.ledger, idempotency_key=key, project="drill", user="drill", document_ids=doc_ids).id
 
     def items(self, batch_id: int) -> list[ItemListing]:

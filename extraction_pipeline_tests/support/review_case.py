@@ -27,6 +27,7 @@ from extraction_pipeline.core.synthetic import (
     write_report,
     write_three_arm_report,
 )
+from extraction_pipeline_tests.support.documents import register_all
 from extraction_pipeline_tests.support.fake_llm import FakeLLMServer, Reply, extraction_json
 from extraction_pipeline_tests.support.templates import freeze_version_1
 
@@ -166,7 +167,7 @@ def make_batch(
     two-arm template of earlier releases (give it that template's answers)."""
     trials = [make_trial(index) for index in indexes]
     pdfs = [write_report(trial, settings.home_dir / "incoming", extra_text) for trial in trials]
-    documents = [register_pdf(ledger, settings.documents_dir, project, pdf) for pdf in pdfs]
+    documents = register_all(ledger, settings.documents_dir, project, pdfs)
     batch_id = create_batch(
         ledger,
         idempotency_key=f"review-{'-'.join(map(str, indexes))}-{project}",
