@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import Any
 
 from extraction_pipeline.core.evaluation.matching import label_names
-from extraction_pipeline.core.extraction.follow_up import MAX_ASKED, check_recall
+from extraction_pipeline.core.extraction.follow_up import MAX_LABELS, check_recall
 from extraction_pipeline.core.extraction.grounded import GroundedFields, ground_output
 from extraction_pipeline.core.extraction.markers import MISSED_CLOSE, MISSED_OPEN
 from extraction_pipeline.core.llm.gateway import LLMResult, parse_answer
@@ -164,7 +164,12 @@ def main() -> None:
     parser.add_argument("--drop-numbers", type=float, default=0.1, help="share of the remaining arm numbers dropped")
     parser.add_argument("--seed", type=int, default=1, help="which outcomes and numbers are forgotten")
     parser.add_argument("--papers", nargs="*", help="PMC ids (default: every corpus paper with gold outcomes)")
-    parser.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="items listed per paper at most")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=DEFAULT_LIMIT,
+        help="rows listed per paper at most (an item naming several outcomes counts each)",
+    )
     parser.add_argument("--items", action="store_true", help="print every listed item")
     parser.add_argument(
         "--no-follow-up", dest="follow_up", action="store_false", help="do not ask the follow-up question"
@@ -175,7 +180,7 @@ def main() -> None:
     pmcids = args.papers or sorted({str(row["pmcid"]) for row in gold_rows})
     print(
         f"recall check: drop {args.drop_outcomes:.0%} of outcomes, {args.drop_numbers:.0%} of remaining arm numbers, "
-        f"seed {args.seed}, limit {args.limit} items per paper; "
+        f"seed {args.seed}, limit {args.limit} rows per paper; "
         f"follow-up {'asked' if args.follow_up else 'not asked'}; "
         f"parse: plain PyMuPDF text + ruled tables; cores={os.cpu_count()}"
     )
@@ -488,7 +493,7 @@ def run_paper(
         # check_recall lists with the pipeline's own cap; the oracle matches the asked labels to those items.
         record = FollowUp()
         partly = [outcome for outcome, _name, _value in lost]  # kept, some numbers forgotten
-        asked_about = possibly_missed(parsed, fields, limit=MAX_ASKED)  # the longer list the follow-up asks from
+        asked_about = possibly_missed(parsed, fields, limit=MAX_LABELS)  # the longer list the follow-up asks from
         ask = follow_up_oracle(dropped, partly, asked_about, names, record)
         checked = check_recall(fields, parsed, RCT_TEMPLATE, follow_up=True, whole_paper_fits=True, ask=ask)
         record.gold_values_after = gold_found(outcomes, checked.fields)

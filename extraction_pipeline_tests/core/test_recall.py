@@ -545,6 +545,62 @@ def test_the_list_is_capped_most_likely_first_and_returned_in_reading_order() ->
     assert [i.start for i in items] == sorted(i.start for i in items)
 
 
+def test_the_limit_counts_rows_so_a_tables_unread_rows_are_cut_to_the_likeliest() -> None:
+    # Six unread rows of one table (the table the answer read its outcome from), and one row the
+    # answer half read: the half-read row first, then the unread rows nearest the quoted one.
+    rows = "".join(f"Outcome {n}\n{n}.1 ± 1.{n}\n{n}.5 ± 2.{n}\n" for n in range(1, 7))
+    paper = _paper(ABSTRACT, RESULTS.replace("4. Discussion", "Table 3. Secondary outcomes\n" + rows + "4. Discussion"))
+    no_sd = {name: pair for name, pair in PAIN.items() if name != "sd_control"}
+    everything = possibly_missed(paper, _fields(paper, no_sd, NAUSEA), limit=100)
+    assert sum(max(1, len(i.label.split("; "))) for i in everything) == 1 + 1 + 6  # half read, length of stay, six
+    items = possibly_missed(paper, _fields(paper, no_sd, NAUSEA), limit=4)
+    assert sum(max(1, len(i.label.split("; "))) for i in items) == 4  # a row each, however they are grouped
+    assert items[0].label == "Pain score" and items[0].numbers == ("1.4",)
+    [table] = [i for i in items if i.label.startswith("Outcome")]
+    assert (
+        table.label == "Outcome 1; Outcome 2"
+        and table.why == "2 of the 6 rows of this table that no extracted value reads"
+    )
+
+
+def test_a_mean_with_its_confidence_interval_written_ci95_is_one_statistic() -> None:
+    sentence = (
+        "For men, the intervention group had a mean quality of life of 72.49 (CI95% 69.34–75.65) compared to "
+        "71.71 (95% CI 68.21–75.20) in the control group (p = 0.94).\n"
+    )
+    paper = _paper(ABSTRACT, "3. Results\n" + sentence + "4. Discussion\n")
+    [item] = possibly_missed(paper, _fields(paper, PAIN))
+    assert item.numbers == ("72.49", "69.34", "75.65", "71.71", "95", "68.21", "75.20")
+
+
+def test_statistics_of_a_read_row_that_no_value_has_are_listed_when_outcomes_are_columns() -> None:
+    # Outcomes as columns, arms as rows: the answer read the weight and fat columns, not fruit.
+    table = (
+        "3. Results\nTable 2. Means (SD) at 4 months\nGroup\nWeight (kg)\nFat (g)\nFruit (pieces)\n"
+        "Control\n81.2 (9.1)\n61.3 (7.2)\n2.14 (0.81)\nIntervention\n79.5 (8.4)\n58.2 (6.6)\n2.17 (0.77)\n"
+        "4. Discussion\n"
+    )
+    paper = _paper(ABSTRACT, table)
+    read = [
+        {
+            "outcome_name": (name, label),
+            "mean_treatment": (treated[0], f"{treated[0]} ({treated[1]})"),
+            "sd_treatment": (treated[1], f"{treated[0]} ({treated[1]})"),
+            "mean_control": (control[0], f"{control[0]} ({control[1]})"),
+            "sd_control": (control[1], f"{control[0]} ({control[1]})"),
+        }
+        for name, label, treated, control in (
+            ("weight", "Weight (kg)", (79.5, 8.4), (81.2, 9.1)),
+            ("fat", "Fat (g)", (58.2, 6.6), (61.3, 7.2)),
+        )
+    ]
+    items = possibly_missed(paper, _fields(paper, *read))
+    assert [i.numbers for i in items] == [("2.14", "0.81"), ("2.17", "0.77")]
+    assert items[0].label.endswith("Control") and items[1].label == "Intervention"  # the rows, as labelled
+    assert all(i.why.startswith("the answer read statistics of this row") for i in items)
+    assert possibly_missed(paper, _fields(paper, *read, version=1)) == []  # version 1: a third arm's rule, not this
+
+
 def test_an_item_is_stored_as_json_and_read_back_with_a_stable_key() -> None:
     paper = _paper(ABSTRACT, RESULTS)
     fields = fields_of({"fields": json.loads(json.dumps(stored_fields(_fields(paper, PAIN, NAUSEA))))})

@@ -44,10 +44,9 @@ from extraction_pipeline.core.usage import Usage
 from extraction_pipeline.core.verification.grounding import Grounder
 from extraction_pipeline.core.verification.recall import LABEL_SEPARATOR, MissedKind, PossiblyMissed, possibly_missed
 
-# The reviewer's list is short (the check's ten likeliest items), but a model can be asked about
-# more in the same one call: the follow-up asks about the check's longer list (items; an item for
-# a table's unread rows names each row), in at most MAX_LABELS names.
-MAX_ASKED = 25
+# The reviewer's list is short (the check's ten likeliest rows), but a model can be asked about
+# more in the same one call: the follow-up asks about the check's longer list, at most MAX_LABELS
+# rows (an item for a table's unread rows names each row), each by its name.
 MAX_LABELS = 60
 
 # How the follow-up's call is made: the assembly's ``_answer`` (reuse of a paid answer, the audit
@@ -99,7 +98,7 @@ def check_recall(
     # arm has it (a number the model dropped, whatever the paper's layout), then outcomes with
     # numbers no value reads (a half-read row): asked again whole, their answer fills only the
     # entry's empty or worse fields.
-    longer = possibly_missed(parsed, fields, limit=MAX_ASKED, likeliest_first=True)  # names cut likeliest last
+    longer = possibly_missed(parsed, fields, limit=MAX_LABELS, likeliest_first=True)  # names cut likeliest last
     # An item found at one place for several outcomes (a table's unread rows) names each of them.
     whole = [label for m in longer if m.kind == MissedKind.OUTCOME for label in m.label.split(LABEL_SEPARATOR)]
     rest = [label for m in longer if m.kind != MissedKind.OUTCOME for label in m.label.split(LABEL_SEPARATOR)]

@@ -31,8 +31,8 @@ events without their total, a mean without its SD) is also listed where the numb
 quoted — a results row, a baseline-table row, a methods sentence — with the unread numbers printed
 beside that one (the other arm's statistic, or the other half of its own): whatever the layout,
 the lost number is there more often than not. Findings whose places overlap are one item (labels
-joined with ``LABEL_SEPARATOR``), and the unread rows of one table are one item naming each row:
-a reviewer checks a table once, and a long table nobody read does not fill the list alone.
+joined with ``LABEL_SEPARATOR``; one outcome's, "PONV: no numbers for H1, H2", named once), and
+the listed unread rows of one table are one item naming each row: a reviewer checks a table once.
 
 How the paper is read. Plain PDF text prints a table one cell per line (sometimes a row per line,
 sometimes column by column), so rows are rebuilt from the page text: a table's region starts at
@@ -50,13 +50,16 @@ Numbers the template has no field for (p-values, percentages beside counts, conf
 interquartile ranges) are shown but never asked for.
 
 Precision matters as much as recall, so a row an extraction used is listed only for the specific
-arm numbers above, and the list is capped, most likely misses first: half-read statistics, then a
-missing arm, missing group sizes, a three-arm row's third arm (for a version 1 answer, which
-cannot name it), an arm without numbers where none are printed beside the others', then unread
-results: rows of
-tables the extraction used or that the abstract names, and sentences of the abstract and the
-results section no table repeats (a result printed only in the text is one a model easily
-skips), then the rest. The list is returned in reading order.
+arm numbers above, and the list is capped in rows (``limit``: an item naming several outcomes, a
+table's unread rows, counts each), most likely misses first (``recall_ranking``): missing group
+sizes, half-read statistics, a missing arm, statistics of a row the answer read, of the kind it
+read, that no value has (version 2: outcomes or arms printed as columns), a three-arm row's third
+arm (version 1, which cannot name it), an arm the answer declares without numbers; then unread
+results, ranked by what points to them: rows of tables the extraction used, places near the
+answer's quotes, outcomes the abstract names or numbers it prints, sentences of the abstract and
+the results section no table repeats (a result printed only in the text is one a model easily
+skips). A table's unread rows are cut to the likeliest that fit, and its item says how many more
+there are. The list is returned in reading order.
 
 The check is split by what it does: ``recall_answer`` reads the answer, ``recall_numbers`` the
 numbers of a row or sentence, ``recall_rows`` the rows of tables and ``recall_places`` the rest of
@@ -67,19 +70,20 @@ the answer read and lacks, ``recall_ranking`` ranks and merges the findings into
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 from extraction_pipeline.core.extraction.grounded import GroundedValue
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.verification.recall_answer import read_answer
 from extraction_pipeline.core.verification.recall_coverage import incomplete, judge, missing_sizes, numbers_read
-from extraction_pipeline.core.verification.recall_items import LABEL_SEPARATOR, MissedKind, PossiblyMissed
+from extraction_pipeline.core.verification.recall_items import LABEL_SEPARATOR, MissedKind, PossiblyMissed, rows_named
 from extraction_pipeline.core.verification.recall_places import read_layout
 from extraction_pipeline.core.verification.recall_ranking import Listed, merged_by_place, tables_read_by_none
 
 __all__ = ["DEFAULT_LIMIT", "LABEL_SEPARATOR", "MissedKind", "PossiblyMissed", "possibly_missed"]
 
-DEFAULT_LIMIT = 10  # items per document: a list a reviewer reads to the end
+DEFAULT_LIMIT = 10  # rows per document (an item naming several outcomes counts each): a list read to the end
 
 
 def possibly_missed(
@@ -102,14 +106,24 @@ def possibly_missed(
     # A sentence that only repeats the numbers of a listed row adds nothing for the reviewer.
     in_rows = {n for entry in listed if not entry.prose for n in entry.values}
     listed = [e for e in listed if not (e.prose and e.values and e.values <= in_rows)]
-    listed = tables_read_by_none(document, listed)
+    unread = Counter(e.unread_row_of for e in listed if e.unread_row_of)  # a table's unread rows
     likeliest = merged_by_place(sorted(listed, key=lambda e: (-e.rank, e.item.page, e.item.start)))
-    chosen: list[Listed] = []  # one item per key (a dismissal names its key), the likeliest
-    for entry in likeliest:
-        if all(entry.item.key != kept.item.key for kept in chosen):
-            chosen.append(entry)
-    chosen = chosen[: max(0, limit)]
+    chosen = tables_read_by_none(document, within_rows(likeliest, limit), unread)
+    chosen.sort(key=lambda e: (-e.rank, e.item.page, e.item.start))
     if likeliest_first:
         return [e.item for e in chosen]
     chosen.sort(key=lambda e: (e.item.page, e.item.source != "text", e.item.source, e.item.start))
     return [e.item for e in chosen]
+
+
+def within_rows(likeliest: list[Listed], limit: int) -> list[Listed]:
+    """The likeliest findings that fit in ``limit`` rows, one per key (a dismissal names its key):
+    a finding costs a row per outcome it names (findings merged at one place name several)."""
+    chosen: list[Listed] = []
+    left = max(0, limit)
+    for entry in likeliest:
+        cost = rows_named(entry.item)
+        if cost <= left and all(entry.item.key != kept.item.key for kept in chosen):
+            chosen.append(entry)
+            left -= cost
+    return chosen

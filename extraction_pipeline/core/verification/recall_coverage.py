@@ -20,10 +20,12 @@ from extraction_pipeline.core.verification.recall_numbers import ARM, MAX_ROW_ST
 from extraction_pipeline.core.verification.recall_places import Layout, place_of, segment_text
 from extraction_pipeline.core.verification.recall_ranking import (
     RANK_ABSENT_ARM,
+    RANK_ARM_LEFT_OUT,
     RANK_GROUP_SIZE,
     RANK_HALF_READ,
     RANK_OTHER_ARM,
     RANK_THIRD_ARM,
+    RANK_UNREAD_IN_ROW,
     Listed,
     listed_at,
     merged_by_place,
@@ -96,6 +98,22 @@ def judge(candidate: Candidate, answer: Answer, layout: Layout) -> Listed | None
             if len(untouched) == 1 and (missing := sorted(untouched[0] - seen)):
                 why = "an extracted outcome has one arm's numbers here and not the other arm's"
                 return listed_at(candidate, kind, [numbers[i] for i in missing], RANK_OTHER_ARM, why)
+    anyone = set().union(*by_entry.values())
+    shapes_read = {len(members) for members in groups.values() if members & anyone}
+    unread = [members for members in groups.values() if not members & anyone and len(members) in shapes_read]
+    readers = [e for e in extracted if e.key in by_entry]
+    if (
+        not candidate.prose
+        and unread
+        and len(groups) > 2
+        and answer.study.version == 2
+        and not any(answer.missing_arms(e) for e in readers)
+    ):
+        # A row with more statistics than two arms (arms or outcomes as columns, time points):
+        # those of the shape the answer read from it that no value has may be an outcome or an
+        # arm it left out (an arm the answer declares and its reader lacks is ``incomplete``'s).
+        why = "the answer read statistics of this row; these of the same kind no value has"
+        return listed_at(candidate, kind, [numbers[i] for m in unread for i in sorted(m)], RANK_UNREAD_IN_ROW, why)
     if len(groups) == 3 and answer.study.version == 1:
         # A two-arm answer (version 1): three statistics of one shape ("21 (42%) 11 (22%) 10 (20%)":
         # a three-arm trial), two of them an outcome's: the third arm's comparison is another
@@ -193,7 +211,7 @@ def incomplete(document: ParsedDocument, answer: Answer, layout: Layout) -> list
             unread = _unread_beside(place, entry, lack, span)
             if not unread:
                 continue  # nothing to show (a total printed only in a column head): no item
-            places.append(_lacked(entry, place, lack, unread, RANK_OTHER_ARM))
+            places.append(_lacked(entry, place, lack, unread, RANK_ARM_LEFT_OUT if lack.absent_arm else RANK_OTHER_ARM))
         for arm, (place, lack) in first_place.items():
             if arm and not any(lack.said in p.item.label for p in places):
                 places.append(_lacked(entry, place, lack, [], RANK_ABSENT_ARM))

@@ -12,6 +12,11 @@ from typing import Any
 LABEL_SEPARATOR = "; "  # an item found at one place for several outcomes names each of them
 
 
+def rows_named(item: PossiblyMissed) -> int:
+    """How many rows (outcomes) an item names: a reviewer reads each of them."""
+    return max(1, sum(1 for label in item.label.split(LABEL_SEPARATOR) if label.strip()))
+
+
 class MissedKind(StrEnum):
     """What kind of omission an item is (the words are stored in results)."""
 

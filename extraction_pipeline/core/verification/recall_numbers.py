@@ -18,7 +18,10 @@ from decimal import Decimal, InvalidOperation
 NUMBER = re.compile(r"(?<![\w.,])(?<![A-Za-z]-)(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?!\d)")
 _PLUS_MINUS = re.compile(r"^\s*(?:±|\+/-|\+-|\+/−)\s*$")
 _SLASH = re.compile(r"^\s*/\s*$")
-_PAREN_OPEN = re.compile(r"^\s*%?\s*[(\[]\s*(?:(?:SD|SE|SEM)\b\s*[=:]?\s*)?[-−–]?\s*$")  # "12 (", "0.25 (SD "
+# "12 (", "0.25 (SD ", "72.49 (CI95% ": what opens a statistic's parenthesis ("(95% CI " opens at "95").
+_PAREN_OPEN = re.compile(
+    r"^\s*%?\s*[(\[]\s*(?:(?:SD|SE|SEM)\b\s*[=:]?\s*|CI\s*95\s*%\s*[=:,]?\s*)?[-−–]?\s*$", re.IGNORECASE
+)
 _CLOSING = re.compile(r"[)\]]")
 _P_BEFORE = re.compile(r"(?:[<>=≤≥]|\bp\b)\s*$", re.IGNORECASE)
 _SIZE_BEFORE = re.compile(r"\b[nN]\s*[=:]\s*$")  # "n = 49": a group size, not a p-value's "="

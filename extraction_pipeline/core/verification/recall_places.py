@@ -48,6 +48,8 @@ class Layout:
 
     candidates: list[Candidate] = field(default_factory=list)
     abstract: frozenset[str] = frozenset()  # the abstract's word stems: outcomes it names rank higher
+    # The abstract's distinctive numbers: a row or sentence printing one reports a headline result.
+    abstract_numbers: frozenset[Decimal] = frozenset()
     results_text: frozenset[str] = frozenset()  # the results section's, likewise
     acronyms: Mapping[str, str] = field(default_factory=dict)  # "rds" -> "respiratory distress syndrome"
     used_tables: set[str] = field(default_factory=set)  # tables with a row the extraction read
@@ -96,6 +98,10 @@ def read_layout(document: ParsedDocument, sizes: frozenset[Decimal]) -> Layout:
             (abstract if zone_is_abstract else results).extend(z.text for z in zone)
     layout.acronyms = defined_acronyms(document.full_text)
     layout.abstract = word_stems(" ".join(abstract))
+    abstract_text = " ".join(abstract)
+    layout.abstract_numbers = frozenset(
+        n.value for n in numbers_in(abstract_text, 0, len(abstract_text), frozenset()) if n.distinctive
+    )
     layout.results_text = word_stems(" ".join(results))
     return layout
 

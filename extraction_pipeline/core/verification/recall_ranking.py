@@ -5,7 +5,8 @@ and of a table's unread rows into one item.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
@@ -20,14 +21,24 @@ from extraction_pipeline.core.verification.recall_rows import Candidate
 
 # --- the list -----------------------------------------------------------------------------------
 
-# Most likely misses first: a half-read statistic, a missing arm, a missing group size; then rows
-# no value reads, higher when the extraction used their table or the abstract names them, and
-# sentences no value reads (higher in the abstract): a result printed only in the text.
-RANK_HALF_READ, RANK_OTHER_ARM, RANK_GROUP_SIZE, RANK_THIRD_ARM, RANK_UNREAD = 7.0, 6.5, 6.0, 5.0, 2.0
-# An arm the answer declares with no number for an outcome, where nothing unread is printed beside
-# the other arms' numbers: the answer says it is missing, the page does not show it.
-RANK_ABSENT_ARM = 4.0
+# Most likely misses first, in the order of how often each kind was a real miss on the papers the
+# ranks were set on: a missing group size (printed where the answer's other outcomes took theirs:
+# nine in ten), a half-read statistic (four in ten), a missing arm, or statistics of a row the
+# answer read, of the kind it read, that no value has (an outcome or arm in a column), or an arm
+# the answer declares with no number for an outcome where its other arms' are quoted (one in
+# eight); an arm the answer declares with no number for an outcome where nothing unread is printed
+# beside the other arms' numbers (the answer says it is missing, the page does not show it). Rows
+# and sentences no value reads start at RANK_UNREAD and rise with what points to them (below):
+# the likeliest of them rank among the findings above.
+RANK_GROUP_SIZE, RANK_HALF_READ, RANK_OTHER_ARM, RANK_UNREAD_IN_ROW, RANK_THIRD_ARM = 9.0, 7.5, 6.5, 6.5, 6.5
+RANK_ARM_LEFT_OUT, RANK_ABSENT_ARM = 5.5, 4.0
+RANK_UNREAD = 2.0
 RANK_TEXT_ONLY = 1.5  # added for a sentence (sentences repeating a listed row's numbers are dropped)
+# A model skips what it passes by: a place no value reads ranks higher the closer it is to a quote
+# of the answer (characters of the same page's text or the same table's), and higher when the
+# abstract prints one of its numbers (a result the paper itself calls a headline).
+NEAR_QUOTE, NEAR_PAGE = 300, 2000
+RANK_NEAR_QUOTE, RANK_NEAR_PAGE, RANK_IN_ABSTRACT = 1.0, 0.5, 0.5
 
 
 @dataclass(frozen=True)
@@ -39,7 +50,6 @@ class Listed:
     values: frozenset[Decimal]  # the item's numbers' values
     prose: bool
     unread_row_of: str = ""  # the table of a row no value reads (``Candidate.table``)
-    rows: int = 0  # an item for this many unread rows of one table (its place spans read rows too)
 
     def merged(self, other: Listed) -> Listed:
         """Two findings at the same place: one item, with both labels and numbers."""
@@ -47,6 +57,8 @@ class Listed:
         label = item.label or other.item.label
         if item.label and said(item.label) in said(other.item.label) != said(item.label):
             label = other.item.label  # "PONV" and "PONV: no numbers for H1": the one that says more
+        elif same_outcome := _one_outcome(item.label, other.item.label):
+            label = same_outcome
         elif item.label and other.item.label and said(other.item.label) not in said(item.label):
             label = f"{item.label}{LABEL_SEPARATOR}{other.item.label}"
         numbers = tuple(dict.fromkeys((*item.numbers, *other.item.numbers)))
@@ -55,27 +67,46 @@ class Listed:
         return Listed(merged, self.rank, self.values | other.values, self.prose and other.prose)
 
 
-def tables_read_by_none(document: ParsedDocument, listed: list[Listed]) -> list[Listed]:
-    """The unread rows of one table as one item naming each: a reviewer checks a table once, and a
-    table whose rows no value reads does not fill the list on its own. Its place runs from the
-    first of them to the last (rows read between them are shown too; the label names the unread)."""
+_NO_NUMBERS_FOR = "no numbers for "
+
+
+def _one_outcome(label: str, other: str) -> str:
+    """Two findings about one outcome ("PONV: no numbers for H1", "PONV: no numbers for H2") as one
+    label ("PONV: no numbers for H1, H2"), so the list names the outcome once; "" for two outcomes."""
+    name, separator, said_first = label.partition(": ")
+    other_name, _, said_other = other.partition(": ")
+    if not separator or not said_other or said(name) != said(other_name):
+        return ""
+    if said(said_other) in said(said_first):
+        return label
+    if said_first.startswith(_NO_NUMBERS_FOR) and said_other.startswith(_NO_NUMBERS_FOR):
+        said_other = said_other.removeprefix(_NO_NUMBERS_FOR)
+    return f"{label}, {said_other}"
+
+
+def tables_read_by_none(document: ParsedDocument, chosen: list[Listed], unread: Mapping[str, int]) -> list[Listed]:
+    """The chosen unread rows of one table as one item naming each: a reviewer checks a table once.
+    Its place runs from the first of them to the last (rows between them are shown too; the label
+    names the chosen ones); ``unread`` counts each table's unread rows, chosen or not, so the item
+    says how many more there are."""
     rows: dict[str, list[Listed]] = {}
-    for entry in listed:
+    for entry in chosen:
         if entry.unread_row_of:
             rows.setdefault(entry.unread_row_of, []).append(entry)
-    kept = [e for e in listed if not e.unread_row_of or len(rows[e.unread_row_of]) == 1]
+    kept = [e for e in chosen if not e.unread_row_of or len(rows[e.unread_row_of]) == 1]
     kept += [
-        _one_item(document, sorted(members, key=lambda e: e.item.start))
-        for members in rows.values()
+        _one_item(document, sorted(members, key=lambda e: e.item.start), unread.get(table, len(members)))
+        for table, members in rows.items()
         if len(members) > 1
     ]
     return kept
 
 
-def _one_item(document: ParsedDocument, members: list[Listed]) -> Listed:
+def _one_item(document: ParsedDocument, members: list[Listed], unread: int) -> Listed:
     """Several rows of a table as one item, naming each; its text is all it highlights."""
     first, last = members[0].item, members[-1].item
     labels = list(dict.fromkeys(m.item.label for m in members if m.item.label.strip()))
+    of = f"{len(members)} of the {unread}" if unread > len(members) else f"{len(members)}"
     item = PossiblyMissed(
         kind=MissedKind.OUTCOME if any(m.item.kind == MissedKind.OUTCOME for m in members) else MissedKind.TABLE_ROW,
         label=LABEL_SEPARATOR.join(labels),
@@ -85,10 +116,10 @@ def _one_item(document: ParsedDocument, members: list[Listed]) -> Listed:
         start=first.start,
         end=last.end,
         numbers=tuple(dict.fromkeys(n for m in members for n in m.item.numbers)),
-        why=f"{len(members)} rows of this table that no extracted value reads",
+        why=f"{of} rows of this table that no extracted value reads",
     )
     values = frozenset(v for m in members for v in m.values)
-    return Listed(item, max(m.rank for m in members), values, prose=False, rows=len(members))
+    return Listed(item, max(m.rank for m in members), values, prose=False)
 
 
 def merged_by_place(listed: Iterable[Listed]) -> list[Listed]:
@@ -97,7 +128,7 @@ def merged_by_place(listed: Iterable[Listed]) -> list[Listed]:
     merged: list[Listed] = []
     for entry in listed:
         item = entry.item
-        same = next((i for i, m in enumerate(merged) if not (m.rows or entry.rows) and _overlap(m.item, item)), None)
+        same = next((i for i, m in enumerate(merged) if _overlap(m.item, item)), None)
         if same is None:
             merged.append(entry)
         else:
@@ -143,8 +174,24 @@ def unread_place(candidate: Candidate, extracted: list[ExtractedEntry], layout: 
         rank += 1.5  # the extraction read this table's other rows and skipped this one
     if len({n.group for n in candidate.numbers if n.role == ARM}) > MAX_ROW_STATISTICS:
         rank -= 1.0  # a table read column by column: no row to show
+    distance = _distance_to_quote(candidate, extracted)
+    rank += RANK_NEAR_QUOTE * (distance < NEAR_QUOTE) + RANK_NEAR_PAGE * (distance < NEAR_PAGE)
+    if any(n.distinctive and n.value in layout.abstract_numbers for n in candidate.numbers):
+        rank += RANK_IN_ABSTRACT
     listed = listed_at(candidate, kind, [n for n in candidate.numbers if n.role != P_VALUE], rank, why)
     return replace(listed, unread_row_of="" if candidate.prose else candidate.table)
+
+
+def _distance_to_quote(candidate: Candidate, extracted: list[ExtractedEntry]) -> float:
+    """Characters between the place and the nearest quote of the answer in the same page text or
+    table (infinite when none is there)."""
+    gaps = [
+        max(start - candidate.end, candidate.start - end, 0)
+        for entry in extracted
+        for page, source, start, end in entry.spans
+        if page == candidate.page and source == candidate.source
+    ]
+    return min(gaps, default=math.inf)
 
 
 def listed_at(
