@@ -508,6 +508,12 @@ def test_results_sentences_are_read_and_methods_sentences_are_not() -> None:
             "incidence of PONV",
         ),
         ("On the other hand, the matched mean venous glycemia were 0.97 ± 0.02 and 0.99 ± 0.35.", "venous glycemia"),
+        ("A signiﬁcant diﬀerence was found in handgrip strength (32.1 ± 4.2 vs 28.4 ± 5.1 kg).", "handgrip strength"),
+        (
+            "The intervention group had a mean global HRQoL of 72.49 (SD 8.1) against 71.71 (SD 9.0) with placebo.",
+            "global HRQoL",
+        ),
+        ("Similar between-group results were found for the MRC score (48.2 ± 6.1 vs 45.9 ± 7.3).", "MRC score"),
     ],
 )
 def test_a_sentence_is_labelled_with_the_outcome_it_reports(sentence: str, label: str) -> None:

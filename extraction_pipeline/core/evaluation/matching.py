@@ -25,6 +25,7 @@ comparison at most once. Every match says which evidence carried it.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -115,7 +116,8 @@ class Match:
 
 
 def normalize_name(name: str) -> str:
-    text = TIMEPOINT.sub(" ", name.lower())
+    # NFKC first: PDF text prints ligatures ("ﬂexion"), which [a-z] would cut to "exion".
+    text = TIMEPOINT.sub(" ", unicodedata.normalize("NFKC", name).lower())
     for british, american in SPELLING:
         text = text.replace(british, american)
     words = re.findall(r"[a-z0-9]+", text)

@@ -24,9 +24,13 @@ FOOTNOTE_MARKS = re.compile(r"[*†‡§¶#|^∗]+")
 LETTERS = re.compile(r"[^\W\d_]")
 
 
+_LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st"})
+
+
 def clean_label(label: str) -> str:
-    """A label without footnote marks, its spaces collapsed, stray punctuation off its ends."""
-    return " ".join(FOOTNOTE_MARKS.sub(" ", label).split()).strip(" ,;:")
+    """A label without footnote marks or ligatures ("ﬂexion": flexion), its spaces collapsed, stray
+    punctuation off its ends."""
+    return " ".join(FOOTNOTE_MARKS.sub(" ", label.translate(_LIGATURES)).split()).strip(" ,;:")
 
 
 def labelled(label: str, group_label: str) -> str:
@@ -38,14 +42,28 @@ def labelled(label: str, group_label: str) -> str:
 
 # A sentence's outcome is its subject: the words before its first verb ("The mean operation time
 # was 74.1 ..."), or after "difference in" when the sentence opens with one ("There was no
-# difference in the incidence of PONV between the groups").
+# difference in the incidence of PONV between the groups", "A difference was found in handgrip
+# strength"). A subject that says who ("the intervention group had a mean HRQoL of") or nothing
+# ("Similar results were found for the MRC score") gives way to what the sentence says about it.
 _VERB = re.compile(
     r"\b(?:was|were|is|are|had|has|have|did|does|showed?|shown|remained|differed|increased|decreased|"
     r"reduced|improved|declined|rose|fell|obtained|observed|reported|found|occurred|ranged|averaged)\b",
     re.IGNORECASE,
 )
 _COMPARING = re.compile(r"\b(?:between|among|amongst|versus|vs\.?|compared|in (?:the|both|each|all) )", re.IGNORECASE)
-_DIFFERENCE_IN = re.compile(r"\b(?:differences?|changes?|reductions?|increases?|decreases?) (?:in|of)\b", re.IGNORECASE)
+_DIFFERENCE_IN = re.compile(
+    r"\b(?:differences?|changes?|reductions?|increases?|decreases?)"
+    r"(?:\s+(?:was|were|is|are)\s+(?:found|observed|seen|noted|detected|shown))?\s+(?:in|of)\b",
+    re.IGNORECASE,
+)
+_WHO = re.compile(r"\b(?:groups?|arms?|patients|participants|subjects|women|men|children|cohort)\s*$", re.IGNORECASE)
+_SAYS_NOTHING = re.compile(
+    r"^(?:(?:similar|comparable|the|these|this|that|such|there|it|no|a|an|significant|statistically|"
+    r"between-group|within-group|results?|findings?|effects?|differences?|values?)\b[\s-]*)+$",
+    re.IGNORECASE,
+)
+_ABOUT = re.compile(r"\b(?:for|in|on|regarding|concerning)\s+", re.IGNORECASE)
+_OPEN_PARENTHESIS = re.compile(r"\s*[(\[][^)\]]*$")  # "... of the arms (EMS:": the numbers' own
 _LEADING = re.compile(
     r"^(?:(?:the|a|an|overall|mean|median|average|total|matched|respective|respectively)\b[\s,]*)+", re.I
 )
@@ -57,17 +75,35 @@ MAX_SENTENCE_LABEL = 100
 
 def sentence_label(before: str) -> str:
     """An outcome name from the words of a sentence before its first number: its subject, without
-    a section lead-in ("Operative Findings:"), articles, "mean", or the groups it compares."""
-    text = before[-MAX_SENTENCE_LABEL:]
+    a section lead-in ("Operative Findings:"), articles, "mean", or the groups it compares; what is
+    said of a subject that names a group or nothing."""
+    before = _OPEN_PARENTHESIS.sub("", " ".join(before.translate(_LIGATURES).split()))
+    text = before
     if (difference := _DIFFERENCE_IN.search(text)) is not None:
         text = text[difference.end() :]
     elif (verb := _VERB.search(text)) is not None and LETTERS.search(text[: verb.start()]):
-        text = text[: verb.start()]
-    text = re.split(r"[:;]|, ", text)[-1] if re.search(r"[:;]|, ", text) else text
+        subject = _last_clause(text[: verb.start()])
+        said_of_it = text[verb.end() :]
+        if _SAYS_NOTHING.match(subject) and (about := _ABOUT.search(said_of_it)) is not None:
+            text = said_of_it[about.end() :]
+        elif _WHO.search(subject) and LETTERS.search(said_of_it):
+            text = said_of_it
+        else:
+            text = subject
+    text = _last_clause(text)
     if (comparing := _COMPARING.search(text)) is not None and comparing.start() > 0:
         text = text[: comparing.start()]
     label = _TRAILING.sub("", _LEADING.sub("", text.strip())).strip()
-    return label if len(LETTERS.findall(label)) >= 3 else re.sub(r"[\s(:;,=−–-]+$", "", before[-MAX_SENTENCE_LABEL:])
+    if len(LETTERS.findall(label)) < 3:
+        label = re.sub(r"[\s(:;,=−–-]+$", "", before)
+    if len(label) > MAX_SENTENCE_LABEL:  # the words nearest the numbers, whole
+        label = label[-MAX_SENTENCE_LABEL:].split(" ", 1)[-1]
+    return label
+
+
+def _last_clause(text: str) -> str:
+    """The words after a sentence's last colon, semicolon or comma ("In the control group, the HRQoL")."""
+    return re.split(r"[:;]|, ", text)[-1] if re.search(r"[:;]|, ", text) else text
 
 
 _DEFINED = re.compile(r"((?:[A-Za-z][\w'-]*[\s-]+){1,6})\(([A-Z][A-Za-z0-9]{1,7})\)")

@@ -34,6 +34,12 @@ _SAYS_RESULTS = re.compile(
 _CELL_WORDS = re.compile(r"\b(?:to|vs|versus|ns|n\.s|na|nr|ne|n/a|nd|ci|and)\b\.?", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"^\s*(?:[-–—−]+|n/?a|nr|ns|n\.s\.|ne|nd|\.\.\.|…)\s*$", re.IGNORECASE)
 _ARM_HEAD = re.compile(r"\(\s*[nN]\s*=\s*[\d,]+\s*\)\s*$")  # "Placebo (n=600)": an arm's column head
+# A statistic's column head ("P value", "P-valuea", "Mean (SD)", "n (%)", "95% CI"): never a row's label.
+_STATISTIC_HEAD = re.compile(
+    r"^(?:p[- ]?values?|mean\s*(?:\(\s*sd\s*\)|±\s*sd)|n\s*\(\s*%\s*\)|(?:95\s*%\s*)?ci|effect size|"
+    r"(?:mean )?differences?|(?:odds|risk|hazard) ratio|or|rr|hr)[a-e]?$",
+    re.IGNORECASE,
+)
 _GROUP_SIZE_LINE = re.compile(r"^[\s(\[]*[nN]\s*[=:]\s*[\d,]+[\s)\]]*$")
 MAX_LABEL_LINE = 90
 PROSE_LINE = 40  # four lines in a row this long or longer: the table has ended, prose goes on
@@ -159,8 +165,13 @@ def _region_rows(
         if line.kind == BLANK:
             continue
         close()
-        if line.kind == GROUP_SIZE or len(line.text.strip()) <= 2 or _ARM_HEAD.search(line.text):
-            # a column head ("n = 50", "P", "Placebo (n=600)"), never part of a row's label
+        if (
+            line.kind == GROUP_SIZE
+            or len(line.text.strip()) <= 2
+            or _ARM_HEAD.search(line.text)
+            or _STATISTIC_HEAD.match(clean_label(line.text))
+        ):
+            # a column head ("n = 50", "P", "Placebo (n=600)", "P valuea"), never part of a row's label
             labels = []
             continue
         prose_run = prose_run + 1 if len(line.text.strip()) >= PROSE_LINE else 0
