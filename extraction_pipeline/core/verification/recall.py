@@ -45,8 +45,8 @@ repeated on many pages) are ignored.
 What "read" means. A number of the paper is read by an extracted outcome when one of the
 outcome's values equals it (sign aside) and the outcome is tied to the place: one of its quotes
 is located there, or it has two distinctive numbers there (decimals, or integers of 10 and more),
-or one number and a row label that names it (``name_score`` >= 70, the evaluation's matching).
-Numbers the template has no field for (p-values, percentages beside counts, confidence and
+or one number and a row label that names it (``label_names``, the evaluation's strict matching,
+told apart from every other row label and extracted name of the paper). Numbers the template has no field for (p-values, percentages beside counts, confidence and
 interquartile ranges) are shown but never asked for.
 
 Precision matters as much as recall, so a row an extraction used is listed only for the specific
@@ -99,7 +99,9 @@ def possibly_missed(
     answer = read_answer(fields)
     extracted, sizes = answer.entries, answer.sizes
     layout = read_layout(document, sizes)
-    layout.used_tables = {c.table for c in layout.candidates if c.table and numbers_read(c, extracted)}
+    row_labels = (c.label for c in layout.candidates if not c.prose and c.label)
+    layout.names = tuple(dict.fromkeys([*(e.name for e in extracted if e.outcome and e.name), *row_labels]))
+    layout.used_tables = {c.table for c in layout.candidates if c.table and numbers_read(c, extracted, layout.names)}
     listed = [j for c in layout.candidates if (j := judge(c, answer, layout)) is not None]
     listed += missing_sizes(document, answer, [c for c in layout.candidates if not c.prose])
     listed += incomplete(document, answer, layout)

@@ -7,11 +7,11 @@ the group sizes outcomes lack.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 
-from extraction_pipeline.core.evaluation.matching import NAME_ENOUGH, name_score
+from extraction_pipeline.core.evaluation.matching import label_names
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.verification.recall_answer import SIZE_KINDS, Answer, ExtractedEntry, Number, Span
 from extraction_pipeline.core.verification.recall_items import MissedKind, PossiblyMissed
@@ -36,8 +36,11 @@ from extraction_pipeline.core.verification.recall_rows import Candidate
 # --- what the extraction read -------------------------------------------------------------------
 
 
-def numbers_read(candidate: Candidate, extracted: list[ExtractedEntry]) -> dict[str, set[int]]:
-    """Which of the candidate's numbers (by position) each extracted entry read."""
+def numbers_read(
+    candidate: Candidate, extracted: list[ExtractedEntry], names: Iterable[str] = ()
+) -> dict[str, set[int]]:
+    """Which of the candidate's numbers (by position) each extracted entry read; ``names`` are the
+    paper's outcome names a row's label must tell an entry's name apart from (``label_names``)."""
     numbers = candidate.numbers
     read: dict[str, set[int]] = {}
     block = len({n.group for n in numbers if n.role == ARM}) > MAX_ROW_STATISTICS
@@ -56,7 +59,7 @@ def numbers_read(candidate: Candidate, extracted: list[ExtractedEntry]) -> dict[
             named = (
                 not candidate.prose  # a sentence's words name too much to tie an outcome to it
                 and bool(entry.name and candidate.label)
-                and name_score(entry.name, candidate.label) >= NAME_ENOUGH
+                and label_names(candidate.label, entry.name, names)
             )
             if over or len(distinctive) >= 2 or named:
                 covered.update(equal)
@@ -69,7 +72,7 @@ def judge(candidate: Candidate, answer: Answer, layout: Layout) -> Listed | None
     """Why a row or a sentence is listed, if it is: no value reads it, or an extracted outcome reads
     part of it and lacks the rest (half a statistic, the other arm, a three-arm row's third arm)."""
     extracted, sizes = answer.entries, answer.sizes
-    by_entry = numbers_read(candidate, extracted)
+    by_entry = numbers_read(candidate, extracted, layout.names)
     numbers = candidate.numbers
     kind = MissedKind.RESULT_TEXT if candidate.prose else MissedKind.TABLE_ROW
     if not by_entry:

@@ -53,6 +53,9 @@ class Layout:
     results_text: frozenset[str] = frozenset()  # the results section's, likewise
     acronyms: Mapping[str, str] = field(default_factory=dict)  # "rds" -> "respiratory distress syndrome"
     used_tables: set[str] = field(default_factory=set)  # tables with a row the extraction read
+    # Every outcome name the paper and the answer use (row labels, extracted names): a row names an
+    # extracted outcome only when it is told apart from these ("Hip flexion" is not "Wrist flexion").
+    names: tuple[str, ...] = ()
     # Rows of baseline tables: never listed as unread, but a value quoted there is placed in them.
     baseline_rows: list[Candidate] = field(default_factory=list)
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
-from extraction_pipeline.core.evaluation.matching import NAME_ENOUGH, name_score
+from extraction_pipeline.core.evaluation.matching import label_names
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.verification.recall_answer import ExtractedEntry
 from extraction_pipeline.core.verification.recall_items import LABEL_SEPARATOR, MissedKind, PossiblyMissed
@@ -150,7 +150,7 @@ def unread_place(candidate: Candidate, extracted: list[ExtractedEntry], layout: 
     named = (
         not candidate.prose
         and bool(candidate.label)
-        and any(name_score(e.name, candidate.label) >= NAME_ENOUGH for e in extracted if e.name)
+        and any(label_names(candidate.label, e.name, layout.names) for e in extracted if e.outcome and e.name)
     )
     rank = RANK_UNREAD
     if named:
