@@ -46,8 +46,9 @@ What "read" means. A number of the paper is read by an extracted outcome when on
 outcome's values equals it (sign aside) and the outcome is tied to the place: one of its quotes
 is located there, or it has two distinctive numbers there (decimals, or integers of 10 and more),
 or one number and a row label that names it (``label_names``, the evaluation's strict matching,
-told apart from every other row label and extracted name of the paper). Numbers the template has no field for (p-values, percentages beside counts, confidence and
-interquartile ranges) are shown but never asked for.
+told apart from every other row label and extracted name of the paper). Numbers the template
+has no field for (p-values, percentages beside counts, confidence and interquartile ranges) are
+shown but never asked for.
 
 Precision matters as much as recall, so a row an extraction used is listed only for the specific
 arm numbers above, and the list is capped in rows (``limit``: an item naming several outcomes, a
