@@ -34,9 +34,11 @@ _SAYS_RESULTS = re.compile(
 _CELL_WORDS = re.compile(r"\b(?:to|vs|versus|ns|n\.s|na|nr|ne|n/a|nd|ci|and)\b\.?", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"^\s*(?:[-–—−]+|n/?a|nr|ns|n\.s\.|ne|nd|\.\.\.|…)\s*$", re.IGNORECASE)
 _ARM_HEAD = re.compile(r"\(\s*[nN]\s*=\s*[\d,]+\s*\)\s*$")  # "Placebo (n=600)": an arm's column head
-# A statistic's column head ("P value", "P-valuea", "Mean (SD)", "n (%)", "95% CI"): never a row's label.
+# A statistic's or the row labels' column head ("P value", "P-valuea", "Mean (SD)", "n (%)", "95% CI",
+# "Outcome measure", "Characteristic"): never part of a row's label.
 _STATISTIC_HEAD = re.compile(
     r"^(?:p[- ]?values?|mean\s*(?:\(\s*sd\s*\)|±\s*sd)|n\s*\(\s*%\s*\)|(?:95\s*%\s*)?ci|effect size|"
+    r"outcomes?(?: measures?)?|variables?|characteristics?|parameters?|"
     r"(?:mean )?differences?|(?:odds|risk|hazard) ratio|or|rr|hr)[a-e]?$",
     re.IGNORECASE,
 )
