@@ -21,6 +21,7 @@ from extraction_pipeline.core.errors import ConfigError, PermanentError
 from extraction_pipeline.core.extraction.token_counts import ChosenDocument, ParseMode, read_texts
 from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.users import add_user
+from extraction_pipeline.core.pdf import warm
 from extraction_pipeline.core.pdf.engine import EngineOptions
 from extraction_pipeline.core.pdf.isolation import ParseOptions
 from extraction_pipeline.core.pdf.parsing import parse_document
@@ -82,6 +83,7 @@ def test_every_reader_of_a_pdf_survives_the_bombs(tmp_path: Path) -> None:
     assert set(registered) == {b.name for b in bombs} - set(REFUSED)  # only the image bombs have readable pages
     # Nothing of a bomb was read in this process, and no child grew past the cap.
     assert _rss_mb() - before < 100, (before, _rss_mb())
+    warm.stop()  # children forked warm count here once their server is reaped (pdf/warm.py)
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024 < MEMORY_MB + RSS_MARGIN_MB
 
     # The estimate's quick text reads every document in one child: one bomb costs one document.
@@ -110,6 +112,7 @@ def test_every_reader_of_a_pdf_survives_the_bombs(tmp_path: Path) -> None:
             assert drawn[0].startswith(b"\x89PNG")
         print(f"{name}: parse: {'parsed' if not isinstance(parsed, str) else parsed}")
         print(f"{name}: page image: {'drawn' if not isinstance(drawn, str) else drawn}")
+    warm.stop()
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024 < MEMORY_MB + RSS_MARGIN_MB
 
 

@@ -12,10 +12,16 @@ runs MODULE as ``__main__``. A decompression bomb then fails
 inside the child with "needs more memory than the limit" instead of swapping the machine. One
 home for the limits, whatever the child does: registration checks, the estimate's quick text,
 parsing (pdf/child.py) and page images (review/page_image.py).
+
+Most of a cold child's 0.35 CPU-s is starting Python and importing PyMuPDF, not reading: such a
+child is forked instead from a server of the caller's own that has imported them (pdf/warm.py),
+set up the same way (session, caps, directory, environment, output, exit status); when that
+server cannot be had, the child starts cold as above.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -28,10 +34,13 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.pdf.engine import EngineOptions
+
+if TYPE_CHECKING:
+    from extraction_pipeline.core.pdf.warm import WarmChild
 
 TERM_GRACE_SECONDS = 3.0
 WORKER_MODULE = "extraction_pipeline.core.pdf.child"
@@ -81,7 +90,7 @@ def memory_cap_mb() -> int | None:
     return None if soft == resource.RLIM_INFINITY else soft // _MIB
 
 
-def kill_process_group(process: subprocess.Popen[bytes], grace: float = TERM_GRACE_SECONDS) -> None:
+def kill_process_group(process: subprocess.Popen[bytes] | WarmChild, grace: float = TERM_GRACE_SECONDS) -> None:
     """SIGTERM the child's group, wait up to ``grace`` seconds, then SIGKILL whatever is left."""
     pgid = process.pid  # started in a session of its own: its group's id is its pid, even once it is reaped
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
@@ -141,13 +150,7 @@ def run_child(argv: list[str], *, timeout_seconds: float, what: str, progress: P
     when it runs longer than ``timeout_seconds``; with ``progress``, the time counts from the
     last moment that file grew (a child working through several PDFs has that long for each)."""
     with tempfile.TemporaryFile() as output:
-        with subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: killed as a whole
-        ) as process:
+        with _start(argv, output) as process:
             try:
                 _wait(process, timeout_seconds, progress)
             except subprocess.TimeoutExpired:
@@ -161,10 +164,30 @@ def run_child(argv: list[str], *, timeout_seconds: float, what: str, progress: P
         # Only the end: a child may have printed MuPDF's complaints for minutes.
         output.seek(max(output.seek(0, os.SEEK_END) - OUTPUT_TAIL_BYTES, 0))
         lines = output.read().decode(errors="replace").strip().splitlines()
+    assert process.returncode is not None  # waited for when its `with` ended
     return ChildExit(process.returncode, lines[-1] if lines else "")
 
 
-def _wait(process: subprocess.Popen[bytes], timeout_seconds: float, progress: Path | None) -> None:
+def _start(argv: list[str], output: IO[bytes]) -> subprocess.Popen[bytes] | WarmChild:
+    """The child, forked from this process's warm server when ``argv`` is one of ours
+    (``isolated_command``, pdf/warm.py), else started as a new interpreter."""
+    if argv[:3] == [sys.executable, "-m", ISOLATION_MODULE] and len(argv) >= 6:
+        from extraction_pipeline.core.pdf import warm
+
+        with contextlib.suppress(ValueError):
+            child = warm.start(int(argv[3]), int(argv[4]), argv[5], argv[6:], output.fileno())
+            if child is not None:
+                return child
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: killed as a whole
+    )
+
+
+def _wait(process: subprocess.Popen[bytes] | WarmChild, timeout_seconds: float, progress: Path | None) -> None:
     if progress is None:
         process.wait(timeout=timeout_seconds)
         return
