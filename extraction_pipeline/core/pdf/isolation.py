@@ -26,7 +26,6 @@ import json
 import math
 import os
 import re
-import runpy
 import signal
 import subprocess
 import sys
@@ -294,16 +293,10 @@ def read_answers(out: Path) -> list[Outcome]:
 
 def main(argv: list[str]) -> None:
     """``MEMORY_MB CPU_SECONDS MODULE ARGS...``: cap this process's memory and CPU time, then run
-    MODULE as the program."""
-    import resource
+    MODULE as the program (pdf/capped.py)."""
+    from extraction_pipeline.core.pdf.capped import run
 
-    memory_mb, cpu_seconds, module = int(argv[0]), int(argv[1]), argv[2]
-    if memory_mb > 0:
-        cap = memory_mb * _MIB
-        resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
-    sys.argv = [module, *argv[3:]]
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    run(argv)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ server instead: a process started once that has imported those and forks one chi
 
 Each forked child is set up as ``python -m extraction_pipeline.core.pdf.isolation`` sets up a cold
 one, so the isolation is the same: a session and process group of its own (the caller kills the
-group on timeout), the memory and CPU caps (isolation.main), stdin from /dev/null and stdout and
+group on timeout), the memory and CPU caps (pdf/capped.py), stdin from /dev/null and stdout and
 stderr into the caller's output file (a crash's reason is its last line), the caller's working
 directory and environment, and its exit status (a signal as a negative number, as Popen reports
 it) passed back through a pipe once the server has reaped it. The server holds no thread,
@@ -260,7 +260,7 @@ def _preload() -> dict[str, int]:
     from extraction_pipeline.core.pdf.engine import import_pymupdf
 
     import_pymupdf()
-    for name in ("bs4", "pymupdf.table", *MODULES):
+    for name in ("bs4", "pymupdf.table", "extraction_pipeline.core.pdf.capped", *MODULES):
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
     files = {}
@@ -360,10 +360,10 @@ def _child(request: dict[str, Any], output: int, inherited: list[int]) -> None:
             os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        from extraction_pipeline.core.pdf import isolation
+        from extraction_pipeline.core.pdf.capped import run
 
         try:
-            isolation.main(request["argv"])
+            run(request["argv"])  # what isolation.main does in a cold child
             code = 0
         except SystemExit as exc:
             if exc.code is None or isinstance(exc.code, int):
