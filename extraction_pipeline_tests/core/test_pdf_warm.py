@@ -31,6 +31,14 @@ from extraction_pipeline_tests.support import pdf_samples
 FAULTS = "extraction_pipeline_tests.support.pdf_child_faults"
 
 
+@pytest.fixture(autouse=True)
+def _faults_on_the_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The faults module is a test module: children (cold ones started in another directory, the
+    warm server) find it on the path whatever the directory the tests run in."""
+    root = str(Path(__file__).resolve().parents[2])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
+
+
 @pytest.fixture(params=["warm", "cold"])
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     warm.stop()
