@@ -24,7 +24,7 @@ from typing import Any
 
 from extraction_pipeline.core.errors import ConfigError
 from extraction_pipeline.core.ledger import Ledger
-from extraction_pipeline.core.pdf.isolation import group_alive
+from extraction_pipeline.core.pdf.process_groups import group_alive
 from extraction_pipeline.core.pdf.registration import store_missing_contents
 from extraction_pipeline.core.settings import DEFAULT_LLM_SLOTS, DEFAULT_PARSE_SLOTS, Settings
 

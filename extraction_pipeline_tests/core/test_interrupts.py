@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from extraction_pipeline.core.pdf.isolation import group_alive
+from extraction_pipeline.core.pdf.process_groups import group_alive
 from extraction_pipeline.core.runs.interrupts import interrupts_deferred
 from extraction_pipeline.instance import interrupt_group
 

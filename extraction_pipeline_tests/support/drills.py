@@ -27,7 +27,7 @@ from extraction_pipeline.core.ledger import Ledger
 from extraction_pipeline.core.ledger.batches import create_batch, get_batch
 from extraction_pipeline.core.ledger.queries import batch_item_rows
 from extraction_pipeline.core.ledger.rows import BatchRow, ItemListing
-from extraction_pipeline.core.pdf.isolation import group_alive
+from extraction_pipeline.core.pdf.process_groups import group_alive
 from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline_tests.support.dagster_runs import answer_from_trial
 from extraction_pipeline_tests.support.documents import register_all

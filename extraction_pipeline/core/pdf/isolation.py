@@ -37,6 +37,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from extraction_pipeline.core.errors import PermanentError
 from extraction_pipeline.core.pdf.engine import EngineOptions
+from extraction_pipeline.core.pdf.process_groups import group_alive
 
 if TYPE_CHECKING:
     from extraction_pipeline.core.pdf.warm import WarmChild
@@ -104,17 +105,6 @@ def kill_process_group(process: subprocess.Popen[bytes] | WarmChild, grace: floa
         if not group_alive(pgid):
             break
     process.poll()
-
-
-def group_alive(pgid: int) -> bool:
-    """True while any process (a zombie too: reap your child first) is in process group ``pgid``."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def isolated_command(module: str, memory_mb: int, cpu_seconds: float) -> list[str]:

@@ -40,6 +40,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from extraction_pipeline.core.pdf.process_groups import group_alive
+
 ENABLED = "EXTRACTION_PDF_WARM"  # "0": always start children cold
 # What a warm child may run: the modules the server has imported (and whose code it checks).
 MODULES = ("extraction_pipeline.core.pdf.child", "extraction_pipeline.core.review.page_image")
@@ -77,7 +79,7 @@ class WarmChild:
         """Wait up to ``timeout`` seconds for the exit status the server writes when it reaps the
         child. Should the server die first, the child is over once its process group is gone."""
         if self._status < 0:
-            if not _group_alive(self.pid):
+            if not group_alive(self.pid):
                 self.returncode = _UNKNOWN_EXIT
             else:
                 time.sleep(min(timeout, 0.05))
@@ -99,16 +101,6 @@ class WarmChild:
 
     def __exit__(self, *exc_info: object) -> None:
         self.wait()
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _send(sock: socket.socket, payload: dict[str, Any], fds: list[int] | None = None) -> None:
