@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
+from functools import cached_property
 from typing import Any
 
 from extraction_pipeline.core.pdf.model import ParsedDocument
@@ -130,6 +131,13 @@ class _Lines:
             row is line for row in self.level(other)
         )
 
+    @cached_property
+    def legend(self) -> str:
+        """The page's sentences saying how values are given ("Results are shown as mean ± SD"),
+        read across line breaks."""
+        flat = " ".join(" ".join(line.text.split()) for line in self.lines)
+        return " ".join(dict.fromkeys(match.group() for match in LEGEND.finditer(flat)))  # each sentence once
+
     def above_from(self, line: _Line, top: float) -> list[_Line]:
         """The lines above ``line`` that start at ``top`` or below it, nearest first."""
         return sorted(
@@ -160,10 +168,12 @@ def places_of(parsed: ParsedDocument, page: int, start: int, end: int, value: ob
     if not 1 <= page <= len(parsed.pages_text):
         return []
     text = parsed.pages_text[page - 1]
-    return [_place_at(parsed, page, text, at) for at in _numbers_at(text, start, end, value)]
+    return [_place_at(parsed, page, at) for at in _numbers_at(text, start, end, value)]
 
 
-def _place_at(parsed: ParsedDocument, page: int, text: str, at: int) -> Place:
+def _place_at(parsed: ParsedDocument, page: int, at: int) -> Place:
+    """The place of the number printed at ``at`` of ``page``'s text, read once per document."""
+    text = parsed.pages_text[page - 1]
     return parsed.derived(("place", page, at), lambda: _read_place(_page_lines(parsed, page), text, at))
 
 
@@ -235,7 +245,7 @@ def _size_header_place(lines: _Lines, header: _Line) -> Place | None:
         TABLE,
         columns=(*headers, " ".join(header.text.split())),
         caption=_caption_text(lines, caption_line),
-        legend=_legend(lines),
+        legend=lines.legend,
     )
 
 
@@ -295,7 +305,7 @@ def _table_place(lines: _Lines, cell: _Line, at: int) -> Place | None:
         **_row_times(lines, others, top),
         columns=columns,
         caption=_caption_text(lines, caption_line) if caption_line is not None else "",
-        legend=_legend(lines),
+        legend=lines.legend,
         table_rows=_row_labels(lines, cell, label_x, top, _indented(cell, left)),
     )
 
@@ -404,13 +414,6 @@ def _row_group(lines: _Lines, cell: _Line, left: list[_Line], top: float) -> str
         and any(numeric(other.text) and other.x0 > own.x0 for other in lines.level(line))
     ]
     return " ".join(max(above, key=lambda line: line.y0).text.split()) if above else ""
-
-
-def _legend(lines: _Lines) -> str:
-    """The page's sentences saying how values are given ("Results are shown as mean ± SD"), read
-    across line breaks."""
-    flat = " ".join(" ".join(line.text.split()) for line in lines)
-    return " ".join(dict.fromkeys(match.group() for match in LEGEND.finditer(flat)))  # each sentence once
 
 
 def _leading_words(text: str) -> str:
