@@ -36,9 +36,7 @@ from extraction_pipeline.core.verification.recall_rows import Candidate
 # --- what the extraction read -------------------------------------------------------------------
 
 
-def numbers_read(
-    candidate: Candidate, extracted: list[ExtractedEntry], names: Iterable[str] = ()
-) -> dict[str, set[int]]:
+def numbers_read(candidate: Candidate, extracted: list[ExtractedEntry], names: Iterable[str]) -> dict[str, set[int]]:
     """Which of the candidate's numbers (by position) each extracted entry read; ``names`` are the
     paper's outcome names a row's label must tell an entry's name apart from (``label_names``)."""
     numbers = candidate.numbers

@@ -100,8 +100,8 @@ def read_layout(document: ParsedDocument, sizes: frozenset[Decimal]) -> Layout:
             layout.candidates.extend(_sentences(page, text, zone, page_sizes, abstract=zone_is_abstract))
             (abstract if zone_is_abstract else results).extend(z.text for z in zone)
     layout.acronyms = defined_acronyms(document.full_text)
-    layout.abstract = word_stems(" ".join(abstract))
     abstract_text = " ".join(abstract)
+    layout.abstract = word_stems(abstract_text)
     layout.abstract_numbers = frozenset(
         n.value for n in numbers_in(abstract_text, 0, len(abstract_text), frozenset()) if n.distinctive
     )
