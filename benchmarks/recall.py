@@ -37,18 +37,23 @@ group sizes included) found in the grounded fields, in the field the oracle answ
 an entry naming their arm that identifies their outcome: by name (``label_names``) or by holding
 two of its printed values other than group sizes. "Before" is the forgetful answer's fields;
 "after" is what ``check_recall`` (core/extraction/follow_up.py) returns with the follow-up asked,
-the paper asked whole. The follow-up "model" is the same oracle answering only what the asked text
-identifies, in the paper's words (the asked label as the outcome's name, never the gold's): a
-forgotten outcome (dropped whole, or kept with some numbers dropped) that an asked label names by
-``label_names`` is answered whole; one whose printed values the asked items show (two of them, in
-their excerpt or numbers) is answered with those values only. A forgotten number of an outcome
-whose row the check does not list is never asked for and stays missing. A follow-up call is counted
-for each paper whose list has at least one item; an asked label "led to an outcome" when the oracle
-answered at least one outcome for it. With ``--no-follow-up`` no second question is asked and only
+the paper asked whole. The follow-up "model" is the same oracle answering only what the asked
+text identifies, in the paper's words (the asked label as the outcome's name, never the gold's):
+the prompt asks for each outcome on one line, its label and, for a place of the paper, its page
+and what the paper prints there (a table row's own cells, a sentence), and the oracle reads only
+those lines. A forgotten outcome (dropped whole, or kept with some numbers dropped) is identified
+by a line when its label names it by ``label_names``, or when the line's excerpt shows two of its
+printed values other than group sizes; it is then answered whole, as the question asks ("each
+completely"), group sizes included. With ``--shown-only`` an outcome identified by its values is
+answered with the values the excerpt shows only (a model that reads nothing beyond the asked
+line: the lower bound). A forgotten number of an outcome whose row the check does not list is
+never asked for and stays missing. A follow-up call is counted for each paper whose list has at
+least one item; an asked label "led to an outcome" when the oracle answered at least one outcome
+for it. With ``--no-follow-up`` no second question is asked and only
 "before" is measured.
 
     .venv/bin/python -m benchmarks.recall [--corpus DIR] [--drop-outcomes 0.3] [--drop-numbers 0.1]
-        [--seed N] [--papers PMCID ...] [--limit N] [--items] [--no-follow-up]
+        [--seed N] [--papers PMCID ...] [--limit N] [--items] [--no-follow-up] [--shown-only]
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from extraction_pipeline.core.evaluation.matching import label_names
-from extraction_pipeline.core.extraction.follow_up import MAX_LABELS, check_recall
+from extraction_pipeline.core.extraction.follow_up import check_recall
 from extraction_pipeline.core.extraction.grounded import GroundedFields, ground_output
 from extraction_pipeline.core.extraction.markers import MISSED_CLOSE, MISSED_OPEN
 from extraction_pipeline.core.llm.gateway import LLMResult, parse_answer
@@ -174,6 +179,11 @@ def main() -> None:
     parser.add_argument(
         "--no-follow-up", dest="follow_up", action="store_false", help="do not ask the follow-up question"
     )
+    parser.add_argument(
+        "--shown-only",
+        action="store_true",
+        help="the follow-up model answers an outcome it finds by printed values with those values only",
+    )
     args = parser.parse_args()
     oracle.CORPUS = args.corpus  # the oracle reads the gold values and PDFs from here
     gold_rows = json.loads((args.corpus / "gold_outcomes.json").read_text())
@@ -181,7 +191,8 @@ def main() -> None:
     print(
         f"recall check: drop {args.drop_outcomes:.0%} of outcomes, {args.drop_numbers:.0%} of remaining arm numbers, "
         f"seed {args.seed}, limit {args.limit} rows per paper; "
-        f"follow-up {'asked' if args.follow_up else 'not asked'}; "
+        f"follow-up {'asked' if args.follow_up else 'not asked'}"
+        f"{' (outcomes found by printed values answered with those values only)' if args.shown_only else ''}; "
         f"parse: plain PyMuPDF text + ruled tables; cores={os.cpu_count()}"
     )
     results = []
@@ -191,7 +202,14 @@ def main() -> None:
             print(f"  {pmcid}: no PDF in the corpus, skipped")
             continue
         result = run_paper(
-            pmcid, parse(pdf), args.drop_outcomes, args.drop_numbers, args.seed, args.limit, follow=args.follow_up
+            pmcid,
+            parse(pdf),
+            args.drop_outcomes,
+            args.drop_numbers,
+            args.seed,
+            args.limit,
+            follow=args.follow_up,
+            shown_only=args.shown_only,
         )
         if result is None:
             print(f"  {pmcid}: the oracle has no printed gold value for it, skipped")
@@ -291,9 +309,12 @@ def _numbers(item: PossiblyMissed) -> set[Decimal]:
     return {_decimal(n) for n in item.numbers}
 
 
+_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?|\.\d+")
+
+
 def _printed(item: PossiblyMissed) -> set[Decimal]:
     """Every number of the item's excerpt (a row or sentence), read or not."""
-    return {_decimal(n) for n in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?|\.\d+", item.text)}
+    return {_decimal(n) for n in _NUMBER.findall(item.text)}
 
 
 def _labels(item: PossiblyMissed) -> list[str]:
@@ -392,44 +413,47 @@ def gold_found(outcomes: list[Outcome], fields: GroundedFields) -> int:
     return count
 
 
-def _asked_labels(messages: list[dict[str, str]]) -> list[str]:
-    """The labels a follow-up prompt asks for (one "- label" line each between the markers)."""
+_ASKED_PLACE = re.compile(r'^(?P<label>.*?) \(page \d+: "(?P<excerpt>.*)"\)$')
+
+
+def _asked(messages: list[dict[str, str]]) -> list[tuple[str, str]]:
+    """What a follow-up prompt asks for: (label, the excerpt shown with it, or "") for each
+    "- label (page N: "excerpt")" line between the markers."""
     user = next(m["content"] for m in reversed(messages) if m["role"] == "user")
     # The instruction names the markers too: the list is after the last opening one.
     block = user.rsplit(MISSED_OPEN, 1)[1].split(MISSED_CLOSE, 1)[0] if MISSED_OPEN in user else ""
-    return [line[2:].strip() for line in block.splitlines() if line.startswith("- ")]
-
-
-def _key(label: str) -> str:
-    return " ".join(label.split())
+    asked = []
+    for line in block.splitlines():
+        if line.startswith("- "):
+            placed = _ASKED_PLACE.match(line[2:].strip())
+            asked.append((placed["label"], placed["excerpt"]) if placed else (line[2:].strip(), ""))
+    return asked
 
 
 def follow_up_oracle(
     dropped: list[Outcome],
     partly: list[Outcome],
-    items: list[PossiblyMissed],
     names: list[str],
     record: FollowUp,
+    *,
+    shown_only: bool = False,
 ) -> Callable[[list[dict[str, str]], TemplateDefinition], tuple[LLMResult, None]]:
-    """The follow-up "model": the oracle answering only what each asked label identifies, in the
-    paper's words (the label as the outcome's name): a forgotten outcome (whole, or some of its
-    numbers) the label names by the strict rule is answered whole; one whose printed values the
-    asked items show (two of them) is answered with those values only. Nothing else: no gold name,
-    no number the asked text does not lead to."""
-    by_label: dict[str, list[PossiblyMissed]] = {}
-    for item in items:
-        for label in _labels(item):
-            by_label.setdefault(_key(label), []).append(item)
+    """The follow-up "model": the oracle answering only what the asked text identifies, in the
+    paper's words (the asked label as the outcome's name): a forgotten outcome (whole, or some of
+    its numbers) that an asked label names by the strict rule, or whose printed values (two of
+    them, group sizes aside) the excerpt asked with it shows, is answered whole, as the question
+    asks ("each completely"); with ``shown_only``, one identified by its values is answered with
+    the values shown only. Nothing else: no gold name, no outcome the asked text does not lead to."""
     dropped_whole = list(dropped)
     candidates = dropped_whole + [o for i, o in enumerate(partly) if all(o is not other for other in partly[:i])]
 
     def ask(messages: list[dict[str, str]], template: TemplateDefinition) -> tuple[LLMResult, None]:
-        record.asked = _asked_labels(messages)
+        asked = _asked(messages)
+        record.asked = [label for label, _excerpt in asked]
         answer: list[Outcome] = []
         answered: list[Outcome] = []
-        for label in record.asked:
-            asked_items = by_label.get(_key(label), [])
-            shown = set().union(*(_numbers(i) | _printed(i) for i in asked_items)) if asked_items else set()
+        for label, excerpt in asked:
+            shown = {_decimal(n) for n in _NUMBER.findall(excerpt)}
             led = False
             for outcome in candidates:
                 if label_names(label, outcome.name, names):
@@ -438,7 +462,7 @@ def follow_up_oracle(
                     entry = {
                         name: pair
                         for name, pair in outcome.entry.items()
-                        if name.split("_")[0] not in ARM_FIELDS or _decimal(pair["value"]) in shown
+                        if not shown_only or name.split("_")[0] not in ARM_FIELDS or _decimal(pair["value"]) in shown
                     }
                 else:
                     continue
@@ -465,6 +489,7 @@ def run_paper(
     limit: int,
     *,
     follow: bool = True,
+    shown_only: bool = False,
 ) -> PaperResult | None:
     outcomes = oracle_outcomes(pmcid)
     if not outcomes:
@@ -493,8 +518,7 @@ def run_paper(
         # check_recall lists with the pipeline's own cap; the oracle matches the asked labels to those items.
         record = FollowUp()
         partly = [outcome for outcome, _name, _value in lost]  # kept, some numbers forgotten
-        asked_about = possibly_missed(parsed, fields, limit=MAX_LABELS)  # the longer list the follow-up asks from
-        ask = follow_up_oracle(dropped, partly, asked_about, names, record)
+        ask = follow_up_oracle(dropped, partly, names, record, shown_only=shown_only)
         checked = check_recall(fields, parsed, RCT_TEMPLATE, follow_up=True, whole_paper_fits=True, ask=ask)
         record.gold_values_after = gold_found(outcomes, checked.fields)
         record.items_after = item_rows(checked.missed or [])

@@ -456,5 +456,10 @@ def test_a_tables_unread_rows_are_asked_for_one_name_each() -> None:
     paper = ParsedDocument("sha", ["Results\n" + RESULTS_TABLE])
     checked = check_recall({}, paper, RCT_TEMPLATE, follow_up=True, whole_paper_fits=True, ask=remember)
     assert [m.label for m in checked.missed or []] == [f"Stroke; {MISSED_NAME}"]  # one item for the table
-    assert asked == ["Stroke", MISSED_NAME]  # the model is asked for each row by its own name
-    assert checked.follow_up is not None and checked.follow_up["asked"] == asked
+    # The model is asked for each row by its own name, shown where it is and what that row prints
+    # (not the other row's numbers): a label alone may be ambiguous, its numbers are not.
+    assert asked == [
+        'Stroke (page 1: "Stroke 12/600 25/600")',
+        f'{MISSED_NAME} (page 1: "{MISSED_NAME} 30/600 41/600")',
+    ]
+    assert checked.follow_up is not None and checked.follow_up["asked"] == ["Stroke", MISSED_NAME]

@@ -489,6 +489,42 @@ def test_outcomes_whose_totals_are_only_in_column_heads_are_not_listed_for_them(
     assert not [i for i in items if i.label == "nausea" and "its total" in i.why]
 
 
+def test_a_row_whose_only_numbers_an_outcome_has_are_group_sizes_is_not_read_by_it() -> None:
+    # Every outcome of an arm has its group size: holding 402 and 388 ties "Readmission" to its own
+    # row, not to a row printing "42/402" and "41/388".
+    rows = "Serious infection\n42/402\n41/388\n0.91\nReadmission\n60/402\n55/388\n0.76\n"
+    paper = _paper(ABSTRACT, "3. Results\nTable 2. Outcomes\nOutcome\nDrug X\nPlacebo\nP\n" + rows)
+    quote = "Readmission 60/402 55/388"
+    readmission: Outcome = {
+        "outcome_name": ("readmission", "Readmission"),
+        "events_treatment": (60, quote),
+        "total_treatment": (402, quote),
+        "events_control": (55, quote),
+        "total_control": (388, quote),
+    }
+    [item] = possibly_missed(paper, _fields(paper, readmission))
+    assert item.kind == MissedKind.OUTCOME and item.label == "Serious infection"
+    assert item.numbers == ("42", "402", "41", "388")
+
+
+def test_each_outcome_an_item_names_is_shown_with_what_its_own_row_prints() -> None:
+    from extraction_pipeline.core.verification.recall_items import EXCERPT_CHARS, labelled_excerpts
+
+    rows = "3-month follow-up\nWaist, cm\n97.5 (7.2)\n99.1 (6.9)\nWeight, kg\n81.2 (9.1)\n82.0 (8.8)"
+    item = PossiblyMissed(MissedKind.OUTCOME, "Waist, cm; 3-month follow-up: Weight, kg", rows, 3, "text", 0, 99)
+    assert labelled_excerpts(item) == [
+        ("Waist, cm", "Waist, cm 97.5 (7.2) 99.1 (6.9)"),
+        ("3-month follow-up: Weight, kg", "Weight, kg 81.2 (9.1) 82.0 (8.8)"),  # found without its group head
+    ]
+    # A label the place does not print (a finding named apart from it) is shown the whole place,
+    # and a long place is cut at a word.
+    sentence = "Pain was lower with drug X " + "at every visit " * 40 + "(3.1 vs 4.5)."
+    named = PossiblyMissed(MissedKind.TABLE_ROW, "Pain: no numbers for Placebo", sentence, 2, "text", 0, 9)
+    [(label, excerpt)] = labelled_excerpts(named)
+    assert label == "Pain: no numbers for Placebo" and excerpt.startswith("Pain was lower with drug X at every")
+    assert excerpt.endswith(" …") and len(excerpt) <= EXCERPT_CHARS + 2 and "(3.1 vs 4.5)" not in excerpt
+
+
 def test_results_sentences_are_read_and_methods_sentences_are_not() -> None:
     sentence = "The hospital stay was 5.2 ± 2.1 days with drug X and 6.0 ± 2.4 days with placebo (P = 0.07).\n"
     paper = _paper(ABSTRACT, "2. Methods\n" + sentence + "3. Results\n" + sentence + "4. Discussion\n")

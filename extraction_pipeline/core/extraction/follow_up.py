@@ -42,7 +42,8 @@ from extraction_pipeline.core.templates.arms import RESULT_FIELDS, Outcome, Stud
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.usage import Usage
 from extraction_pipeline.core.verification.grounding import Grounder
-from extraction_pipeline.core.verification.recall import LABEL_SEPARATOR, MissedKind, PossiblyMissed, possibly_missed
+from extraction_pipeline.core.verification.recall import MissedKind, PossiblyMissed, possibly_missed
+from extraction_pipeline.core.verification.recall_items import labelled_excerpts
 
 # The reviewer's list is short (the check's ten likeliest rows), but a model can be asked about
 # more in the same one call: the follow-up asks about the check's longer list, at most MAX_LABELS
@@ -99,11 +100,16 @@ def check_recall(
     # numbers no value reads (a half-read row): asked again whole, their answer fills only the
     # entry's empty or worse fields.
     longer = possibly_missed(parsed, fields, limit=MAX_LABELS, likeliest_first=True)  # names cut likeliest last
-    # An item found at one place for several outcomes (a table's unread rows) names each of them.
-    whole = [label for m in longer if m.kind == MissedKind.OUTCOME for label in m.label.split(LABEL_SEPARATOR)]
-    rest = [label for m in longer if m.kind != MissedKind.OUTCOME for label in m.label.split(LABEL_SEPARATOR)]
-    labels = [" ".join(label.split()) for label in [*whole, *incomplete, *rest] if label.strip()]
-    asked = list(dict.fromkeys(labels))[:MAX_LABELS]
+    # An item found at one place for several outcomes (a table's unread rows) names each of them,
+    # each with its page and what the paper prints for it there: a row's label alone may be
+    # ambiguous ("Total", "At week 8"), its numbers are not.
+    whole = [where for m in longer if m.kind == MissedKind.OUTCOME for where in _places(m)]
+    rest = [where for m in longer if m.kind != MissedKind.OUTCOME for where in _places(m)]
+    # One line per place: a label printed at two places ("global HRQoL" at 3 and at 12 months) is
+    # asked at both.
+    lines = {line or label: label for label, line in [*whole, *((" ".join(n.split()), "") for n in incomplete), *rest]}
+    missed_lines = [line for line, label in lines.items() if label][:MAX_LABELS]
+    asked = [lines[line] for line in missed_lines]
     if not asked:
         return Checked(fields, missed)
     if not whole_paper_fits:
@@ -112,7 +118,7 @@ def check_recall(
     narrowed = outcomes_question(template)
     # The batch's template first (the prompt the first answer repeated, read from the cache), the
     # narrower question in this call's own part.
-    messages = build_messages(template, parsed.pages_text, parsed.tables, missed=asked, only=narrowed)
+    messages = build_messages(template, parsed.pages_text, parsed.tables, missed=missed_lines, only=narrowed)
     try:
         reply, reused = ask(messages, narrowed)
     except PermanentError as exc:  # a cut or unreadable answer, a refused prompt
@@ -132,6 +138,11 @@ def check_recall(
         "reused": reused is not None,
     }
     return Checked(merged, possibly_missed(parsed, merged), record, usage)
+
+
+def _places(item: PossiblyMissed) -> list[tuple[str, str]]:
+    """(label, the asked line) for each outcome ``item`` names: 'label (page 6: "what it prints")'."""
+    return [(label, f'{label} (page {item.page}: "{excerpt}")') for label, excerpt in labelled_excerpts(item)]
 
 
 # Numbers reported per arm. An outcome with one arm's number and not another's is incomplete; so

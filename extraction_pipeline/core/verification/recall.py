@@ -102,7 +102,9 @@ def possibly_missed(
     layout = read_layout(document, sizes)
     row_labels = (c.label for c in layout.candidates if not c.prose and c.label)
     layout.names = tuple(dict.fromkeys([*(e.name for e in extracted if e.outcome and e.name), *row_labels]))
-    layout.used_tables = {c.table for c in layout.candidates if c.table and numbers_read(c, extracted, layout.names)}
+    layout.used_tables = {
+        c.table for c in layout.candidates if c.table and numbers_read(c, extracted, layout.names, sizes)
+    }
     listed = [j for c in layout.candidates if (j := judge(c, answer, layout)) is not None]
     listed += missing_sizes(document, answer, [c for c in layout.candidates if not c.prose])
     listed += incomplete(document, answer, layout)

@@ -36,9 +36,13 @@ from extraction_pipeline.core.verification.recall_rows import Candidate
 # --- what the extraction read -------------------------------------------------------------------
 
 
-def numbers_read(candidate: Candidate, extracted: list[ExtractedEntry], names: Iterable[str]) -> dict[str, set[int]]:
+def numbers_read(
+    candidate: Candidate, extracted: list[ExtractedEntry], names: Iterable[str], sizes: frozenset[Decimal]
+) -> dict[str, set[int]]:
     """Which of the candidate's numbers (by position) each extracted entry read; ``names`` are the
-    paper's outcome names a row's label must tell an entry's name apart from (``label_names``)."""
+    paper's outcome names a row's label must tell an entry's name apart from (``label_names``);
+    ``sizes`` the answer's group sizes, which tie no outcome to a place (every outcome of an arm
+    has them: "42/402" and "41/388" are not read by an outcome holding only 402 and 388)."""
     numbers = candidate.numbers
     read: dict[str, set[int]] = {}
     block = len({n.group for n in numbers if n.role == ARM}) > MAX_ROW_STATISTICS
@@ -53,7 +57,7 @@ def numbers_read(candidate: Candidate, extracted: list[ExtractedEntry], names: I
             covered.update(i for i in equal if numbers[i].group in groups)
         else:
             over = any(s < candidate.end and e > candidate.start for s, e in spans)
-            distinctive = {numbers[i].value for i in equal if numbers[i].distinctive}
+            distinctive = {numbers[i].value for i in equal if numbers[i].distinctive and numbers[i].value not in sizes}
             named = (
                 not candidate.prose  # a sentence's words name too much to tie an outcome to it
                 and bool(entry.name and candidate.label)
@@ -70,7 +74,7 @@ def judge(candidate: Candidate, answer: Answer, layout: Layout) -> Listed | None
     """Why a row or a sentence is listed, if it is: no value reads it, or an extracted outcome reads
     part of it and lacks the rest (half a statistic, the other arm, a three-arm row's third arm)."""
     extracted, sizes = answer.entries, answer.sizes
-    by_entry = numbers_read(candidate, extracted, layout.names)
+    by_entry = numbers_read(candidate, extracted, layout.names, sizes)
     numbers = candidate.numbers
     kind = MissedKind.RESULT_TEXT if candidate.prose else MissedKind.TABLE_ROW
     if not by_entry:

@@ -12,9 +12,44 @@ from typing import Any
 LABEL_SEPARATOR = "; "  # an item found at one place for several outcomes names each of them
 
 
+EXCERPT_CHARS = 500  # what a follow-up question shows of a place: a row, or a sentence
+
+
 def rows_named(item: PossiblyMissed) -> int:
     """How many rows (outcomes) an item names: a reviewer reads each of them."""
     return max(1, sum(1 for label in item.label.split(LABEL_SEPARATOR) if label.strip()))
+
+
+def labelled_excerpts(item: PossiblyMissed) -> list[tuple[str, str]]:
+    """Each outcome an item names, with what the paper prints for it: from its label to the next
+    label (a table's rows are printed one after another; labels are found letters and digits
+    only, as a label is cleaned of the cell's punctuation, and without a group head), else the item's whole excerpt (a
+    sentence, or a finding named apart from its place, such as "PONV: no numbers for H1"); one
+    line each, cut to ``EXCERPT_CHARS``."""
+    text = " ".join(item.text.split())
+    kept = [i for i, char in enumerate(text) if char.isalnum()]
+    squeezed = "".join(text[i] for i in kept).casefold()
+    labels = [" ".join(label.split()) for label in item.label.split(LABEL_SEPARATOR)]
+    starts = []
+    for label in labels:
+        # A row under a group head is labelled "head: row"; the page prints the row alone.
+        keys = ["".join(char for char in part if char.isalnum()).casefold() for part in (label, label.split(": ")[-1])]
+        at = next((hit for key in keys if key and (hit := squeezed.find(key)) >= 0), -1)
+        starts.append(kept[at] if at >= 0 else -1)
+    found = sorted(start for start in starts if start >= 0)
+    excerpts = []
+    for label, start in zip(labels, starts, strict=True):
+        if not label:
+            continue
+        if start < 0:
+            excerpt = text
+        else:
+            after = [other for other in found if other > start]
+            excerpt = text[start : after[0] if after else len(text)].strip()
+        if len(excerpt) > EXCERPT_CHARS:
+            excerpt = excerpt[:EXCERPT_CHARS].rsplit(" ", 1)[0] + " …"
+        excerpts.append((label, excerpt))
+    return excerpts
 
 
 class MissedKind(StrEnum):
