@@ -505,6 +505,11 @@ def test_a_row_whose_only_numbers_an_outcome_has_are_group_sizes_is_not_read_by_
     [item] = possibly_missed(paper, _fields(paper, readmission))
     assert item.kind == MissedKind.OUTCOME and item.label == "Serious infection"
     assert item.numbers == ("42", "402", "41", "388")
+    # Nor when its group sizes are quoted from that row: the row's own results are still unread.
+    elsewhere = "Serious infection 42/402 41/388"
+    sizes_there = readmission | {"total_treatment": (402, elsewhere), "total_control": (388, elsewhere)}
+    [item] = possibly_missed(paper, _fields(paper, sizes_there))
+    assert item.kind == MissedKind.OUTCOME and item.label == "Serious infection"
 
 
 def test_each_outcome_an_item_names_is_shown_with_what_its_own_row_prints() -> None:

@@ -74,8 +74,14 @@ def judge(candidate: Candidate, answer: Answer, layout: Layout) -> Listed | None
     """Why a row or a sentence is listed, if it is: no value reads it, or an extracted outcome reads
     part of it and lacks the rest (half a statistic, the other arm, a three-arm row's third arm)."""
     extracted, sizes = answer.entries, answer.sizes
-    by_entry = numbers_read(candidate, extracted, layout.names, sizes)
     numbers = candidate.numbers
+    # A reader of group sizes alone has not read the place: every outcome of an arm has them (an
+    # outcome quoting "(n = 402)" from a row's "42/402").
+    by_entry = {
+        key: seen
+        for key, seen in numbers_read(candidate, extracted, layout.names, sizes).items()
+        if any(numbers[i].value not in sizes for i in seen)
+    }
     kind = MissedKind.RESULT_TEXT if candidate.prose else MissedKind.TABLE_ROW
     if not by_entry:
         return unread_place(candidate, extracted, layout, kind)
