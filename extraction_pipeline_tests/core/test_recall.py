@@ -530,6 +530,28 @@ def test_each_outcome_an_item_names_is_shown_with_what_its_own_row_prints() -> N
     assert excerpt.endswith(" …") and len(excerpt) <= EXCERPT_CHARS + 2 and "(3.1 vs 4.5)" not in excerpt
 
 
+def test_a_tables_link_line_ends_it_and_names_no_row() -> None:
+    # A journal prints a table's DOI under it, then the page's number: no result of the paper.
+    footer = "a χ2-Test doi:10.1371/journal.pone.0137824.t003\n13 / 21\n"
+    paper = _paper(ABSTRACT, RESULTS.replace("4. Discussion", footer + "4. Discussion"))
+    items = possibly_missed(paper, _fields(paper, PAIN, NAUSEA))
+    assert [i.label for i in items] == ["Length of stay, days"]
+
+
+def test_a_running_footer_printed_above_the_pages_last_lines_is_no_table_row() -> None:
+    # A footer block of seven lines, its citation line changing only by the page's number.
+    def footer(page: int) -> str:
+        return (
+            f"J Med Res 2015 | vol. 17 | iss. 1 | e23 | p. {page}\nhttp://www.jmr.org/2015/1/e23/\n"
+            "(page number not for citation purposes)\nSmith et al\nJOURNAL OF MEDICAL RESEARCH\nXSL•FO\nRenderX\n"
+        )
+
+    pages = [ABSTRACT + footer(1), RESULTS + footer(2), "5. Conclusions\nDrug X lowered pain.\n" + footer(3)]
+    paper = _paper(*pages)
+    items = possibly_missed(paper, _fields(paper, PAIN, NAUSEA))
+    assert [i.label for i in items] == ["Length of stay, days"]
+
+
 def test_results_sentences_are_read_and_methods_sentences_are_not() -> None:
     sentence = "The hospital stay was 5.2 ± 2.1 days with drug X and 6.0 ± 2.4 days with placebo (P = 0.07).\n"
     paper = _paper(ABSTRACT, "2. Methods\n" + sentence + "3. Results\n" + sentence + "4. Discussion\n")

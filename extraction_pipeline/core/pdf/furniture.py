@@ -16,7 +16,8 @@ def furniture_key(line: str) -> str:
     return re.sub(r"\d+", "#", " ".join(line.split()).lower())
 
 
-EDGE_LINES = 4  # a running head or footer is among the first or last lines of its page
+EDGE_LINES = 8  # a running head or footer is among the first or last lines of its page (a footer block of a
+# citation, a web address, the page number, a publisher's marks runs to seven lines)
 
 
 def edge_lines(text: str) -> list[str]:

@@ -46,7 +46,7 @@ _GROUP_SIZE_LINE = re.compile(r"^[\s(\[]*[nN]\s*[=:]\s*[\d,]+[\s)\]]*$")
 MAX_LABEL_LINE = 90
 PROSE_LINE = 40  # four lines in a row this long or longer: the table has ended, prose goes on
 
-CELL, PLACEHOLDER, TEXT, GROUP_SIZE, BLANK = "cell", "placeholder", "text", "group size", "blank"
+CELL, PLACEHOLDER, TEXT, GROUP_SIZE, BLANK, FOOTER = "cell", "placeholder", "text", "group size", "blank", "footer"
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Line:
     text: str
     start: int  # offsets in the page text
     end: int
-    kind: str  # CELL, PLACEHOLDER, TEXT, GROUP_SIZE or BLANK (empty, or a running head)
+    kind: str  # CELL, PLACEHOLDER, TEXT, GROUP_SIZE, BLANK (empty, or a running head) or FOOTER (a link)
 
 
 @dataclass
@@ -92,12 +92,17 @@ def _line_kind(line: str) -> str:
     return TEXT if any(len(word) > 1 for word in re.findall(r"[^\W\d_]+", rest)) else CELL
 
 
+# A line holding a link (a DOI, a web address) is a table's or a page's footer: the table has
+# ended, and the line is no row's label.
+_LINK = re.compile(r"\bdoi:\s*10\.|\bhttps?://|\bwww\.", re.IGNORECASE)
+
+
 def page_lines(text: str, furniture_keys: set[str]) -> list[Line]:
     """A page's lines, each with its kind (a running head or footer is blank)."""
     found = []
     at = 0
     for raw in text.split("\n"):
-        kind = BLANK if furniture_key(raw) in furniture_keys else _line_kind(raw)
+        kind = BLANK if furniture_key(raw) in furniture_keys else FOOTER if _LINK.search(raw) else _line_kind(raw)
         found.append(Line(raw, at, at + len(raw), kind))
         at += len(raw) + 1
     return found
@@ -167,6 +172,8 @@ def _region_rows(
         if line.kind == BLANK:
             continue
         close()
+        if line.kind == FOOTER:
+            break
         if (
             line.kind == GROUP_SIZE
             or len(line.text.strip()) <= 2
