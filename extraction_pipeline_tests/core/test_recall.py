@@ -512,6 +512,19 @@ def test_a_row_whose_only_numbers_an_outcome_has_are_group_sizes_is_not_read_by_
     assert item.kind == MissedKind.OUTCOME and item.label == "Serious infection"
 
 
+@pytest.mark.parametrize(
+    ("first_label", "label"),
+    [("Serious infection", "Serious infection"), ("Serious infection,\nall grades", "Serious infection, all grades")],
+)
+def test_a_tables_first_row_is_labelled_without_the_column_head_above_it(first_label: str, label: str) -> None:
+    # The arms' heads carry no "(n = ...)" here: the last of them is printed right above the first
+    # row's label, and is no part of it; a label wrapped over two lines is still one.
+    rows = f"{first_label}\n42/402\n41/388\nReadmission\n60/402\n55/388\n"
+    paper = _paper(ABSTRACT, "3. Results\nTable 2. Outcomes\nOutcome\nDrug X\nPlacebo\n" + rows)
+    items = possibly_missed(paper, {})
+    assert [i.label for i in items] == [f"{label}; Readmission"]
+
+
 def test_each_outcome_an_item_names_is_shown_with_what_its_own_row_prints() -> None:
     from extraction_pipeline.core.verification.recall_items import EXCERPT_CHARS, labelled_excerpts
 

@@ -153,10 +153,13 @@ def _region_rows(
     def close() -> None:
         nonlocal cells, labels
         if cells:
-            row = _row(page, text, lines, labels[-2:], cells, group_label, sizes)
+            own = labels[-2:]
+            if not rows and len(own) == 2 and not _continues(lines[own[0]].text, lines[own[1]].text):
+                own = own[1:]  # the table's first row: the line before its label is a column's head
+            row = _row(page, text, lines, own, cells, group_label, sizes)
             if row is not None:
                 rows.append(row)
-                used.update(labels[-2:])
+                used.update(own)
                 used.update(cells)
             labels = []
         cells = []
@@ -203,6 +206,12 @@ def _region_rows(
             labels = []
     close()
     return rows, used
+
+
+def _continues(line: str, after: str) -> bool:
+    """Does ``after`` carry on the label ``line`` started ("Length of stay," / "days")?"""
+    line, after = line.strip(), after.strip()
+    return bool(line and after) and (line[-1] in ",-–(/&" or after[0].islower() or after[0] in "(–-")
 
 
 HEADS_AFTER_NOTES = 12  # lines after a caption's notes in which a table's column heads may start
