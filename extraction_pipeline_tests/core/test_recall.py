@@ -645,6 +645,28 @@ def test_the_limit_counts_rows_so_a_tables_unread_rows_are_cut_to_the_likeliest(
     )
 
 
+def test_a_less_likely_finding_does_not_ride_in_on_a_likelier_ones_place() -> None:
+    from decimal import Decimal
+
+    from extraction_pipeline.core.verification.recall_ranking import Listed, within_rows
+
+    def finding(label: str, rank: float, page: int, start: int) -> Listed:
+        item = PossiblyMissed(MissedKind.TABLE_ROW, label, "x", page, "text", start, start + 10, ("1",))
+        return Listed(item, rank, frozenset({Decimal(1)}), prose=False)
+
+    sentence = [finding("Pain: group size of Placebo", 9.0, 2, 100), finding("Nausea", 3.0, 2, 105)]
+    same_outcome = finding("Pain: no numbers for Drug X", 8.0, 2, 104)  # names Pain, already named there
+    elsewhere = finding("Length of stay", 6.0, 3, 40)
+    chosen = within_rows([sentence[0], same_outcome, elsewhere, sentence[1]], limit=2)
+    assert [c.item.label for c in chosen] == [
+        "Pain: group size of Placebo, no numbers for Drug X",
+        "Length of stay",
+    ]
+    # With room for it, the less likely finding joins the place it shares.
+    chosen = within_rows([sentence[0], same_outcome, elsewhere, sentence[1]], limit=4)
+    assert [c.item.label for c in chosen][1] == "Length of stay" and "Nausea" in chosen[0].item.label
+
+
 def test_a_mean_with_its_confidence_interval_written_ci95_is_one_statistic() -> None:
     sentence = (
         "For men, the intervention group had a mean quality of life of 72.49 (CI95% 69.34–75.65) compared to "

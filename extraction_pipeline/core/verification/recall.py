@@ -78,9 +78,9 @@ from extraction_pipeline.core.extraction.grounded import GroundedValue
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.verification.recall_answer import read_answer
 from extraction_pipeline.core.verification.recall_coverage import incomplete, judge, missing_sizes, numbers_read
-from extraction_pipeline.core.verification.recall_items import LABEL_SEPARATOR, MissedKind, PossiblyMissed, rows_named
+from extraction_pipeline.core.verification.recall_items import LABEL_SEPARATOR, MissedKind, PossiblyMissed
 from extraction_pipeline.core.verification.recall_places import read_layout
-from extraction_pipeline.core.verification.recall_ranking import Listed, merged_by_place, tables_read_by_none
+from extraction_pipeline.core.verification.recall_ranking import tables_read_by_none, within_rows
 
 __all__ = ["DEFAULT_LIMIT", "LABEL_SEPARATOR", "MissedKind", "PossiblyMissed", "possibly_missed"]
 
@@ -112,23 +112,10 @@ def possibly_missed(
     in_rows = {n for entry in listed if not entry.prose for n in entry.values}
     listed = [e for e in listed if not (e.prose and e.values and e.values <= in_rows)]
     unread = Counter(e.unread_row_of for e in listed if e.unread_row_of)  # a table's unread rows
-    likeliest = merged_by_place(sorted(listed, key=lambda e: (-e.rank, e.item.page, e.item.start)))
+    likeliest = sorted(listed, key=lambda e: (-e.rank, e.item.page, e.item.start))
     chosen = tables_read_by_none(document, within_rows(likeliest, limit), unread)
     chosen.sort(key=lambda e: (-e.rank, e.item.page, e.item.start))
     if likeliest_first:
         return [e.item for e in chosen]
     chosen.sort(key=lambda e: (e.item.page, e.item.source != "text", e.item.source, e.item.start))
     return [e.item for e in chosen]
-
-
-def within_rows(likeliest: list[Listed], limit: int) -> list[Listed]:
-    """The likeliest findings that fit in ``limit`` rows, one per key (a dismissal names its key):
-    a finding costs a row per outcome it names (findings merged at one place name several)."""
-    chosen: list[Listed] = []
-    left = max(0, limit)
-    for entry in likeliest:
-        cost = rows_named(entry.item)
-        if cost <= left and all(entry.item.key != kept.item.key for kept in chosen):
-            chosen.append(entry)
-            left -= cost
-    return chosen

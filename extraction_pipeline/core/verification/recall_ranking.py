@@ -13,7 +13,7 @@ from decimal import Decimal
 from extraction_pipeline.core.evaluation.matching import label_names
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.verification.recall_answer import ExtractedEntry
-from extraction_pipeline.core.verification.recall_items import LABEL_SEPARATOR, MissedKind, PossiblyMissed
+from extraction_pipeline.core.verification.recall_items import LABEL_SEPARATOR, MissedKind, PossiblyMissed, rows_named
 from extraction_pipeline.core.verification.recall_labels import mentioned, one_label, said
 from extraction_pipeline.core.verification.recall_numbers import ARM, MAX_ROW_STATISTICS, P_VALUE, PrintedNumber
 from extraction_pipeline.core.verification.recall_places import Layout, segment_text
@@ -120,6 +120,27 @@ def _one_item(document: ParsedDocument, members: list[Listed], unread: int) -> L
     )
     values = frozenset(v for m in members for v in m.values)
     return Listed(item, max(m.rank for m in members), values, prose=False)
+
+
+def within_rows(likeliest: Iterable[Listed], limit: int) -> list[Listed]:
+    """The likeliest findings that fit in ``limit`` rows, one item per place: a finding costs a row
+    per outcome it names, and one at a place already chosen is merged into it when what it adds
+    still fits (its outcome may be named there already). A less likely finding never rides in on a
+    likelier one's place ahead of likelier findings elsewhere."""
+    chosen: list[Listed] = []
+    left = max(0, limit)
+    for entry in likeliest:
+        same = next((i for i, kept in enumerate(chosen) if _overlap(kept.item, entry.item)), None)
+        if same is None:
+            if (cost := rows_named(entry.item)) <= left:
+                chosen.append(entry)
+                left -= cost
+            continue
+        merged = chosen[same].merged(entry)
+        if (cost := rows_named(merged.item) - rows_named(chosen[same].item)) <= left:
+            chosen[same] = merged
+            left -= cost
+    return chosen
 
 
 def merged_by_place(listed: Iterable[Listed]) -> list[Listed]:
