@@ -590,6 +590,15 @@ def test_results_sentences_are_read_and_methods_sentences_are_not() -> None:
             "global HRQoL",
         ),
         ("Similar between-group results were found for the MRC score (48.2 ± 6.1 vs 45.9 ± 7.3).", "MRC score"),
+        (  # a time point it opens with is no statistic; a word hyphenated at a line's end is one word
+            "At week 8, the drug X group showed an improvement in mean clinician-\nrated CGI-I scores greater "
+            "than the placebo group [2.7 (0.1) vs 3.4 (0.1)].",
+            "clinician-rated CGI-I scores",
+        ),
+        (
+            "The readmission rate within 90 days was 25.2% (62/245) and 23.8% (59/248).",
+            "readmission rate within 90 days",
+        ),
     ],
 )
 def test_a_sentence_is_labelled_with_the_outcome_it_reports(sentence: str, label: str) -> None:

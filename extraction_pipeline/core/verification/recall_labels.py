@@ -50,9 +50,13 @@ _VERB = re.compile(
     r"reduced|improved|declined|rose|fell|obtained|observed|reported|found|occurred|ranged|averaged)\b",
     re.IGNORECASE,
 )
-_COMPARING = re.compile(r"\b(?:between|among|amongst|versus|vs\.?|compared|in (?:the|both|each|all) )", re.IGNORECASE)
+_COMPARING = re.compile(
+    r"\b(?:between|among|amongst|versus|vs\.?|compared|in (?:the|both|each|all) |"
+    r"(?:greater|higher|lower|less|more|better|worse|larger|smaller) than)",
+    re.IGNORECASE,
+)
 _DIFFERENCE_IN = re.compile(
-    r"\b(?:differences?|changes?|reductions?|increases?|decreases?)"
+    r"\b(?:differences?|changes?|reductions?|increases?|decreases?|improvements?)"
     r"(?:\s+(?:was|were|is|are)\s+(?:found|observed|seen|noted|detected|shown))?\s+(?:in|of)\b",
     re.IGNORECASE,
 )
@@ -63,6 +67,7 @@ _SAYS_NOTHING = re.compile(
     re.IGNORECASE,
 )
 _ABOUT = re.compile(r"\b(?:for|in|on|regarding|concerning)\s+", re.IGNORECASE)
+_BROKEN_WORD = re.compile(r"(\w)- (?!(?:and|or|to|nor)\b)([a-z])")
 _OPEN_PARENTHESIS = re.compile(r"\s*[(\[][^)\]]*$")  # "... of the arms (EMS:": the numbers' own
 _LEADING = re.compile(
     r"^(?:(?:the|a|an|overall|mean|median|average|total|matched|respective|respectively)\b[\s,]*)+", re.I
@@ -78,6 +83,7 @@ def sentence_label(before: str) -> str:
     a section lead-in ("Operative Findings:"), articles, "mean", or the groups it compares; what is
     said of a subject that names a group or nothing."""
     before = _OPEN_PARENTHESIS.sub("", " ".join(before.translate(_LIGATURES).split()))
+    before = _BROKEN_WORD.sub(r"\1-\2", before)  # "clinician- rated": a word hyphenated at a line's end
     text = before
     if (difference := _DIFFERENCE_IN.search(text)) is not None:
         text = text[difference.end() :]

@@ -14,7 +14,14 @@ from extraction_pipeline.core.pdf.furniture import furniture
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.verification.recall_answer import Span
 from extraction_pipeline.core.verification.recall_labels import defined_acronyms, sentence_label, word_stems
-from extraction_pipeline.core.verification.recall_numbers import ARM, PERCENT, RANGE, group_sizes, numbers_in
+from extraction_pipeline.core.verification.recall_numbers import (
+    ARM,
+    PERCENT,
+    RANGE,
+    PrintedNumber,
+    group_sizes,
+    numbers_in,
+)
 from extraction_pipeline.core.verification.recall_rows import (
     BLANK,
     PROSE_LINE,
@@ -129,11 +136,26 @@ def _sentences(page: int, text: str, zone: list[Line], sizes: frozenset[Decimal]
             partnered = {n.group for n in numbers if sum(1 for m in numbers if m.group == n.group) >= 2}
             if len({n.group for n in numbers if n.role in (ARM, PERCENT, RANGE) and n.group in partnered}) < 2:
                 continue
-            label = sentence_label(" ".join(text[start : numbers[0].start].split()))
+            label = sentence_label(" ".join(text[start : _first_result(text, numbers, partnered).start].split()))
             found.append(
                 Candidate(page, "text", start, end, label, " ".join(piece.split()), numbers, True, True, abstract)
             )
     return found
+
+
+# A time point ("At week 8,", "after 12 months the", "on day 3"): a number of the sentence's
+# words, not of its results.
+_TIME_BEFORE = re.compile(r"\b(?:weeks?|months?|days?|years?|hours?|visits?|time points?|T)\s*$", re.IGNORECASE)
+_TIME_AFTER = re.compile(r"^\s*(?:-|‐)?\s*(?:weeks?|months?|days?|years?|hours?|h|wk|mo)\b", re.IGNORECASE)
+
+
+def _first_result(text: str, numbers: list[PrintedNumber], partnered: set[int]) -> PrintedNumber:
+    """The sentence's first number that is not a time point it opens with: its name is before it."""
+    for number in numbers:
+        alone = number.group not in partnered and "." not in number.printed  # a time point is whole
+        if not (alone and (_TIME_BEFORE.search(text[: number.start]) or _TIME_AFTER.match(text[number.end :]))):
+            return number
+    return numbers[0]
 
 
 def segment_text(document: ParsedDocument, page: int, source: str) -> str:
