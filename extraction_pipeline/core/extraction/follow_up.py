@@ -7,7 +7,7 @@ list (whole outcomes, and outcomes with numbers no value reads) and the extracte
 a number their other numbers imply (or, arms declared, an arm without the numbers other arms have)
 are asked for in one more call to the same model: the outcomes part of the template (with arms:
 the arms, the outcome results per arm and the comparisons, so the answer can name its arms), the
-whole paper, and the outcome names. That call is paid once like every
+whole paper, and the outcome names, each with its page and what the paper prints there. That call is paid once like every
 call (a stored answer to the same prompt is reused), its answer is grounded like every answer, and
 its entries are added to the result (``merge_answered``: the first answer's entries stay as they
 are; an answered entry completes one entry about the same outcome, arm and time point (an arm of
