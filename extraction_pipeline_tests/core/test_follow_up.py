@@ -463,3 +463,25 @@ def test_a_tables_unread_rows_are_asked_for_one_name_each() -> None:
         f'{MISSED_NAME} (page 1: "{MISSED_NAME} 30/600 41/600")',
     ]
     assert checked.follow_up is not None and checked.follow_up["asked"] == ["Stroke", MISSED_NAME]
+
+
+def test_outcomes_are_asked_by_name_alone_when_their_places_do_not_fit_the_models_window() -> None:
+    from extraction_pipeline.core.extraction.follow_up import check_recall
+    from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
+
+    asked: list[str] = []
+    sizes: list[int] = []
+
+    def remember(messages: list[dict[str, str]], template: object) -> tuple[LLMResult, None]:
+        prompt = messages[-1]["content"].rsplit(MISSED_OPEN, 1)[1]
+        asked.extend(line[2:] for line in prompt.splitlines() if line.startswith("- "))
+        raise PermanentError("answer cut at the output limit")
+
+    def fits(messages: list[dict[str, str]]) -> bool:  # a window the places overflow and the names do not
+        sizes.append(len(messages[-1]["content"]))
+        return "(page 1:" not in messages[-1]["content"]
+
+    paper = ParsedDocument("sha", ["Results\n" + RESULTS_TABLE])
+    checked = check_recall({}, paper, RCT_TEMPLATE, follow_up=True, whole_paper_fits=True, ask=remember, fits=fits)
+    assert asked == ["Stroke", MISSED_NAME] and len(sizes) == 1
+    assert checked.follow_up is not None and checked.follow_up["asked"] == ["Stroke", MISSED_NAME]

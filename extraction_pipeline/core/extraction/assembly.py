@@ -32,7 +32,15 @@ from extraction_pipeline.core.ledger.answers import (
 )
 from extraction_pipeline.core.ledger.audit import record_prompt
 from extraction_pipeline.core.ledger.templates import TemplateVersion
-from extraction_pipeline.core.llm.gateway import LLMConfig, LLMResult, cache_lifetime, complete_extraction, parse_answer
+from extraction_pipeline.core.llm.gateway import (
+    LLMConfig,
+    LLMResult,
+    cache_lifetime,
+    complete_extraction,
+    context_limit,
+    count_tokens,
+    parse_answer,
+)
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
 from extraction_pipeline.core.templates.definition import TemplateDefinition
 from extraction_pipeline.core.usage import Usage
@@ -73,6 +81,7 @@ def assemble(
         # Parts of a long paper carry their pages; a cut answer asked module by module does not.
         whole_paper_fits=all(note.get("pages", "all") == "all" for note in part_notes),
         ask=lambda messages, asked: _answer(first, messages, asked, later=False),
+        fits=lambda messages: not (limit := context_limit(llm)) or count_tokens(llm, messages) <= limit,
     )
     grounded = checked.fields
     result: dict[str, Any] = {

@@ -7,8 +7,9 @@ list (whole outcomes, and outcomes with numbers no value reads) and the extracte
 a number their other numbers imply (or, arms declared, an arm without the numbers other arms have)
 are asked for in one more call to the same model: the outcomes part of the template (with arms:
 the arms, the outcome results per arm and the comparisons, so the answer can name its arms), the
-whole paper, and the outcome names, each with its page and what the paper prints there. That call is paid once like every
-call (a stored answer to the same prompt is reused), its answer is grounded like every answer, and
+whole paper, and the outcome names, each with its page and what the paper prints there (the
+names alone when only they fit the model's window). That call is paid once like every call (a
+stored answer to the same prompt is reused), its answer is grounded like every answer, and
 its entries are added to the result (``merge_answered``: the first answer's entries stay as they
 are; an answered entry completes one entry about the same outcome, arm and time point (an arm of
 the same name) it does not contradict, else it is appended). Outcomes it added are marked as
@@ -83,9 +84,12 @@ def check_recall(
     follow_up: bool,
     whole_paper_fits: bool,
     ask: Ask,
+    fits: Callable[[list[dict[str, str]]], bool] | None = None,
 ) -> Checked:
     """The recall check on ``fields``, and the follow-up question when ``follow_up`` is set and
-    the check lists outcomes (only for a paper asked whole: a paper in parts is not asked again)."""
+    the check lists outcomes (only for a paper asked whole: a paper in parts is not asked again).
+    ``fits`` tells whether a prompt fits the model's window (None: no window to respect): the
+    outcomes are asked with their places when they fit, by their names alone when only those do."""
     try:
         missed = possibly_missed(parsed, fields)
     except Exception as exc:  # a heuristic's bug must not cost a paid, grounded answer
@@ -119,6 +123,9 @@ def check_recall(
     # The batch's template first (the prompt the first answer repeated, read from the cache), the
     # narrower question in this call's own part.
     messages = build_messages(template, parsed.pages_text, parsed.tables, missed=missed_lines, only=narrowed)
+    if fits is not None and not fits(messages):
+        # A paper that nearly fills the model's window: the places do not fit beside it, the names may.
+        messages = build_messages(template, parsed.pages_text, parsed.tables, missed=asked, only=narrowed)
     try:
         reply, reused = ask(messages, narrowed)
     except PermanentError as exc:  # a cut or unreadable answer, a refused prompt
