@@ -185,6 +185,8 @@ def main() -> None:
         help="the follow-up model answers an outcome it finds by printed values with those values only",
     )
     args = parser.parse_args()
+    if args.shown_only and not args.follow_up:
+        parser.error("--shown-only is how the follow-up is answered: it needs the follow-up (drop --no-follow-up)")
     oracle.CORPUS = args.corpus  # the oracle reads the gold values and PDFs from here
     gold_rows = json.loads((args.corpus / "gold_outcomes.json").read_text())
     pmcids = args.papers or sorted({str(row["pmcid"]) for row in gold_rows})
