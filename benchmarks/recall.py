@@ -455,7 +455,8 @@ def follow_up_oracle(
         answer: list[Outcome] = []
         answered: list[Outcome] = []
         for label, excerpt in asked:
-            shown = {_decimal(n) for n in _NUMBER.findall(excerpt)}
+            printed = excerpt[len(label) :] if excerpt.startswith(label) else excerpt  # "HbA1c" shows no 1
+            shown = {_decimal(n) for n in _NUMBER.findall(printed)}
             led = False
             for outcome in candidates:
                 if label_names(label, outcome.name, names):

@@ -479,9 +479,32 @@ def test_outcomes_are_asked_by_name_alone_when_their_places_do_not_fit_the_model
 
     def fits(messages: list[dict[str, str]]) -> bool:  # a window the places overflow and the names do not
         sizes.append(len(messages[-1]["content"]))
-        return "(page 1:" not in messages[-1]["content"]
+        return "(page " not in messages[-1]["content"]
 
-    paper = ParsedDocument("sha", ["Results\n" + RESULTS_TABLE])
+    # The same rows at two places: asked at each with its place, by each name once without.
+    paper = ParsedDocument(
+        "sha", ["Results\n" + RESULTS_TABLE, "Results\n" + RESULTS_TABLE.replace("Table 2", "Table 3")]
+    )
     checked = check_recall({}, paper, RCT_TEMPLATE, follow_up=True, whole_paper_fits=True, ask=remember, fits=fits)
     assert asked == ["Stroke", MISSED_NAME] and len(sizes) == 1
     assert checked.follow_up is not None and checked.follow_up["asked"] == ["Stroke", MISSED_NAME]
+
+
+def test_a_failure_listing_the_follow_ups_outcomes_keeps_the_answer_and_asks_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fault injection: the list of what to ask raising must leave the answer whole, with a note."""
+    from extraction_pipeline.core.extraction import follow_up
+    from extraction_pipeline.core.templates.rct import RCT_TEMPLATE
+
+    def broken(*_args: object, **_kwargs: object) -> tuple[list[str], list[str]]:
+        raise IndexError("list index out of range")
+
+    def never(messages: list[dict[str, str]], template: object) -> tuple[LLMResult, None]:
+        raise AssertionError("nothing to ask")
+
+    monkeypatch.setattr(follow_up, "_asked_lines", broken)
+    paper = ParsedDocument("sha", ["Results\n" + RESULTS_TABLE])
+    checked = follow_up.check_recall({}, paper, RCT_TEMPLATE, follow_up=True, whole_paper_fits=True, ask=never)
+    assert checked.fields == {} and [m.label for m in checked.missed or []] == [f"Stroke; {MISSED_NAME}"]
+    assert checked.notes == ["follow-up not asked: listing its outcomes failed: IndexError: list index out of range"]

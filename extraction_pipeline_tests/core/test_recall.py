@@ -510,6 +510,13 @@ def test_a_row_whose_only_numbers_an_outcome_has_are_group_sizes_is_not_read_by_
     sizes_there = readmission | {"total_treatment": (402, elsewhere), "total_control": (388, elsewhere)}
     [item] = possibly_missed(paper, _fields(paper, sizes_there))
     assert item.kind == MissedKind.OUTCOME and item.label == "Serious infection"
+    # A row of nothing but the group sizes the answer has reports nothing unread.
+    analysed = _paper(
+        ABSTRACT, "3. Results\nTable 2. Outcomes\nOutcome\nDrug X\nPlacebo\nP\nAnalysed\n402\n388\n" + rows
+    )
+    counted = "Analysed 402 388"
+    sizes_counted = readmission | {"total_treatment": (402, counted), "total_control": (388, counted)}
+    assert [i.label for i in possibly_missed(analysed, _fields(analysed, sizes_counted))] == ["Serious infection"]
 
 
 @pytest.mark.parametrize(
@@ -534,6 +541,13 @@ def test_each_outcome_an_item_names_is_shown_with_what_its_own_row_prints() -> N
         ("Waist, cm", "Waist, cm 97.5 (7.2) 99.1 (6.9)"),
         ("3-month follow-up: Weight, kg", "Weight, kg 81.2 (9.1) 82.0 (8.8)"),  # found without its group head
     ]
+    # Ligatures the page keeps and the label spells out; a label found where it starts a word.
+    printed = "Subtotal 3 4 Deﬁnite ﬁbrosis 12/600 25/600 Total 14/600 19/600"
+    item = PossiblyMissed(MissedKind.OUTCOME, "Definite fibrosis; Total", printed, 3, "text", 0, 99)
+    assert labelled_excerpts(item) == [
+        ("Definite fibrosis", "Deﬁnite ﬁbrosis 12/600 25/600"),
+        ("Total", "Total 14/600 19/600"),
+    ]
     # A label the place does not print (a finding named apart from it) is shown the whole place,
     # and a long place is cut at a word.
     sentence = "Pain was lower with drug X " + "at every visit " * 40 + "(3.1 vs 4.5)."
@@ -547,6 +561,13 @@ def test_a_tables_link_line_ends_it_and_names_no_row() -> None:
     # A journal prints a table's DOI under it, then the page's number: no result of the paper.
     footer = "a χ2-Test doi:10.1371/journal.pone.0137824.t003\n13 / 21\n"
     paper = _paper(ABSTRACT, RESULTS.replace("4. Discussion", footer + "4. Discussion"))
+    items = possibly_missed(paper, _fields(paper, PAIN, NAUSEA))
+    assert [i.label for i in items] == ["Length of stay, days"]
+
+
+def test_a_link_in_a_tables_notes_above_its_rows_does_not_end_it() -> None:
+    note = "Data from the trial registry (https://clinicaltrials.gov/ct2/show/NCT00000000)\n"
+    paper = _paper(ABSTRACT, RESULTS.replace("Outcome\n", note + "Outcome\n", 1))
     items = possibly_missed(paper, _fields(paper, PAIN, NAUSEA))
     assert [i.label for i in items] == ["Length of stay, days"]
 

@@ -99,21 +99,11 @@ def check_recall(
     incomplete = incomplete_outcomes(fields)
     if not follow_up or not (missed or incomplete) or outcomes is None:
         return Checked(fields, missed)
-    # Whole outcomes first, then extracted outcomes with an arm's number missing where the other
-    # arm has it (a number the model dropped, whatever the paper's layout), then outcomes with
-    # numbers no value reads (a half-read row): asked again whole, their answer fills only the
-    # entry's empty or worse fields.
-    longer = possibly_missed(parsed, fields, limit=MAX_LABELS, likeliest_first=True)  # names cut likeliest last
-    # An item found at one place for several outcomes (a table's unread rows) names each of them,
-    # each with its page and what the paper prints for it there: a row's label alone may be
-    # ambiguous ("Total", "At week 8"), its numbers are not.
-    whole = [where for m in longer if m.kind == MissedKind.OUTCOME for where in _places(m)]
-    rest = [where for m in longer if m.kind != MissedKind.OUTCOME for where in _places(m)]
-    # One line per place: a label printed at two places ("global HRQoL" at 3 and at 12 months) is
-    # asked at both.
-    lines = {line or label: label for label, line in [*whole, *((" ".join(n.split()), "") for n in incomplete), *rest]}
-    missed_lines = [line for line, label in lines.items() if label][:MAX_LABELS]
-    asked = [lines[line] for line in missed_lines]
+    try:
+        missed_lines, asked = _asked_lines(parsed, fields, incomplete)
+    except Exception as exc:  # a heuristic's bug must not cost a paid, grounded answer
+        note = f"follow-up not asked: listing its outcomes failed: {type(exc).__name__}: {exc}"
+        return Checked(fields, missed, notes=[note])
     if not asked:
         return Checked(fields, missed)
     if not whole_paper_fits:
@@ -144,7 +134,31 @@ def check_recall(
         "cost_usd": usage.cost_usd,
         "reused": reused is not None,
     }
-    return Checked(merged, possibly_missed(parsed, merged), record, usage)
+    try:
+        still = possibly_missed(parsed, merged)
+    except Exception as exc:  # the paid follow-up's answer is kept, unchecked
+        note = f"recall check after the follow-up failed, nothing listed: {type(exc).__name__}: {exc}"
+        return Checked(merged, None, record, usage, [note])
+    return Checked(merged, still, record, usage)
+
+
+def _asked_lines(parsed: ParsedDocument, fields: GroundedFields, incomplete: list[str]) -> tuple[list[str], list[str]]:
+    """What the follow-up asks: one line per place (at most ``MAX_LABELS``), and the outcomes'
+    names, each once. Whole outcomes first, then extracted outcomes with an arm's number missing
+    where the other arm has it (a number the model dropped, whatever the paper's layout), then
+    outcomes with numbers no value reads (a half-read row): asked again whole, their answer fills
+    only the entry's empty or worse fields."""
+    longer = possibly_missed(parsed, fields, limit=MAX_LABELS, likeliest_first=True)  # names cut likeliest last
+    # An item found at one place for several outcomes (a table's unread rows) names each of them,
+    # each with its page and what the paper prints for it there: a row's label alone may be
+    # ambiguous ("Total", "At week 8"), its numbers are not.
+    whole = [where for m in longer if m.kind == MissedKind.OUTCOME for where in _places(m)]
+    rest = [where for m in longer if m.kind != MissedKind.OUTCOME for where in _places(m)]
+    # One line per place: a label printed at two places ("global HRQoL" at 3 and at 12 months) is
+    # asked at both.
+    lines = {line or label: label for label, line in [*whole, *((" ".join(n.split()), "") for n in incomplete), *rest]}
+    missed_lines = [line for line, label in lines.items() if label][:MAX_LABELS]
+    return missed_lines, list(dict.fromkeys(lines[line] for line in missed_lines))
 
 
 def _places(item: PossiblyMissed) -> list[tuple[str, str]]:

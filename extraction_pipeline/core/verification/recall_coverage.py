@@ -42,7 +42,8 @@ def numbers_read(
     """Which of the candidate's numbers (by position) each extracted entry read; ``names`` are the
     paper's outcome names a row's label must tell an entry's name apart from (``label_names``);
     ``sizes`` the answer's group sizes, which tie no outcome to a place (every outcome of an arm
-    has them: "42/402" and "41/388" are not read by an outcome holding only 402 and 388)."""
+    has them: "42/402" and "41/388" are not read by an outcome holding only 402 and 388, quoted
+    there or not)."""
     numbers = candidate.numbers
     read: dict[str, set[int]] = {}
     block = len({n.group for n in numbers if n.role == ARM}) > MAX_ROW_STATISTICS
@@ -65,7 +66,9 @@ def numbers_read(
             )
             if over or len(distinctive) >= 2 or named:
                 covered.update(equal)
-        if covered:
+        # A reader of group sizes alone has not read the place: every outcome of an arm has them
+        # (an outcome quoting "(n = 402)" from a row's "42/402").
+        if any(numbers[i].value not in sizes for i in covered):
             read[entry.key] = covered
     return read
 
@@ -75,15 +78,12 @@ def judge(candidate: Candidate, answer: Answer, layout: Layout) -> Listed | None
     part of it and lacks the rest (half a statistic, the other arm, a three-arm row's third arm)."""
     extracted, sizes = answer.entries, answer.sizes
     numbers = candidate.numbers
-    # A reader of group sizes alone has not read the place: every outcome of an arm has them (an
-    # outcome quoting "(n = 402)" from a row's "42/402").
-    by_entry = {
-        key: seen
-        for key, seen in numbers_read(candidate, extracted, layout.names, sizes).items()
-        if any(numbers[i].value not in sizes for i in seen)
-    }
+    by_entry = numbers_read(candidate, extracted, layout.names, sizes)
     kind = MissedKind.RESULT_TEXT if candidate.prose else MissedKind.TABLE_ROW
     if not by_entry:
+        arm_numbers = [n.value for n in numbers if n.role == ARM]
+        if arm_numbers and all(value in sizes for value in arm_numbers):
+            return None  # a row of the group sizes the answer has ("Analysed 402 388"): nothing unread
         return unread_place(candidate, extracted, layout, kind)
     groups: dict[int, set[int]] = {}
     for i, n in enumerate(numbers):

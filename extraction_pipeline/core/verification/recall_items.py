@@ -4,6 +4,7 @@ it is in the paper, and its stored form.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -22,20 +23,21 @@ def rows_named(item: PossiblyMissed) -> int:
 
 def labelled_excerpts(item: PossiblyMissed) -> list[tuple[str, str]]:
     """Each outcome an item names, with what the paper prints for it: from its label to the next
-    label (a table's rows are printed one after another; labels are found letters and digits
-    only, as a label is cleaned of the cell's punctuation, and without a group head), else the item's whole excerpt (a
+    label (a table's rows are printed one after another), else the item's whole excerpt (a
     sentence, or a finding named apart from its place, such as "PONV: no numbers for H1"); one
-    line each, cut to ``EXCERPT_CHARS``."""
+    line each, cut to ``EXCERPT_CHARS``. A label is found by its letters and digits only (a label
+    is cleaned of the cell's punctuation and ligatures, "ﬁ" is "fi"), without a group head ("3
+    months: BMI" is printed "BMI"), at the start of a word where it can be ("Total", not the end of
+    "Subtotal")."""
     text = " ".join(item.text.split())
-    kept = [i for i, char in enumerate(text) if char.isalnum()]
-    squeezed = "".join(text[i] for i in kept).casefold()
+    letters, source = _comparable(text)
+    word_starts = [i == 0 or not text[source[i] - 1].isalnum() for i in range(len(source))]
     labels = [" ".join(label.split()) for label in item.label.split(LABEL_SEPARATOR)]
     starts = []
     for label in labels:
-        # A row under a group head is labelled "head: row"; the page prints the row alone.
-        keys = ["".join(char for char in part if char.isalnum()).casefold() for part in (label, label.split(": ")[-1])]
-        at = next((hit for key in keys if key and (hit := squeezed.find(key)) >= 0), -1)
-        starts.append(kept[at] if at >= 0 else -1)
+        keys = [_comparable(part)[0] for part in (label, label.split(": ")[-1])]
+        at = next((hit for key in keys if key and (hit := _find(letters, key, word_starts)) >= 0), -1)
+        starts.append(source[at] if at >= 0 else -1)
     found = sorted(start for start in starts if start >= 0)
     excerpts = []
     for label, start in zip(labels, starts, strict=True):
@@ -50,6 +52,28 @@ def labelled_excerpts(item: PossiblyMissed) -> list[tuple[str, str]]:
             excerpt = excerpt[:EXCERPT_CHARS].rsplit(" ", 1)[0] + " …"
         excerpts.append((label, excerpt))
     return excerpts
+
+
+def _comparable(text: str) -> tuple[str, list[int]]:
+    """``text``'s letters and digits, compatibility-normalised and case-folded ("ﬁ" is "fi"), and
+    for each of them the index of the character of ``text`` it comes from."""
+    letters: list[str] = []
+    source: list[int] = []
+    for index, char in enumerate(text):
+        for out in unicodedata.normalize("NFKC", char).casefold():
+            if out.isalnum():
+                letters.append(out)
+                source.append(index)
+    return "".join(letters), source
+
+
+def _find(letters: str, key: str, word_starts: list[bool]) -> int:
+    """Where ``key`` first starts a word of ``letters``, else where it first occurs (-1: nowhere)."""
+    at = letters.find(key)
+    first = at
+    while at >= 0 and not word_starts[at]:
+        at = letters.find(key, at + 1)
+    return at if at >= 0 else first
 
 
 class MissedKind(StrEnum):

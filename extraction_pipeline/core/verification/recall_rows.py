@@ -93,7 +93,7 @@ def _line_kind(line: str) -> str:
 
 
 # A line holding a link (a DOI, a web address) is a table's or a page's footer: the table has
-# ended, and the line is no row's label.
+# ended (once it has rows; above them, it is a note), and the line is no row's label.
 _LINK = re.compile(r"\bdoi:\s*10\.|\bhttps?://|\bwww\.", re.IGNORECASE)
 
 
@@ -176,7 +176,10 @@ def _region_rows(
             continue
         close()
         if line.kind == FOOTER:
-            break
+            if rows:
+                break
+            labels = []  # a link in the notes above the body (a source, a registration): no label
+            continue
         if (
             line.kind == GROUP_SIZE
             or len(line.text.strip()) <= 2
