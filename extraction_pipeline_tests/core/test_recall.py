@@ -707,6 +707,44 @@ def test_a_mean_with_its_confidence_interval_written_ci95_is_one_statistic() -> 
     assert item.numbers == ("72.49", "69.34", "75.65", "71.71", "95", "68.21", "75.20")
 
 
+@pytest.mark.parametrize(
+    ("sentence", "read", "left_out"),
+    [
+        # A time point the sentence opens with is no third statistic beside the two arms'.
+        (
+            "At 12 months, the pain score was 3.1 ± 1.2 with drug X and 4.5 ± 1.4 with placebo.",
+            (3.1, 1.2),
+            ("4.5", "1.4"),
+        ),
+        # Each arm's mean printed with its interval, and no ratio or difference named: arms' numbers.
+        (
+            "The quality of life was 72.49 (95% CI 69.34–75.65) with drug X compared to 71.71 (95% CI "
+            "68.21–75.20) with placebo.",
+            (72.49, None),
+            ("71.71",),
+        ),
+    ],
+)
+def test_a_sentence_read_for_one_arm_lists_the_other_arms_statistic(
+    sentence: str, read: tuple[float, float | None], left_out: tuple[str, ...]
+) -> None:
+    paper = _paper(ABSTRACT, "3. Results\n" + sentence + "\n4. Discussion\n")
+    mean, sd = read
+    one_arm: Outcome = {"outcome_name": ("the outcome", sentence[:30]), "mean_treatment": (mean, sentence)}
+    if sd is not None:
+        one_arm["sd_treatment"] = (sd, sentence)
+    [item] = possibly_missed(paper, _fields(paper, one_arm))
+    assert item.kind == MissedKind.RESULT_TEXT and "one arm's numbers here and not the other arm's" in item.why
+    assert item.numbers[: len(left_out)] == left_out
+
+
+def test_estimates_with_intervals_in_a_sentence_naming_a_ratio_are_no_arms_numbers() -> None:
+    sentence = "The odds ratio was 0.72 (95% CI 0.51–0.99) at 6 months and 0.81 (95% CI 0.60–1.08) at 12 months."
+    paper = _paper(ABSTRACT, "3. Results\n" + sentence + "\n4. Discussion\n")
+    one: Outcome = {"outcome_name": ("relapse", "The odds ratio"), "mean_treatment": (0.72, sentence)}
+    assert not [i for i in possibly_missed(paper, _fields(paper, one)) if "one arm's numbers here" in i.why]
+
+
 def test_statistics_of_a_read_row_that_no_value_has_are_listed_when_outcomes_are_columns() -> None:
     # Outcomes as columns, arms as rows: the answer read the weight and fat columns, not fruit.
     table = (

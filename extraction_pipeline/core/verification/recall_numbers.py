@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 
 # --- numbers and the statistics they form -------------------------------------------------------
@@ -28,6 +28,7 @@ _SIZE_BEFORE = re.compile(r"\b[nN]\s*[=:]\s*$")  # "n = 49": a group size, not a
 _MINUS = ("-", "\u2212", "\u2013")
 
 ARM, PERCENT, P_VALUE, RANGE, ESTIMATE, SIZE = "arm", "percent", "p", "range", "estimate", "size"
+TIME = "time"  # a sentence's time point ("At week 8,", "after 12 months"): no statistic
 MAX_ROW_STATISTICS = 10  # more statistics than this: a table read column by column, not a row
 
 
@@ -40,7 +41,7 @@ class PrintedNumber:
     start: int  # offsets in the segment
     end: int
     group: int  # the numbers of one statistic share a group: "74.1 ± 12.2", "42/402 (10.5)"
-    role: str  # ARM (a number the template asks for), SIZE ("n = 49"), PERCENT, P_VALUE, RANGE or ESTIMATE
+    role: str  # ARM (a number the template asks for), SIZE ("n = 49"), PERCENT, P_VALUE, RANGE, ESTIMATE or TIME
 
     @property
     def distinctive(self) -> bool:
@@ -85,6 +86,40 @@ def numbers_in(text: str, start: int, end: int, sizes: frozenset[Decimal]) -> li
             if value is not None:
                 found.append(PrintedNumber(printed, value, at, stop, index, role))
     return found
+
+
+# A time point: a whole number after "week", "month", "day"... or before "weeks", "months", "h".
+_TIME_BEFORE = re.compile(r"\b(?:weeks?|months?|days?|years?|hours?|visits?|time points?|T)\s*$", re.IGNORECASE)
+_TIME_AFTER = re.compile(r"^\s*(?:-|‐)?\s*(?:weeks?|months?|days?|years?|hours?|h|wk|mo)\b", re.IGNORECASE)
+# What an estimate with its interval is when it is not an arm's: a ratio, a difference, an effect.
+_EFFECT_WORDS = re.compile(
+    r"\b(?:ratio|OR|aOR|RR|aRR|HR|aHR|IRR|differences?|effects?|changes?|coefficient|beta|β|"
+    r"risk|odds|hazard|reductions?|increases?|decreases?|association)\b",
+    re.IGNORECASE,
+)
+
+
+def sentence_numbers(text: str, start: int, end: int, sizes: frozenset[Decimal]) -> list[PrintedNumber]:
+    """The numbers of the sentence ``text[start:end]`` (``numbers_in``), read as a sentence says
+    them: a whole number alone at a time point it names ("At week 8,", "after 12 months") is no
+    statistic (TIME); two or more estimates with their intervals in a sentence that names no ratio,
+    difference or effect are the arms' statistics ("61.07 (95% CI 55.42–66.71) compared to 63.27
+    (95% CI 58.28–68.25)": their first numbers are ARM numbers, the intervals stay ranges)."""
+    numbers = numbers_in(text, start, end, sizes)
+    members: dict[int, int] = {}
+    for n in numbers:
+        members[n.group] = members.get(n.group, 0) + 1
+    read = []
+    for n in numbers:
+        alone = members[n.group] == 1 and n.role == ARM and "." not in n.printed
+        if alone and (_TIME_BEFORE.search(text[start : n.start]) or _TIME_AFTER.match(text[n.end : end])):
+            n = replace(n, role=TIME)
+        read.append(n)
+    estimates = {n.group for n in read if n.role == ESTIMATE}
+    arm_statistics = {n.group for n in read if n.role == ARM and members[n.group] >= 2}
+    if len(estimates) >= 2 and not arm_statistics and not _EFFECT_WORDS.search(text[start:end]):
+        read = [replace(n, role=ARM) if n.role == ESTIMATE else n for n in read]
+    return read
 
 
 def _roles(

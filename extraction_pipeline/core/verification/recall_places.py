@@ -18,9 +18,10 @@ from extraction_pipeline.core.verification.recall_numbers import (
     ARM,
     PERCENT,
     RANGE,
-    PrintedNumber,
+    TIME,
     group_sizes,
     numbers_in,
+    sentence_numbers,
 )
 from extraction_pipeline.core.verification.recall_rows import (
     BLANK,
@@ -132,30 +133,17 @@ def _sentences(page: int, text: str, zone: list[Line], sizes: frozenset[Decimal]
             where = chunk.find(piece, at)
             at = where + len(piece)
             start, end = run_start + where, run_start + where + len(piece)
-            numbers = numbers_in(text, start, end, sizes)
+            numbers = sentence_numbers(text, start, end, sizes)
             partnered = {n.group for n in numbers if sum(1 for m in numbers if m.group == n.group) >= 2}
             if len({n.group for n in numbers if n.role in (ARM, PERCENT, RANGE) and n.group in partnered}) < 2:
                 continue
-            label = sentence_label(" ".join(text[start : _first_result(text, numbers, partnered).start].split()))
+            # Named by the words before its first statistic: "At week 8, ..." is a time point.
+            first = next((n for n in numbers if n.role != TIME), numbers[0])
+            label = sentence_label(" ".join(text[start : first.start].split()))
             found.append(
                 Candidate(page, "text", start, end, label, " ".join(piece.split()), numbers, True, True, abstract)
             )
     return found
-
-
-# A time point ("At week 8,", "after 12 months the", "on day 3"): a number of the sentence's
-# words, not of its results.
-_TIME_BEFORE = re.compile(r"\b(?:weeks?|months?|days?|years?|hours?|visits?|time points?|T)\s*$", re.IGNORECASE)
-_TIME_AFTER = re.compile(r"^\s*(?:-|‐)?\s*(?:weeks?|months?|days?|years?|hours?|h|wk|mo)\b", re.IGNORECASE)
-
-
-def _first_result(text: str, numbers: list[PrintedNumber], partnered: set[int]) -> PrintedNumber:
-    """The sentence's first number that is not a time point it opens with: its name is before it."""
-    for number in numbers:
-        alone = number.group not in partnered and "." not in number.printed  # a time point is whole
-        if not (alone and (_TIME_BEFORE.search(text[: number.start]) or _TIME_AFTER.match(text[number.end :]))):
-            return number
-    return numbers[0]
 
 
 def segment_text(document: ParsedDocument, page: int, source: str) -> str:
