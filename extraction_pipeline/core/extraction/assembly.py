@@ -37,8 +37,7 @@ from extraction_pipeline.core.llm.gateway import (
     LLMResult,
     cache_lifetime,
     complete_extraction,
-    context_limit,
-    count_tokens,
+    fits_window,
     parse_answer,
 )
 from extraction_pipeline.core.pdf.parsing import ParsedDocument
@@ -81,7 +80,7 @@ def assemble(
         # Parts of a long paper carry their pages; a cut answer asked module by module does not.
         whole_paper_fits=all(note.get("pages", "all") == "all" for note in part_notes),
         ask=lambda messages, asked: _answer(first, messages, asked, later=False),
-        fits=lambda messages: not (limit := context_limit(llm)) or count_tokens(llm, messages) <= limit,
+        fits=lambda messages: fits_window(llm, messages),
     )
     grounded = checked.fields
     result: dict[str, Any] = {

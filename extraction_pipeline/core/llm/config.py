@@ -218,3 +218,9 @@ def _takes_zero_temperature(model: str) -> bool:
 
 def count_tokens(config: LLMConfig, messages: list[dict[str, str]]) -> int:
     return int(import_litellm().token_counter(model=config.effective_model, messages=messages))
+
+
+def fits_window(config: LLMConfig, messages: list[dict[str, str]]) -> bool:
+    """Whether a prompt fits the model's window (``context_limit``); True when it is not known."""
+    limit = context_limit(config)
+    return not limit or count_tokens(config, messages) <= limit

@@ -39,6 +39,7 @@ from extraction_pipeline.core.llm.config import (
     LLMConfig,
     context_limit,
     count_tokens,
+    fits_window,
     output_limit,
     prompt_room,
     sampling,
@@ -61,6 +62,7 @@ __all__ = [
     "complete_json",
     "context_limit",
     "count_tokens",
+    "fits_window",
     "output_limit",
     "parse_answer",
     "prompt_room",
@@ -181,11 +183,8 @@ def _check_finished(response: Any, usage: Usage, limit: int | None) -> None:
 def _check_context_window(config: LLMConfig, messages: list[dict[str, str]]) -> None:
     """A prompt longer than the model's context is an explicit permanent error, never silently
     truncated (the extraction splits long papers into parts before it gets here)."""
-    limit = context_limit(config)
-    if not limit:
-        return
-    needed = count_tokens(config, messages)
-    if needed > limit:
+    if not fits_window(config, messages):
+        needed = count_tokens(config, messages)
         raise PermanentError(
             f"document needs {needed} prompt tokens but {config.effective_model} accepts {prompt_room(config)}; "
             "it was not truncated: use a model with a larger context window"
