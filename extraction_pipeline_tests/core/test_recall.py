@@ -773,6 +773,118 @@ def test_statistics_of_a_read_row_that_no_value_has_are_listed_when_outcomes_are
     assert possibly_missed(paper, _fields(paper, *read, version=1)) == []  # version 1: a third arm's rule, not this
 
 
+# A table as some PDF writers print it, right to left: the column heads in reverse, then each row's
+# cells before its label; the rows repeat under each outcome.
+RIGHT_TO_LEFT = (
+    "3. Results\nTable 4. Changes from pre- to postintervention\nP value\n95% CI\nChange (SD)\nMean (SD)\n"
+    "Characteristic\nBMI (kg/m2)\n—\n—\n—\n32.93 (4.85)\nPreintervention\n.46\n−0.48, 0.23\n−0.13 (0.88)\n"
+    "32.81 (5.31)\nPostintervention\nAAQ-II\n—\n—\n—\n22.46 (8.67)\nPreintervention\n.006\n−7.11, -1.35\n"
+    "−4.23 (7.13)\n18.23 (8.14)\nPostintervention\naChanges from pre- to postintervention.\n4. Discussion\n"
+)
+
+
+def test_a_table_printed_right_to_left_labels_each_row_with_the_line_after_its_cells() -> None:
+    from extraction_pipeline.core.verification.recall_items import labelled_excerpts
+
+    paper = _paper(ABSTRACT, RIGHT_TO_LEFT)
+    items = possibly_missed(paper, {}, limit=100)
+    assert [label for item in items for label in item.label.split("; ")] == [
+        "BMI (kg/m2): Preintervention",
+        "BMI (kg/m2): Postintervention",
+        "AAQ-II: Preintervention",
+        "AAQ-II: Postintervention",
+    ]
+    # Each outcome is asked for with its own cells, printed before its label.
+    excerpts = dict(labelled_excerpts(items[0]))
+    assert excerpts["BMI (kg/m2): Preintervention"] == "— — — 32.93 (4.85) Preintervention"
+    assert excerpts["BMI (kg/m2): Postintervention"] == ".46 −0.48, 0.23 −0.13 (0.88) 32.81 (5.31) Postintervention"
+
+
+def test_a_table_ending_with_a_short_note_is_still_read_left_to_right() -> None:
+    # "Results are shown as mean ± SD" or a definition under a table is no row's label.
+    for note in ("Results are shown as mean ± SD.", "¤TAU treatment as usual", "Drug X lowered pain"):
+        paper = _paper(ABSTRACT, RESULTS.replace("4. Discussion", note + "\n4. Discussion"))
+        items = possibly_missed(paper, _fields(paper, PAIN, NAUSEA))
+        assert [i.label for i in items] == ["Length of stay, days"], note
+
+
+TIME_POINTS = (
+    "3. Results\nTable 1. Plasma levels during supplementation\nWeeks\nTocopherol (μg/ml)\nPlacebo, n = 27\n"
+    "Palmvitee, n = 29\n0\n11.67 ± 3.19\n11.75 ± 2.27\n12\n10.42 ± 2.17\n14.22 ± 3.61\n24\n11.52 ± 2.94\n"
+    "14.56 ± 3.06\nTocotrienol (ng/ml)\n0\n62.49 ± 6.69\n63.60 ± 5.67\n12\n63.50 ± 7.87\n656.25 ± 142.50\n"
+    "24\n60.65 ± 7.13\n675.16 ± 150.00\nCotinine ratio\nn = 16\nn = 19\n0\n0.052 ± 0.017\n0.046 ± 0.017\n"
+    "24\n0.058 ± 0.030\n0.047 ± 0.017\nα1-antitrypsin (g/L)\n0\n1.48 ± 0.31\n1.49 ± 0.34\n24\n1.47 ± 0.20\n"
+    "1.45 ± 0.24\nResults are shown as mean ± SD.\n4. Discussion\n"
+)
+
+
+def test_whole_numbers_repeated_under_each_outcome_are_its_time_points_not_its_results() -> None:
+    paper = _paper(ABSTRACT, TIME_POINTS)
+    [item] = possibly_missed(paper, {}, limit=100)
+    # One row per outcome, named by the line above its time points (the arms' heads and group
+    # sizes between them are column heads); "0", "12" and "24" are when, not what.
+    assert item.label.split("; ") == [
+        "Tocopherol (μg/ml)",
+        "Tocotrienol (ng/ml)",
+        "Cotinine ratio",
+        "α1-antitrypsin (g/L)",
+    ]
+    assert item.numbers[:4] == ("11.67", "3.19", "11.75", "2.27") and not {"0", "12", "24"} & set(item.numbers)
+
+
+def test_a_whole_number_alone_on_a_line_is_a_cell_when_the_table_does_not_repeat_it_as_time_points() -> None:
+    rows = "Stroke\n3\n12 (24%)\nDeath\n1\n10 (21%)\n"
+    paper = _paper(ABSTRACT, "3. Results\nTable 2. Events\nOutcome\nDrug X\nPlacebo\n" + rows + "4. Discussion\n")
+    [item] = possibly_missed(paper, {})
+    assert item.label == "Stroke; Death" and item.numbers[:2] == ("3", "12")
+
+
+@pytest.mark.parametrize(
+    ("printed", "label"),
+    [
+        ("BMIh (kg/m2)", "BMI (kg/m2)"),  # the notes spell out "hBMI: body mass index"
+        ("AAQ-IIj", "AAQ-II"),
+        ("SF-12v2 PCSk", "SF-12v2 PCS"),
+        ("HbA1c", "HbA1c"),
+        ("Stage IIIb", "Stage IIIb"),
+        ("IgG", "IgG"),
+    ],
+)
+def test_a_footnote_letter_glued_to_an_abbreviation_is_no_part_of_the_label(printed: str, label: str) -> None:
+    from extraction_pipeline.core.verification.recall_labels import clean_label
+
+    assert clean_label(printed) == label
+
+
+def test_a_value_quoted_from_one_row_is_not_read_in_another_row_printing_it_too() -> None:
+    # The baseline SD (6.31) is also the change's SD in the next row: that row's change is not
+    # half read by the outcome, whose quotes are all in the rows above.
+    table = (
+        "3. Results\nTable 3. Mental health score\nTime\nMean (SD)\nChange (SD)\n"
+        "Preintervention\n45.63 (6.31)\n—\nPostintervention\n50.24 (7.41)\n5.07 (6.31)\n4. Discussion\n"
+    )
+    paper = _paper(ABSTRACT, table)
+    mental: Outcome = {
+        "outcome_name": ("mental health", "Mental health score"),
+        "mean_control": (45.63, "Preintervention 45.63 (6.31)"),
+        "sd_control": (6.31, "Preintervention 45.63 (6.31)"),
+        "mean_treatment": (50.24, "Postintervention 50.24 (7.41)"),
+        "sd_treatment": (7.41, "Postintervention 50.24 (7.41)"),
+    }
+    assert not [i for i in possibly_missed(paper, _fields(paper, mental)) if "one number of this statistic" in i.why]
+
+
+def test_a_row_labelled_with_a_group_of_people_does_not_rank_as_an_outcome_the_abstract_names() -> None:
+    # The abstract names drug X, the arm; the results name the cotinine ratio, an outcome.
+    table = (
+        "3. Results\nCotinine ratios were measured at 12 weeks.\nTable 2. Levels at 12 weeks\nMeasure\nWeek 0\n"
+        "Week 12\nDrug X after surgery (n = 50, arm A)\n7.62 ± 1.89\n7.29 ± 2.10\n"
+        "Cotinine ratio\n0.93 ± 0.31\n0.87 ± 0.75\n4. Discussion\n"
+    )
+    paper = _paper(ABSTRACT, table)
+    assert [i.label for i in possibly_missed(paper, {}, limit=1)] == ["Cotinine ratio"]
+
+
 def test_an_item_is_stored_as_json_and_read_back_with_a_stable_key() -> None:
     paper = _paper(ABSTRACT, RESULTS)
     fields = fields_of({"fields": json.loads(json.dumps(stored_fields(_fields(paper, PAIN, NAUSEA))))})

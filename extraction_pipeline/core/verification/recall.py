@@ -77,7 +77,13 @@ from collections.abc import Mapping
 from extraction_pipeline.core.extraction.grounded import GroundedValue
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.verification.recall_answer import read_answer
-from extraction_pipeline.core.verification.recall_coverage import incomplete, judge, missing_sizes, numbers_read
+from extraction_pipeline.core.verification.recall_coverage import (
+    incomplete,
+    judge,
+    missing_sizes,
+    numbers_read,
+    rows_quoted,
+)
 from extraction_pipeline.core.verification.recall_items import LABEL_SEPARATOR, MissedKind, PossiblyMissed
 from extraction_pipeline.core.verification.recall_places import read_layout
 from extraction_pipeline.core.verification.recall_ranking import tables_read_by_none, within_rows
@@ -102,8 +108,11 @@ def possibly_missed(
     layout = read_layout(document, sizes)
     row_labels = (c.label for c in layout.candidates if not c.prose and c.label)
     layout.names = tuple(dict.fromkeys([*(e.name for e in extracted if e.outcome and e.name), *row_labels]))
+    layout.quoted_rows = rows_quoted(extracted, layout.candidates)
     layout.used_tables = {
-        c.table for c in layout.candidates if c.table and numbers_read(c, extracted, layout.names, sizes)
+        c.table
+        for c in layout.candidates
+        if c.table and numbers_read(c, extracted, layout.names, sizes, layout.quoted_rows)
     }
     listed = [j for c in layout.candidates if (j := judge(c, answer, layout)) is not None]
     listed += missing_sizes(document, answer, [c for c in layout.candidates if not c.prose])

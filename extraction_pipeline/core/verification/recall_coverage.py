@@ -7,7 +7,7 @@ the group sizes outcomes lack.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -37,18 +37,31 @@ from extraction_pipeline.core.verification.recall_rows import Candidate
 
 
 def numbers_read(
-    candidate: Candidate, extracted: list[ExtractedEntry], names: Iterable[str], sizes: frozenset[Decimal]
+    candidate: Candidate,
+    extracted: list[ExtractedEntry],
+    names: Iterable[str],
+    sizes: frozenset[Decimal],
+    quoted_rows: QuotedRows | None = None,
 ) -> dict[str, set[int]]:
     """Which of the candidate's numbers (by position) each extracted entry read; ``names`` are the
     paper's outcome names a row's label must tell an entry's name apart from (``label_names``);
     ``sizes`` the answer's group sizes, which tie no outcome to a place (every outcome of an arm
     has them: "42/402" and "41/388" are not read by an outcome holding only 402 and 388, quoted
-    there or not)."""
+    there or not); ``quoted_rows`` where each entry quotes each of its values (``rows_quoted``): a
+    value an entry quotes only from other rows of the candidate's table is not read here (a
+    baseline SD "6.31" quoted from its row is not the change's SD "5.07 (6.31)" of the next row; a
+    group size is every row's)."""
     numbers = candidate.numbers
     read: dict[str, set[int]] = {}
     block = len({n.group for n in numbers if n.role == ARM}) > MAX_ROW_STATISTICS
+    quoted = quoted_rows or {}
     for entry in extracted:
-        equal = [i for i, n in enumerate(numbers) if n.value.normalize() in entry.values]
+        equal = [
+            i
+            for i, n in enumerate(numbers)
+            if n.value.normalize() in entry.values
+            and (n.value in sizes or not _in_other_rows(quoted.get((entry.key, n.value.normalize()), ()), candidate))
+        ]
         if not equal:
             continue
         spans = [(s, e) for page, source, s, e in entry.spans if page == candidate.page and source == candidate.source]
@@ -73,12 +86,39 @@ def numbers_read(
     return read
 
 
+# Where an entry quotes a value: (entry key, value) -> for each of its fields holding the value, the
+# row its quote is in (None: not located, or not in a table's row).
+QuotedRows = dict[tuple[str, Decimal], tuple[Candidate | None, ...]]
+
+
+def rows_quoted(extracted: list[ExtractedEntry], candidates: Sequence[Candidate]) -> QuotedRows:
+    """The table row each located quote of each entry's values is in."""
+    rows: dict[tuple[int, str], list[Candidate]] = {}
+    for candidate in candidates:
+        if candidate.table:
+            rows.setdefault((candidate.page, candidate.source), []).append(candidate)
+    found: dict[tuple[str, Decimal], list[Candidate | None]] = {}
+    for entry in extracted:
+        for number, value in entry.numbers.items():
+            span = entry.where.get(number)
+            row = None
+            if span is not None:
+                row = next((r for r in rows.get((span[0], span[1]), ()) if r.start <= span[2] < r.end), None)
+            found.setdefault((entry.key, value), []).append(row)
+    return {key: tuple(held) for key, held in found.items()}
+
+
+def _in_other_rows(rows: tuple[Candidate | None, ...], candidate: Candidate) -> bool:
+    """Are all these quotes in other rows of the candidate's table?"""
+    return bool(rows) and all(row is not None and row.table == candidate.table and row is not candidate for row in rows)
+
+
 def judge(candidate: Candidate, answer: Answer, layout: Layout) -> Listed | None:
     """Why a row or a sentence is listed, if it is: no value reads it, or an extracted outcome reads
     part of it and lacks the rest (half a statistic, the other arm, a three-arm row's third arm)."""
     extracted, sizes = answer.entries, answer.sizes
     numbers = candidate.numbers
-    by_entry = numbers_read(candidate, extracted, layout.names, sizes)
+    by_entry = numbers_read(candidate, extracted, layout.names, sizes, layout.quoted_rows)
     kind = MissedKind.RESULT_TEXT if candidate.prose else MissedKind.TABLE_ROW
     if not by_entry:
         arm_numbers = [n.value for n in numbers if n.role == ARM]

@@ -33,25 +33,47 @@ def labelled_excerpts(item: PossiblyMissed) -> list[tuple[str, str]]:
     letters, source = _comparable(text)
     word_starts = [i == 0 or not text[source[i] - 1].isalnum() for i in range(len(source))]
     labels = [" ".join(label.split()) for label in item.label.split(LABEL_SEPARATOR)]
-    starts = []
+    starts, ends = [], {}
+    named_up_to = 0  # the rows of a table are named in reading order: "Preintervention" under each outcome
     for label in labels:
         keys = [_comparable(part)[0] for part in (label, label.split(": ")[-1])]
-        at = next((hit for key in keys if key and (hit := _find(letters, key, word_starts)) >= 0), -1)
+        at, key = next(
+            (
+                (hit, key)
+                for key in keys
+                for begin in (named_up_to, 0)
+                if key and (hit := _find(letters, key, word_starts, begin)) >= 0
+            ),
+            (-1, ""),
+        )
         starts.append(source[at] if at >= 0 else -1)
+        if at >= 0:
+            ends[source[at]] = source[at + len(key) - 1] + 1
+            named_up_to = at + len(key)
     found = sorted(start for start in starts if start >= 0)
+    # A table printed right to left prints each row's label after its cells: the place opens with
+    # numbers and ends with a label.
+    after_cells = bool(found) and _digits(text[: found[0]]) and not _digits(text[ends[found[-1]] :])
     excerpts = []
     for label, start in zip(labels, starts, strict=True):
         if not label:
             continue
-        if start < 0:
+        if start < 0 or (after_cells and len(found) == 1):
             excerpt = text
+        elif after_cells:
+            before = [ends[other] for other in found if other < start]
+            excerpt = text[before[-1] if before else 0 : ends[start]].strip()
         else:
-            after = [other for other in found if other > start]
-            excerpt = text[start : after[0] if after else len(text)].strip()
+            next_ones = [other for other in found if other > start]
+            excerpt = text[start : next_ones[0] if next_ones else len(text)].strip()
         if len(excerpt) > EXCERPT_CHARS:
             excerpt = excerpt[:EXCERPT_CHARS].rsplit(" ", 1)[0] + " …"
         excerpts.append((label, excerpt))
     return excerpts
+
+
+def _digits(text: str) -> bool:
+    return any(char.isdigit() for char in text)
 
 
 def _comparable(text: str) -> tuple[str, list[int]]:
@@ -67,9 +89,10 @@ def _comparable(text: str) -> tuple[str, list[int]]:
     return "".join(letters), source
 
 
-def _find(letters: str, key: str, word_starts: list[bool]) -> int:
-    """Where ``key`` first starts a word of ``letters``, else where it first occurs (-1: nowhere)."""
-    at = letters.find(key)
+def _find(letters: str, key: str, word_starts: list[bool], begin: int = 0) -> int:
+    """Where ``key`` first starts a word of ``letters`` from ``begin`` on, else where it first
+    occurs there (-1: nowhere)."""
+    at = letters.find(key, begin)
     first = at
     while at >= 0 and not word_starts[at]:
         at = letters.find(key, at + 1)

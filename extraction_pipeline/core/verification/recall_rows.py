@@ -6,6 +6,7 @@ tables. A row, like a results sentence, is a ``Candidate``: a place that reports
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -33,7 +34,8 @@ _SAYS_RESULTS = re.compile(
 # What a cell may hold besides numbers: range words, "vs", empty-cell marks, footnote marks.
 _CELL_WORDS = re.compile(r"\b(?:to|vs|versus|ns|n\.s|na|nr|ne|n/a|nd|ci|and)\b\.?", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"^\s*(?:[-–—−]+|n/?a|nr|ns|n\.s\.|ne|nd|\.\.\.|…)\s*$", re.IGNORECASE)
-_ARM_HEAD = re.compile(r"\(\s*[nN]\s*=\s*[\d,]+\s*\)\s*$")  # "Placebo (n=600)": an arm's column head
+# "Placebo (n=600)", "Palmvitee, n = 29": an arm's column head
+_ARM_HEAD = re.compile(r"(?:\(\s*[nN]\s*=\s*[\d,]+\s*\)|,\s*[nN]\s*=\s*[\d,]+)\s*$")
 # A statistic's or the row labels' column head ("P value", "P-valuea", "Mean (SD)", "n (%)", "95% CI",
 # "Outcome measure", "Characteristic"): never part of a row's label.
 _STATISTIC_HEAD = re.compile(
@@ -76,6 +78,9 @@ class Candidate:
     table: str = ""  # which table a row belongs to ("page:caption line"); "" for a sentence
 
 
+_DIGIT = re.compile(r"\d")
+
+
 def _line_kind(line: str) -> str:
     stripped = line.strip()
     if not stripped:
@@ -84,7 +89,7 @@ def _line_kind(line: str) -> str:
         return GROUP_SIZE
     if _PLACEHOLDER.match(stripped):
         return PLACEHOLDER
-    if not any(c.isdigit() for c in stripped):
+    if not _DIGIT.search(stripped):
         return TEXT
     # Footnote marks glued to a number ("2.75iii", "0.626b", "<0.001A") are not words.
     unglued = re.sub(r"(?<=\d)[a-zA-Z]{1,4}\b", " ", stripped)
@@ -142,13 +147,18 @@ def table_rows(
 def _region_rows(
     page: int, text: str, lines: list[Line], first: int, last: int, sizes: frozenset[Decimal]
 ) -> tuple[list[Candidate], set[int]]:
-    """The rows of one table region: label lines, then the cell lines that follow them."""
+    """The rows of one table region: label lines, then the cell lines that follow them (or, in a
+    table printed right to left, the cell lines, then their label)."""
+    if _labels_after_cells(lines, first, last):
+        return _rows_labelled_after(page, text, lines, first, last, sizes)
     rows: list[Candidate] = []
     used: set[int] = set()
     labels: list[int] = []  # text lines since the last row: the next row's label
     group_label = ""  # the last label with no numbers of its own: it names the rows under it
     cells: list[int] = []
     prose_run = 0
+    time_points = _time_points(lines, first, last)
+    heading: int | None = None  # the last text line above a run of time points (column heads aside)
 
     def close() -> None:
         nonlocal cells, labels
@@ -158,6 +168,10 @@ def _region_rows(
                 own = own[1:]  # the table's first row: the line before its label is a column's head
             row = _row(page, text, lines, own, cells, group_label, sizes)
             if row is not None:
+                # A time point is when, not a result ("24" weeks).
+                row.numbers = [
+                    n for n in row.numbers if not any(lines[i].start <= n.start < lines[i].end for i in time_points)
+                ]
                 rows.append(row)
                 used.update(own)
                 used.update(cells)
@@ -166,6 +180,15 @@ def _region_rows(
 
     for index in range(first, last):
         line = lines[index]
+        if index in time_points:
+            # An outcome's (or arm's) time points are one row of it, named by the line above them
+            # (column heads aside).
+            if not cells and heading is not None and (not labels or labels[-1] != heading):
+                labels = [heading]
+            heading = None
+            cells.append(index)
+            prose_run = 0
+            continue
         if line.kind in (CELL, PLACEHOLDER):
             prose_run = 0
             if not cells and len(labels) > 2:
@@ -202,12 +225,119 @@ def _region_rows(
         if labels:
             group_label = lines[labels[-1]].text.strip()
         labels.append(index)
+        heading = index
         inline = _inline_row(page, text, line, group_label, sizes)
         if inline is not None:
             rows.append(inline)
             used.add(index)
             labels = []
     close()
+    return rows, used
+
+
+_WHOLE_NUMBER = re.compile(r"^\d{1,3}$")
+
+
+def _time_points(lines: list[Line], first: int, last: int) -> set[int]:
+    """Lines holding only a whole number that are time points ("0", "12", "24" weeks) repeated
+    under each outcome or arm of a table: an outcome's time points are one row of it, named by the
+    line above them, and the numbers are no results. A whole number alone on a line is most often
+    a cell (events, a count), so it is a time point only when the table prints the same rising
+    sequence of them under two group heads or more."""
+    runs: list[list[int]] = [[]]
+    for index in range(first, last):
+        line = lines[index]
+        if line.kind == TEXT and runs[-1]:
+            runs.append([])
+        elif line.kind == CELL and _WHOLE_NUMBER.match(line.text.strip()):
+            runs[-1].append(index)
+    sequences = [tuple(int(lines[i].text) for i in run) for run in runs]
+    rising = [s for s in sequences if len(s) >= 2 and all(a < b for a, b in itertools.pairwise(s))]
+    repeated = {s for s in rising if rising.count(s) >= 2}
+    return {i for run, s in zip(runs, sequences, strict=True) if s in repeated for i in run}
+
+
+# A table's notes: a marked footnote ("a Based on", "*P < .05", "¤TAU"), or a note's opening words.
+_NOTE_LINE = re.compile(
+    r"^\s*(?:[*†‡§¶#¤∗^]|[a-z](?=[A-Z\s])|\(?[a-z]\)\s|(?i:notes?|abbreviations?|values|data|results|figure|fig)\b)"
+)
+# The head of a table's row labels ("Characteristic", "Outcome measure"): printed right to left,
+# it is the last head, just above the first row's cells.
+_STUB_HEAD = re.compile(r"^(?:outcomes?(?: measures?)?|variables?|characteristics?|parameters?|measures?)[a-e]?$", re.I)
+MAX_TRAILING_LABELS = 3  # a last row's label (two lines at most) and a group head for the next page
+
+
+def _labels_after_cells(lines: list[Line], first: int, last: int) -> bool:
+    """Is the region a table printed right to left (some PDF writers do: each row's cells come
+    before its label, the column heads in reverse)? Such a table's body ends with a label after
+    its last cells, where a table read left to right ends with cells and then its notes. To tell
+    the last row's label from a short note, the label must be one the table printed before (rows
+    repeated in each group: "Control", "Basic", "Plus"), or the row labels' head ("Characteristic")
+    must sit just above the first cells, where only a table printed right to left has it."""
+    end = next((i for i in range(first, last) if lines[i].kind == FOOTER), last)
+    cells = [i for i in range(first, end) if lines[i].kind in (CELL, PLACEHOLDER)]
+    if not cells:
+        return False
+    trailing = [lines[i] for i in range(cells[-1] + 1, end) if lines[i].kind != BLANK]
+    labels = []
+    for line in trailing:
+        stripped = line.text.strip()
+        if line.kind != TEXT or len(stripped) > MAX_LABEL_LINE or stripped.endswith(".") or _NOTE_LINE.match(stripped):
+            break
+        labels.append(stripped)
+    if not 1 <= len(labels) <= MAX_TRAILING_LABELS:
+        return False
+    printed_before = {lines[i].text.strip() for i in range(first, cells[-1]) if lines[i].kind == TEXT}
+    heads = [line for line in lines[first : cells[0]] if line.kind != BLANK]
+    return labels[0] in printed_before or bool(heads and _STUB_HEAD.match(clean_label(heads[-1].text)))
+
+
+def _rows_labelled_after(
+    page: int, text: str, lines: list[Line], first: int, last: int, sizes: frozenset[Decimal]
+) -> tuple[list[Candidate], set[int]]:
+    """The rows of a table printed right to left: cell lines, then their label (one line, or two
+    when the first carries on); text lines between a label and the next cells are group heads."""
+    rows: list[Candidate] = []
+    used: set[int] = set()
+    cells: list[int] = []
+    group_label = ""
+    index = first
+    while index < last:
+        line = lines[index]
+        index += 1
+        if line.kind in (CELL, PLACEHOLDER):
+            cells.append(index - 1)
+            continue
+        if line.kind == BLANK:
+            continue
+        if line.kind == FOOTER:
+            if rows:
+                break
+            cells = []
+            continue
+        if (
+            line.kind == GROUP_SIZE
+            or len(line.text.strip()) <= 2
+            or _ARM_HEAD.search(line.text)
+            or _STATISTIC_HEAD.match(clean_label(line.text))
+            or len(line.text.strip()) > MAX_LABEL_LINE
+        ):
+            cells = []  # a column head: the cells before it are heads too ("95% CI")
+            continue
+        if not cells:
+            group_label = line.text.strip()  # a label with no cells before it heads the rows below
+            continue
+        labels = [index - 1]
+        after = lines[index].text if index < last and lines[index].kind == TEXT else ""
+        if after and _continues(line.text, after) and not _NOTE_LINE.match(after):
+            labels.append(index)
+            index += 1
+        row = _row(page, text, lines, labels, cells, group_label, sizes)
+        if row is not None:
+            rows.append(row)
+            used.update(labels)
+            used.update(cells)
+        cells = []
     return rows, used
 
 
@@ -237,13 +367,14 @@ def _row(
     group_label: str,
     sizes: frozenset[Decimal],
 ) -> Candidate | None:
-    start, end = lines[cells[0]].start, lines[cells[-1]].end
-    numbers = numbers_in(text, start, end, sizes)
+    numbers = numbers_in(text, lines[cells[0]].start, lines[cells[-1]].end, sizes)
     if not reports_results(numbers):
         return None
     label = labelled(clean_label(" ".join(lines[i].text.strip() for i in labels)), group_label)
-    span_start = lines[labels[0]].start if labels else start
-    return Candidate(page, "text", span_start, end, label, text[span_start:end], numbers, prose=False)
+    # The row's place: its label and cells, whichever is printed first.
+    start = min(lines[i].start for i in (*labels, cells[0]))
+    end = max(lines[i].end for i in (*labels, cells[-1]))
+    return Candidate(page, "text", start, end, label, text[start:end], numbers, prose=False)
 
 
 def _inline_row(page: int, text: str, line: Line, group_label: str, sizes: frozenset[Decimal]) -> Candidate | None:
