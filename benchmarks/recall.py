@@ -22,6 +22,9 @@ Counting rules (what "listed" means), strict:
 - a dropped number is listed when an item's numbers hold it and that item is about its outcome
   (its excerpt prints another of the outcome's values, or its label names the outcome), or when
   an OUTCOME item names its outcome;
+- a dropped outcome the gold gives no printed value for but its group sizes ("No numerical values
+  are given") can be listed by its name only; it counts like the rest, and the printout says how
+  many there are;
 - the list's length is counted as a reviewer reads it: an item naming several rows counts once per
   row;
 - precision: each listed item lists a result the answer lacks (a dropped outcome or number, by the
@@ -594,6 +597,13 @@ def report_part(results: list[PaperResult]) -> None:
     print(
         f"  dropped items listed: {listed}/{dropped} = {listed / max(1, dropped):.0%} (goal >= 80%); "
         f"outcomes {outcomes_hit}/{outcomes}, numbers {numbers_hit}/{numbers}"
+    )
+    # An outcome the gold gives no printed value for but its group sizes ("No numerical values are
+    # given") can be listed by its name only: counted like the rest, shown apart.
+    sizes_only = [(o, hit) for r in results for o, hit in r.dropped_outcomes if not o.identifying]
+    print(
+        f"  of the dropped outcomes, {len(sizes_only)} have no printed gold value but group sizes "
+        f"({sum(1 for _o, hit in sizes_only if hit)} listed, by name)"
     )
     print(
         f"  listed items per paper, a row each: mean {statistics.mean(rows):.1f} (goal <= 10), "

@@ -808,9 +808,36 @@ def test_a_table_ending_with_a_short_note_is_still_read_left_to_right() -> None:
         assert [i.label for i in items] == ["Length of stay, days"], note
 
 
+@pytest.mark.parametrize(
+    ("heads", "after"),
+    [
+        (
+            "Outcome\nDrug X\nPlacebo\n",
+            "Adverse events\nNo serious adverse event was reported in either group of the trial.\n",
+        ),
+        ("Outcome\nT0\nT1\n", "4. Discussion\nDrug X lowered pain and nausea in this trial of adults after surgery.\n"),
+    ],
+)
+def test_a_heading_after_a_table_is_no_last_rows_label(heads: str, after: str) -> None:
+    rows = "Adverse events\nPain score\n3.1 (1.2)\n4.5 (1.4)\nSleep score\n5.2 (2.1)\n6.0 (2.4)\n"
+    paper = _paper(ABSTRACT, "3. Results\nTable 2. Outcomes\n" + heads + rows + after)
+    [item] = possibly_missed(paper, {})
+    assert item.label.split("; ") == ["Pain score", "Sleep score"] and item.numbers[:2] == ("3.1", "1.2")
+
+
+def test_a_right_to_left_tables_next_group_head_is_not_glued_to_the_row_above() -> None:
+    paper = _paper(ABSTRACT, RIGHT_TO_LEFT.replace("AAQ-II", "hsCRP (mg/L)"))
+    labels = [label for item in possibly_missed(paper, {}, limit=100) for label in item.label.split("; ")]
+    assert labels[1:] == [
+        "BMI (kg/m2): Postintervention",
+        "hsCRP (mg/L): Preintervention",
+        "hsCRP (mg/L): Postintervention",
+    ]
+
+
 TIME_POINTS = (
-    "3. Results\nTable 1. Plasma levels during supplementation\nWeeks\nTocopherol (μg/ml)\nPlacebo, n = 27\n"
-    "Palmvitee, n = 29\n0\n11.67 ± 3.19\n11.75 ± 2.27\n12\n10.42 ± 2.17\n14.22 ± 3.61\n24\n11.52 ± 2.94\n"
+    "3. Results\nTable 1. Plasma levels during supplementation\nWeeks\nTocopherol (μg/ml)\nPlacebo (n = 27)\n"
+    "Palmvitee (n = 29)\n0\n11.67 ± 3.19\n11.75 ± 2.27\n12\n10.42 ± 2.17\n14.22 ± 3.61\n24\n11.52 ± 2.94\n"
     "14.56 ± 3.06\nTocotrienol (ng/ml)\n0\n62.49 ± 6.69\n63.60 ± 5.67\n12\n63.50 ± 7.87\n656.25 ± 142.50\n"
     "24\n60.65 ± 7.13\n675.16 ± 150.00\nCotinine ratio\nn = 16\nn = 19\n0\n0.052 ± 0.017\n0.046 ± 0.017\n"
     "24\n0.058 ± 0.030\n0.047 ± 0.017\nα1-antitrypsin (g/L)\n0\n1.48 ± 0.31\n1.49 ± 0.34\n24\n1.47 ± 0.20\n"
@@ -832,28 +859,27 @@ def test_whole_numbers_repeated_under_each_outcome_are_its_time_points_not_its_r
     assert item.numbers[:4] == ("11.67", "3.19", "11.75", "2.27") and not {"0", "12", "24"} & set(item.numbers)
 
 
-def test_a_whole_number_alone_on_a_line_is_a_cell_when_the_table_does_not_repeat_it_as_time_points() -> None:
-    rows = "Stroke\n3\n12 (24%)\nDeath\n1\n10 (21%)\n"
-    paper = _paper(ABSTRACT, "3. Results\nTable 2. Events\nOutcome\nDrug X\nPlacebo\n" + rows + "4. Discussion\n")
-    [item] = possibly_missed(paper, {})
-    assert item.label == "Stroke; Death" and item.numbers[:2] == ("3", "12")
-
-
 @pytest.mark.parametrize(
-    ("printed", "label"),
+    "rows",
     [
-        ("BMIh (kg/m2)", "BMI (kg/m2)"),  # the notes spell out "hBMI: body mass index"
-        ("AAQ-IIj", "AAQ-II"),
-        ("SF-12v2 PCSk", "SF-12v2 PCS"),
-        ("HbA1c", "HbA1c"),
-        ("Stage IIIb", "Stage IIIb"),
-        ("IgG", "IgG"),
+        "Stroke\n3\n12 (24%)\nDeath\n1\n10 (21%)\n",
+        "Stroke\n1\n3\nDeath\n1\n3\n",  # equal rising counts in two rows
+        "Stroke\n1\n3.5 (1.1)\n4\n2.0 (0.9)\nDeath\n1\n3.1 (1.2)\n4\n2.2 (0.8)\n",  # no time in the heads
     ],
 )
-def test_a_footnote_letter_glued_to_an_abbreviation_is_no_part_of_the_label(printed: str, label: str) -> None:
-    from extraction_pipeline.core.verification.recall_labels import clean_label
+def test_whole_numbers_alone_on_their_lines_are_cells_unless_a_table_of_time_points_repeats_them(rows: str) -> None:
+    paper = _paper(ABSTRACT, "3. Results\nTable 2. Events\nOutcome\nDrug X\nPlacebo\n" + rows + "4. Discussion\n")
+    [item] = possibly_missed(paper, {})
+    assert item.label == "Stroke; Death" and item.numbers[0] == rows.split("\n")[1]
 
-    assert clean_label(printed) == label
+
+def test_a_footnote_letter_glued_to_an_abbreviation_is_dropped_where_the_notes_spell_it_out() -> None:
+    rows = "BMIh (kg/m2)\n32.9 (4.8)\n32.8 (5.3)\nLVIDd, mm\n48.2 (5.1)\n47.9 (4.9)\nSAEs, n\n4 (8%)\n9 (19%)\n"
+    notes = "hBMI: body mass index.\n"
+    paper = _paper(ABSTRACT, "3. Results\nTable 2. Outcomes\nOutcome\nDrug X\nPlacebo\n" + rows + notes)
+    [item] = possibly_missed(paper, {})
+    # "LVIDd" (diastolic) and "SAEs" keep their letter: no note spells them out under it.
+    assert item.label.split("; ") == ["BMI (kg/m2)", "LVIDd, mm", "SAEs, n"]
 
 
 def test_a_value_quoted_from_one_row_is_not_read_in_another_row_printing_it_too() -> None:
@@ -872,17 +898,16 @@ def test_a_value_quoted_from_one_row_is_not_read_in_another_row_printing_it_too(
         "sd_treatment": (7.41, "Postintervention 50.24 (7.41)"),
     }
     assert not [i for i in possibly_missed(paper, _fields(paper, mental)) if "one number of this statistic" in i.why]
-
-
-def test_a_row_labelled_with_a_group_of_people_does_not_rank_as_an_outcome_the_abstract_names() -> None:
-    # The abstract names drug X, the arm; the results name the cotinine ratio, an outcome.
-    table = (
-        "3. Results\nCotinine ratios were measured at 12 weeks.\nTable 2. Levels at 12 weeks\nMeasure\nWeek 0\n"
-        "Week 12\nDrug X after surgery (n = 50, arm A)\n7.62 ± 1.89\n7.29 ± 2.10\n"
-        "Cotinine ratio\n0.93 ± 0.31\n0.87 ± 0.75\n4. Discussion\n"
-    )
-    paper = _paper(ABSTRACT, table)
-    assert [i.label for i in possibly_missed(paper, {}, limit=1)] == ["Cotinine ratio"]
+    # One quote over both rows: each row's values are read where they are (nothing is listed as
+    # unread that the answer has).
+    both = "Preintervention 45.63 (6.31) — Postintervention 50.24 (7.41)"
+    spanning = {
+        name: (value, both) if name != "outcome_name" else pair
+        for name, (value, _q) in mental.items()
+        for pair in [mental[name]]
+    }
+    items = possibly_missed(paper, _fields(paper, spanning))
+    assert not [i for i in items if "50.24" in i.numbers or "7.41" in i.numbers]
 
 
 def test_an_item_is_stored_as_json_and_read_back_with_a_stable_key() -> None:

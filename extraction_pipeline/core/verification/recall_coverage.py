@@ -87,30 +87,36 @@ def numbers_read(
 
 
 # Where an entry quotes a value: (entry key, value) -> for each of its fields holding the value, the
-# row its quote is in (None: not located, or not in a table's row).
-QuotedRows = dict[tuple[str, Decimal], tuple[Candidate | None, ...]]
+# table rows its quote overlaps (none: not located, or in no table row).
+QuotedRows = dict[tuple[str, Decimal], tuple[tuple[Candidate, ...], ...]]
 
 
 def rows_quoted(extracted: list[ExtractedEntry], candidates: Sequence[Candidate]) -> QuotedRows:
-    """The table row each located quote of each entry's values is in."""
+    """The table rows each located quote of each entry's values overlaps."""
     rows: dict[tuple[int, str], list[Candidate]] = {}
     for candidate in candidates:
         if candidate.table:
             rows.setdefault((candidate.page, candidate.source), []).append(candidate)
-    found: dict[tuple[str, Decimal], list[Candidate | None]] = {}
+    found: dict[tuple[str, Decimal], list[tuple[Candidate, ...]]] = {}
     for entry in extracted:
         for number, value in entry.numbers.items():
             span = entry.where.get(number)
-            row = None
+            overlapped: tuple[Candidate, ...] = ()
             if span is not None:
-                row = next((r for r in rows.get((span[0], span[1]), ()) if r.start <= span[2] < r.end), None)
-            found.setdefault((entry.key, value), []).append(row)
+                page, source, start, end = span
+                overlapped = tuple(
+                    r for r in rows.get((page, source), ()) if r.start < max(end, start + 1) and start < r.end
+                )
+            found.setdefault((entry.key, value), []).append(overlapped)
     return {key: tuple(held) for key, held in found.items()}
 
 
-def _in_other_rows(rows: tuple[Candidate | None, ...], candidate: Candidate) -> bool:
-    """Are all these quotes in other rows of the candidate's table?"""
-    return bool(rows) and all(row is not None and row.table == candidate.table and row is not candidate for row in rows)
+def _in_other_rows(quotes: tuple[tuple[Candidate, ...], ...], candidate: Candidate) -> bool:
+    """Is each of these quotes in other rows of the candidate's table, and none in the candidate?"""
+    return bool(quotes) and all(
+        rows and all(row is not candidate for row in rows) and any(row.table == candidate.table for row in rows)
+        for rows in quotes
+    )
 
 
 def judge(candidate: Candidate, answer: Answer, layout: Layout) -> Listed | None:

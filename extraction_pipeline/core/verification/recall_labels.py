@@ -27,18 +27,10 @@ LETTERS = re.compile(r"[^\W\d_]")
 _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st"})
 
 
-# A footnote letter glued to an abbreviation ("BMIh", "AAQ-IIj", "SF-12v2 PCSk": the table's notes
-# spell out "hBMI: body mass index"): capitals (and digits, hyphens), then one small letter. Roman
-# numerals keep theirs ("Stage IIIb").
-_GLUED_LETTER = re.compile(r"\b([A-Z][A-Z0-9-]*[A-Z0-9])[a-z]\b")
-_ROMAN = re.compile(r"^[IVXLC]+$")
-
-
 def clean_label(label: str) -> str:
     """A label without footnote marks or ligatures ("ﬂexion": flexion), its spaces collapsed, stray
     punctuation off its ends."""
-    unmarked = _GLUED_LETTER.sub(lambda m: m[0] if _ROMAN.match(m[1]) else m[1], label.translate(_LIGATURES))
-    return " ".join(FOOTNOTE_MARKS.sub(" ", unmarked).split()).strip(" ,;:")
+    return " ".join(FOOTNOTE_MARKS.sub(" ", label.translate(_LIGATURES)).split()).strip(" ,;:")
 
 
 def labelled(label: str, group_label: str) -> str:
@@ -123,8 +115,8 @@ def _last_clause(text: str) -> str:
 # An abbreviation in brackets, and the words before it (up to six, read back from the bracket: a
 # scan of the whole text for the words first is slow on long papers).
 _IN_BRACKETS = re.compile(r"\(([A-Z][A-Za-z0-9]{1,7})\)")
-_WORDS_BEFORE = re.compile(r"(?<![\w'-])((?:[A-Za-z][\w'-]*[\s-]+){1,6})$")
-_WORDS_BACK = 200  # characters: six words and their spaces
+_WORDS_BEFORE = re.compile(r"((?:[A-Za-z][\w'-]*[\s-]+){1,6})$")
+_WORDS_BACK = 200  # characters: six words and their spaces (read from a space on)
 STEM = 5  # "complications" and "complication", "infections" and "infection" share a stem
 _VAGUE = frozenset(
     word[:STEM]
@@ -142,7 +134,10 @@ def defined_acronyms(text: str) -> dict[str, str]:
     "RDS" names what the abstract spells out."""
     found: dict[str, str] = {}
     for bracket in _IN_BRACKETS.finditer(text):
-        before = _WORDS_BEFORE.search(text, max(0, bracket.start() - _WORDS_BACK), bracket.start())
+        back = max(0, bracket.start() - _WORDS_BACK)
+        if back:  # from a space: a word cut in half is no word
+            back = next((i for i in range(back, bracket.start()) if text[i].isspace()), bracket.start())
+        before = _WORDS_BEFORE.search(text, back, bracket.start())
         if before is None:
             continue
         abbreviation = bracket.group(1)

@@ -66,9 +66,9 @@ class Layout:
     names: tuple[str, ...] = ()
     # Rows of baseline tables: never listed as unread, but a value quoted there is placed in them.
     baseline_rows: list[Candidate] = field(default_factory=list)
-    # The row each extracted value is quoted in ((entry key, value) -> rows): a value quoted from one
-    # row of a table is not read in another row printing it too.
-    quoted_rows: dict[tuple[str, Decimal], tuple[Candidate | None, ...]] = field(default_factory=dict)
+    # The table rows each extracted value's quotes overlap ((entry key, value) -> rows per quote): a
+    # value quoted from one row of a table is not read in another row printing it too.
+    quoted_rows: dict[tuple[str, Decimal], tuple[tuple[Candidate, ...], ...]] = field(default_factory=dict)
 
 
 def read_layout(document: ParsedDocument, sizes: frozenset[Decimal]) -> Layout:

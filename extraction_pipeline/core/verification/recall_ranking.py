@@ -6,7 +6,6 @@ and of a table's unread rows into one item.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -39,7 +38,6 @@ RANK_TEXT_ONLY = 1.5  # added for a sentence (sentences repeating a listed row's
 # of the answer (characters of the same page's text or the same table's), and higher when the
 # abstract prints one of its numbers (a result the paper itself calls a headline).
 NEAR_QUOTE, NEAR_PAGE = 300, 2000
-_GROUP_OF_PEOPLE = re.compile(r"\b[nN]\s*=\s*\d")
 RANK_NEAR_QUOTE, RANK_NEAR_PAGE, RANK_IN_ABSTRACT = 1.0, 0.5, 0.5
 
 
@@ -187,8 +185,6 @@ def unread_place(candidate: Candidate, extracted: list[ExtractedEntry], layout: 
         why = "no extracted outcome is named like it, and no extracted value has its numbers"
     if candidate.prose:
         rank += RANK_TEXT_ONLY + (0.5 if candidate.in_abstract else 0.0)
-    elif _GROUP_OF_PEOPLE.search(candidate.label):
-        pass  # "Smokers (placebo, n = 28): 12" names an arm: the abstract naming it says nothing of an outcome
     elif mentioned(candidate.label, layout.abstract, layout.acronyms):
         rank += 2.0
     elif mentioned(candidate.label, layout.results_text, layout.acronyms):

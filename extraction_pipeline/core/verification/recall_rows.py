@@ -34,8 +34,7 @@ _SAYS_RESULTS = re.compile(
 # What a cell may hold besides numbers: range words, "vs", empty-cell marks, footnote marks.
 _CELL_WORDS = re.compile(r"\b(?:to|vs|versus|ns|n\.s|na|nr|ne|n/a|nd|ci|and)\b\.?", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"^\s*(?:[-–—−]+|n/?a|nr|ns|n\.s\.|ne|nd|\.\.\.|…)\s*$", re.IGNORECASE)
-# "Placebo (n=600)", "Palmvitee, n = 29": an arm's column head
-_ARM_HEAD = re.compile(r"(?:\(\s*[nN]\s*=\s*[\d,]+\s*\)|,\s*[nN]\s*=\s*[\d,]+)\s*$")
+_ARM_HEAD = re.compile(r"\(\s*[nN]\s*=\s*[\d,]+\s*\)\s*$")  # "Placebo (n=600)": an arm's column head
 # A statistic's or the row labels' column head ("P value", "P-valuea", "Mean (SD)", "n (%)", "95% CI",
 # "Outcome measure", "Characteristic"): never part of a row's label.
 _STATISTIC_HEAD = re.compile(
@@ -166,12 +165,8 @@ def _region_rows(
             own = labels[-2:]
             if not rows and len(own) == 2 and not _continues(lines[own[0]].text, lines[own[1]].text):
                 own = own[1:]  # the table's first row: the line before its label is a column's head
-            row = _row(page, text, lines, own, cells, group_label, sizes)
+            row = _row(page, text, lines, own, cells, group_label, sizes, time_points)
             if row is not None:
-                # A time point is when, not a result ("24" weeks).
-                row.numbers = [
-                    n for n in row.numbers if not any(lines[i].start <= n.start < lines[i].end for i in time_points)
-                ]
                 rows.append(row)
                 used.update(own)
                 used.update(cells)
@@ -236,21 +231,32 @@ def _region_rows(
 
 
 _WHOLE_NUMBER = re.compile(r"^\d{1,3}$")
+_TIME_HEAD = re.compile(r"\b(?:weeks?|months?|days?|years?|hours?|visits?|time(?: points?)?)\b", re.IGNORECASE)
 
 
 def _time_points(lines: list[Line], first: int, last: int) -> set[int]:
-    """Lines holding only a whole number that are time points ("0", "12", "24" weeks) repeated
-    under each outcome or arm of a table: an outcome's time points are one row of it, named by the
-    line above them, and the numbers are no results. A whole number alone on a line is most often
-    a cell (events, a count), so it is a time point only when the table prints the same rising
-    sequence of them under two group heads or more."""
+    """Lines holding only a whole number that are time points ("0", "12", "24" weeks) under each
+    outcome or arm of a table: an outcome's time points are one row of it, named by the line above
+    them, and the numbers are no results. A whole number alone on a line is most often a cell
+    (events, a count), so it is a time point only when the table's heads name a time ("Weeks"),
+    each is followed by cells of its own, and the same rising sequence of them is printed under
+    two group heads or more."""
+    body = [i for i in range(first, last) if lines[i].kind in (CELL, PLACEHOLDER)]
+    if not body or not any(_TIME_HEAD.search(lines[i].text) for i in range(first, body[0]) if lines[i].kind == TEXT):
+        return set()
     runs: list[list[int]] = [[]]
+    own_cells = True  # the last time point has cells of its own
     for index in range(first, last):
         line = lines[index]
         if line.kind == TEXT and runs[-1]:
             runs.append([])
         elif line.kind == CELL and _WHOLE_NUMBER.match(line.text.strip()):
+            if runs[-1] and not own_cells:
+                return set()  # "1", "3": counts of a row, not time points
             runs[-1].append(index)
+            own_cells = False
+        elif line.kind in (CELL, PLACEHOLDER):
+            own_cells = True
     sequences = [tuple(int(lines[i].text) for i in run) for run in runs]
     rising = [s for s in sequences if len(s) >= 2 and all(a < b for a, b in itertools.pairwise(s))]
     repeated = {s for s in rising if rising.count(s) >= 2}
@@ -261,35 +267,42 @@ def _time_points(lines: list[Line], first: int, last: int) -> set[int]:
 _NOTE_LINE = re.compile(
     r"^\s*(?:[*†‡§¶#¤∗^]|[a-z](?=[A-Z\s])|\(?[a-z]\)\s|(?i:notes?|abbreviations?|values|data|results|figure|fig)\b)"
 )
-# The head of a table's row labels ("Characteristic", "Outcome measure"): printed right to left,
-# it is the last head, just above the first row's cells.
-_STUB_HEAD = re.compile(r"^(?:outcomes?(?: measures?)?|variables?|characteristics?|parameters?|measures?)[a-e]?$", re.I)
 MAX_TRAILING_LABELS = 3  # a last row's label (two lines at most) and a group head for the next page
+_NUMBERED_HEADING = re.compile(r"^\W{0,4}(?:\d+(?:\.\d+)*\.?|[IVX]+\.)\s+[A-Z]")  # "4. Discussion"
 
 
 def _labels_after_cells(lines: list[Line], first: int, last: int) -> bool:
     """Is the region a table printed right to left (some PDF writers do: each row's cells come
     before its label, the column heads in reverse)? Such a table's body ends with a label after
     its last cells, where a table read left to right ends with cells and then its notes. To tell
-    the last row's label from a short note, the label must be one the table printed before (rows
-    repeated in each group: "Control", "Basic", "Plus"), or the row labels' head ("Characteristic")
-    must sit just above the first cells, where only a table printed right to left has it."""
-    end = next((i for i in range(first, last) if lines[i].kind == FOOTER), last)
-    cells = [i for i in range(first, end) if lines[i].kind in (CELL, PLACEHOLDER)]
+    the last row's label from a short note or the next section's heading, the label must be one
+    the table printed before (rows repeated in each group: "Control", "Basic", "Plus"), and only
+    notes, a link or the page's end may follow it (a heading is followed by prose)."""
+    cells = [i for i in range(first, last) if lines[i].kind in (CELL, PLACEHOLDER)]
     if not cells:
         return False
+    end = next((i for i in range(cells[0], last) if lines[i].kind == FOOTER), last)
+    cells = [i for i in cells if i < end]
     trailing = [lines[i] for i in range(cells[-1] + 1, end) if lines[i].kind != BLANK]
     labels = []
     for line in trailing:
         stripped = line.text.strip()
-        if line.kind != TEXT or len(stripped) > MAX_LABEL_LINE or stripped.endswith(".") or _NOTE_LINE.match(stripped):
+        if (
+            line.kind != TEXT
+            or len(stripped) > MAX_LABEL_LINE
+            or stripped.endswith(".")
+            or _NOTE_LINE.match(stripped)
+            or _NUMBERED_HEADING.match(stripped)
+        ):
             break
         labels.append(stripped)
     if not 1 <= len(labels) <= MAX_TRAILING_LABELS:
         return False
+    after = trailing[len(labels)] if len(trailing) > len(labels) else None
+    if after is not None and not _NOTE_LINE.match(after.text.strip()):
+        return False  # prose or a heading follows: the line was a heading or a note
     printed_before = {lines[i].text.strip() for i in range(first, cells[-1]) if lines[i].kind == TEXT}
-    heads = [line for line in lines[first : cells[0]] if line.kind != BLANK]
-    return labels[0] in printed_before or bool(heads and _STUB_HEAD.match(clean_label(heads[-1].text)))
+    return labels[0] in printed_before
 
 
 def _rows_labelled_after(
@@ -329,7 +342,9 @@ def _rows_labelled_after(
             continue
         labels = [index - 1]
         after = lines[index].text if index < last and lines[index].kind == TEXT else ""
-        if after and _continues(line.text, after) and not _NOTE_LINE.match(after):
+        # The line after a row's label may open the next group ("hsCRP (mg/L)"): it carries the
+        # label on only when the label says so ("Not complying," / "n (%)").
+        if after and line.text.strip()[-1] in _CARRIES_ON and not _NOTE_LINE.match(after):
             labels.append(index)
             index += 1
         row = _row(page, text, lines, labels, cells, group_label, sizes)
@@ -341,10 +356,13 @@ def _rows_labelled_after(
     return rows, used
 
 
+_CARRIES_ON = ",-–(/&"  # a label line ending so goes on on the next line
+
+
 def _continues(line: str, after: str) -> bool:
     """Does ``after`` carry on the label ``line`` started ("Length of stay," / "days")?"""
     line, after = line.strip(), after.strip()
-    return bool(line and after) and (line[-1] in ",-–(/&" or after[0].islower() or after[0] in "(–-")
+    return bool(line and after) and (line[-1] in _CARRIES_ON or after[0].islower() or after[0] in "(–-")
 
 
 HEADS_AFTER_NOTES = 12  # lines after a caption's notes in which a table's column heads may start
@@ -366,15 +384,38 @@ def _row(
     cells: list[int],
     group_label: str,
     sizes: frozenset[Decimal],
+    time_points: set[int] | None = None,
 ) -> Candidate | None:
     numbers = numbers_in(text, lines[cells[0]].start, lines[cells[-1]].end, sizes)
+    # A time point is when, not a result ("24" weeks).
+    whens = [lines[i] for i in cells if i in (time_points or ())]
+    numbers = [n for n in numbers if not any(when.start <= n.start < when.end for when in whens)]
     if not reports_results(numbers):
         return None
-    label = labelled(clean_label(" ".join(lines[i].text.strip() for i in labels)), group_label)
+    label = _without_note_letters(
+        labelled(clean_label(" ".join(lines[i].text.strip() for i in labels)), group_label), text
+    )
     # The row's place: its label and cells, whichever is printed first.
     start = min(lines[i].start for i in (*labels, cells[0]))
     end = max(lines[i].end for i in (*labels, cells[-1]))
     return Candidate(page, "text", start, end, label, text[start:end], numbers, prose=False)
+
+
+# A footnote letter glued to an abbreviation ("BMIh", "AAQ-IIj"): capitals (digits, hyphens), then
+# one small letter.
+_GLUED_LETTER = re.compile(r"\b([A-Z][A-Z0-9-]*[A-Z0-9])([a-z])\b")
+
+
+def _without_note_letters(label: str, text: str) -> str:
+    """A label without the footnote letters glued to its abbreviations, where the page's notes
+    spell the abbreviation out under that letter ("BMIh (kg/m2)" with the note "hBMI: body mass
+    index" is "BMI (kg/m2)"); "LVIDd", "A1c" or "SAEs" have no such note and keep their letter."""
+
+    def unmarked(glued: re.Match[str]) -> str:
+        note = rf"(?m)^\s*{glued[2]}\s?{re.escape(glued[1])}\b"
+        return glued[1] if re.search(note, text) else glued[0]
+
+    return _GLUED_LETTER.sub(unmarked, label)
 
 
 def _inline_row(page: int, text: str, line: Line, group_label: str, sizes: frozenset[Decimal]) -> Candidate | None:
