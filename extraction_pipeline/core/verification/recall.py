@@ -37,7 +37,9 @@ the listed unread rows of one table are one item naming each row: a reviewer che
 How the paper is read. Plain PDF text prints a table one cell per line (sometimes a row per line,
 sometimes column by column), so rows are rebuilt from the page text: a table's region starts at
 its caption ("Table 2 ..."); in it, a row is a label line followed by the lines that hold only
-numbers. Baseline-characteristics tables ("Baseline", "Characteristics", "Demographics" in the
+numbers, or, in a table some PDF writers print right to left, those lines followed by their label;
+whole numbers repeated as the same time points under each outcome ("0", "12", "24" under "Weeks")
+are when, not results. Baseline-characteristics tables ("Baseline", "Characteristics", "Demographics" in the
 caption) hold no results and are skipped. Parsed tables are used only on pages whose text gave no
 rows (their numbers are less faithful than the page text's). Running heads and footers (lines
 repeated on many pages) are ignored.

@@ -198,13 +198,7 @@ def _region_rows(
                 break
             labels = []  # a link in the notes above the body (a source, a registration): no label
             continue
-        if (
-            line.kind == GROUP_SIZE
-            or len(line.text.strip()) <= 2
-            or _ARM_HEAD.search(line.text)
-            or _STATISTIC_HEAD.match(clean_label(line.text))
-        ):
-            # a column head ("n = 50", "P", "Placebo (n=600)", "P valuea"), never part of a row's label
+        if _column_head(line):
             labels = []
             continue
         prose_run = prose_run + 1 if len(line.text.strip()) >= PROSE_LINE else 0
@@ -328,13 +322,7 @@ def _rows_labelled_after(
                 break
             cells = []
             continue
-        if (
-            line.kind == GROUP_SIZE
-            or len(line.text.strip()) <= 2
-            or _ARM_HEAD.search(line.text)
-            or _STATISTIC_HEAD.match(clean_label(line.text))
-            or len(line.text.strip()) > MAX_LABEL_LINE
-        ):
+        if _column_head(line) or len(line.text.strip()) > MAX_LABEL_LINE:
             cells = []  # a column head: the cells before it are heads too ("95% CI")
             continue
         if not cells:
@@ -357,6 +345,16 @@ def _rows_labelled_after(
 
 
 _CARRIES_ON = ",-–(/&"  # a label line ending so goes on on the next line
+
+
+def _column_head(line: Line) -> bool:
+    """A column head ("n = 50", "P", "Placebo (n=600)", "P valuea"), never part of a row's label."""
+    return (
+        line.kind == GROUP_SIZE
+        or len(line.text.strip()) <= 2
+        or bool(_ARM_HEAD.search(line.text))
+        or bool(_STATISTIC_HEAD.match(clean_label(line.text)))
+    )
 
 
 def _continues(line: str, after: str) -> bool:
