@@ -88,9 +88,11 @@ def numbers_in(text: str, start: int, end: int, sizes: frozenset[Decimal]) -> li
     return found
 
 
+# The words of a time ("12 weeks", "Weeks" over a table's time points).
+TIME_WORDS = r"weeks?|months?|days?|years?|hours?"
 # A time point: a whole number after "week", "month", "day"... or before "weeks", "months", "h".
-_TIME_BEFORE = re.compile(r"\b(?:weeks?|months?|days?|years?|hours?|visits?|time points?|T)\s*$", re.IGNORECASE)
-_TIME_AFTER = re.compile(r"^\s*(?:-|‐)?\s*(?:weeks?|months?|days?|years?|hours?|h|wk|mo)\b", re.IGNORECASE)
+_TIME_BEFORE = re.compile(rf"\b(?:{TIME_WORDS}|visits?|time points?|T)\s*$", re.IGNORECASE)
+_TIME_AFTER = re.compile(rf"^\s*(?:-|‐)?\s*(?:{TIME_WORDS}|h|wk|mo)\b", re.IGNORECASE)
 # What an estimate with its interval is when it is not an arm's: a ratio, a difference, an effect.
 _EFFECT_WORDS = re.compile(
     r"\b(?:ratio|OR|aOR|RR|aRR|HR|aHR|IRR|differences?|effects?|changes?|coefficient|beta|β|"

@@ -17,6 +17,7 @@ from extraction_pipeline.core.verification.recall_labels import FOOTNOTE_MARKS, 
 from extraction_pipeline.core.verification.recall_numbers import (
     NUMBER,
     P_VALUE,
+    TIME_WORDS,
     PrintedNumber,
     numbers_in,
     reports_results,
@@ -225,7 +226,7 @@ def _region_rows(
 
 
 _WHOLE_NUMBER = re.compile(r"^\d{1,3}$")
-_TIME_HEAD = re.compile(r"\b(?:weeks?|months?|days?|years?|hours?|visits?|time(?: points?)?)\b", re.IGNORECASE)
+_TIME_HEAD = re.compile(rf"\b(?:{TIME_WORDS}|visits?|time(?: points?)?)\b", re.IGNORECASE)
 
 
 def _time_points(lines: list[Line], first: int, last: int) -> set[int]:
