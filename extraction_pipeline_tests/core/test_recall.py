@@ -947,3 +947,92 @@ def test_an_outcome_a_model_drops_from_a_real_paper_is_listed_with_its_page(vers
     assert "238" in _shown(paper, listed) and len(items) <= 10
     everything = ground_output(template, parse_answer(json.dumps(answer), template), paper)
     assert not [i for i in possibly_missed(paper, everything) if "238" in i.numbers]  # extracted: not listed
+
+
+OUTCOME_COLUMNS = """3. Results
+Table 3. Intake at baseline and follow-up
+Time point
+Fruit (pieces)
+Vegetables (grams)
+Mean (SE)
+Mean change (95% CI)
+Mean (SE)
+Mean change (95% CI)
+Baseline
+Control
+1.81 (0.06)
+NA
+158.93 (3.31)
+NA
+Plus
+1.94 (0.06)
+NA
+163.24 (3.22)
+NA
+1-month follow-up
+Control
+2.05 (0.07)
+0.24
+(0.12, 0.36)
+164.30 (3.71)
+5.37
+(–1.12, 11.86)
+Plus
+2.25 (0.07)
+0.32
+(0.19, 0.44)
+180.34 (3.76)
+17.10
+(10.44, 23.67)
+4. Discussion
+"""
+
+
+def test_outcomes_printed_as_columns_are_listed_by_their_heads_with_their_own_cells() -> None:
+    paper = _paper(ABSTRACT, OUTCOME_COLUMNS)
+    [item] = possibly_missed(paper, {}, limit=100)
+    # Not "Control" and "Plus" with every outcome's numbers: one place per outcome head.
+    assert item.label == "Fruit (pieces); Vegetables (grams)"
+    fruit, vegetables = item.text.split("\n")
+    assert fruit.startswith("Fruit (pieces) (Mean (SE), Mean change (95% CI)): Control: 1.81 (0.06) NA; Plus:")
+    assert "2.25 (0.07) 0.32 (0.19, 0.44)" in fruit and "158.93" not in fruit
+    assert "180.34 (3.76) 17.10 (10.44, 23.67)" in vegetables and "2.25" not in vegetables
+    assert _shown(paper, item).startswith("Fruit (pieces)")  # the place highlighted runs from the heads
+
+
+def test_a_value_quoted_from_an_outcome_column_reads_that_column_only() -> None:
+    paper = _paper(ABSTRACT, OUTCOME_COLUMNS)
+    fruit: Outcome = {
+        "outcome_name": ("fruit intake", "Fruit (pieces)"),
+        "mean_treatment": (2.25, "2.25 (0.07)"),
+        "sd_treatment": (0.07, "2.25 (0.07)"),
+        "mean_control": (2.05, "2.05 (0.07)"),
+        "sd_control": (0.07, "2.05 (0.07)"),
+    }
+    [item] = possibly_missed(paper, _fields(paper, fruit), limit=100)
+    listed = {n for n in item.numbers}
+    assert {"158.93", "180.34", "17.10"} <= listed  # the vegetables no value has
+    assert not {"2.05", "2.25"} & listed  # what the answer read
+
+
+def test_arms_over_repeated_column_heads_with_outcomes_as_rows_are_read_as_rows() -> None:
+    table = "3. Results\nTable 2. Outcomes at 12 weeks\nOutcome\nDrug X\nPlacebo\nMean\nSD\nMean\nSD\n"
+    rows = "Pain score\n3.1\n1.2\n4.5\n1.4\nFatigue\n2.0\n0.5\n2.2\n0.6\n4. Discussion\n"
+    [item] = possibly_missed(_paper(ABSTRACT, table + rows), {}, limit=100)
+    assert item.label == "Pain score; Fatigue"  # printed once each: outcomes, and the heads are arms
+
+
+def test_outcome_columns_over_time_points_with_the_first_outcome_under_fewer_heads() -> None:
+    table = (
+        "3. Results\nTable 6. Cells during supplementation\nWeeks\nWBC\nB lymphocyte\na.n.\n%\na.n.\n"
+        "Placebo, n = 27\n0\n7.62 ± 1.89\n10.19 ± 4.06\n0.35 ± 0.26\n12\n7.29 ± 2.10\n10.89 ± 3.56\n0.33 ± 0.14\n"
+        "Palmvitee, n = 29\n0\n8.32 ± 1.55\n11.97 ± 4.00\n0.40 ± 0.13\n12\n8.27 ± 2.08\n12.45 ± 4.67\n0.41 ± 0.16\n"
+        "4. Discussion\n"
+    )
+    [item] = possibly_missed(_paper(ABSTRACT, table), {}, limit=100)
+    assert item.label == "WBC; B lymphocyte"
+    wbc, cells = item.text.split("\n")
+    assert wbc == (
+        "WBC (a.n.): Placebo, n = 27: 0 7.62 ± 1.89, 12 7.29 ± 2.10; Palmvitee, n = 29: 0 8.32 ± 1.55, 12 8.27 ± 2.08"
+    )
+    assert cells.startswith("B lymphocyte (%, a.n.): Placebo, n = 27: 0 10.19 ± 4.06 0.35 ± 0.26, 12 10.89")

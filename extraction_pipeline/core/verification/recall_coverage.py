@@ -70,7 +70,7 @@ def numbers_read(
             groups = {numbers[i].group for i in covered}
             covered.update(i for i in equal if numbers[i].group in groups)
         else:
-            over = any(s < candidate.end and e > candidate.start for s, e in spans)
+            over = any(candidate.holds(s, e) for s, e in spans)
             distinctive = {numbers[i].value for i in equal if numbers[i].distinctive and numbers[i].value not in sizes}
             named = (
                 not candidate.prose  # a sentence's words name too much to tie an outcome to it
@@ -104,9 +104,7 @@ def rows_quoted(extracted: list[ExtractedEntry], candidates: Sequence[Candidate]
             overlapped: tuple[Candidate, ...] = ()
             if span is not None:
                 page, source, start, end = span
-                overlapped = tuple(
-                    r for r in rows.get((page, source), ()) if r.start < max(end, start + 1) and start < r.end
-                )
+                overlapped = tuple(r for r in rows.get((page, source), ()) if r.holds(start, end))
             found.setdefault((entry.key, value), []).append(overlapped)
     return {key: tuple(held) for key, held in found.items()}
 
@@ -209,7 +207,7 @@ def missing_sizes(document: ParsedDocument, answer: Answer, rows: list[Candidate
                 names.append(entry.name or entry.key)
     listed = []
     for (page, source, start, end), (names, value, arm) in missing.items():
-        in_row = any(r.page == page and r.source == source and r.start <= start < r.end for r in rows)
+        in_row = any(r.page == page and r.source == source and r.holds(start, start + 1) for r in rows)
         said = answer.arm_said(arm)
         item = PossiblyMissed(
             kind=MissedKind.TABLE_ROW if in_row or source != "text" else MissedKind.RESULT_TEXT,

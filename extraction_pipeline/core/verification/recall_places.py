@@ -13,6 +13,7 @@ from decimal import Decimal
 from extraction_pipeline.core.pdf.furniture import furniture
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.verification.recall_answer import Span
+from extraction_pipeline.core.verification.recall_columns import outcome_columns
 from extraction_pipeline.core.verification.recall_labels import defined_acronyms, sentence_label, word_stems
 from extraction_pipeline.core.verification.recall_numbers import (
     ARM,
@@ -84,6 +85,7 @@ def read_layout(document: ParsedDocument, sizes: frozenset[Decimal]) -> Layout:
         page_sizes = sizes | group_sizes(text)
         lines = page_lines(text, furniture_keys)
         rows, baseline_rows, table_lines = table_rows(page, text, lines, page_sizes)
+        rows = outcome_columns(page, text, lines, rows, page_sizes)
         layout.baseline_rows.extend(baseline_rows)
         layout.candidates.extend(rows or parsed_table_rows(page, document.tables_on(page), page_sizes))
         # The sentences: the abstract (up to the introduction), the results section.
@@ -166,7 +168,7 @@ def place_of(document: ParsedDocument, layout: Layout, span: Span) -> Candidate 
     the check does not rebuild), as a place of its own."""
     page, source, start, _end = span
     for candidate in (*layout.candidates, *layout.baseline_rows):
-        if candidate.page == page and candidate.source == source and candidate.start <= start < candidate.end:
+        if candidate.page == page and candidate.source == source and candidate.holds(start, start + 1):
             return candidate
     text = segment_text(document, page, source)
     if not text or start >= len(text):

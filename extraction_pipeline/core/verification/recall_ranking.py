@@ -50,6 +50,13 @@ class Listed:
     values: frozenset[Decimal]  # the item's numbers' values
     prose: bool
     unread_row_of: str = ""  # the table of a row no value reads (``Candidate.table``)
+    column: bool = False  # at an outcome printed as a column: its text shows its cells, not the page's
+
+    def shown(self, other: Listed) -> str:
+        """What two findings at one place show: the place's text, or each column's cells."""
+        if (self.column or other.column) and other.item.text not in self.item.text:
+            return f"{self.item.text}\n{other.item.text}"
+        return self.item.text
 
     def merged(self, other: Listed) -> Listed:
         """Two findings at the same place: one item, with both labels and numbers."""
@@ -63,8 +70,9 @@ class Listed:
             label = f"{item.label}{LABEL_SEPARATOR}{other.item.label}"
         numbers = tuple(dict.fromkeys((*item.numbers, *other.item.numbers)))
         why = item.why if other.item.why == item.why else f"{item.why}; {other.item.why}"
-        merged = PossiblyMissed(item.kind, label, item.text, item.page, item.source, item.start, item.end, numbers, why)
-        return Listed(merged, self.rank, self.values | other.values, self.prose and other.prose)
+        text = self.shown(other)
+        merged = PossiblyMissed(item.kind, label, text, item.page, item.source, item.start, item.end, numbers, why)
+        return Listed(merged, self.rank, self.values | other.values, self.prose and other.prose, column=self.column)
 
 
 _NO_NUMBERS_FOR = "no numbers for "
@@ -110,7 +118,11 @@ def _one_item(document: ParsedDocument, members: list[Listed], unread: int) -> L
     item = PossiblyMissed(
         kind=MissedKind.OUTCOME if any(m.item.kind == MissedKind.OUTCOME for m in members) else MissedKind.TABLE_ROW,
         label=LABEL_SEPARATOR.join(labels),
-        text=segment_text(document, first.page, first.source)[first.start : last.end],
+        text=(
+            "\n".join(dict.fromkeys(m.item.text for m in members))
+            if all(m.column for m in members)
+            else segment_text(document, first.page, first.source)[first.start : last.end]
+        ),
         page=first.page,
         source=first.source,
         start=first.start,
@@ -119,7 +131,7 @@ def _one_item(document: ParsedDocument, members: list[Listed], unread: int) -> L
         why=f"{of} rows of this table that no extracted value reads",
     )
     values = frozenset(v for m in members for v in m.values)
-    return Listed(item, max(m.rank for m in members), values, prose=False)
+    return Listed(item, max(m.rank for m in members), values, prose=False, column=all(m.column for m in members))
 
 
 def within_rows(likeliest: Iterable[Listed], limit: int) -> list[Listed]:
@@ -193,7 +205,7 @@ def unread_place(candidate: Candidate, extracted: list[ExtractedEntry], layout: 
         rank -= 1.0
     if candidate.table and candidate.table in layout.used_tables:
         rank += 1.5  # the extraction read this table's other rows and skipped this one
-    if len({n.group for n in candidate.numbers if n.role == ARM}) > MAX_ROW_STATISTICS:
+    if not candidate.cells and len({n.group for n in candidate.numbers if n.role == ARM}) > MAX_ROW_STATISTICS:
         rank -= 1.0  # a table read column by column: no row to show
     distance = _distance_to_quote(candidate, extracted)
     rank += RANK_NEAR_QUOTE * (distance < NEAR_QUOTE) + RANK_NEAR_PAGE * (distance < NEAR_PAGE)
@@ -237,4 +249,4 @@ def listed_at(
         numbers=tuple(n.printed for n in chosen),
         why=why,
     )
-    return Listed(item, rank, frozenset(n.value for n in chosen), candidate.prose)
+    return Listed(item, rank, frozenset(n.value for n in chosen), candidate.prose, column=bool(candidate.cells))

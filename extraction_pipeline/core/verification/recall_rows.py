@@ -23,7 +23,7 @@ from extraction_pipeline.core.verification.recall_numbers import (
     reports_results,
 )
 
-_CAPTION = re.compile(r"^\W{0,4}(?:Table|TABLE)\s*[-–.]?\s*([0-9]+|[IVX]+)\b\s*(?:[.:|\-–]|\s+[A-Z(\"“‘']|$)")
+CAPTION = re.compile(r"^\W{0,4}(?:Table|TABLE)\s*[-–.]?\s*([0-9]+|[IVX]+)\b\s*(?:[.:|\-–]|\s+[A-Z(\"“‘']|$)")
 _BASELINE = re.compile(
     r"baseline|characteristic|demographic|at (?:entry|enrol|inclusion|randomi)|patient profile", re.IGNORECASE
 )
@@ -38,7 +38,7 @@ _PLACEHOLDER = re.compile(r"^\s*(?:[-–—−]+|n/?a|nr|ns|n\.s\.|ne|nd|\.\.\.|
 _ARM_HEAD = re.compile(r"\(\s*[nN]\s*=\s*[\d,]+\s*\)\s*$")  # "Placebo (n=600)": an arm's column head
 # A statistic's or the row labels' column head ("P value", "P-valuea", "Mean (SD)", "n (%)", "95% CI",
 # "Outcome measure", "Characteristic"): never part of a row's label.
-_STATISTIC_HEAD = re.compile(
+STATISTIC_HEAD = re.compile(
     r"^(?:p[- ]?values?|mean\s*(?:\(\s*sd\s*\)|±\s*sd)|n\s*\(\s*%\s*\)|(?:95\s*%\s*)?ci|effect size|"
     r"outcomes?(?: measures?)?|variables?|characteristics?|parameters?|"
     r"(?:mean )?differences?|(?:odds|risk|hazard) ratio|or|rr|hr)[a-e]?$",
@@ -76,6 +76,14 @@ class Candidate:
     results_table: bool = True  # False: a table whose caption does not say it holds results
     in_abstract: bool = False
     table: str = ""  # which table a row belongs to ("page:caption line"); "" for a sentence
+    # The characters a place owns when it is not all of start..end: an outcome printed as a column
+    # (recall_columns) owns its cells in every row.
+    cells: tuple[tuple[int, int], ...] = ()
+
+    def holds(self, start: int, end: int) -> bool:
+        """Is text from ``start`` to ``end`` (a quote) in this place?"""
+        end = max(end, start + 1)
+        return any(s < end and start < e for s, e in self.cells or ((self.start, self.end),))
 
 
 _DIGIT = re.compile(r"\d")
@@ -129,7 +137,7 @@ def table_rows(
     rows: list[Candidate] = []
     baseline: list[Candidate] = []
     taken: set[int] = set()
-    captions = [i for i, line in enumerate(lines) if _CAPTION.match(line.text)]
+    captions = [i for i, line in enumerate(lines) if CAPTION.match(line.text)]
     for number, first in enumerate(captions):
         last = captions[number + 1] if number + 1 < len(captions) else len(lines)
         kind = _caption_is_results(" ".join(line.text.strip() for line in lines[first : first + 2]))
@@ -157,7 +165,7 @@ def _region_rows(
     group_label = ""  # the last label with no numbers of its own: it names the rows under it
     cells: list[int] = []
     prose_run = 0
-    time_points = _time_points(lines, first, last)
+    whens = time_points(lines, first, last)
     heading: int | None = None  # the last text line above a run of time points (column heads aside)
 
     def close() -> None:
@@ -166,7 +174,7 @@ def _region_rows(
             own = labels[-2:]
             if not rows and len(own) == 2 and not _continues(lines[own[0]].text, lines[own[1]].text):
                 own = own[1:]  # the table's first row: the line before its label is a column's head
-            row = _row(page, text, lines, own, cells, group_label, sizes, time_points)
+            row = _row(page, text, lines, own, cells, group_label, sizes, whens)
             if row is not None:
                 rows.append(row)
                 used.update(own)
@@ -176,7 +184,7 @@ def _region_rows(
 
     for index in range(first, last):
         line = lines[index]
-        if index in time_points:
+        if index in whens:
             # An outcome's (or arm's) time points are one row of it, named by the line above them
             # (column heads aside).
             if not cells and heading is not None and (not labels or labels[-1] != heading):
@@ -226,10 +234,10 @@ def _region_rows(
 
 
 _WHOLE_NUMBER = re.compile(r"^\d{1,3}$")
-_TIME_HEAD = re.compile(rf"\b(?:{TIME_WORDS}|visits?|time(?: points?)?)\b", re.IGNORECASE)
+TIME_HEAD = re.compile(rf"\b(?:{TIME_WORDS}|visits?|time(?: points?)?)\b", re.IGNORECASE)
 
 
-def _time_points(lines: list[Line], first: int, last: int) -> set[int]:
+def time_points(lines: list[Line], first: int, last: int) -> set[int]:
     """Lines holding only a whole number that are time points ("0", "12", "24" weeks) under each
     outcome or arm of a table: an outcome's time points are one row of it, named by the line above
     them, and the numbers are no results. A whole number alone on a line is most often a cell
@@ -237,7 +245,7 @@ def _time_points(lines: list[Line], first: int, last: int) -> set[int]:
     each is followed by cells of its own, and the same rising sequence of them is printed under
     two group heads or more."""
     body = [i for i in range(first, last) if lines[i].kind in (CELL, PLACEHOLDER)]
-    if not body or not any(_TIME_HEAD.search(lines[i].text) for i in range(first, body[0]) if lines[i].kind == TEXT):
+    if not body or not any(TIME_HEAD.search(lines[i].text) for i in range(first, body[0]) if lines[i].kind == TEXT):
         return set()
     runs: list[list[int]] = [[]]
     own_cells = True  # the last time point has cells of its own
@@ -354,7 +362,7 @@ def _column_head(line: Line) -> bool:
         line.kind == GROUP_SIZE
         or len(line.text.strip()) <= 2
         or bool(_ARM_HEAD.search(line.text))
-        or bool(_STATISTIC_HEAD.match(clean_label(line.text)))
+        or bool(STATISTIC_HEAD.match(clean_label(line.text)))
     )
 
 
@@ -383,12 +391,12 @@ def _row(
     cells: list[int],
     group_label: str,
     sizes: frozenset[Decimal],
-    time_points: set[int] | None = None,
+    whens: set[int] | None = None,
 ) -> Candidate | None:
     numbers = numbers_in(text, lines[cells[0]].start, lines[cells[-1]].end, sizes)
     # A time point is when, not a result ("24" weeks).
-    whens = [lines[i] for i in cells if i in (time_points or ())]
-    numbers = [n for n in numbers if not any(when.start <= n.start < when.end for when in whens)]
+    at_times = [lines[i] for i in cells if i in (whens or ())]
+    numbers = [n for n in numbers if not any(when.start <= n.start < when.end for when in at_times)]
     if not reports_results(numbers):
         return None
     label = _without_note_letters(
