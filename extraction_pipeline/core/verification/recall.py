@@ -39,8 +39,10 @@ sometimes column by column), so rows are rebuilt from the page text: a table's r
 its caption ("Table 2 ..."); in it, a row is a label line followed by the lines that hold only
 numbers, or, in a table some PDF writers print right to left, those lines followed by their label;
 whole numbers repeated as the same time points under each outcome ("0", "12", "24" under "Weeks")
-are when, not results. Baseline-characteristics tables ("Baseline", "Characteristics", "Demographics" in the
-caption) hold no results and are skipped. Parsed tables are used only on pages whose text gave no
+are when, not results; a table printing outcomes as columns (a head per outcome over the same
+statistics' heads, arms or time points as rows) is read as one place per outcome head
+(``recall_columns``). Baseline-characteristics tables ("Baseline", "Characteristics",
+"Demographics" in the caption) hold no results and are skipped. Parsed tables are used only on pages whose text gave no
 rows (their numbers are less faithful than the page text's). Running heads and footers (lines
 repeated on many pages) are ignored.
 
@@ -65,10 +67,10 @@ skips). A table's unread rows are cut to the likeliest that fit, and its item sa
 there are. The list is returned in reading order.
 
 The check is split by what it does: ``recall_answer`` reads the answer, ``recall_numbers`` the
-numbers of a row or sentence, ``recall_rows`` the rows of tables and ``recall_places`` the rest of
-the paper's layout, ``recall_labels`` names what a place reports, ``recall_coverage`` tells what
-the answer read and lacks, ``recall_ranking`` ranks and merges the findings into the list of
-``recall_items``; this module puts them together.
+numbers of a row or sentence, ``recall_rows`` the rows of tables, ``recall_columns`` outcomes
+printed as columns, and ``recall_places`` the rest of the paper's layout, ``recall_labels`` names
+what a place reports, ``recall_coverage`` tells what the answer read and lacks, ``recall_ranking``
+ranks and merges the findings into the list of ``recall_items``; this module puts them together.
 """
 
 from __future__ import annotations
