@@ -952,12 +952,12 @@ def test_an_outcome_a_model_drops_from_a_real_paper_is_listed_with_its_page(vers
 OUTCOME_COLUMNS = """3. Results
 Table 3. Intake at baseline and follow-up
 Time point
-Fruit (pieces)
+Fruit (pieces)a
 Vegetables (grams)
 Mean (SE)
-Mean change (95% CI)
+Mean change (95% CI)b
 Mean (SE)
-Mean change (95% CI)
+Mean change (95% CI)b,c
 Baseline
 Control
 1.81 (0.06)
@@ -986,53 +986,170 @@ Plus
 (10.44, 23.67)
 4. Discussion
 """
+INTAKE_ARMS = ("Control", "Plus")
+FRUIT: Outcome = {
+    "outcome_name": ("fruit intake", "Fruit (pieces)"),
+    "mean_treatment": (2.05, "2.05 (0.07)"),
+    "sd_treatment": (0.07, "2.05 (0.07)"),
+    "mean_control": (2.25, "2.25 (0.07)"),
+    "sd_control": (0.07, "2.25 (0.07)"),
+}
+
+
+def _with_arms(paper: ParsedDocument, arms: Iterable[str], *outcomes: Outcome) -> GroundedFields:
+    return _ground(paper, as_arms(outcomes, arms))
 
 
 def test_outcomes_printed_as_columns_are_listed_by_their_heads_with_their_own_cells() -> None:
     paper = _paper(ABSTRACT, OUTCOME_COLUMNS)
-    [item] = possibly_missed(paper, {}, limit=100)
+    [item] = possibly_missed(paper, _with_arms(paper, INTAKE_ARMS), limit=100)
     # Not "Control" and "Plus" with every outcome's numbers: one place per outcome head.
-    assert item.label == "Fruit (pieces); Vegetables (grams)"
-    fruit, vegetables = item.text.split("\n")
+    assert item.kind == MissedKind.OUTCOME and item.label == "Fruit (pieces); Vegetables (grams)"
+    fruit, vegetables = item.shown.split("\n")
     assert fruit.startswith("Fruit (pieces) (Mean (SE), Mean change (95% CI)): Control: 1.81 (0.06) NA; Plus:")
-    assert "2.25 (0.07) 0.32 (0.19, 0.44)" in fruit and "158.93" not in fruit
+    assert "Plus: 2.25 (0.07) 0.32 (0.19, 0.44)" in fruit and "158.93" not in fruit
     assert "180.34 (3.76) 17.10 (10.44, 23.67)" in vegetables and "2.25" not in vegetables
-    assert _shown(paper, item).startswith("Fruit (pieces)")  # the place highlighted runs from the heads
+    # What it highlights, and a reviewer may quote, is the page's own text, from the heads.
+    assert item.text == _shown(paper, item) and item.text.startswith("Fruit (pieces)a\nVegetables (grams)")
 
 
 def test_a_value_quoted_from_an_outcome_column_reads_that_column_only() -> None:
     paper = _paper(ABSTRACT, OUTCOME_COLUMNS)
-    fruit: Outcome = {
+    items = possibly_missed(paper, _with_arms(paper, INTAKE_ARMS, FRUIT), limit=100)
+    [vegetables] = [item for item in items if item.label == "Vegetables (grams)"]
+    assert vegetables.kind == MissedKind.OUTCOME  # named apart from the fruit column the answer read
+    assert {"158.93", "180.34", "17.10"} <= set(vegetables.numbers)
+    assert not {"2.05", "2.25", "1.81"} & set(vegetables.numbers)
+    # Of the fruit column, what no value has: its baseline means, not the quoted ones.
+    assert [set(item.numbers) for item in items if item is not vegetables] == [{"1.81", "0.06", "1.94"}]
+
+
+def test_a_quote_opening_with_a_rows_label_is_in_the_outcome_column_of_its_cells() -> None:
+    paper = _paper(ABSTRACT, OUTCOME_COLUMNS)
+    half: Outcome = {
         "outcome_name": ("fruit intake", "Fruit (pieces)"),
-        "mean_treatment": (2.25, "2.25 (0.07)"),
-        "sd_treatment": (0.07, "2.25 (0.07)"),
-        "mean_control": (2.05, "2.05 (0.07)"),
-        "sd_control": (0.07, "2.05 (0.07)"),
+        "mean_treatment": (2.05, "Control\n2.05"),  # the SD beside it is not extracted
+        "mean_control": (2.25, "Plus\n2.25 (0.07)"),
+        "sd_control": (0.07, "Plus\n2.25 (0.07)"),
     }
-    [item] = possibly_missed(paper, _fields(paper, fruit), limit=100)
-    listed = {n for n in item.numbers}
-    assert {"158.93", "180.34", "17.10"} <= listed  # the vegetables no value has
-    assert not {"2.05", "2.25"} & listed  # what the answer read
+    items = possibly_missed(paper, _with_arms(paper, INTAKE_ARMS, half), limit=100)
+    # Before, a quote was in a column only where it started: a row's label is in none.
+    [lacking] = [i for i in items if "fruit intake" in i.label]
+    assert "not the Control arm's" in lacking.why and "0.07" in lacking.numbers
 
 
-def test_arms_over_repeated_column_heads_with_outcomes_as_rows_are_read_as_rows() -> None:
-    table = "3. Results\nTable 2. Outcomes at 12 weeks\nOutcome\nDrug X\nPlacebo\nMean\nSD\nMean\nSD\n"
-    rows = "Pain score\n3.1\n1.2\n4.5\n1.4\nFatigue\n2.0\n0.5\n2.2\n0.6\n4. Discussion\n"
-    [item] = possibly_missed(_paper(ABSTRACT, table + rows), {}, limit=100)
-    assert item.label == "Pain score; Fatigue"  # printed once each: outcomes, and the heads are arms
+def test_a_missed_outcome_column_is_its_own_item_beside_a_column_read_by_half() -> None:
+    paper = _paper(ABSTRACT, OUTCOME_COLUMNS)
+    half = {**FRUIT, "sd_treatment": (None, "")}
+    items = possibly_missed(paper, _with_arms(paper, INTAKE_ARMS, half), limit=100)
+    [vegetables] = [i for i in items if "Vegetables (grams)" in i.label]
+    assert vegetables.kind == MissedKind.OUTCOME and vegetables.label == "Vegetables (grams)"
 
 
-def test_outcome_columns_over_time_points_with_the_first_outcome_under_fewer_heads() -> None:
-    table = (
-        "3. Results\nTable 6. Cells during supplementation\nWeeks\nWBC\nB lymphocyte\na.n.\n%\na.n.\n"
-        "Placebo, n = 27\n0\n7.62 ± 1.89\n10.19 ± 4.06\n0.35 ± 0.26\n12\n7.29 ± 2.10\n10.89 ± 3.56\n0.33 ± 0.14\n"
-        "Palmvitee, n = 29\n0\n8.32 ± 1.55\n11.97 ± 4.00\n0.40 ± 0.13\n12\n8.27 ± 2.08\n12.45 ± 4.67\n0.41 ± 0.16\n"
-        "4. Discussion\n"
-    )
-    [item] = possibly_missed(_paper(ABSTRACT, table), {}, limit=100)
-    assert item.label == "WBC; B lymphocyte"
-    wbc, cells = item.text.split("\n")
+ARMS_OVER_STATISTICS = {
+    "outcomes repeated under time heads": (
+        "Outcome\nDrug X\nPlacebo\nMean\nSD\nMean\nSD\nAt 6 weeks\nPain score\n3.1\n1.2\n4.5\n1.4\n"
+        "Fatigue\n2.0\n0.5\n2.2\n0.6\nAt 12 weeks\nPain score\n2.8\n1.1\n4.4\n1.5\nFatigue\n1.9\n0.4\n2.3\n0.7\n"
+    ),
+    "time rows repeated under outcome heads": (
+        "Outcome\nDrug X (n = 50)\nPlacebo (n = 48)\nMean\nSD\nMean\nSD\nPain score\nBaseline\n5.1\n1.2\n"
+        "5.0\n1.4\nWeek 12\n3.1\n1.2\n4.5\n1.4\nFatigue\nBaseline\n2.9\n0.5\n2.8\n0.6\nWeek 12\n2.0\n0.5\n"
+        "2.2\n0.6\n"
+    ),
+    "outcome rows split by time points": (
+        "Outcome\nWeeks\nDrug X\nPlacebo\nMean\nSD\nMean\nSD\nPain score\n0\n3.1\n1.2\n4.5\n1.4\n12\n2.8\n"
+        "1.1\n4.4\n1.5\nFatigue\n0\n2.0\n0.5\n2.2\n0.6\n12\n1.9\n0.4\n2.3\n0.7\n"
+    ),
+    "events repeated under subgroups": (
+        "Event\nDrug X (n=50)\nPlacebo (n=48)\nn (%)\nn (%)\nMen\nNausea\n6 (24)\n5 (20)\nHeadache\n3 (12)\n"
+        "4 (16)\nWomen\nNausea\n6 (24)\n5 (22)\nHeadache\n2 (8)\n3 (13)\n"
+    ),
+    "outcomes printed once": "Outcome\nDrug X\nPlacebo\nMean\nSD\nMean\nSD\nPain score\n3.1\n1.2\n4.5\n1.4\n"
+    "Fatigue\n2.0\n0.5\n2.2\n0.6\n",
+}
+
+
+@pytest.mark.parametrize("body", ARMS_OVER_STATISTICS.values(), ids=ARMS_OVER_STATISTICS.keys())
+def test_arms_over_repeated_column_heads_with_outcomes_as_rows_are_read_as_rows(body: str) -> None:
+    paper = _paper(ABSTRACT, f"3. Results\nTable 2. Outcomes by visit\n{body}4. Discussion\n")
+    items = possibly_missed(paper, _with_arms(paper, ARMS), limit=100)
+    labels = "; ".join(item.label for item in items)
+    assert "Drug X" not in labels and "Placebo" not in labels, labels  # the arms are no outcomes
+    assert ("Pain score" in labels and "Fatigue" in labels) or ("Nausea" in labels and "Headache" in labels)
+
+
+CELLS_OVER_TIME = """3. Results
+Table 6. Cells during supplementation
+Weeks
+WBC
+B lymphocyte
+a.n.
+%
+a.n.
+%
+Placebo, n = 27
+0
+7.62 ± 1.89
+41.96 ± 9.34
+10.19 ± 4.06
+0.35 ± 0.26
+12
+7.29 ± 2.10
+42.39 ± 6.12
+10.89 ± 3.56
+0.33 ± 0.14
+Palmvitee, n = 29
+0
+8.32 ± 1.55
+40.52 ± 6.17
+11.97 ± 4.00
+0.40 ± 0.13
+12
+8.27 ± 2.08
+40.39 ± 6.09
+12.45 ± 4.67
+0.41 ± 0.16
+4. Discussion
+"""
+
+
+def test_outcome_columns_over_each_arms_time_points() -> None:
+    [item] = possibly_missed(_paper(ABSTRACT, CELLS_OVER_TIME), {}, limit=100)
+    assert item.label == "WBC; B lymphocyte"  # arms named by their group sizes
+    wbc, cells = item.shown.split("\n")
     assert wbc == (
-        "WBC (a.n.): Placebo, n = 27: 0 7.62 ± 1.89, 12 7.29 ± 2.10; Palmvitee, n = 29: 0 8.32 ± 1.55, 12 8.27 ± 2.08"
+        "WBC (a.n., %): Placebo, n = 27: 0 7.62 ± 1.89 41.96 ± 9.34, 12 7.29 ± 2.10 42.39 ± 6.12; "
+        "Palmvitee, n = 29: 0 8.32 ± 1.55 40.52 ± 6.17, 12 8.27 ± 2.08 40.39 ± 6.09"
     )
-    assert cells.startswith("B lymphocyte (%, a.n.): Placebo, n = 27: 0 10.19 ± 4.06 0.35 ± 0.26, 12 10.89")
+    assert cells.startswith("B lymphocyte (a.n., %): Placebo, n = 27: 0 10.19 ± 4.06 0.35 ± 0.26, 12 10.89")
+
+
+UNEVEN_ROWS = (
+    "Placebo, n = 27\n0\n7.62 ± 1.89\n10.19 ± 4.06\n0.35 ± 0.26\n12\n7.29 ± 2.10\n10.89 ± 3.56\n0.33 ± 0.14\n"
+    "Palmvitee, n = 29\n0\n8.32 ± 1.55\n11.97 ± 4.00\n0.40 ± 0.13\n12\n8.27 ± 2.08\n12.45 ± 4.67\n0.41 ± 0.16\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("heads", "first_label"),
+    [
+        # One outcome with fewer columns: the first or the last? The text does not say: rows.
+        ("Weeks\nWBC\nB lymphocyte\na.n.\n%\na.n.\n", None),
+        # A head printed on two lines is one head.
+        ("Weeks\nWhite cells and\nplatelet count\nB lymphocyte\na.n.\n%\na.n.\n%\n", "White cells and platelet count"),
+        # A stub's head after the outcome heads is no outcome.
+        ("Weeks\nWBC\nB lymphocyte\nGroup\na.n.\n%\na.n.\n%\n", "WBC"),
+        # A head spanning others ("Adjusted") leaves it unsure which head is whose: rows.
+        ("Weeks\nAdjusted\nWBC\nB lymphocyte\na.n.\n%\na.n.\n%\n", None),
+    ],
+)
+def test_outcome_heads_are_matched_to_their_columns_or_the_table_is_read_as_rows(
+    heads: str, first_label: str | None
+) -> None:
+    rows = UNEVEN_ROWS if heads.count("%") == 1 else CELLS_OVER_TIME.split("a.n.\n%\na.n.\n%\n", 1)[1]
+    table = f"3. Results\nTable 6. Cells during supplementation\n{heads}{rows}"
+    [item] = possibly_missed(_paper(ABSTRACT, table), {}, limit=100)
+    if first_label is None:
+        assert item.label == "Placebo, n = 27; Palmvitee, n = 29" and not item.shown  # rows, as before
+    else:
+        assert item.label.split("; ") == [first_label, "B lymphocyte"]

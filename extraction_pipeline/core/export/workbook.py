@@ -439,7 +439,7 @@ def _missed_rows(
                 "where": entry.source,
                 "kind": entry.kind.value,
                 "label": entry.label,
-                "text": entry.text,
+                "text": entry.shown or entry.text,  # an outcome printed as a column: its cells, row by row
                 "numbers": ", ".join(entry.numbers),
                 "why": entry.why,
                 "state": review.label if review else "open",

@@ -109,7 +109,8 @@ def possibly_missed(
     misses kept, in reading order (page, then place on the page), or likeliest first."""
     answer = read_answer(fields)
     extracted, sizes = answer.entries, answer.sizes
-    layout = read_layout(document, sizes)
+    arms = tuple(dict.fromkeys([*answer.arm_names.values(), *answer.interventions.values()]))
+    layout = read_layout(document, sizes, arms)
     row_labels = (c.label for c in layout.candidates if not c.prose and c.label)
     layout.names = tuple(dict.fromkeys([*(e.name for e in extracted if e.outcome and e.name), *row_labels]))
     layout.quoted_rows = rows_quoted(extracted, layout.candidates)

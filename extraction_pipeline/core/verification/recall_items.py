@@ -29,7 +29,7 @@ def labelled_excerpts(item: PossiblyMissed) -> list[tuple[str, str]]:
     is cleaned of the cell's punctuation and ligatures, "ﬁ" is "fi"), without a group head ("3
     months: BMI" is printed "BMI"), at the start of a word where it can be ("Total", not the end of
     "Subtotal")."""
-    text = " ".join(item.text.split())
+    text = " ".join((item.shown or item.text).split())
     letters, source = _comparable(text)
     word_starts = [i == 0 or not text[source[i] - 1].isalnum() for i in range(len(source))]
     labels = [" ".join(label.split()) for label in item.label.split(LABEL_SEPARATOR)]
@@ -125,6 +125,9 @@ class PossiblyMissed:
     end: int
     numbers: tuple[str, ...] = ()
     why: str = ""
+    # What the place prints for its outcomes where the page does not print it in one stretch (an
+    # outcome printed as a column: each row's label with its cells); "" when ``text`` shows it.
+    shown: str = ""
 
     @property
     def key(self) -> str:
@@ -145,6 +148,7 @@ class PossiblyMissed:
             "end": self.end,
             "numbers": list(self.numbers),
             "why": self.why,
+            "shown": self.shown,
         }
 
     @classmethod
@@ -159,4 +163,5 @@ class PossiblyMissed:
             end=int(stored["end"]),
             numbers=tuple(str(n) for n in stored.get("numbers") or ()),
             why=str(stored.get("why") or ""),
+            shown=str(stored.get("shown") or ""),
         )

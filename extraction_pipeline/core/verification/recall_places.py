@@ -72,10 +72,11 @@ class Layout:
     quoted_rows: dict[tuple[str, Decimal], tuple[tuple[Candidate, ...], ...]] = field(default_factory=dict)
 
 
-def read_layout(document: ParsedDocument, sizes: frozenset[Decimal]) -> Layout:
+def read_layout(document: ParsedDocument, sizes: frozenset[Decimal], arms: tuple[str, ...] = ()) -> Layout:
     """The document's rows and results sentences, the words of its abstract and results section,
     and the abbreviations it defines; ``sizes`` are the answer's group sizes (percentages are
-    shares of them)."""
+    shares of them), ``arms`` the names of its arms (a table whose rows name them may print
+    outcomes as columns)."""
     layout = Layout()
     furniture_keys = furniture(document.pages_text)
     in_results, in_abstract = False, True
@@ -85,7 +86,7 @@ def read_layout(document: ParsedDocument, sizes: frozenset[Decimal]) -> Layout:
         page_sizes = sizes | group_sizes(text)
         lines = page_lines(text, furniture_keys)
         rows, baseline_rows, table_lines = table_rows(page, text, lines, page_sizes)
-        rows = outcome_columns(page, text, lines, rows, page_sizes)
+        rows = outcome_columns(page, text, lines, rows, page_sizes, arms)
         layout.baseline_rows.extend(baseline_rows)
         layout.candidates.extend(rows or parsed_table_rows(page, document.tables_on(page), page_sizes))
         # The sentences: the abstract (up to the introduction), the results section.
@@ -168,7 +169,10 @@ def place_of(document: ParsedDocument, layout: Layout, span: Span) -> Candidate 
     the check does not rebuild), as a place of its own."""
     page, source, start, _end = span
     for candidate in (*layout.candidates, *layout.baseline_rows):
-        if candidate.page == page and candidate.source == source and candidate.holds(start, start + 1):
+        # A row or sentence is where a quote starts; a column, where a quote meets one of its cells
+        # (a quote may open with a row's label, which is no column's).
+        at = candidate.holds(start, span[3]) if candidate.cells else candidate.holds(start, start + 1)
+        if candidate.page == page and candidate.source == source and at:
             return candidate
     text = segment_text(document, page, source)
     if not text or start >= len(text):

@@ -50,13 +50,7 @@ class Listed:
     values: frozenset[Decimal]  # the item's numbers' values
     prose: bool
     unread_row_of: str = ""  # the table of a row no value reads (``Candidate.table``)
-    column: bool = False  # at an outcome printed as a column: its text shows its cells, not the page's
-
-    def shown(self, other: Listed) -> str:
-        """What two findings at one place show: the place's text, or each column's cells."""
-        if (self.column or other.column) and other.item.text not in self.item.text:
-            return f"{self.item.text}\n{other.item.text}"
-        return self.item.text
+    cells: tuple[tuple[int, int], ...] = ()  # at an outcome printed as a column: its cells (``Candidate``)
 
     def merged(self, other: Listed) -> Listed:
         """Two findings at the same place: one item, with both labels and numbers."""
@@ -70,9 +64,12 @@ class Listed:
             label = f"{item.label}{LABEL_SEPARATOR}{other.item.label}"
         numbers = tuple(dict.fromkeys((*item.numbers, *other.item.numbers)))
         why = item.why if other.item.why == item.why else f"{item.why}; {other.item.why}"
-        text = self.shown(other)
-        merged = PossiblyMissed(item.kind, label, text, item.page, item.source, item.start, item.end, numbers, why)
-        return Listed(merged, self.rank, self.values | other.values, self.prose and other.prose, column=self.column)
+        shown = _shown_together([self.item, other.item])
+        merged = PossiblyMissed(
+            item.kind, label, item.text, item.page, item.source, item.start, item.end, numbers, why, shown
+        )
+        values, prose = self.values | other.values, self.prose and other.prose
+        return Listed(merged, self.rank, values, prose, cells=tuple(dict.fromkeys((*self.cells, *other.cells))))
 
 
 _NO_NUMBERS_FOR = "no numbers for "
@@ -118,20 +115,26 @@ def _one_item(document: ParsedDocument, members: list[Listed], unread: int) -> L
     item = PossiblyMissed(
         kind=MissedKind.OUTCOME if any(m.item.kind == MissedKind.OUTCOME for m in members) else MissedKind.TABLE_ROW,
         label=LABEL_SEPARATOR.join(labels),
-        text=(
-            "\n".join(dict.fromkeys(m.item.text for m in members))
-            if all(m.column for m in members)
-            else segment_text(document, first.page, first.source)[first.start : last.end]
-        ),
+        text=segment_text(document, first.page, first.source)[first.start : last.end],
         page=first.page,
         source=first.source,
         start=first.start,
         end=last.end,
         numbers=tuple(dict.fromkeys(n for m in members for n in m.item.numbers)),
         why=f"{of} rows of this table that no extracted value reads",
+        shown=_shown_together([m.item for m in members]),
     )
     values = frozenset(v for m in members for v in m.values)
-    return Listed(item, max(m.rank for m in members), values, prose=False, column=all(m.column for m in members))
+    cells = tuple(dict.fromkeys(cell for m in members for cell in m.cells))
+    return Listed(item, max(m.rank for m in members), values, prose=False, cells=cells)
+
+
+def _shown_together(items: list[PossiblyMissed]) -> str:
+    """What findings made one item show: "" when the item's text shows them all; else each one's
+    (an outcome printed as a column shows its cells, a row its text), one line each."""
+    if not any(item.shown for item in items):
+        return ""
+    return "\n".join(dict.fromkeys(item.shown or item.text for item in items))
 
 
 def within_rows(likeliest: Iterable[Listed], limit: int) -> list[Listed]:
@@ -142,7 +145,7 @@ def within_rows(likeliest: Iterable[Listed], limit: int) -> list[Listed]:
     chosen: list[Listed] = []
     left = max(0, limit)
     for entry in likeliest:
-        same = next((i for i, kept in enumerate(chosen) if _overlap(kept.item, entry.item)), None)
+        same = next((i for i, kept in enumerate(chosen) if _overlap(kept, entry)), None)
         if same is None:
             if (cost := rows_named(entry.item)) <= left:
                 chosen.append(entry)
@@ -160,8 +163,7 @@ def merged_by_place(listed: Iterable[Listed]) -> list[Listed]:
     outcome's missing arm quoted in that row) become one item, at the likelier one's place."""
     merged: list[Listed] = []
     for entry in listed:
-        item = entry.item
-        same = next((i for i, m in enumerate(merged) if _overlap(m.item, item)), None)
+        same = next((i for i, m in enumerate(merged) if _overlap(m, entry)), None)
         if same is None:
             merged.append(entry)
         else:
@@ -169,13 +171,13 @@ def merged_by_place(listed: Iterable[Listed]) -> list[Listed]:
     return merged
 
 
-def _overlap(a: PossiblyMissed, b: PossiblyMissed) -> bool:
-    return (
-        a.page == b.page
-        and a.source == b.source
-        and a.start < max(b.end, b.start + 1)
-        and b.start < max(a.end, a.start + 1)
-    )
+def _overlap(a: Listed, b: Listed) -> bool:
+    """Are two findings at one place? Outcomes printed as columns of one table share its rows'
+    stretch of the page, and are one place only where their cells are."""
+    if a.item.page != b.item.page or a.item.source != b.item.source:
+        return False
+    spans = [a.cells or ((a.item.start, a.item.end),), b.cells or ((b.item.start, b.item.end),)]
+    return any(s < max(f, t + 1) and t < max(e, s + 1) for s, e in spans[0] for t, f in spans[1])
 
 
 def unread_place(candidate: Candidate, extracted: list[ExtractedEntry], layout: Layout, kind: MissedKind) -> Listed:
@@ -248,5 +250,6 @@ def listed_at(
         end=candidate.end,
         numbers=tuple(n.printed for n in chosen),
         why=why,
+        shown=candidate.shown,
     )
-    return Listed(item, rank, frozenset(n.value for n in chosen), candidate.prose, column=bool(candidate.cells))
+    return Listed(item, rank, frozenset(n.value for n in chosen), candidate.prose, cells=candidate.cells)

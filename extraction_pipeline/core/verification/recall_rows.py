@@ -79,6 +79,7 @@ class Candidate:
     # The characters a place owns when it is not all of start..end: an outcome printed as a column
     # (recall_columns) owns its cells in every row.
     cells: tuple[tuple[int, int], ...] = ()
+    shown: str = ""  # what such a place prints for its outcome, where the page prints it apart
 
     def holds(self, start: int, end: int) -> bool:
         """Is text from ``start`` to ``end`` (a quote) in this place?"""
