@@ -978,7 +978,7 @@ Control
 5.37
 (–1.12, 11.86)
 Plus
-2.25 (0.07)
+2.25 (0.08)
 0.32
 (0.19, 0.44)
 180.34 (3.76)
@@ -991,8 +991,8 @@ FRUIT: Outcome = {
     "outcome_name": ("fruit intake", "Fruit (pieces)"),
     "mean_treatment": (2.05, "2.05 (0.07)"),
     "sd_treatment": (0.07, "2.05 (0.07)"),
-    "mean_control": (2.25, "2.25 (0.07)"),
-    "sd_control": (0.07, "2.25 (0.07)"),
+    "mean_control": (2.25, "2.25 (0.08)"),
+    "sd_control": (0.08, "2.25 (0.08)"),
 }
 
 
@@ -1007,7 +1007,7 @@ def test_outcomes_printed_as_columns_are_listed_by_their_heads_with_their_own_ce
     assert item.kind == MissedKind.OUTCOME and item.label == "Fruit (pieces); Vegetables (grams)"
     fruit, vegetables = item.shown.split("\n")
     assert fruit.startswith("Fruit (pieces) (Mean (SE), Mean change (95% CI)): Control: 1.81 (0.06) NA; Plus:")
-    assert "Plus: 2.25 (0.07) 0.32 (0.19, 0.44)" in fruit and "158.93" not in fruit
+    assert "Plus: 2.25 (0.08) 0.32 (0.19, 0.44)" in fruit and "158.93" not in fruit
     assert "180.34 (3.76) 17.10 (10.44, 23.67)" in vegetables and "2.25" not in vegetables
     # What it highlights, and a reviewer may quote, is the page's own text, from the heads.
     assert item.text == _shown(paper, item) and item.text.startswith("Fruit (pieces)a\nVegetables (grams)")
@@ -1029,8 +1029,8 @@ def test_a_quote_opening_with_a_rows_label_is_in_the_outcome_column_of_its_cells
     half: Outcome = {
         "outcome_name": ("fruit intake", "Fruit (pieces)"),
         "mean_treatment": (2.05, "Control\n2.05"),  # the SD beside it is not extracted
-        "mean_control": (2.25, "Plus\n2.25 (0.07)"),
-        "sd_control": (0.07, "Plus\n2.25 (0.07)"),
+        "mean_control": (2.25, "Plus\n2.25 (0.08)"),
+        "sd_control": (0.08, "Plus\n2.25 (0.08)"),
     }
     items = possibly_missed(paper, _with_arms(paper, INTAKE_ARMS, half), limit=100)
     # Before, a quote was in a column only where it started: a row's label is in none.
@@ -1153,3 +1153,13 @@ def test_outcome_heads_are_matched_to_their_columns_or_the_table_is_read_as_rows
         assert item.label == "Placebo, n = 27; Palmvitee, n = 29" and not item.shown  # rows, as before
     else:
         assert item.label.split("; ") == [first_label, "B lymphocyte"]
+
+
+def test_a_place_of_several_arms_read_by_half_shows_the_results_beside_it_that_no_value_has() -> None:
+    paper = _paper(ABSTRACT, OUTCOME_COLUMNS)
+    half = {**FRUIT, "sd_treatment": (None, "")}  # the control arm's SD at one month left out
+    items = possibly_missed(paper, _with_arms(paper, INTAKE_ARMS, half), limit=100)
+    [fruit] = [item for item in items if item.label.startswith("Fruit (pieces)")]
+    # The SD left out, and the baseline means no value has, in one look.
+    assert {"0.07", "1.81", "1.94"} <= set(fruit.numbers) and not {"2.05", "2.25"} & set(fruit.numbers)
+    assert "the statistics of the same kind beside it no value has" in fruit.why

@@ -142,8 +142,27 @@ def judge(candidate: Candidate, answer: Answer, layout: Layout) -> Listed | None
             hit = seen & members
             if any(numbers[i].value not in sizes for i in hit) and hit != members:
                 half_read |= members - seen
+    anyone = set().union(*by_entry.values())
+    shapes_read = {len(members) for members in groups.values() if members & anyone}
+    unread = [members for members in groups.values() if not members & anyone and len(members) in shapes_read]
+    readers = [e for e in extracted if e.key in by_entry]
+    # Statistics of a place of more than two arms' (arms or outcomes as columns, time points), of
+    # the kind the answer read there, that no value has (an arm the answer declares and its reader
+    # lacks is ``incomplete``'s).
+    unread_beside = (
+        not candidate.prose
+        and bool(unread)
+        and len(groups) > 2
+        and answer.study.version == 2
+        and not any(answer.missing_arms(e) for e in readers)
+    )
     if half_read:
         why = "an extracted outcome has one number of this statistic and not the other"
+        if unread_beside and candidate.cells:
+            # An outcome's column: its other arms' or times' results are shown too, checked in the
+            # same look. (A row holds other outcomes' too, or a block read column by column.)
+            half_read |= {i for members in unread for i in members}
+            why += "; the statistics of the same kind beside it no value has"
         return listed_at(candidate, kind, [numbers[i] for i in sorted(half_read)], RANK_HALF_READ, why)
     if len(groups) == 2:
         for seen in by_entry.values():
@@ -153,20 +172,8 @@ def judge(candidate: Candidate, answer: Answer, layout: Layout) -> Listed | None
             if len(untouched) == 1 and (missing := sorted(untouched[0] - seen)):
                 why = "an extracted outcome has one arm's numbers here and not the other arm's"
                 return listed_at(candidate, kind, [numbers[i] for i in missing], RANK_OTHER_ARM, why)
-    anyone = set().union(*by_entry.values())
-    shapes_read = {len(members) for members in groups.values() if members & anyone}
-    unread = [members for members in groups.values() if not members & anyone and len(members) in shapes_read]
-    readers = [e for e in extracted if e.key in by_entry]
-    if (
-        not candidate.prose
-        and unread
-        and len(groups) > 2
-        and answer.study.version == 2
-        and not any(answer.missing_arms(e) for e in readers)
-    ):
-        # A row with more statistics than two arms (arms or outcomes as columns, time points):
-        # those of the shape the answer read from it that no value has may be an outcome or an
-        # arm it left out (an arm the answer declares and its reader lacks is ``incomplete``'s).
+    if unread_beside:
+        # They may be an outcome or an arm the answer left out.
         why = "the answer read statistics of this row; these of the same kind no value has"
         return listed_at(candidate, kind, [numbers[i] for m in unread for i in sorted(m)], RANK_UNREAD_IN_ROW, why)
     if len(groups) == 3 and answer.study.version == 1:
