@@ -17,7 +17,7 @@ from extraction_pipeline.core.verification.recall_items import LABEL_SEPARATOR, 
 from extraction_pipeline.core.verification.recall_labels import mentioned, one_label, said
 from extraction_pipeline.core.verification.recall_numbers import ARM, MAX_ROW_STATISTICS, P_VALUE, PrintedNumber
 from extraction_pipeline.core.verification.recall_places import Layout, segment_text
-from extraction_pipeline.core.verification.recall_rows import Candidate
+from extraction_pipeline.core.verification.recall_rows import Candidate, overlaps
 
 # --- the list -----------------------------------------------------------------------------------
 
@@ -177,7 +177,7 @@ def _overlap(a: Listed, b: Listed) -> bool:
     if a.item.page != b.item.page or a.item.source != b.item.source:
         return False
     spans = [a.cells or ((a.item.start, a.item.end),), b.cells or ((b.item.start, b.item.end),)]
-    return any(s < max(f, t + 1) and t < max(e, s + 1) for s, e in spans[0] for t, f in spans[1])
+    return any(overlaps(one, other) for one in spans[0] for other in spans[1])
 
 
 def unread_place(candidate: Candidate, extracted: list[ExtractedEntry], layout: Layout, kind: MissedKind) -> Listed:

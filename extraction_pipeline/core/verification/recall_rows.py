@@ -83,8 +83,12 @@ class Candidate:
 
     def holds(self, start: int, end: int) -> bool:
         """Is text from ``start`` to ``end`` (a quote) in this place?"""
-        end = max(end, start + 1)
-        return any(s < end and start < e for s, e in self.cells or ((self.start, self.end),))
+        return any(overlaps((start, end), cell) for cell in self.cells or ((self.start, self.end),))
+
+
+def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Do two stretches of a text meet (an empty one at its start)?"""
+    return a[0] < max(b[1], b[0] + 1) and b[0] < max(a[1], a[0] + 1)
 
 
 _DIGIT = re.compile(r"\d")
