@@ -145,7 +145,8 @@ def missed_anchor(item: ItemRow, key: str) -> dict[str, Any] | None:
     entry = next((m for m in missed_of(item["result_json"]) or [] if m.key == key), None)
     if entry is None:
         return None
-    return {"page": entry.page, "source": entry.source, "start": entry.start, "end": entry.end}
+    place = {"page": entry.page, "source": entry.source, "start": entry.start, "end": entry.end}
+    return place | {"cells": [list(cell) for cell in entry.cells]} if entry.cells else place
 
 
 async def review_missed(request: Request) -> Response:

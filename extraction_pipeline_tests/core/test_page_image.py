@@ -129,3 +129,14 @@ def test_an_opened_bracket_is_closed_and_each_cell_of_a_row_is_a_part_with_its_t
     assert [text for _box, text in parts] == list(ROW)
     cells = _chars_at(page, ROW_Y)
     assert [(box[0], box[2]) for box, _text in parts] == [pytest.approx(_extent(cells, cell)) for cell in ROW]
+
+
+def test_a_place_of_several_cells_highlights_those_cells_only(page: Any) -> None:
+    """An outcome printed as a column is its cells in every row, not the text between them."""
+    text = page.get_text("text")
+    first, second = (text.index(cell) for cell in ("62.30±12.40", "31.02±4.12"))
+    place = Span(
+        "text", first, second + len("31.02±4.12"), text[first:second], ((first, first + 5), (second, second + 5))
+    )
+    parts = highlight_lines(page, place)
+    assert [covered for _box, covered in parts] == ["62.30", "31.02"]  # not "and more", not row 3's label

@@ -1009,8 +1009,12 @@ def test_outcomes_printed_as_columns_are_listed_by_their_heads_with_their_own_ce
     assert fruit.startswith("Fruit (pieces) (Mean (SE), Mean change (95% CI)): Control: 1.81 (0.06) NA; Plus:")
     assert "Plus: 2.25 (0.08) 0.32 (0.19, 0.44)" in fruit and "158.93" not in fruit
     assert "180.34 (3.76) 17.10 (10.44, 23.67)" in vegetables and "2.25" not in vegetables
-    # What it highlights, and a reviewer may quote, is the page's own text, from the heads.
+    # What a reviewer may quote is the page's own text, from the heads; what the page highlights
+    # is the columns' cells, and the stored item keeps them.
     assert item.text == _shown(paper, item) and item.text.startswith("Fruit (pieces)a\nVegetables (grams)")
+    page = paper.pages_text[item.page - 1]
+    assert [page[s:e] for s, e in item.cells[:4]] == ["Fruit (pieces)a", "1.81 (0.06)", "NA", "1.94 (0.06)"]
+    assert PossiblyMissed.from_dict(item.as_dict()) == item
 
 
 def test_a_value_quoted_from_an_outcome_column_reads_that_column_only() -> None:

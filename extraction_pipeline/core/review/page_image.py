@@ -48,6 +48,9 @@ class Span:
     start: int
     end: int
     text: str  # the span's text (page text or table text between start and end)
+    # Where the place is not all of start..end (an outcome printed as a column: its cells), the
+    # stretches of the page text to highlight.
+    cells: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,8 @@ def highlight_lines(page: Any, span: Span) -> list[tuple[tuple[float, float, flo
     text it covers (a viewer finds the value inside a quote wider than its screen by it)."""
     chars = _chars(page)
     if span.source == "text":
-        indexes = [i for i, char in enumerate(chars) if span.start <= char.at < span.end]
+        stretches = span.cells or ((span.start, span.end),)
+        indexes = [i for i, char in enumerate(chars) if any(s <= char.at < e for s, e in stretches)]
     else:
         indexes = _table_span_chars(chars, span)
     indexes = _closed(chars, indexes)

@@ -42,6 +42,7 @@ def anchor_of(entry: GroundedValue | None, grounding: dict[str, Any] | None) -> 
         if candidate and candidate.get("page") and candidate.get("start") is not None:
             anchor = {key: candidate[key] for key in ("page", "source", "start", "end")}
             anchor["continued"] = candidate.get("continued")  # the second part of an interrupted quote
+            anchor["cells"] = candidate.get("cells") or []  # a place that is not all of start..end
             return anchor
     return None
 
@@ -83,7 +84,8 @@ def page_image(
     here = next((part for part in parts if part and part.get("page") == shown), None)
     if here is not None:
         text = _span_text(ledger, document, here, options)
-        span = Span(str(here["source"]), int(here["start"]), int(here["end"]), text)
+        cells = tuple((int(cell[0]), int(cell[1])) for cell in here.get("cells") or ())
+        span = Span(str(here["source"]), int(here["start"]), int(here["end"]), text, cells)
     scale = min(max(round(scale * 2) / 2, 1.0), 4.0)
     identity: list[Any] = [document["sha256"], shown, asdict(span) if span else None, scale, DRAWING]
     key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()

@@ -7,7 +7,8 @@ follow-up"), or an arm's rows at its time points ("0", "12", "24" weeks). Read a
 table says nothing a reviewer can use ("Control: 17.96, 3.21, 158.93 ..."), and an outcome's
 numbers are spread over every row, so no row tells which outcome an extraction left out. Read
 here, each outcome head becomes one place: its label is the head, its numbers those of its columns
-in every row, its cells the characters they are printed in.
+in every row, its cells the characters its head and they are printed in (what the page
+highlights, and where a quote must be to be in it).
 
 How the columns are told from the page text, which prints a table's heads one per line: the heads
 end with the columns' own heads (statistics), the same few repeated under each outcome ("Mean
@@ -122,7 +123,7 @@ def _columns(
     columns = []
     for head, (lo, hi) in spans:
         numbers: list[PrintedNumber] = []
-        cells: list[tuple[int, int]] = []
+        cells: list[tuple[int, int]] = [(head.start, head.end)]  # its head, then its cells in every row
         shown: list[str] = []  # each row's label and its cells under the head
         for label, split, row in zip(own_labels, row_cells, rows, strict=True):
             said = []

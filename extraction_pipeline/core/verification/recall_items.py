@@ -128,6 +128,9 @@ class PossiblyMissed:
     # What the place prints for its outcomes where the page does not print it in one stretch (an
     # outcome printed as a column: each row's label with its cells); "" when ``text`` shows it.
     shown: str = ""
+    # The characters of the place it is about, where that is not all of start..end (an outcome
+    # printed as a column: its cells in every row): what the page highlights.
+    cells: tuple[tuple[int, int], ...] = ()
 
     @property
     def key(self) -> str:
@@ -149,6 +152,7 @@ class PossiblyMissed:
             "numbers": list(self.numbers),
             "why": self.why,
             "shown": self.shown,
+            "cells": [list(cell) for cell in self.cells],
         }
 
     @classmethod
@@ -164,4 +168,5 @@ class PossiblyMissed:
             numbers=tuple(str(n) for n in stored.get("numbers") or ()),
             why=str(stored.get("why") or ""),
             shown=str(stored.get("shown") or ""),
+            cells=tuple((int(cell[0]), int(cell[1])) for cell in stored.get("cells") or ()),
         )

@@ -50,7 +50,6 @@ class Listed:
     values: frozenset[Decimal]  # the item's numbers' values
     prose: bool
     unread_row_of: str = ""  # the table of a row no value reads (``Candidate.table``)
-    cells: tuple[tuple[int, int], ...] = ()  # at an outcome printed as a column: its cells (``Candidate``)
 
     def merged(self, other: Listed) -> Listed:
         """Two findings at the same place: one item, with both labels and numbers."""
@@ -65,11 +64,11 @@ class Listed:
         numbers = tuple(dict.fromkeys((*item.numbers, *other.item.numbers)))
         why = item.why if other.item.why == item.why else f"{item.why}; {other.item.why}"
         shown = _shown_together([self.item, other.item])
+        cells = tuple(dict.fromkeys((*item.cells, *other.item.cells)))
         merged = PossiblyMissed(
-            item.kind, label, item.text, item.page, item.source, item.start, item.end, numbers, why, shown
+            item.kind, label, item.text, item.page, item.source, item.start, item.end, numbers, why, shown, cells
         )
-        values, prose = self.values | other.values, self.prose and other.prose
-        return Listed(merged, self.rank, values, prose, cells=tuple(dict.fromkeys((*self.cells, *other.cells))))
+        return Listed(merged, self.rank, self.values | other.values, self.prose and other.prose)
 
 
 _NO_NUMBERS_FOR = "no numbers for "
@@ -123,10 +122,10 @@ def _one_item(document: ParsedDocument, members: list[Listed], unread: int) -> L
         numbers=tuple(dict.fromkeys(n for m in members for n in m.item.numbers)),
         why=f"{of} rows of this table that no extracted value reads",
         shown=_shown_together([m.item for m in members]),
+        cells=tuple(dict.fromkeys(cell for m in members for cell in m.item.cells)),
     )
     values = frozenset(v for m in members for v in m.values)
-    cells = tuple(dict.fromkeys(cell for m in members for cell in m.cells))
-    return Listed(item, max(m.rank for m in members), values, prose=False, cells=cells)
+    return Listed(item, max(m.rank for m in members), values, prose=False)
 
 
 def _shown_together(items: list[PossiblyMissed]) -> str:
@@ -176,7 +175,7 @@ def _overlap(a: Listed, b: Listed) -> bool:
     stretch of the page, and are one place only where their cells are."""
     if a.item.page != b.item.page or a.item.source != b.item.source:
         return False
-    spans = [a.cells or ((a.item.start, a.item.end),), b.cells or ((b.item.start, b.item.end),)]
+    spans = [a.item.cells or ((a.item.start, a.item.end),), b.item.cells or ((b.item.start, b.item.end),)]
     return any(overlaps(one, other) for one in spans[0] for other in spans[1])
 
 
@@ -251,5 +250,6 @@ def listed_at(
         numbers=tuple(n.printed for n in chosen),
         why=why,
         shown=candidate.shown,
+        cells=candidate.cells,
     )
-    return Listed(item, rank, frozenset(n.value for n in chosen), candidate.prose, cells=candidate.cells)
+    return Listed(item, rank, frozenset(n.value for n in chosen), candidate.prose)
