@@ -17,11 +17,14 @@ Counting rules (what "listed" means), strict:
   the paper's other gold names it shares a word with, and not holding all that sets a more specific
   one apart ("Systolic" is not "Diastolic blood pressure"; "Mortality" and "Mortality at 28 days"
   are told apart when the paper has both); an item for a table's unread rows names each row, its
-  label's parts between "; "; or when an item's numbers show at least two of its printed values
-  other than group sizes;
+  label's parts between "; "; a label saying arms have no numbers for an outcome ("PONV: no
+  numbers for H1 (haloperidol 1 mg)") names it only for a gold row of one of those arms (two rows
+  of one name, two comparisons, are told apart by their arms); or when an item's numbers show at
+  least two of its printed values other than group sizes;
 - a dropped number is listed when an item's numbers hold it and that item is about its outcome
-  (its excerpt prints another of the outcome's values, or its label names the outcome), or when
-  an OUTCOME item names its outcome;
+  (its excerpt prints another of the outcome's values, or its label names the outcome, for a
+  label saying arms have no numbers: the number's arm among them), or when an OUTCOME item names
+  its outcome so;
 - a dropped outcome the gold gives no printed value for but its group sizes ("No numerical values
   are given") can be listed by its name only; it counts like the rest, and the printout says how
   many there are;
@@ -327,11 +330,35 @@ def _labels(item: PossiblyMissed) -> list[str]:
     return [part.strip() for part in item.label.split(LABEL_SEPARATOR) if part.strip()]
 
 
-def _names(item: PossiblyMissed, outcome: Outcome, names: list[str]) -> bool:
+def _names(item: PossiblyMissed, outcome: Outcome, names: list[str], arms: tuple[str, ...] = ()) -> bool:
     """An item's label names the outcome by the strict rule (``label_names``): among the paper's
     outcome names ``names``, "Systolic" is not "Diastolic blood pressure", "Mortality" not
-    "Mortality at 28 days"."""
-    return any(label_names(label, outcome.name, names) for label in _labels(item))
+    "Mortality at 28 days". A label saying arms have no numbers for it ("PONV: no numbers for H1
+    (haloperidol 1 mg)") names it only for those arms: one of ``arms`` (default: the gold row's
+    two) must be among them, so two rows of one name (two comparisons) are told apart."""
+    return any(_label_names(label, outcome, names, arms) for label in _labels(item))
+
+
+def _label_names(label: str, outcome: Outcome, names: list[str], arms: tuple[str, ...] = ()) -> bool:
+    """One label names the outcome (``_names``' rule)."""
+    _name, says, absent = label.partition(_NO_NUMBERS_FOR)
+    if says and not any(_arm_said(arm, absent) for arm in arms or outcome.arms):
+        return False
+    return label_names(label, outcome.name, names)
+
+
+_NO_NUMBERS_FOR = ": no numbers for "
+
+
+def _arm_said(arm: str, said: str) -> bool:
+    """Is the gold arm among the arms an item says ("H1 (haloperidol 1 mg), placebo")?"""
+    key = arm_key_of(arm)
+    return bool(key) and f" {key} " in f" {arm_key_of(said)} "
+
+
+def _arm_of(outcome: Outcome, field_name: str) -> tuple[str, ...]:
+    """The arm a gold row's number is of (``mean_control``: the row's comparator)."""
+    return (outcome.arms[SIDES.index(f"_{field_name.rsplit('_', 1)[1]}")],)
 
 
 def _shows(item: PossiblyMissed, outcome: Outcome) -> bool:
@@ -345,12 +372,14 @@ def outcome_listed(outcome: Outcome, items: list[PossiblyMissed], names: list[st
     )
 
 
-def number_listed(outcome: Outcome, value: Decimal, items: list[PossiblyMissed], names: list[str]) -> bool:
+def number_listed(
+    outcome: Outcome, value: Decimal, items: list[PossiblyMissed], names: list[str], arm: tuple[str, ...] = ()
+) -> bool:
     others = set(outcome.printed.values()) - {value}
     for item in items:
-        if item.kind == MissedKind.OUTCOME and _names(item, outcome, names):
+        if item.kind == MissedKind.OUTCOME and _names(item, outcome, names, arm):
             return True
-        if value in _numbers(item) and (_printed(item) & others or _names(item, outcome, names)):
+        if value in _numbers(item) and (_printed(item) & others or _names(item, outcome, names, arm)):
             return True
     return False
 
@@ -373,8 +402,9 @@ def item_verdicts(
     lacking = [*dropped, *(o for o, _n, _v in lost)]
     for item in items:
         if any(_names(item, o, names) or _shows(item, o) for o in dropped) or any(
-            value in _numbers(item) and (_printed(item) & (set(o.printed.values()) - {value}) or _names(item, o, names))
-            for o, _name, value in lost
+            value in _numbers(item)
+            and (_printed(item) & (set(o.printed.values()) - {value}) or _names(item, o, names, _arm_of(o, name)))
+            for o, name, value in lost
         ):
             omitted += 1
         elif any(_names(item, o, names) or _shows(item, o) for o in answered if o not in lacking):
@@ -462,7 +492,7 @@ def follow_up_oracle(
             shown = {_decimal(n) for n in _NUMBER.findall(printed)}
             led = False
             for outcome in candidates:
-                if label_names(label, outcome.name, names):
+                if _label_names(label, outcome, names):
                     entry = dict(outcome.entry)  # named: the model reads the outcome whole
                 elif len(outcome.identifying & shown) >= VALUES_SHOWN:
                     entry = {
@@ -511,12 +541,14 @@ def run_paper(
     result.rows = item_rows(items)
     result.verdicts = item_verdicts(items, dropped, lost, answered, names)
     result.dropped_outcomes = [(o, outcome_listed(o, items, names)) for o in dropped]
-    result.dropped_numbers = [(o, name, value, number_listed(o, value, items, names)) for o, name, value in lost]
+    result.dropped_numbers = [
+        (o, name, value, number_listed(o, value, items, names, _arm_of(o, name))) for o, name, value in lost
+    ]
     result.items_nothing_dropped = item_rows(possibly_missed(parsed, ground(parsed, outcomes, arms), limit=limit))
     uncapped = possibly_missed(parsed, fields, limit=UNCAPPED)
     result.uncapped_items = item_rows(uncapped)
     result.uncapped_listed = sum(1 for o in dropped if outcome_listed(o, uncapped, names)) + sum(
-        1 for o, _name, value in lost if number_listed(o, value, uncapped, names)
+        1 for o, name, value in lost if number_listed(o, value, uncapped, names, _arm_of(o, name))
     )
     result.gold_values = sum(len(o.printed) for o in outcomes)
     result.gold_values_kept = gold_found(outcomes, fields)

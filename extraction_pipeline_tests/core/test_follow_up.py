@@ -312,6 +312,25 @@ def test_two_same_named_outcomes_the_model_dropped_numbers_of_are_each_completed
     assert (merged["outcomes.1.sd_control"].value, merged["outcomes.2.sd_treatment"].value) == (0.4, 0.6)
 
 
+def test_two_new_entries_of_one_answer_with_one_name_and_arm_but_other_numbers_are_both_kept() -> None:
+    # Two asked lines with one row label (two outcomes printed as columns of that row) answered
+    # under that label: the second is another outcome, not a completion of the first.
+    first = {**_arms("drug", "placebo"), **_entry("outcomes", 1, outcome_name="nausea", arm="drug", events=5)}
+    answered = {
+        **_entry("outcomes", 1, outcome_name="Non-smokers (n = 29)", arm="drug", mean=1.03, sd=0.53),
+        **_entry("outcomes", 2, outcome_name="Non-smokers (n = 29)", arm="drug", mean=11.97, sd=4.0),
+        **_entry("outcomes", 3, outcome_name="Non-smokers (n = 29)", arm="drug", mean=1.03, n=29),  # the first again
+    }
+    merged, found = merge_answered(first, answered)
+    assert found == [2, 3]
+    assert [(merged[f"outcomes.{i}.mean"].value, merged[f"outcomes.{i}.sd"].value) for i in (2, 3)] == [
+        (1.03, 0.53),
+        (11.97, 4.0),
+    ]
+    assert merged["outcomes.2.n"].value == 29  # what agrees with an entry of the answer completes it
+    assert "outcomes.4.mean" not in merged
+
+
 def test_the_follow_up_also_asks_for_extracted_outcomes_missing_a_number_their_others_imply() -> None:
     from extraction_pipeline.core.extraction.follow_up import incomplete_outcomes
 

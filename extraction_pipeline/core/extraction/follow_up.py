@@ -226,7 +226,9 @@ def merge_answered(
     for module, answered_groups in repeated_entries(answered).items():
         if not has_identity(module):
             continue
-        groups = firsts.get(module, {})
+        # The answer's own appended entries are matched like the first answer's: two of its
+        # entries with one name and arm but other numbers (two columns of one row) are two entries.
+        groups = dict(firsts.get(module, {}))
         keys = {index: _entry_key(module, group) for index, group in groups.items()}
         next_index = max(groups, default=0) + 1
         taken: set[int] = set()  # entries an answered entry already went to: one each
@@ -245,6 +247,7 @@ def merge_answered(
                     changed.add(path)
             if same is None:
                 keys[target] = key
+                groups[target] = group
                 if module == OUTCOMES_MODULE:
                     found.append(target)
                 next_index += 1

@@ -315,6 +315,8 @@ def _lacked(entry: ExtractedEntry, place: Candidate, lack: _Lack, unread: list[P
     else:
         label, why = name, f"{lack.said}; the one it has is quoted here"
     kind = MissedKind.RESULT_TEXT if place.prose else MissedKind.TABLE_ROW
+    if lack.absent_arm:  # a version 2 outcome entry is an arm's: that entry is missing whole
+        kind = MissedKind.OUTCOME
     return listed_at(place, kind, unread, rank, why, label=label)
 
 

@@ -65,8 +65,9 @@ class Listed:
         why = item.why if other.item.why == item.why else f"{item.why}; {other.item.why}"
         shown = _shown_together([self.item, other.item])
         cells = tuple(dict.fromkeys((*item.cells, *other.item.cells)))
+        kind = MissedKind.OUTCOME if MissedKind.OUTCOME in (item.kind, other.item.kind) else item.kind
         merged = PossiblyMissed(
-            item.kind, label, item.text, item.page, item.source, item.start, item.end, numbers, why, shown, cells
+            kind, label, item.text, item.page, item.source, item.start, item.end, numbers, why, shown, cells
         )
         return Listed(merged, self.rank, self.values | other.values, self.prose and other.prose)
 
