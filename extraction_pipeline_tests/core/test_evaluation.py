@@ -456,3 +456,8 @@ def test_a_label_names_one_outcome_of_those_the_paper_has_side_by_side() -> None
     # With one mortality in the paper, either label names it.
     assert label_names("Mortality", "Mortality at 28 days", ["Mortality at 28 days", "Nausea"])
     assert not label_names("Vomiting", "Nausea", ["Nausea", "Vomiting"])
+    # A word's plural is the word: a row "Acute PCP or ER visit in prior 2 months" names "ER visits".
+    visits = ["ER visits", "Days of wheeze", "School days missed"]
+    assert label_names("Acute asthma-related PCP or ER visit in prior 2 months", "ER visits", visits)
+    assert name_score("Complications", "complication") == 100 and name_score("Class", "Clas") < 100
+    assert not label_names("Days missed", "ER visits", visits)

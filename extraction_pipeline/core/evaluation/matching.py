@@ -137,7 +137,16 @@ def name_score(gold: str, extracted: str) -> int:
         return 0
     if _acronym(a, b) or _acronym(b, a):
         return 100
-    return round(fuzz.token_set_ratio(a, b))
+    return round(fuzz.token_set_ratio(_singular(a), _singular(b)))
+
+
+def _singular(text: str) -> str:
+    """Words without a plural "s" ("ER visit" and "ER visits" are one name), as ``_stem`` drops it."""
+    return " ".join(word[:-1] if _plural(word) else word for word in text.split())
+
+
+def _plural(word: str) -> bool:
+    return len(word) > 3 and word.endswith("s") and not word.endswith("ss") and not word.isdigit()
 
 
 def equal(a: float, b: float) -> bool:
@@ -229,7 +238,7 @@ def name_words(name: str) -> set[str]:
 def _stem(word: str) -> str:
     if word.isdigit():
         return word
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+    if _plural(word):
         word = word[:-1]  # "days" and "28-day"
     return word[:NAME_STEM]
 
