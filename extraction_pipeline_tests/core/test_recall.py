@@ -1170,3 +1170,21 @@ def test_a_place_of_several_arms_read_by_half_shows_the_results_beside_it_that_n
     # The SD left out, and the baseline means no value has, in one look.
     assert {"0.07", "1.81", "1.94"} <= set(fruit.numbers) and not {"2.05", "2.25"} & set(fruit.numbers)
     assert "the statistics of the same kind beside it no value has" in fruit.why
+
+
+def test_a_sentence_a_page_break_cuts_from_a_quoted_one_ranks_as_beside_it() -> None:
+    # A model skips what it passes by: the sentence continued on the next page is beside the quoted
+    # one, however the page break falls; a sentence as unread but far from any quote ranks below it.
+    filler = "The trial ran in four centres with one protocol. " * 60
+    fatigue = "Fatigue was 2.1 (0.4) with drug X and 2.9 (0.5) with placebo."
+    paper = _paper(
+        "Drug X or placebo.\n" + ABSTRACT + filler,  # the arms' names are quoted here, far from the rest
+        "3. Results\nAnxiety was 3.3 (0.7) with drug X and 3.8 (0.9) with placebo.\n" + filler + "\n"
+        f"{fatigue} Women in the",
+        "drug X group slept 5.5 (1.1) hours compared to 6.2 (1.3) with placebo.\n4. Discussion\n",
+    )
+    answer = {"outcome_name": ("fatigue", "Fatigue"), "mean_treatment": (2.1, fatigue), "mean_control": (2.9, fatigue)}
+    answer |= {"sd_treatment": (0.4, fatigue), "sd_control": (0.5, fatigue)}
+    items = possibly_missed(paper, _fields(paper, answer), likeliest_first=True)
+    [sleep, anxiety] = [i for i in items if "5.5" in i.numbers or "3.3" in i.numbers]
+    assert sleep.page == 3 and "5.5" in sleep.numbers and anxiety.page == 2

@@ -5,6 +5,7 @@ of both, the abbreviations it defines), a page's or a table's text, and the plac
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -70,6 +71,8 @@ class Layout:
     # The table rows each extracted value's quotes overlap ((entry key, value) -> rows per quote): a
     # value quoted from one row of a table is not read in another row printing it too.
     quoted_rows: dict[tuple[str, Decimal], tuple[tuple[Candidate, ...], ...]] = field(default_factory=dict)
+    # Where each page's text starts in the document's: the page text is read on across a page break.
+    page_starts: tuple[int, ...] = ()
 
 
 def read_layout(document: ParsedDocument, sizes: frozenset[Decimal], arms: tuple[str, ...] = ()) -> Layout:
@@ -77,7 +80,7 @@ def read_layout(document: ParsedDocument, sizes: frozenset[Decimal], arms: tuple
     and the abbreviations it defines; ``sizes`` are the answer's group sizes (percentages are
     shares of them), ``arms`` the names of its arms (a table whose rows name them may print
     outcomes as columns)."""
-    layout = Layout()
+    layout = Layout(page_starts=tuple(itertools.accumulate((len(t) for t in document.pages_text), initial=0)))
     furniture_keys = furniture(document.pages_text)
     in_results, in_abstract = False, True
     abstract: list[str] = []

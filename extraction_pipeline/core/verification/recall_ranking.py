@@ -209,7 +209,7 @@ def unread_place(candidate: Candidate, extracted: list[ExtractedEntry], layout: 
         rank += 1.5  # the extraction read this table's other rows and skipped this one
     if not candidate.cells and len({n.group for n in candidate.numbers if n.role == ARM}) > MAX_ROW_STATISTICS:
         rank -= 1.0  # a table read column by column: no row to show
-    distance = _distance_to_quote(candidate, extracted)
+    distance = _distance_to_quote(candidate, extracted, layout.page_starts)
     rank += RANK_NEAR_QUOTE * (distance < NEAR_QUOTE) + RANK_NEAR_PAGE * (distance < NEAR_PAGE)
     if any(n.distinctive and n.value in layout.abstract_numbers for n in candidate.numbers):
         rank += RANK_IN_ABSTRACT
@@ -217,14 +217,20 @@ def unread_place(candidate: Candidate, extracted: list[ExtractedEntry], layout: 
     return replace(listed, unread_row_of="" if candidate.prose else candidate.table)
 
 
-def _distance_to_quote(candidate: Candidate, extracted: list[ExtractedEntry]) -> float:
-    """Characters between the place and the nearest quote of the answer in the same page text or
-    table (infinite when none is there)."""
+def _distance_to_quote(candidate: Candidate, extracted: list[ExtractedEntry], page_starts: tuple[int, ...]) -> float:
+    """Characters between the place and the nearest quote of the answer in the same table, or in
+    the page text read on across page breaks (a sentence the page break cut from a quoted one is
+    beside it); infinite when none is there."""
+
+    def at(page: int, offset: int) -> int:
+        return page_starts[page - 1] + offset if candidate.source == "text" and page <= len(page_starts) else offset
+
+    start, end = at(candidate.page, candidate.start), at(candidate.page, candidate.end)
     gaps = [
-        max(start - candidate.end, candidate.start - end, 0)
+        max(at(page, quoted_start) - end, start - at(page, quoted_end), 0)
         for entry in extracted
-        for page, source, start, end in entry.spans
-        if page == candidate.page and source == candidate.source
+        for page, source, quoted_start, quoted_end in entry.spans
+        if source == candidate.source and (page == candidate.page or source == "text")
     ]
     return min(gaps, default=math.inf)
 
