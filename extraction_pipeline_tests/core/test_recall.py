@@ -699,6 +699,26 @@ def test_a_less_likely_finding_does_not_ride_in_on_a_likelier_ones_place() -> No
     assert [c.item.label for c in chosen][1] == "Length of stay" and "Nausea" in chosen[0].item.label
 
 
+def test_an_outcomes_finding_at_the_row_it_was_read_from_names_that_row_once() -> None:
+    from decimal import Decimal
+
+    from extraction_pipeline.core.verification.recall_ranking import Listed
+
+    def finding(label: str, rank: float) -> Listed:
+        item = PossiblyMissed(MissedKind.TABLE_ROW, label, "x", 2, "text", 100, 110, ("1",))
+        return Listed(item, rank, frozenset({Decimal(1)}), prose=False)
+
+    row, lacks = finding("Fruit (pieces)", 7.5), finding("Fruit intake: no numbers for Control", 6.5)
+    # The row's words, its unit aside, are the outcome's: one row, named by what the outcome lacks.
+    assert row.merged(lacks).item.label == lacks.merged(row).item.label == "Fruit intake: no numbers for Control"
+    # Another outcome's row at that place is named beside it.
+    other = finding("Saturated fat (fat points)", 7.5).merged(lacks)
+    assert other.item.label == "Saturated fat (fat points); Fruit intake: no numbers for Control"
+    # Two outcomes' findings are never one: each says something of its own.
+    both = finding("Vegetable intake: no numbers for Control", 6.5).merged(lacks)
+    assert both.item.label == "Vegetable intake: no numbers for Control; Fruit intake: no numbers for Control"
+
+
 def test_a_mean_with_its_confidence_interval_written_ci95_is_one_statistic() -> None:
     sentence = (
         "For men, the intervention group had a mean quality of life of 72.49 (CI95% 69.34–75.65) compared to "

@@ -6,6 +6,7 @@ and of a table's unread rows into one item.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -14,7 +15,7 @@ from extraction_pipeline.core.evaluation.matching import label_names
 from extraction_pipeline.core.pdf.model import ParsedDocument
 from extraction_pipeline.core.verification.recall_answer import ExtractedEntry
 from extraction_pipeline.core.verification.recall_items import LABEL_SEPARATOR, MissedKind, PossiblyMissed, rows_named
-from extraction_pipeline.core.verification.recall_labels import mentioned, one_label, said
+from extraction_pipeline.core.verification.recall_labels import mentioned, one_label, said, word_stems
 from extraction_pipeline.core.verification.recall_numbers import ARM, MAX_ROW_STATISTICS, P_VALUE, PrintedNumber
 from extraction_pipeline.core.verification.recall_places import Layout, segment_text
 from extraction_pipeline.core.verification.recall_rows import Candidate, overlaps
@@ -55,8 +56,10 @@ class Listed:
         """Two findings at the same place: one item, with both labels and numbers."""
         item = self.item
         label = item.label or other.item.label
-        if item.label and said(item.label) in said(other.item.label) != said(item.label):
+        if item.label and _says_more(other.item.label, item.label):
             label = other.item.label  # "PONV" and "PONV: no numbers for H1": the one that says more
+        elif other.item.label and _says_more(item.label, other.item.label):
+            label = item.label
         elif same_outcome := _one_outcome(item.label, other.item.label):
             label = same_outcome
         elif item.label and other.item.label and said(other.item.label) not in said(item.label):
@@ -73,6 +76,20 @@ class Listed:
 
 
 _NO_NUMBERS_FOR = "no numbers for "
+_UNITS = re.compile(r"\([^()]*\)")  # "Fruit (pieces)": the unit a row label prints beside its name
+
+
+def _says_more(label: str, other: str) -> bool:
+    """Does ``label`` say all ``other`` says, at one place? "PONV: no numbers for H1" says "PONV";
+    an extracted outcome's finding ("Fruit intake: no numbers for Control") says the row label
+    its quote is in ("Fruit (pieces)") when the label's words, its unit aside, are the outcome's."""
+    if said(other) in said(label) != said(other):
+        return True
+    name, what, _lacks = label.partition(": ")
+    if not what or ": " in other:
+        return False
+    words = word_stems(name)
+    return bool(words) and mentioned(_UNITS.sub(" ", other), words, {})
 
 
 def _one_outcome(label: str, other: str) -> str:
