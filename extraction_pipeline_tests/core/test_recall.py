@@ -700,6 +700,7 @@ def test_a_less_likely_finding_does_not_ride_in_on_a_likelier_ones_place() -> No
 
 
 def test_an_outcomes_finding_at_the_row_it_was_read_from_names_that_row_once() -> None:
+    from dataclasses import replace
     from decimal import Decimal
 
     from extraction_pipeline.core.verification.recall_ranking import Listed
@@ -717,6 +718,14 @@ def test_an_outcomes_finding_at_the_row_it_was_read_from_names_that_row_once() -
     # Two outcomes' findings are never one: each says something of its own.
     both = finding("Vegetable intake: no numbers for Control", 6.5).merged(lacks)
     assert both.item.label == "Vegetable intake: no numbers for Control; Fruit intake: no numbers for Control"
+    # An extracted outcome's finding at the very row its quote is in (it has a mean, not its SD) and
+    # that row's own (half read): one row, named by the outcome and by what the row prints.
+    half_read = finding("IES-2 total: Preintervention", 7.5)
+    lacks_sd = replace(finding("Intuitive eating total score", 6.5), outcome="Intuitive eating total score")
+    fused = "Intuitive eating total score (IES-2 total: Preintervention)"
+    assert half_read.merged(lacks_sd).item.label == lacks_sd.merged(half_read).item.label == fused
+    elsewhere = replace(lacks_sd, item=replace(lacks_sd.item, start=105))  # overlapping, not the same row
+    assert half_read.merged(elsewhere).item.label == "IES-2 total: Preintervention; Intuitive eating total score"
 
 
 def test_a_mean_with_its_confidence_interval_written_ci95_is_one_statistic() -> None:
@@ -1186,7 +1195,9 @@ def test_a_place_of_several_arms_read_by_half_shows_the_results_beside_it_that_n
     paper = _paper(ABSTRACT, OUTCOME_COLUMNS)
     half = {**FRUIT, "sd_treatment": (None, "")}  # the control arm's SD at one month left out
     items = possibly_missed(paper, _with_arms(paper, INTAKE_ARMS, half), limit=100)
-    [fruit] = [item for item in items if item.label.startswith("Fruit (pieces)")]
+    # The column read for "fruit intake" is one row, named by the outcome; it shows the column.
+    [fruit] = [item for item in items if item.label == "fruit intake"]
+    assert fruit.shown.startswith("Fruit (pieces)")
     # The SD left out, and the baseline means no value has, in one look.
     assert {"0.07", "1.81", "1.94"} <= set(fruit.numbers) and not {"2.05", "2.25"} & set(fruit.numbers)
     assert "the statistics of the same kind beside it no value has" in fruit.why

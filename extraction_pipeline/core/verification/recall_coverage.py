@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from extraction_pipeline.core.evaluation.matching import label_names
@@ -317,7 +317,7 @@ def _lacked(entry: ExtractedEntry, place: Candidate, lack: _Lack, unread: list[P
     kind = MissedKind.RESULT_TEXT if place.prose else MissedKind.TABLE_ROW
     if lack.absent_arm:  # a version 2 outcome entry is an arm's: that entry is missing whole
         kind = MissedKind.OUTCOME
-    return listed_at(place, kind, unread, rank, why, label=label)
+    return replace(listed_at(place, kind, unread, rank, why, label=label), outcome=name)
 
 
 def _lacking(entry: ExtractedEntry, answer: Answer) -> Iterator[_Lack]:

@@ -51,6 +51,11 @@ class Listed:
     values: frozenset[Decimal]  # the item's numbers' values
     prose: bool
     unread_row_of: str = ""  # the table of a row no value reads (``Candidate.table``)
+    outcome: str = ""  # the extracted outcome a finding at the place its quote is in is about
+
+    @property
+    def place(self) -> tuple[int, str, int, int]:
+        return self.item.page, self.item.source, self.item.start, self.item.end
 
     def merged(self, other: Listed) -> Listed:
         """Two findings at the same place: one item, with both labels and numbers."""
@@ -60,6 +65,8 @@ class Listed:
             label = other.item.label  # "PONV" and "PONV: no numbers for H1": the one that says more
         elif other.item.label and _says_more(item.label, other.item.label):
             label = item.label
+        elif row := _row_read_for(self, other) or _row_read_for(other, self):
+            label = row
         elif same_outcome := _one_outcome(item.label, other.item.label):
             label = same_outcome
         elif item.label and other.item.label and said(other.item.label) not in said(item.label):
@@ -72,10 +79,32 @@ class Listed:
         merged = PossiblyMissed(
             kind, label, item.text, item.page, item.source, item.start, item.end, numbers, why, shown, cells
         )
-        return Listed(merged, self.rank, self.values | other.values, self.prose and other.prose)
+        return Listed(
+            merged,
+            self.rank,
+            self.values | other.values,
+            self.prose and other.prose,
+            outcome=self.outcome or other.outcome,
+        )
 
 
 _NO_NUMBERS_FOR = "no numbers for "
+
+
+def _row_read_for(found: Listed, row: Listed) -> str:
+    """One label for an extracted outcome's finding at the very row its quote is in and that row's
+    own finding (half read, say): one row, named by the outcome and by what the row prints,
+    "Intuitive eating total score (IES-2 total: Preintervention)"; "" for anything else."""
+    if not found.outcome or row.outcome or found.place != row.place or not row.item.label:
+        return ""
+    one, other = said(found.item.label), said(row.item.label)
+    if one in other or other in one:
+        return ""  # "pain score" read from "Pain score": the likelier one's label
+    if _says_more(found.item.label, row.item.label) or mentioned(_UNITS.sub(" ", row.item.label), word_stems(one), {}):
+        return found.item.label  # "Fruit intake" read from "Fruit (pieces)"
+    return f"{found.item.label} ({row.item.label})"
+
+
 _UNITS = re.compile(r"\([^()]*\)")  # "Fruit (pieces)": the unit a row label prints beside its name
 
 
