@@ -724,6 +724,8 @@ def test_an_outcomes_finding_at_the_row_it_was_read_from_names_that_row_once() -
     lacks_sd = replace(finding("Intuitive eating total score", 6.5), outcome="Intuitive eating total score")
     fused = "Intuitive eating total score (IES-2 total: Preintervention)"
     assert half_read.merged(lacks_sd).item.label == lacks_sd.merged(half_read).item.label == fused
+    change_row = finding("(Δ)", 7.5)  # a row labelled by a symbol alone: the outcome names it
+    assert change_row.merged(lacks_sd).item.label == "Intuitive eating total score"
     elsewhere = replace(lacks_sd, item=replace(lacks_sd.item, start=105))  # overlapping, not the same row
     assert half_read.merged(elsewhere).item.label == "IES-2 total: Preintervention; Intuitive eating total score"
 

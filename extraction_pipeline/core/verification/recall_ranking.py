@@ -100,7 +100,12 @@ def _row_read_for(found: Listed, row: Listed) -> str:
     one, other = said(found.item.label), said(row.item.label)
     if one in other or other in one:
         return ""  # "pain score" read from "Pain score": the likelier one's label
-    if _says_more(found.item.label, row.item.label) or mentioned(_UNITS.sub(" ", row.item.label), word_stems(one), {}):
+    printed = _UNITS.sub(" ", row.item.label)
+    if (
+        not word_stems(printed)
+        or _says_more(found.item.label, row.item.label)
+        or mentioned(printed, word_stems(one), {})
+    ):
         return found.item.label  # "Fruit intake" read from "Fruit (pieces)"
     return f"{found.item.label} ({row.item.label})"
 
