@@ -1221,3 +1221,52 @@ def test_a_sentence_a_page_break_cuts_from_a_quoted_one_ranks_as_beside_it() -> 
     items = possibly_missed(paper, _fields(paper, answer), likeliest_first=True)
     [sleep, anxiety] = [i for i in items if "5.5" in i.numbers or "3.3" in i.numbers]
     assert sleep.page == 3 and "5.5" in sleep.numbers and anxiety.page == 2
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "The stone-free rate was 100% in Group I, and 80% in Group II after a single procedure (p = 0.043).",
+        "Drug X gave a higher stone-free rate (100% vs 80%, p = 0.043) than placebo.",
+        "During the study, adverse events were recorded in 2 patients given placebo and 4 in the drug X group.",
+    ],
+)
+def test_numbers_a_sentence_gives_as_arms_results_are_listed_though_printed_alone(sentence: str) -> None:
+    # Each arm's result is one number (a percentage, a count) printed with its arm or set against
+    # the other's: no total or SD pairs them, and yet the sentence reports an outcome for two arms.
+    paper = _paper(ABSTRACT, RESULTS.replace("4. Discussion", sentence + "\n4. Discussion"))
+    items = possibly_missed(paper, _fields(paper, PAIN, NAUSEA))
+    [item] = [i for i in items if not i.label.startswith("Length of stay")]  # the table's unread row aside
+    assert item.kind == MissedKind.OUTCOME and " ".join(_shown(paper, item).split()) == sentence
+    assert len(item.numbers) >= 2
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Of the 98 patients, 60% were women and 12% had diabetes.",  # shares of everyone, no arm
+        "Drug X was given for 12 weeks to 50 patients in 4 centres.",  # counts of the trial, not results
+        "Earlier trials found response rates of 75–95% versus 39–79% for other drugs.",  # ranges set against
+    ],
+)
+def test_numbers_printed_alone_without_arms_make_no_result_sentence(sentence: str) -> None:
+    paper = _paper(ABSTRACT, RESULTS.replace("4. Discussion", sentence + "\n4. Discussion"))
+    items = possibly_missed(paper, _fields(paper, PAIN, NAUSEA))
+    assert [i.label for i in items] == ["Length of stay, days"]  # the table's unread row only
+
+
+def test_another_arms_statistic_in_a_row_of_several_per_arm_is_the_one_as_many_cells_away() -> None:
+    # Each arm prints a baseline and a change: the placebo arm's change SD is two cells after the
+    # drug's, not the placebo baseline printed next to it.
+    row = "Speech score\n7.3 (0.6)\n−1.5 (0.4)\n7.6 (0.5)\n−2.2 (0.4)\n0.197\n"
+    heads = "Table 2. Scores\nOutcome\nDrug X (n = 50)\nPlacebo (n = 48)\nBaseline\nChange\nBaseline\nChange\nP\n"
+    paper = _paper(ABSTRACT, "3. Results\n" + heads + row + "4. Discussion\n")
+    quote = "−1.5 (0.4) 7.6 (0.5) −2.2 (0.4)"
+    speech = {
+        "outcome_name": ("speech score", "Speech score"),
+        "mean_treatment": (-1.5, quote),
+        "sd_treatment": (0.4, quote),
+        "mean_control": (-2.2, quote),
+    }
+    [item] = [i for i in possibly_missed(paper, _fields(paper, speech)) if "SD" in i.why]
+    assert "it has the Drug X arm's SD, not the Placebo arm's" in item.why and "0.4" in item.numbers

@@ -257,6 +257,7 @@ def incomplete(document: ParsedDocument, answer: Answer, layout: Layout) -> list
     have numbers for is listed so ("no numbers for H2 (haloperidol 2 mg)") even when nothing
     unread is printed beside them: the answer itself says an arm is missing."""
     listed = []
+    arms = len(answer.study.arms) if answer.study.version >= 2 else 2
     for entry in answer.entries:
         if not entry.outcome:
             continue  # the arms' own numbers: their group sizes are ``missing_sizes``' business
@@ -270,7 +271,7 @@ def incomplete(document: ParsedDocument, answer: Answer, layout: Layout) -> list
             if place is None:
                 continue
             first_place.setdefault(lack.absent_arm, (place, lack))
-            unread = _unread_beside(place, entry, lack, span)
+            unread = _unread_beside(place, entry, lack, span, arms)
             if not unread:
                 continue  # nothing to show (a total printed only in a column head): no item
             places.append(_lacked(entry, place, lack, unread, RANK_ARM_LEFT_OUT if lack.absent_arm else RANK_OTHER_ARM))
@@ -281,9 +282,12 @@ def incomplete(document: ParsedDocument, answer: Answer, layout: Layout) -> list
     return listed
 
 
-def _unread_beside(place: Candidate, entry: ExtractedEntry, lack: _Lack, span: Span) -> list[PrintedNumber]:
-    """The numbers printed beside the one ``entry`` has (its statistic's other half, or the
-    statistics next to it) that no value of the entry has."""
+def _unread_beside(place: Candidate, entry: ExtractedEntry, lack: _Lack, span: Span, arms: int) -> list[PrintedNumber]:
+    """The numbers printed beside the one ``entry`` has (its statistic's other half, or another
+    arm's statistic) that no value of the entry has. A table row printing each of the ``arms`` arms'
+    statistics in turn ("7.3 (0.6) −1.5 (0.4) 7.6 (0.5) −2.2 (0.4)": two arms, a baseline and a
+    change each) has another arm's statistic as many statistics away as each arm prints; else
+    the statistics next to it."""
     numbers = place.numbers
     have = entry.numbers[lack.have]
     at = [i for i, n in enumerate(numbers) if n.value == have and span[2] <= n.start < span[3]]
@@ -293,11 +297,17 @@ def _unread_beside(place: Candidate, entry: ExtractedEntry, lack: _Lack, span: S
     group = numbers[at[0]].group
     if lack.same_statistic:
         beside = [n for n in numbers if n.group == group]
-    else:  # another arm's: the statistics printed next to this one
-        arm_groups = sorted({n.group for n in numbers if n.role in (ARM, SIZE) and n.group != group})
-        before = [g for g in arm_groups if g < group][-1:]
-        after = [g for g in arm_groups if g > group][:1]
-        beside = [n for n in numbers if n.group in (*before, *after)]
+    else:  # another arm's
+        every = sorted({n.group for n in numbers if n.role in (ARM, SIZE)})
+        row = not place.prose and not place.cells  # a column prints an arm per row, in turn
+        each = len(every) // arms if row and arms >= 2 and len(every) % arms == 0 else 0
+        if each >= 2 and group in every:  # the same statistic of the arms before and after
+            at_group = every.index(group)
+            counterparts = [every[i] for i in (at_group - each, at_group + each) if 0 <= i < len(every)]
+        else:  # the statistics printed next to this one
+            arm_groups = [g for g in every if g != group]
+            counterparts = [*[g for g in arm_groups if g < group][-1:], *[g for g in arm_groups if g > group][:1]]
+        beside = [n for n in numbers if n.group in counterparts]
     # Arms may print the same number (326 randomised to each): beside this one, it is the other
     # arm's even though the outcome has that value.
     same = None if lack.same_statistic else have

@@ -21,6 +21,7 @@ from extraction_pipeline.core.verification.recall_numbers import (
     PERCENT,
     RANGE,
     TIME,
+    PrintedNumber,
     group_sizes,
     numbers_in,
     sentence_numbers,
@@ -107,14 +108,14 @@ def read_layout(document: ParsedDocument, sizes: frozenset[Decimal], arms: tuple
             heading = bool(_RESULTS_HEADING.match(stripped) or _END_HEADING.match(stripped))
             wanted = (in_abstract or in_results) and index not in table_lines and line.kind != BLANK and not heading
             if zone and not (wanted and zone_is_abstract == in_abstract):
-                layout.candidates.extend(_sentences(page, text, zone, page_sizes, abstract=zone_is_abstract))
+                layout.candidates.extend(_sentences(page, text, zone, page_sizes, arms, abstract=zone_is_abstract))
                 (abstract if zone_is_abstract else results).extend(z.text for z in zone)
                 zone = []
             if wanted:
                 zone_is_abstract = in_abstract
                 zone.append(line)
         if zone:
-            layout.candidates.extend(_sentences(page, text, zone, page_sizes, abstract=zone_is_abstract))
+            layout.candidates.extend(_sentences(page, text, zone, page_sizes, arms, abstract=zone_is_abstract))
             (abstract if zone_is_abstract else results).extend(z.text for z in zone)
     layout.acronyms = defined_acronyms(document.full_text)
     abstract_text = " ".join(abstract)
@@ -126,8 +127,38 @@ def read_layout(document: ParsedDocument, sizes: frozenset[Decimal], arms: tuple
     return layout
 
 
-def _sentences(page: int, text: str, zone: list[Line], sizes: frozenset[Decimal], *, abstract: bool) -> list[Candidate]:
-    """Sentences of the abstract or results text that report a statistic for two arms."""
+# A number printed with the arm it is of ("80% in Group II", "2 in placebo") or set against another
+# ("100% vs 80%"): an arm's result, though nothing else (a total, an SD) is printed with it.
+_WITH_ARM = r"%?\s+(?:[a-z]+\s+){0,2}?(?:in|with|on|receiving|given)\s+(?:the\s+)?(?:[\w-]+\s+){0,3}?"
+_DASHES = frozenset("–—-")
+_AGAINST = re.compile(r"%?\s*(?:vs\.?|versus|v\.|compared (?:with|to))\s*", re.IGNORECASE)
+
+
+def _arms_compared(text: str, numbers: list[PrintedNumber], arms: tuple[str, ...], end: int) -> set[int]:
+    """The groups of numbers printed alone (a count, a percentage) that a sentence gives as arms'
+    results: each followed by its arm (a word naming a group or arm, or an arm of the answer by its
+    first word), or two set against each other."""
+    names = "|".join(dict.fromkeys(re.escape(arm.split()[0]) for arm in arms if len(arm.split()[0]) >= 3))
+    with_arm = re.compile(_WITH_ARM + r"(?:groups?|arms?" + (f"|{names}" if names else "") + r")\b", re.IGNORECASE)
+    alone = [
+        n
+        for n in numbers
+        if (n.role == PERCENT or (n.role == ARM and "." not in n.printed))
+        and sum(1 for m in numbers if m.group == n.group) == 1
+    ]
+    found = {n.group for n in alone if with_arm.match(text, n.end, end)}
+    for one, other in itertools.pairwise(alone):
+        ranges = text[one.start - 1 : one.start] in _DASHES or text[other.end : other.end + 1] in _DASHES
+        if not ranges and _AGAINST.fullmatch(text, one.end, other.start):  # "75–95% versus 39–79%": ranges
+            found |= {one.group, other.group}
+    return found
+
+
+def _sentences(
+    page: int, text: str, zone: list[Line], sizes: frozenset[Decimal], arms: tuple[str, ...], *, abstract: bool
+) -> list[Candidate]:
+    """Sentences of the abstract or results text that report a statistic for two arms (statistics
+    of two numbers or more, or numbers the sentence gives as arms' results)."""
     found: list[Candidate] = []
     runs: list[tuple[int, int]] = []  # consecutive lines of the zone: sentences are split inside one
     for line in zone:
@@ -144,6 +175,8 @@ def _sentences(page: int, text: str, zone: list[Line], sizes: frozenset[Decimal]
             start, end = run_start + where, run_start + where + len(piece)
             numbers = sentence_numbers(text, start, end, sizes)
             partnered = {n.group for n in numbers if sum(1 for m in numbers if m.group == n.group) >= 2}
+            if len(compared := _arms_compared(text, numbers, arms, end)) >= 2:
+                partnered |= compared
             if len({n.group for n in numbers if n.role in (ARM, PERCENT, RANGE) and n.group in partnered}) < 2:
                 continue
             # Named by the words before its first statistic: "At week 8, ..." is a time point.
