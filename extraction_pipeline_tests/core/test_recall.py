@@ -718,12 +718,28 @@ def test_an_outcomes_finding_at_the_row_it_was_read_from_names_that_row_once() -
     # Two outcomes' findings are never one: each says something of its own.
     both = finding("Vegetable intake: no numbers for Control", 6.5).merged(lacks)
     assert both.item.label == "Vegetable intake: no numbers for Control; Fruit intake: no numbers for Control"
+    # An arm's missing entry is an outcome item; named as one with the row it was read from, the
+    # item is one; beside another thing it keeps the likelier finding's kind.
+    arm_missing = replace(lacks, item=replace(lacks.item, kind=MissedKind.OUTCOME))
+    assert row.merged(arm_missing).item.kind == MissedKind.OUTCOME
+    vomiting = finding("Vomiting", 7.5)
+    assert vomiting.merged(arm_missing).item.kind == MissedKind.TABLE_ROW
     # An extracted outcome's finding at the very row its quote is in (it has a mean, not its SD) and
     # that row's own (half read): one row, named by the outcome and by what the row prints.
     half_read = finding("IES-2 total: Preintervention", 7.5)
     lacks_sd = replace(finding("Intuitive eating total score", 6.5), outcome="Intuitive eating total score")
     fused = "Intuitive eating total score (IES-2 total: Preintervention)"
     assert half_read.merged(lacks_sd).item.label == lacks_sd.merged(half_read).item.label == fused
+    # The model read the systolic row for diastolic pressure: both names stay, the row's in brackets.
+    systolic = finding("Systolic blood pressure (mmHg)", 7.5)
+    diastolic = replace(finding("Diastolic blood pressure", 6.5), outcome="Diastolic blood pressure")
+    assert systolic.merged(diastolic).item.label == "Diastolic blood pressure (Systolic blood pressure (mmHg))"
+    # What an outcome lacks stays at the end of its label.
+    lacks_arm = replace(finding("Body appreciation: no numbers for Control", 6.0), outcome="Body appreciation")
+    assert (
+        half_read.merged(lacks_arm).item.label
+        == "Body appreciation (IES-2 total: Preintervention): no numbers for Control"
+    )
     change_row = finding("(Δ)", 7.5)  # a row labelled by a symbol alone: the outcome names it
     assert change_row.merged(lacks_sd).item.label == "Intuitive eating total score"
     elsewhere = replace(lacks_sd, item=replace(lacks_sd.item, start=105))  # overlapping, not the same row
@@ -1247,6 +1263,15 @@ def test_numbers_a_sentence_gives_as_arms_results_are_listed_though_printed_alon
         "Of the 98 patients, 60% were women and 12% had diabetes.",  # shares of everyone, no arm
         "Drug X was given for 12 weeks to 50 patients in 4 centres.",  # counts of the trial, not results
         "Earlier trials found response rates of 75–95% versus 39–79% for other drugs.",  # ranges set against
+        "Earlier trials found response rates of 75 – 95% versus 39 to 79% for other drugs.",
+        "At 6 months 40% versus 20% at 12 months were still in pain.",  # time points, not arms
+        "Response was 30% at week 4 compared with 55% at week 12.",
+        # The trial's flow, baseline and design, though printed per arm:
+        "3 patients in the drug X group and 2 in the placebo group withdrew consent before surgery.",
+        "Of the 98 randomised, 90% in the drug X arm and 85% in the placebo arm completed 12 weeks.",
+        "Outcome data were available for 96% in the drug X group and 94% in the placebo group.",
+        "Baseline characteristics were similar: 56% in the drug X group and 58% in the placebo group were women.",
+        "The sample size of 45 per group gave 80% power to detect 30% versus 15%.",
     ],
 )
 def test_numbers_printed_alone_without_arms_make_no_result_sentence(sentence: str) -> None:

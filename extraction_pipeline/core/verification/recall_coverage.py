@@ -284,10 +284,10 @@ def incomplete(document: ParsedDocument, answer: Answer, layout: Layout) -> list
 
 def _unread_beside(place: Candidate, entry: ExtractedEntry, lack: _Lack, span: Span, arms: int) -> list[PrintedNumber]:
     """The numbers printed beside the one ``entry`` has (its statistic's other half, or another
-    arm's statistic) that no value of the entry has. A table row printing each of the ``arms`` arms'
-    statistics in turn ("7.3 (0.6) −1.5 (0.4) 7.6 (0.5) −2.2 (0.4)": two arms, a baseline and a
-    change each) has another arm's statistic as many statistics away as each arm prints; else
-    the statistics next to it."""
+    arm's statistic) that no value of the entry has: another arm's is next to it, or, in a table
+    row printing each of the ``arms`` arms' statistics in turn ("7.3 (0.6) −1.5 (0.4) 7.6 (0.5)
+    −2.2 (0.4)": two arms, a baseline and a change each), as many statistics away as each arm
+    prints (the row's heads are not read, so both are shown)."""
     numbers = place.numbers
     have = entry.numbers[lack.have]
     at = [i for i, n in enumerate(numbers) if n.value == have and span[2] <= n.start < span[3]]
@@ -297,16 +297,18 @@ def _unread_beside(place: Candidate, entry: ExtractedEntry, lack: _Lack, span: S
     group = numbers[at[0]].group
     if lack.same_statistic:
         beside = [n for n in numbers if n.group == group]
-    else:  # another arm's
+    else:  # another arm's: the statistics printed next to this one
         every = sorted({n.group for n in numbers if n.role in (ARM, SIZE)})
-        row = not place.prose and not place.cells  # a column prints an arm per row, in turn
+        others = [g for g in every if g != group]
+        counterparts = {*[g for g in others if g < group][-1:], *[g for g in others if g > group][:1]}
+        # A table row (not an outcome column, which prints an arm per row) whose statistics divide
+        # evenly among the arms may print each arm's in turn: then the same statistic of the arms
+        # before and after is as many cells away. Its heads are not read, so both are shown.
+        row = not place.prose and not place.cells
         each = len(every) // arms if row and arms >= 2 and len(every) % arms == 0 else 0
-        if each >= 2 and group in every:  # the same statistic of the arms before and after
+        if each >= 2 and group in every:
             at_group = every.index(group)
-            counterparts = [every[i] for i in (at_group - each, at_group + each) if 0 <= i < len(every)]
-        else:  # the statistics printed next to this one
-            arm_groups = [g for g in every if g != group]
-            counterparts = [*[g for g in arm_groups if g < group][-1:], *[g for g in arm_groups if g > group][:1]]
+            counterparts |= {every[i] for i in (at_group - each, at_group + each) if 0 <= i < len(every)}
         beside = [n for n in numbers if n.group in counterparts]
     # Arms may print the same number (326 randomised to each): beside this one, it is the other
     # arm's even though the outcome has that value.

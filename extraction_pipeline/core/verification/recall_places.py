@@ -130,14 +130,30 @@ def read_layout(document: ParsedDocument, sizes: frozenset[Decimal], arms: tuple
 # A number printed with the arm it is of ("80% in Group II", "2 in placebo") or set against another
 # ("100% vs 80%"): an arm's result, though nothing else (a total, an SD) is printed with it.
 _WITH_ARM = r"%?\s+(?:[a-z]+\s+){0,2}?(?:in|with|on|receiving|given)\s+(?:the\s+)?(?:[\w-]+\s+){0,3}?"
-_DASHES = frozenset("–—-")
+# A range's bound is no arm's result: "75–95% versus 39 to 79%".
+_RANGE_BEFORE = re.compile(r"(?:[–—-]|\bto)\s*$")
+_RANGE_AFTER = re.compile(r"\s*(?:%\s*)?(?:[–—-]|to\b)\s*\d")
+# Sentences about who took part, not what happened to them: the trial's flow, its baseline, its
+# design ("56% in the drug group were women", "5 in the placebo group withdrew", "80% power").
+_NOT_RESULTS = re.compile(
+    r"\b(?:withdr[ae]w\w*|lost to follow|complet\w+|discontinu\w+|dropp\w+ out|available|missing|"
+    r"randomi[sz]\w*|allocated|assigned|enrolled|baseline|women|men|female|male|power|sample size|assum\w+)\b",
+    re.IGNORECASE,
+)
+# A number beside a time point ("40% at 6 months versus 20% at 12 months") sets times against
+# each other, not arms.
+_AT_TIME = re.compile(r"%?\s*(?:at|after|by|over)\s+(?:\w+\s+)?\d+\s*(?:days?|weeks?|months?|years?|h|hours?)\b", re.I)
 _AGAINST = re.compile(r"%?\s*(?:vs\.?|versus|v\.|compared (?:with|to))\s*", re.IGNORECASE)
 
 
-def _arms_compared(text: str, numbers: list[PrintedNumber], arms: tuple[str, ...], end: int) -> set[int]:
-    """The groups of numbers printed alone (a count, a percentage) that a sentence gives as arms'
-    results: each followed by its arm (a word naming a group or arm, or an arm of the answer by its
-    first word), or two set against each other."""
+def _arms_compared(text: str, numbers: list[PrintedNumber], arms: tuple[str, ...], start: int, end: int) -> set[int]:
+    """The groups of numbers printed alone (a count, a percentage) that the sentence
+    ``text[start:end]`` gives as arms' results: each followed by its arm (a word naming a group or
+    arm, or an arm of the answer by its first word), or two set against each other, neither a
+    range's bound nor beside a time point. None in a sentence about the trial's flow, baseline or
+    design."""
+    if _NOT_RESULTS.search(text, start, end):
+        return set()
     names = "|".join(dict.fromkeys(re.escape(arm.split()[0]) for arm in arms if len(arm.split()[0]) >= 3))
     with_arm = re.compile(_WITH_ARM + r"(?:groups?|arms?" + (f"|{names}" if names else "") + r")\b", re.IGNORECASE)
     alone = [
@@ -145,11 +161,13 @@ def _arms_compared(text: str, numbers: list[PrintedNumber], arms: tuple[str, ...
         for n in numbers
         if (n.role == PERCENT or (n.role == ARM and "." not in n.printed))
         and sum(1 for m in numbers if m.group == n.group) == 1
+        and not _RANGE_BEFORE.search(text, start, n.start)
+        and not _RANGE_AFTER.match(text, n.end, end)
     ]
     found = {n.group for n in alone if with_arm.match(text, n.end, end)}
     for one, other in itertools.pairwise(alone):
-        ranges = text[one.start - 1 : one.start] in _DASHES or text[other.end : other.end + 1] in _DASHES
-        if not ranges and _AGAINST.fullmatch(text, one.end, other.start):  # "75–95% versus 39–79%": ranges
+        timed = _AT_TIME.match(text, one.end) or _AT_TIME.match(text, other.end)
+        if not timed and _AGAINST.fullmatch(text, one.end, other.start):
             found |= {one.group, other.group}
     return found
 
@@ -175,7 +193,7 @@ def _sentences(
             start, end = run_start + where, run_start + where + len(piece)
             numbers = sentence_numbers(text, start, end, sizes)
             partnered = {n.group for n in numbers if sum(1 for m in numbers if m.group == n.group) >= 2}
-            if len(compared := _arms_compared(text, numbers, arms, end)) >= 2:
+            if len(compared := _arms_compared(text, numbers, arms, start, end)) >= 2:
                 partnered |= compared
             if len({n.group for n in numbers if n.role in (ARM, PERCENT, RANGE) and n.group in partnered}) < 2:
                 continue

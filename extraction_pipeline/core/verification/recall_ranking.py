@@ -58,24 +58,16 @@ class Listed:
         return self.item.page, self.item.source, self.item.start, self.item.end
 
     def merged(self, other: Listed) -> Listed:
-        """Two findings at the same place: one item, with both labels and numbers."""
+        """Two findings at the same place: one item, with both labels and numbers. It is an
+        outcome item when one of them is and both are named as one (an outcome's arm missing at
+        the row it was read from); two things named side by side keep the likelier one's kind."""
         item = self.item
-        label = item.label or other.item.label
-        if item.label and _says_more(other.item.label, item.label):
-            label = other.item.label  # "PONV" and "PONV: no numbers for H1": the one that says more
-        elif other.item.label and _says_more(item.label, other.item.label):
-            label = item.label
-        elif row := _row_read_for(self, other) or _row_read_for(other, self):
-            label = row
-        elif same_outcome := _one_outcome(item.label, other.item.label):
-            label = same_outcome
-        elif item.label and other.item.label and said(other.item.label) not in said(item.label):
-            label = f"{item.label}{LABEL_SEPARATOR}{other.item.label}"
+        label, as_one = _named_together(self, other)
         numbers = tuple(dict.fromkeys((*item.numbers, *other.item.numbers)))
         why = item.why if other.item.why == item.why else f"{item.why}; {other.item.why}"
         shown = _shown_together([self.item, other.item])
         cells = tuple(dict.fromkeys((*item.cells, *other.item.cells)))
-        kind = MissedKind.OUTCOME if MissedKind.OUTCOME in (item.kind, other.item.kind) else item.kind
+        kind = MissedKind.OUTCOME if as_one and MissedKind.OUTCOME in (item.kind, other.item.kind) else item.kind
         merged = PossiblyMissed(
             kind, label, item.text, item.page, item.source, item.start, item.end, numbers, why, shown, cells
         )
@@ -88,42 +80,62 @@ class Listed:
         )
 
 
+def _named_together(likelier: Listed, other: Listed) -> tuple[str, bool]:
+    """The label of two findings at one place, and whether it names them as one thing."""
+    label, more = likelier.item.label, other.item.label
+    if not label or not more:
+        return label or more, True
+    if _says_more(more, label):
+        return more, True  # "PONV" and "PONV: no numbers for H1": the one that says more
+    if _says_more(label, more):
+        return label, True
+    if row := _row_read_for(likelier, other) or _row_read_for(other, likelier):
+        return row, True
+    if same_outcome := _one_outcome(label, more):
+        return same_outcome, True
+    if said(more) in said(label):
+        return label, True
+    return f"{label}{LABEL_SEPARATOR}{more}", False
+
+
 _NO_NUMBERS_FOR = "no numbers for "
+_UNITS = re.compile(r"\([^()]*\)")  # "Fruit (pieces)": the unit a row label prints beside its name
 
 
 def _row_read_for(found: Listed, row: Listed) -> str:
     """One label for an extracted outcome's finding at the very row its quote is in and that row's
-    own finding (half read, say): one row, named by the outcome and by what the row prints,
-    "Intuitive eating total score (IES-2 total: Preintervention)"; "" for anything else."""
+    own finding (half read, say): one row, named by the outcome and by what the row prints where
+    its words are not the outcome's, "Intuitive eating total score (IES-2 total: Preintervention)";
+    "" for anything else (a label naming several things is never folded into another)."""
     if not found.outcome or row.outcome or found.place != row.place or not row.item.label:
         return ""
-    one, other = said(found.item.label), said(row.item.label)
-    if one in other or other in one:
+    label, printed = found.item.label, row.item.label
+    if LABEL_SEPARATOR in label or LABEL_SEPARATOR in printed or not said(label).startswith(said(found.outcome)):
+        return ""
+    if said(label) in said(printed) or said(printed) in said(label):
         return ""  # "pain score" read from "Pain score": the likelier one's label
-    printed = _UNITS.sub(" ", row.item.label)
-    if (
-        not word_stems(printed)
-        or _says_more(found.item.label, row.item.label)
-        or mentioned(printed, word_stems(one), {})
-    ):
-        return found.item.label  # "Fruit intake" read from "Fruit (pieces)"
-    return f"{found.item.label} ({row.item.label})"
+    if not word_stems(_UNITS.sub(" ", printed)) or _same_words(printed, found.outcome):
+        return label  # "Fruit intake" read from "Fruit (pieces)"; a row labelled "(Δ)"
+    return f"{found.outcome} ({printed}){label[len(found.outcome) :]}"
 
 
-_UNITS = re.compile(r"\([^()]*\)")  # "Fruit (pieces)": the unit a row label prints beside its name
+def _same_words(row_label: str, name: str) -> bool:
+    """Are a row label's words, its unit aside, all the name's ("Fruit (pieces)" and "Fruit
+    intake"; not "Systolic blood pressure" and "Diastolic blood pressure")?"""
+    printed = word_stems(_UNITS.sub(" ", row_label))
+    return bool(printed) and printed <= word_stems(name)
 
 
 def _says_more(label: str, other: str) -> bool:
     """Does ``label`` say all ``other`` says, at one place? "PONV: no numbers for H1" says "PONV";
     an extracted outcome's finding ("Fruit intake: no numbers for Control") says the row label
-    its quote is in ("Fruit (pieces)") when the label's words, its unit aside, are the outcome's."""
+    its quote is in ("Fruit (pieces)") when the row's words, its unit aside, are the outcome's."""
     if said(other) in said(label) != said(other):
         return True
     name, what, _lacks = label.partition(": ")
-    if not what or ": " in other:
+    if not what or ": " in other or LABEL_SEPARATOR in label or LABEL_SEPARATOR in other:
         return False
-    words = word_stems(name)
-    return bool(words) and mentioned(_UNITS.sub(" ", other), words, {})
+    return _same_words(other, name)
 
 
 def _one_outcome(label: str, other: str) -> str:
