@@ -230,7 +230,8 @@ def main() -> None:
 def parse(pdf: Path) -> ParsedDocument:
     """The pipeline's default parse (plain text, ruled tables), isolated as the pipeline runs it."""
     result = run_isolated(pdf, timeout_seconds=300, limits=EngineOptions())
-    return ParsedDocument(pdf.name, result["pages_text"], [ParsedTable(**t) for t in result["tables"]])
+    tables = [ParsedTable(**t) for t in result["tables"]]
+    return ParsedDocument(pdf.name, result["pages_text"], tables, layout=result.get("layout", []))
 
 
 def oracle_outcomes(pmcid: str) -> list[Outcome]:
