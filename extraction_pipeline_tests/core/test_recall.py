@@ -1243,6 +1243,10 @@ ARMS_RESULTS = [  # each arm's result one number, printed with its arm or set ag
     "The stone-free rate was 100% in Group I, and 80% in Group II after a single procedure (p = 0.043).",
     "Drug X gave a higher stone-free rate (100% vs 80%, p = 0.043) than placebo.",
     "During the study, adverse events were recorded in 2 patients given placebo and 4 in the drug X group.",
+    # Outcomes worded like the trial's flow or baseline are results still:
+    "Complete remission was 40% in the drug X group versus 20% in the placebo group.",
+    "The reduction from baseline was 30% in the drug X group and 10% in the placebo group.",
+    "Treatment was stopped for adverse events in 5 patients in the drug X group and 2 in the placebo group.",
 ]
 NO_ARMS_RESULTS = [
     "Of the 98 patients, 60% were women and 12% had diabetes.",  # shares of everyone, no arm

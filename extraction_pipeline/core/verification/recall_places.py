@@ -135,9 +135,12 @@ _RANGE_BEFORE = re.compile(r"(?:[–—-]|\bto)\s*$")
 _RANGE_AFTER = re.compile(r"\s*(?:%\s*)?(?:[–—-]|to\b)\s*\d")
 # Sentences about who took part, not what happened to them: the trial's flow, its baseline, its
 # design ("56% in the drug group were women", "5 in the placebo group withdrew", "80% power").
+# Outcomes that sound like them stay results: "complete remission", "change from baseline",
+# "discontinued because of adverse events", "muscle power".
 _NOT_RESULTS = re.compile(
-    r"\b(?:withdr[ae]w\w*|lost to follow|complet\w+|discontinu\w+|dropp\w+ out|available|missing|"
-    r"randomi[sz]\w*|allocated|assigned|enrolled|baseline|women|men|female|male|power|sample size|assum\w+)\b",
+    r"\b(?:withdr[ae]w\w* (?:their )?consent|withdr[ae]w from the (?:study|trial)|lost to follow|dropp\w+ out|"
+    r"completed|available|missing|randomi[sz]ed|allocated|assigned|enrolled|at baseline|baseline characteristics|"
+    r"women|men|female|male|\d+ ?% power|sample size|assum\w+)\b",
     re.IGNORECASE,
 )
 # A number beside a time point ("40% at 6 months versus 20% at 12 months") sets times against
