@@ -23,7 +23,11 @@ import pytest
 from graphql import parse
 
 from extraction_pipeline.core.ledger import Ledger
+from extraction_pipeline.core.ledger.documents import document_partition_keys
 from extraction_pipeline.core.ledger.users import Role, User, add_user
+from extraction_pipeline.core.pdf.registration import register_pdf
+from extraction_pipeline.core.settings import Settings
+from extraction_pipeline.core.synthetic import make_trial, write_report
 from extraction_pipeline.web.dagster_roles import USER_TAG, Action, Refused, classify, tag_launches
 from extraction_pipeline_tests.support.cli import run_cli
 from extraction_pipeline_tests.support.web import UiServer
@@ -173,9 +177,18 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     yield from _serve(tmp_path_factory.mktemp("roles"))
 
 
-def _partition(served: Served, key: str) -> None:
+def _partition(served: Served, index: int) -> str:
+    """A registered document's partition key, added as the launch dialog adds one. A key typed by
+    hand would race the served daemon's stray-partition sensor, which removes it within a minute
+    (a launch then finds no such partition)."""
+    before = document_partition_keys(served.ledger)
+    pdf = write_report(make_trial(index), served.server.home / "incoming")
+    register_pdf(served.ledger, Settings(home=served.server.home).documents_dir, "roles", pdf)
+    [key] = document_partition_keys(served.ledger) - before
     status, answer = served.graphql(ADD_PARTITION, {"key": key}, user="Ada Admin")
-    assert status == 200 and answer["data"]["addDynamicPartition"]["__typename"] == "AddDynamicPartitionSuccess", answer
+    added = answer["data"]["addDynamicPartition"]["__typename"]  # the sensor may have added it first
+    assert status == 200 and added in ("AddDynamicPartitionSuccess", "DuplicateDynamicPartitionError"), answer
+    return key
 
 
 def _launch(served: Served, key: str, tags: list[dict[str, str]], user: str | None) -> tuple[int, dict[str, Any]]:
@@ -238,21 +251,21 @@ def test_operating_the_instance_is_an_admins_alone(served: Served) -> None:
 
 @pytest.mark.e2e
 def test_launching_needs_a_signed_in_user_and_is_recorded_under_their_name(served: Served) -> None:
-    _partition(served, "roles-1")
-    status, answer = _launch(served, "roles-1", [], user=None)
+    key = _partition(served, 1)
+    status, answer = _launch(served, key, [], user=None)
     assert status == 401 and "only signed-in users may launch runs" in answer["errors"][0]["message"], answer
     # A reviewer's typed name is replaced by their own: no backfill "by Ana Analyst" from Rita.
-    status, answer = _launch(served, "roles-1", [{"key": "extraction/user", "value": "Ana Analyst"}], "Rita Reviewer")
+    status, answer = _launch(served, key, [{"key": "extraction/user", "value": "Ana Analyst"}], "Rita Reviewer")
     assert status == 200 and answer["data"]["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", answer
     assert _tags(served, answer["data"]["launchPartitionBackfill"]["backfillId"])["extraction/user"] == "Rita Reviewer"
-    status, answer = _launch(served, "roles-1", [], "Rita Reviewer")  # no tag: the launcher's is added
+    status, answer = _launch(served, key, [], "Rita Reviewer")  # no tag: the launcher's is added
     assert answer["data"]["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", answer
     assert _tags(served, answer["data"]["launchPartitionBackfill"]["backfillId"])["extraction/user"] == "Rita Reviewer"
     # An admin may launch for another user, one that exists.
-    status, answer = _launch(served, "roles-1", [{"key": "extraction/user", "value": "Ana Analyst"}], "Ada Admin")
+    status, answer = _launch(served, key, [{"key": "extraction/user", "value": "Ana Analyst"}], "Ada Admin")
     assert answer["data"]["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", answer
     assert _tags(served, answer["data"]["launchPartitionBackfill"]["backfillId"])["extraction/user"] == "Ana Analyst"
-    status, answer = _launch(served, "roles-1", [{"key": "extraction/user", "value": "Nobody"}], "Ada Admin")
+    status, answer = _launch(served, key, [{"key": "extraction/user", "value": "Nobody"}], "Ada Admin")
     assert status == 400 and "'Nobody' names no user of this server" in answer["errors"][0]["message"], answer
     # Parameters written into the query cannot carry a name past the server.
     inline = (
@@ -270,8 +283,8 @@ def test_an_instance_may_open_dagster_to_its_own_machine(tmp_path: Path) -> None
         status, answer = served.graphql('mutation { setConcurrencyLimit(concurrencyKey: "llm", limit: 7) }')
         assert status == 200 and answer["data"]["setConcurrencyLimit"] is True, answer
         assert served.pool() == 7
-        _partition(served, "open-1")
-        status, answer = _launch(served, "open-1", [{"key": "extraction/user", "value": "Nobody"}], user=None)
+        key = _partition(served, 2)
+        status, answer = _launch(served, key, [{"key": "extraction/user", "value": "Nobody"}], user=None)
         assert status == 400, answer  # a name must still be a user's
 
 
