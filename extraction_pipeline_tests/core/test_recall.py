@@ -1300,23 +1300,17 @@ def test_another_arms_statistic_in_a_row_of_several_per_arm_is_the_one_as_many_c
 
 
 def test_another_arms_statistic_is_looked_for_next_to_it_and_as_many_cells_away() -> None:
-    from decimal import Decimal
-
-    from extraction_pipeline.core.verification.recall_answer import ExtractedEntry
-    from extraction_pipeline.core.verification.recall_coverage import _Lack, _unread_beside
-    from extraction_pipeline.core.verification.recall_places import read_layout
-
     # Two arms, a baseline and a change each: printed arm by arm, the other arm's change is two
     # cells away; printed time by time, it is the next cell. The heads are not read: both are shown.
     row = "Speech score\n7.3 (0.6)\n7.6 (0.5)\n−1.5 (0.4)\n−2.2 (0.9)\n0.197\n"
-    text = "3. Results\nTable 2. Scores\nOutcome\nBaseline\nChange\nP\n" + row + "4. Discussion\n"
-    paper = _paper(ABSTRACT, text)
-    [place] = [c for c in read_layout(paper, frozenset()).candidates if c.label == "Speech score"]
-    span = (2, "text", text.index("−1.5"), text.index("−1.5") + 4)
-    mean, sd = ("mean", "arms.1"), ("sd", "arms.1")
-    entry = ExtractedEntry(
-        "outcomes.1", "speech score", {mean: Decimal("1.5"), sd: Decimal("0.4")}, {mean: span}, (span,)
-    )
-    lack = _Lack(mean, same_statistic=False, said="it has the drug arm's mean, not the placebo arm's")
-    shown = [n.printed for n in _unread_beside(place, entry, lack, span, arms=2)]
-    assert {"2.2", "0.9"} <= set(shown) and {"7.3", "0.6"} <= set(shown), shown
+    heads = "Table 2. Scores\nOutcome\nDrug X (n = 50)\nPlacebo (n = 48)\nBaseline\nChange\nP\n"
+    paper = _paper(ABSTRACT, "3. Results\n" + heads + row + "4. Discussion\n")
+    quote = "−1.5 (0.4) −2.2 (0.9)"
+    speech = {
+        "outcome_name": ("speech score", "Speech score"),
+        "mean_treatment": (-1.5, quote),
+        "sd_treatment": (0.4, quote),
+        "sd_control": (0.9, quote),
+    }
+    [item] = [i for i in possibly_missed(paper, _fields(paper, speech)) if "mean, not the Placebo arm's" in i.why]
+    assert {"7.6", "0.5", "7.3", "0.6"} <= set(item.numbers), item  # next to it, and two cells away
