@@ -1282,35 +1282,32 @@ def test_numbers_a_sentence_gives_as_arms_results_make_it_a_result_though_printe
     assert len(item.numbers) >= 2
 
 
-def test_another_arms_statistic_in_a_row_of_several_per_arm_is_the_one_as_many_cells_away() -> None:
-    # Each arm prints a baseline and a change: the placebo arm's change SD is two cells after the
-    # drug's, not the placebo baseline printed next to it.
-    row = "Speech score\n7.3 (0.6)\n−1.5 (0.4)\n7.6 (0.5)\n−2.2 (0.4)\n0.197\n"
+@pytest.mark.parametrize(
+    ("cells", "answered", "lacks", "shown"),
+    [
+        # Arm by arm, a baseline and a change each: the placebo arm's change SD is two cells after
+        # the drug's, not the placebo baseline printed next to it.
+        (
+            "7.3 (0.6)\n−1.5 (0.4)\n7.6 (0.5)\n−2.2 (0.4)",
+            {"mean_treatment": -1.5, "sd_treatment": 0.4, "mean_control": -2.2},
+            "it has the Drug X arm's SD, not the Placebo arm's",
+            {"0.4"},
+        ),
+        # Time by time (or arm by arm: the heads are not read): the next cell, and two cells away.
+        (
+            "7.3 (0.6)\n7.6 (0.5)\n−1.5 (0.4)\n−2.2 (0.9)",
+            {"mean_treatment": -1.5, "sd_treatment": 0.4, "sd_control": 0.9},
+            "it has the Drug X arm's mean, not the Placebo arm's",
+            {"7.6", "0.5", "7.3", "0.6"},
+        ),
+    ],
+)
+def test_another_arms_statistic_is_looked_for_next_to_it_and_as_many_cells_away(
+    cells: str, answered: dict[str, float], lacks: str, shown: set[str]
+) -> None:
     heads = "Table 2. Scores\nOutcome\nDrug X (n = 50)\nPlacebo (n = 48)\nBaseline\nChange\nBaseline\nChange\nP\n"
-    paper = _paper(ABSTRACT, "3. Results\n" + heads + row + "4. Discussion\n")
-    quote = "−1.5 (0.4) 7.6 (0.5) −2.2 (0.4)"
-    speech = {
-        "outcome_name": ("speech score", "Speech score"),
-        "mean_treatment": (-1.5, quote),
-        "sd_treatment": (0.4, quote),
-        "mean_control": (-2.2, quote),
-    }
-    [item] = [i for i in possibly_missed(paper, _fields(paper, speech)) if "SD" in i.why]
-    assert "it has the Drug X arm's SD, not the Placebo arm's" in item.why and "0.4" in item.numbers
-
-
-def test_another_arms_statistic_is_looked_for_next_to_it_and_as_many_cells_away() -> None:
-    # Two arms, a baseline and a change each: printed arm by arm, the other arm's change is two
-    # cells away; printed time by time, it is the next cell. The heads are not read: both are shown.
-    row = "Speech score\n7.3 (0.6)\n7.6 (0.5)\n−1.5 (0.4)\n−2.2 (0.9)\n0.197\n"
-    heads = "Table 2. Scores\nOutcome\nDrug X (n = 50)\nPlacebo (n = 48)\nBaseline\nChange\nP\n"
-    paper = _paper(ABSTRACT, "3. Results\n" + heads + row + "4. Discussion\n")
-    quote = "−1.5 (0.4) −2.2 (0.9)"
-    speech = {
-        "outcome_name": ("speech score", "Speech score"),
-        "mean_treatment": (-1.5, quote),
-        "sd_treatment": (0.4, quote),
-        "sd_control": (0.9, quote),
-    }
-    [item] = [i for i in possibly_missed(paper, _fields(paper, speech)) if "mean, not the Placebo arm's" in i.why]
-    assert {"7.6", "0.5", "7.3", "0.6"} <= set(item.numbers), item  # next to it, and two cells away
+    paper = _paper(ABSTRACT, "3. Results\n" + heads + "Speech score\n" + cells + "\n0.197\n4. Discussion\n")
+    quote = cells[cells.index("−1.5") :].replace("\n", " ")
+    speech = {"outcome_name": ("speech score", "Speech score"), **{k: (v, quote) for k, v in answered.items()}}
+    [item] = [i for i in possibly_missed(paper, _fields(paper, speech)) if lacks in i.why]
+    assert shown <= set(item.numbers), item
