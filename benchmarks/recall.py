@@ -96,6 +96,7 @@ from extraction_pipeline.core.verification.recall import (
     PossiblyMissed,
     possibly_missed,
 )
+from extraction_pipeline.core.verification.recall_ranking import NO_NUMBERS_FOR
 from extraction_pipeline_tests.support import oracle
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
@@ -348,7 +349,7 @@ def _label_names(label: str, outcome: Outcome, names: list[str], arms: tuple[str
     return label_names(label, outcome.name, names)
 
 
-_NO_NUMBERS_FOR = ": no numbers for "
+_NO_NUMBERS_FOR = f": {NO_NUMBERS_FOR}"
 
 
 def _arm_said(arm: str, said: str) -> bool:

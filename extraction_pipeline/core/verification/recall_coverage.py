@@ -19,6 +19,7 @@ from extraction_pipeline.core.verification.recall_labels import one_label
 from extraction_pipeline.core.verification.recall_numbers import ARM, MAX_ROW_STATISTICS, SIZE, PrintedNumber
 from extraction_pipeline.core.verification.recall_places import Layout, place_of, segment_text
 from extraction_pipeline.core.verification.recall_ranking import (
+    NO_NUMBERS_FOR,
     RANK_ABSENT_ARM,
     RANK_ARM_LEFT_OUT,
     RANK_GROUP_SIZE,
@@ -350,7 +351,7 @@ def _lacking(entry: ExtractedEntry, answer: Answer) -> Iterator[_Lack]:
                 said = f"it has the {answer.arm_said(arm)} arm's {_SAID[kind]}, not its {_SAID[partner]}"
                 yield _Lack((kind, arm), True, said)
     for absent in answer.missing_arms(entry):
-        said = f"no numbers for {answer.arm_described(absent)}"
+        said = f"{NO_NUMBERS_FOR}{answer.arm_described(absent)}"
         for have in entry.numbers:
             if have[0] in PER_ARM and have[1] in arms:
                 yield _Lack(have, False, said, absent)

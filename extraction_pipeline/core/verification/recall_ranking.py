@@ -98,7 +98,7 @@ def _named_together(likelier: Listed, other: Listed) -> tuple[str, bool]:
     return f"{label}{LABEL_SEPARATOR}{more}", False
 
 
-_NO_NUMBERS_FOR = "no numbers for "
+NO_NUMBERS_FOR = "no numbers for "  # what a declared arm's missing entry says (``incomplete``)
 _UNITS = re.compile(r"\([^()]*\)")  # "Fruit (pieces)": the unit a row label prints beside its name
 
 
@@ -147,8 +147,8 @@ def _one_outcome(label: str, other: str) -> str:
         return ""
     if said(said_other) in said(said_first):
         return label
-    if said_first.startswith(_NO_NUMBERS_FOR) and said_other.startswith(_NO_NUMBERS_FOR):
-        said_other = said_other.removeprefix(_NO_NUMBERS_FOR)
+    if said_first.startswith(NO_NUMBERS_FOR) and said_other.startswith(NO_NUMBERS_FOR):
+        said_other = said_other.removeprefix(NO_NUMBERS_FOR)
     return f"{label}, {said_other}"
 
 
